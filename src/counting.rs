@@ -1,0 +1,278 @@
+//! Counting Bloom filter with packed 4-bit saturating counters (Summary Cache,
+//! Fan et al. §V).
+//!
+//! * Counter `i` lives in byte `i / 2` of the counter array: the low nibble for
+//!   even `i`, the high nibble for odd `i`. A 512-counter block (the blocked
+//!   layout's unit) is therefore 256 contiguous bytes: one counter page.
+//! * 4 bits suffice: with the optimal `k` the chance that any counter ever
+//!   reaches 16 is below `1.37e−15·m` ([`crate::params::counter_overflow_bound`]).
+//!   Should one reach 15 anyway it *sticks*: never incremented past, never
+//!   decremented, so its bit stays set forever. A sticky counter can only cause
+//!   false positives, never a false negative; [`CountingFilter::saturated`]
+//!   counts them, and the drift monitor regenerates the filter when they appear.
+//! * A key adds one to each of its *distinct* positions ([`crate::hash::positions`]),
+//!   so insert and remove are exact inverses even when two probes collide.
+//! * A remove is refused, changing nothing, when one of the key's counters is
+//!   zero: the key was never inserted, and decrementing the others would
+//!   create false negatives for keys that share them. A remove of a key that was
+//!   never inserted but whose counters are all non-zero (a false positive)
+//!   cannot be detected by any counting filter: the host must only remove keys
+//!   it inserted (see the durability contract in the README).
+//!
+//! The in-memory [`CountingFilter`] is used for building, exporting and
+//! testing; the store keeps the same counter bytes in pages on disk and applies
+//! the same [`nibble`] operations to them.
+
+use crate::bloom::BitFilter;
+use crate::error::{FilterError, ParamError};
+use crate::hash::positions;
+use crate::params::FilterParams;
+
+/// The largest counter value; a counter that reaches it is sticky.
+pub const COUNTER_MAX: u8 = 15;
+
+/// Bytes of counters per 512-bit block.
+pub const COUNTER_BLOCK_BYTES: usize = 256;
+
+/// Operations on packed 4-bit counters, shared by the in-memory filter and the
+/// store's counter pages.
+pub mod nibble {
+    use super::COUNTER_MAX;
+
+    /// Counter `i` of `bytes`.
+    #[inline]
+    pub fn get(bytes: &[u8], i: usize) -> u8 {
+        (bytes[i / 2] >> ((i % 2) * 4)) & 0x0f
+    }
+
+    /// Sets counter `i` of `bytes` to `v` (`v ≤ 15`).
+    #[inline]
+    pub fn set(bytes: &mut [u8], i: usize, v: u8) {
+        let shift = (i % 2) * 4;
+        let b = &mut bytes[i / 2];
+        *b = (*b & !(0x0f << shift)) | ((v & 0x0f) << shift);
+    }
+
+    /// Increments counter `i` unless it is saturated. Returns the new value.
+    #[inline]
+    pub fn inc(bytes: &mut [u8], i: usize) -> u8 {
+        let v = get(bytes, i);
+        if v < COUNTER_MAX {
+            set(bytes, i, v + 1);
+            v + 1
+        } else {
+            v
+        }
+    }
+
+    /// Decrements counter `i` unless it is saturated (sticky) or zero. Returns
+    /// the new value.
+    #[inline]
+    pub fn dec(bytes: &mut [u8], i: usize) -> u8 {
+        let v = get(bytes, i);
+        if v > 0 && v < COUNTER_MAX {
+            set(bytes, i, v - 1);
+            v - 1
+        } else {
+            v
+        }
+    }
+
+    /// Number of saturated counters in `bytes`.
+    pub fn count_saturated(bytes: &[u8]) -> u64 {
+        bytes
+            .iter()
+            .map(|b| (b & 0x0f == 0x0f) as u64 + (b >> 4 == 0x0f) as u64)
+            .sum()
+    }
+
+    /// The 64-bit word of "counter > 0" bits for counters `64·w .. 64·w + 64`,
+    /// read from the 32 bytes that hold them.
+    #[inline]
+    pub fn nonzero_word(bytes32: &[u8]) -> u64 {
+        let mut w = 0u64;
+        for (j, b) in bytes32.iter().enumerate() {
+            w |= (((b & 0x0f) != 0) as u64) << (2 * j);
+            w |= (((b >> 4) != 0) as u64) << (2 * j + 1);
+        }
+        w
+    }
+}
+
+/// What an insert into a counting filter did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InsertOutcome {
+    /// Counters that went from 0 to 1 (their bits must be set).
+    pub new_bits: u32,
+    /// Counters that reached 15 with this insert and are now sticky.
+    pub newly_saturated: u32,
+}
+
+/// A counting Bloom filter held in memory: 4 bits per position.
+#[derive(Clone)]
+pub struct CountingFilter {
+    params: FilterParams,
+    counters: Vec<u8>,
+}
+
+impl std::fmt::Debug for CountingFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountingFilter")
+            .field("params", &self.params)
+            .field("saturated", &self.saturated())
+            .finish()
+    }
+}
+
+impl CountingFilter {
+    /// An empty counting filter (`m/2` bytes, padded to whole blocks).
+    pub fn new(params: FilterParams) -> Result<Self, ParamError> {
+        let bytes = counter_bytes(&params);
+        let mut counters = Vec::new();
+        counters
+            .try_reserve_exact(bytes)
+            .map_err(|_| ParamError::AllocationFailed {
+                bytes: bytes as u64,
+            })?;
+        counters.resize(bytes, 0);
+        Ok(CountingFilter { params, counters })
+    }
+
+    /// A counting filter over existing counter bytes.
+    pub fn from_bytes(params: FilterParams, counters: Vec<u8>) -> Result<Self, FilterError> {
+        let expected = counter_bytes(&params);
+        if counters.len() != expected {
+            return Err(FilterError::LengthMismatch {
+                expected: expected as u64,
+                found: counters.len() as u64,
+            });
+        }
+        Ok(CountingFilter { params, counters })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &FilterParams {
+        &self.params
+    }
+
+    /// The packed counters (layout in the module docs).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.counters
+    }
+
+    /// Counter at position `pos`.
+    pub fn counter(&self, pos: u64) -> u8 {
+        nibble::get(&self.counters, pos as usize)
+    }
+
+    /// Adds `key`.
+    pub fn insert(&mut self, key: &[u8]) -> InsertOutcome {
+        let p = self.params;
+        let mut out = InsertOutcome::default();
+        for &pos in positions(p.layout(), p.m(), p.k(), p.hash().hash(key)).as_slice() {
+            let before = nibble::get(&self.counters, pos as usize);
+            let after = nibble::inc(&mut self.counters, pos as usize);
+            out.new_bits += (before == 0) as u32;
+            out.newly_saturated += (before < COUNTER_MAX && after == COUNTER_MAX) as u32;
+        }
+        out
+    }
+
+    /// Removes one occurrence of `key`. Refused with
+    /// [`FilterError::NotPresent`], changing nothing, if any of its counters
+    /// is zero. Returns the positions whose counters reached zero (their bits
+    /// must be cleared).
+    pub fn remove(&mut self, key: &[u8]) -> Result<Vec<u64>, FilterError> {
+        let p = self.params;
+        let pos = positions(p.layout(), p.m(), p.k(), p.hash().hash(key));
+        if pos
+            .as_slice()
+            .iter()
+            .any(|&i| nibble::get(&self.counters, i as usize) == 0)
+        {
+            return Err(FilterError::NotPresent);
+        }
+        let mut cleared = Vec::new();
+        for &i in pos.as_slice() {
+            let before = nibble::get(&self.counters, i as usize);
+            if nibble::dec(&mut self.counters, i as usize) == 0 && before == 1 {
+                cleared.push(i);
+            }
+        }
+        Ok(cleared)
+    }
+
+    /// Whether `key` may be present (all its counters are non-zero).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        let p = self.params;
+        positions(p.layout(), p.m(), p.k(), p.hash().hash(key))
+            .as_slice()
+            .iter()
+            .all(|&i| nibble::get(&self.counters, i as usize) > 0)
+    }
+
+    /// Number of sticky (saturated) counters.
+    pub fn saturated(&self) -> u64 {
+        nibble::count_saturated(&self.counters)
+    }
+
+    /// The bit filter this counting filter answers with: bit `i` is set
+    /// exactly when counter `i` is non-zero.
+    pub fn to_bit_filter(&self) -> Result<BitFilter, ParamError> {
+        let f = BitFilter::new(self.params)?;
+        for (w, chunk) in self.counters.chunks(32).enumerate() {
+            f.store_word(w, nibble::nonzero_word(chunk));
+        }
+        Ok(f)
+    }
+}
+
+/// Bytes of counters for `params`: half a byte per bit, padded to whole blocks.
+pub fn counter_bytes(params: &FilterParams) -> usize {
+    params.num_blocks() as usize * COUNTER_BLOCK_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::HashSpec;
+    use crate::params::Layout;
+
+    #[test]
+    fn nibble_ops_saturate_and_stick() {
+        let mut b = [0u8; 2];
+        for _ in 0..20 {
+            nibble::inc(&mut b, 1);
+        }
+        assert_eq!(nibble::get(&b, 1), 15);
+        assert_eq!(nibble::get(&b, 0), 0);
+        assert_eq!(nibble::dec(&mut b, 1), 15, "15 is sticky");
+        assert_eq!(nibble::dec(&mut b, 0), 0, "0 never underflows");
+        assert_eq!(nibble::count_saturated(&b), 1);
+        nibble::set(&mut b, 2, 7);
+        assert_eq!(b[1], 7);
+        assert_eq!(nibble::get(&b, 3), 0);
+    }
+
+    #[test]
+    fn nonzero_word_maps_counter_i_to_bit_i() {
+        let mut b = [0u8; 32];
+        for i in [0usize, 1, 17, 62, 63] {
+            nibble::set(&mut b, i, 3);
+        }
+        let w = nibble::nonzero_word(&b);
+        assert_eq!(w, (1 << 0) | (1 << 1) | (1 << 17) | (1 << 62) | (1 << 63));
+    }
+
+    #[test]
+    fn remove_of_absent_key_changes_nothing() {
+        let p = FilterParams::for_capacity(100, 0.01, Layout::Blocked, HashSpec::xxh3(5)).unwrap();
+        let mut c = CountingFilter::new(p).unwrap();
+        c.insert(b"present");
+        let before = c.as_bytes().to_vec();
+        assert_eq!(c.remove(b"absent"), Err(FilterError::NotPresent));
+        assert_eq!(c.as_bytes(), &before[..]);
+        assert!(c.remove(b"present").is_ok());
+        assert!(c.as_bytes().iter().all(|&b| b == 0));
+    }
+}

@@ -1,0 +1,16 @@
+#![doc = include_str!("../README.md")]
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod bloom;
+pub mod counting;
+pub mod error;
+pub mod hash;
+pub mod params;
+
+pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
+pub use counting::CountingFilter;
+pub use error::{FilterError, ParamError};
+pub use hash::{HashAlgo, HashSpec, KeyHash};
+pub use params::{FilterParams, Layout};

@@ -1,0 +1,4 @@
+//! The `filterstore` command-line tool.
+fn main() {
+    println!("filterstore");
+}

@@ -1,0 +1,478 @@
+//! Sizing math: false-positive models, the choice of `k`, and sizing `m` for a
+//! target false-positive rate, for both layouts.
+//!
+//! Formulas and where they come from:
+//!
+//! * Probability that a given bit is still zero after `n` keys with `k` hash
+//!   functions into `m` bits: `p' = (1 − 1/m)^(kn)` (Broder & Mitzenmacher,
+//!   "Network Applications of Bloom Filters: A Survey", §2.1). The false
+//!   positive rate is then `(1 − p')^k`; [`fp_standard`] evaluates it exactly,
+//!   [`fp_standard_approx`] with `p' ≈ e^(−kn/m)`, which is what the Summary
+//!   Cache tables print (Fan, Cao, Almeida & Broder, Table 1; reproduced in the
+//!   tests from `tests/data/fan_fp_table.csv`).
+//! * The optimum `k* = (m/n)·ln 2` is not an integer. Following the PlanetP
+//!   paper, [`optimal_k`] evaluates the false-positive formula at `⌊k*⌋` and
+//!   `⌈k*⌉` and keeps the better one (never a random pick between them).
+//! * The blocked layout puts every position of a key in one 512-bit block.
+//!   Block loads are then Poisson distributed with mean `λ = n/B` (B blocks),
+//!   and the FP rate is the Poisson mixture
+//!   `Σ_j Pois(λ; j) · (1 − (1 − 1/512)^(kj))^k` ([`fp_blocked`]; the model of
+//!   Putze, Sanders & Singler, "Cache-, Hash- and Space-Efficient Bloom
+//!   Filters"). At 10 bits per key it predicts 0.97% for k = 7 against 0.82%
+//!   for the standard layout: the measured cost of one cache line per lookup.
+//!   Because the optimum shifts to a smaller `k`, the blocked layout evaluates
+//!   every `k` in `1..=⌈k*⌉` under its own model and keeps the best.
+//! * Space lower bound `n·log2(1/ε)` bits ([`space_lower_bound_bits`]); a
+//!   standard Bloom filter needs `1/ln 2 ≈ 1.44×` that.
+//! * Counter overflow: `P(max counter ≥ j) ≤ m·(e·ln 2 / j)^j` with the optimal
+//!   `k` (survey §2.1, counting Bloom filters), `1.37e−15·m` for 4-bit
+//!   counters ([`counter_overflow_bound`]).
+
+use crate::error::ParamError;
+use crate::hash::HashSpec;
+
+/// Bits in one block of the blocked layout: one 64-byte cache line.
+pub const BLOCK_BITS: u64 = 512;
+/// Bits in one storage word.
+pub const WORD_BITS: u64 = 64;
+/// Words in one block.
+pub const WORDS_PER_BLOCK: usize = (BLOCK_BITS / WORD_BITS) as usize;
+/// The largest number of hash functions accepted. Optimal `k` reaches 22 at 32
+/// bits per key (Summary Cache Table 1); beyond 32 every lookup only gets slower.
+pub const MAX_K: u32 = 32;
+/// The largest filter accepted: 2^40 bits (128 GiB). Larger requests are refused
+/// before any allocation is attempted.
+pub const MAX_M_BITS: u64 = 1 << 40;
+/// The smallest filter accepted.
+pub const MIN_M_BITS: u64 = 64;
+
+/// Where a key's `k` positions may fall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Positions anywhere in `m`. Matches the classical theory exactly; a
+    /// lookup of a present key touches up to `k` cache lines.
+    Standard,
+    /// All positions of a key inside one 512-bit block (one cache line), and
+    /// its counters inside one 256-byte counter page. About 17% more false
+    /// positives than `Standard` at 10 bits per key for the same `m`; the
+    /// sizing below compensates by choosing a slightly larger `m`.
+    Blocked,
+}
+
+impl Layout {
+    /// Stable one-byte identifier used in every persisted header.
+    pub fn id(self) -> u8 {
+        match self {
+            Layout::Standard => 1,
+            Layout::Blocked => 2,
+        }
+    }
+
+    /// Inverse of [`Layout::id`].
+    pub fn from_id(id: u8) -> Option<Layout> {
+        match id {
+            1 => Some(Layout::Standard),
+            2 => Some(Layout::Blocked),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name, as used by the CLI and in JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Standard => "standard",
+            Layout::Blocked => "blocked",
+        }
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = ParamError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "standard" => Ok(Layout::Standard),
+            "blocked" => Ok(Layout::Blocked),
+            other => Err(ParamError::UnknownLayout(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The complete, validated shape of a filter: everything needed to derive a
+/// key's positions. Two filters with equal `FilterParams` are compatible for
+/// union and intersection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FilterParams {
+    layout: Layout,
+    m: u64,
+    k: u32,
+    hash: HashSpec,
+}
+
+impl FilterParams {
+    /// Validates explicit parameters. For the blocked layout `m` must be a
+    /// multiple of 512.
+    pub fn new(layout: Layout, m: u64, k: u32, hash: HashSpec) -> Result<Self, ParamError> {
+        if k == 0 || k > MAX_K {
+            return Err(ParamError::KOutOfRange { k, max: MAX_K });
+        }
+        if !(MIN_M_BITS..=MAX_M_BITS).contains(&m) {
+            return Err(ParamError::MOutOfRange {
+                m,
+                min: MIN_M_BITS,
+                max: MAX_M_BITS,
+            });
+        }
+        if layout == Layout::Blocked && m % BLOCK_BITS != 0 {
+            return Err(ParamError::BlockedMNotMultiple { m });
+        }
+        Ok(FilterParams { layout, m, k, hash })
+    }
+
+    /// Sizes a filter for `n` keys at false-positive rate `fp`: the smallest
+    /// `m` (a multiple of 512 for the blocked layout) for which the layout's own
+    /// model, with `k` chosen by [`optimal_k`], predicts at most `fp`.
+    pub fn for_capacity(
+        n: u64,
+        fp: f64,
+        layout: Layout,
+        hash: HashSpec,
+    ) -> Result<Self, ParamError> {
+        validate_n_fp(n, fp)?;
+        let ideal = (n as f64) * (1.0 / fp).ln() / (std::f64::consts::LN_2.powi(2));
+        // Search in units of the layout's granularity.
+        let unit = match layout {
+            Layout::Standard => 1,
+            Layout::Blocked => BLOCK_BITS,
+        };
+        let to_units = |bits: f64| ((bits / unit as f64).ceil() as u64).max(1);
+        let meets = |units: u64| {
+            let m = (units * unit).max(MIN_M_BITS);
+            let k = optimal_k(m, n, layout);
+            fp_for(layout, m, n, k) <= fp
+        };
+        let mut lo = to_units(ideal * 0.9);
+        let mut hi = to_units(ideal * 1.6 + BLOCK_BITS as f64);
+        if hi.saturating_mul(unit) > MAX_M_BITS || !meets(hi) {
+            return Err(ParamError::TooLarge { n, fp });
+        }
+        while meets(lo) && lo > 1 {
+            lo /= 2;
+        }
+        // Invariant: !meets(lo) (or lo == 1), meets(hi).
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if meets(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let units = if meets(lo) { lo } else { hi };
+        let m = (units * unit).max(MIN_M_BITS);
+        let m = if layout == Layout::Blocked {
+            m.div_ceil(BLOCK_BITS) * BLOCK_BITS
+        } else {
+            m
+        };
+        FilterParams::new(layout, m, optimal_k(m, n, layout), hash)
+    }
+
+    /// A filter of `bits_per_key · n` bits (rounded up to the layout's
+    /// granularity) with `k` chosen by [`optimal_k`]. This is how the
+    /// benchmarks and the Summary Cache tables fix the space per key.
+    pub fn with_bits_per_key(
+        n: u64,
+        bits_per_key: f64,
+        layout: Layout,
+        hash: HashSpec,
+    ) -> Result<Self, ParamError> {
+        if n == 0 {
+            return Err(ParamError::ZeroKeys);
+        }
+        if !(bits_per_key.is_finite() && (1.0..=1024.0).contains(&bits_per_key)) {
+            return Err(ParamError::BitsPerKeyOutOfRange(bits_per_key));
+        }
+        let raw = (n as f64 * bits_per_key).ceil();
+        if raw > MAX_M_BITS as f64 {
+            return Err(ParamError::MOutOfRange {
+                m: raw as u64,
+                min: MIN_M_BITS,
+                max: MAX_M_BITS,
+            });
+        }
+        let mut m = (raw as u64).max(MIN_M_BITS);
+        if layout == Layout::Blocked {
+            m = m.div_ceil(BLOCK_BITS) * BLOCK_BITS;
+        }
+        FilterParams::new(layout, m, optimal_k(m, n, layout), hash)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    /// Number of bits (and of counters, for a counting filter).
+    pub fn m(&self) -> u64 {
+        self.m
+    }
+    /// Number of hash functions.
+    pub fn k(&self) -> u32 {
+        self.k
+    }
+    /// The hash algorithm and seed.
+    pub fn hash(&self) -> HashSpec {
+        self.hash
+    }
+    /// Number of 512-bit blocks backing the filter (storage is padded to whole
+    /// blocks in both layouts so that every block is one aligned cache line).
+    pub fn num_blocks(&self) -> u64 {
+        self.m.div_ceil(BLOCK_BITS)
+    }
+    /// Number of 64-bit storage words, padding included.
+    pub fn num_words(&self) -> usize {
+        // Bounded by MAX_M_BITS / 64 = 2^34, which fits in usize on 64-bit targets.
+        (self.num_blocks() as usize) * WORDS_PER_BLOCK
+    }
+    /// Bytes of the bit array, padding included.
+    pub fn bit_bytes(&self) -> u64 {
+        self.num_blocks() * (BLOCK_BITS / 8)
+    }
+    /// The false-positive rate this layout's model predicts after `n` distinct keys.
+    pub fn expected_fp(&self, n: u64) -> f64 {
+        fp_for(self.layout, self.m, n, self.k)
+    }
+    /// The same parameters with another seed (used when regenerating a table).
+    pub fn with_hash(self, hash: HashSpec) -> Self {
+        FilterParams { hash, ..self }
+    }
+}
+
+fn validate_n_fp(n: u64, fp: f64) -> Result<(), ParamError> {
+    if n == 0 {
+        return Err(ParamError::ZeroKeys);
+    }
+    if !(fp.is_finite() && fp > 0.0 && fp < 1.0) {
+        return Err(ParamError::FpOutOfRange(fp));
+    }
+    Ok(())
+}
+
+/// The false-positive rate predicted by the model of `layout`.
+pub fn fp_for(layout: Layout, m: u64, n: u64, k: u32) -> f64 {
+    match layout {
+        Layout::Standard => fp_standard(m, n, k),
+        Layout::Blocked => fp_blocked(m.div_ceil(BLOCK_BITS), n, k),
+    }
+}
+
+/// Exact standard-layout false-positive rate `(1 − (1 − 1/m)^(kn))^k`.
+pub fn fp_standard(m: u64, n: u64, k: u32) -> f64 {
+    if m == 0 {
+        return 1.0;
+    }
+    let zero = ((k as f64) * (n as f64) * (-1.0 / m as f64).ln_1p()).exp();
+    (1.0 - zero).powi(k as i32)
+}
+
+/// The usual approximation `(1 − e^(−k/b))^k` with `b = m/n` bits per key:
+/// the formula behind the Summary Cache tables.
+pub fn fp_standard_approx(bits_per_key: f64, k: u32) -> f64 {
+    (1.0 - (-(k as f64) / bits_per_key).exp()).powi(k as i32)
+}
+
+/// Blocked-layout false-positive rate for `blocks` blocks of 512 bits: the
+/// Poisson mixture over per-block load described in the module docs.
+pub fn fp_blocked(blocks: u64, n: u64, k: u32) -> f64 {
+    if blocks == 0 {
+        return 1.0;
+    }
+    let lambda = n as f64 / blocks as f64;
+    if lambda == 0.0 {
+        return 0.0;
+    }
+    let per_block = |j: u64| fp_standard(BLOCK_BITS, j, k);
+    // Sum outwards from the mode in log space (λ may be in the thousands,
+    // where e^(−λ) underflows) until the terms are negligible.
+    let ln_pmf = |j: u64| -lambda + (j as f64) * lambda.ln() - ln_factorial(j);
+    let mode = lambda.floor() as u64;
+    let mut total = 0.0;
+    let mut j = mode;
+    loop {
+        let w = ln_pmf(j).exp();
+        total += w * per_block(j);
+        if (w < 1e-18 && j > mode) || j > mode + 100_000 {
+            break;
+        }
+        j += 1;
+    }
+    let mut j = mode;
+    while j > 0 {
+        j -= 1;
+        let w = ln_pmf(j).exp();
+        total += w * per_block(j);
+        if w < 1e-18 {
+            break;
+        }
+    }
+    total.min(1.0)
+}
+
+/// `ln(j!)`, exact summation for small `j`, Stirling's series beyond.
+fn ln_factorial(j: u64) -> f64 {
+    if j < 32 {
+        (2..=j).map(|i| (i as f64).ln()).sum()
+    } else {
+        let x = j as f64 + 1.0;
+        // Stirling series for ln Γ(x), error < 1e-12 for x ≥ 33.
+        (x - 0.5) * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI).ln() + 1.0 / (12.0 * x)
+            - 1.0 / (360.0 * x.powi(3))
+    }
+}
+
+/// The number of hash functions for `m` bits and `n` keys.
+///
+/// Standard layout: the PlanetP rule — `k* = (m/n)·ln 2`, evaluate the exact
+/// false-positive rate at `⌊k*⌋` and `⌈k*⌉`, keep the better (the smaller on a
+/// tie: it is cheaper). Blocked layout: the same idea under the blocked model,
+/// over every candidate in `1..=⌈k*⌉`, because crowding inside a block moves the
+/// optimum down by one or two. Always within `1..=MAX_K`.
+pub fn optimal_k(m: u64, n: u64, layout: Layout) -> u32 {
+    if n == 0 {
+        return 1;
+    }
+    let k_star = (m as f64 / n as f64) * std::f64::consts::LN_2;
+    let hi = (k_star.ceil() as u32).clamp(1, MAX_K);
+    let lo = match layout {
+        Layout::Standard => (k_star.floor() as u32).clamp(1, MAX_K),
+        Layout::Blocked => 1,
+    };
+    let mut best = lo;
+    let mut best_fp = fp_for(layout, m, n, lo);
+    for k in lo + 1..=hi {
+        let f = fp_for(layout, m, n, k);
+        if f < best_fp {
+            best = k;
+            best_fp = f;
+        }
+    }
+    best
+}
+
+/// Information-theoretic minimum space in bits for `n` keys at rate `fp`.
+pub fn space_lower_bound_bits(n: u64, fp: f64) -> f64 {
+    n as f64 * (1.0 / fp).log2()
+}
+
+/// Upper bound on the probability that any of `m` counters reaches `j`
+/// (with the optimal `k`): `m·(e·ln 2 / j)^j`. For 4-bit counters (`j = 16`)
+/// this is `1.37e−15·m`.
+pub fn counter_overflow_bound(m: u64, j: u32) -> f64 {
+    let e_ln2 = std::f64::consts::E * std::f64::consts::LN_2;
+    (m as f64) * (e_ln2 / j as f64).powi(j as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> HashSpec {
+        HashSpec::xxh3(7)
+    }
+
+    #[test]
+    fn survey_overflow_constant() {
+        let b = counter_overflow_bound(1, 16);
+        assert!((b - 1.37e-15).abs() < 0.01e-15, "{b}");
+    }
+
+    #[test]
+    fn planetp_rule_at_ten_bits() {
+        // k* = 6.93: 7 beats 6 at 10 bits per key (0.819% vs 0.843%).
+        assert_eq!(optimal_k(10_000, 1_000, Layout::Standard), 7);
+        // Summary Cache: at m/n = 10, k = 4 gives 1.2% and k = 5 gives 0.9%.
+        assert!((fp_standard_approx(10.0, 4) - 0.0118).abs() < 0.0002);
+        assert!((fp_standard_approx(10.0, 5) - 0.0094).abs() < 0.0002);
+    }
+
+    #[test]
+    fn sizing_meets_target_in_both_layouts() {
+        for layout in [Layout::Standard, Layout::Blocked] {
+            for &fp in &[0.1, 0.01, 0.001, 1e-5] {
+                for &n in &[1u64, 100, 10_000, 1_000_000] {
+                    let p = FilterParams::for_capacity(n, fp, layout, spec()).unwrap();
+                    assert!(p.expected_fp(n) <= fp, "{layout} n={n} fp={fp}: {p:?}");
+                    // Not wastefully large: within 25% of the standard ideal
+                    // (or the minimum size).
+                    let ideal = n as f64 * (1.0 / fp).ln() / std::f64::consts::LN_2.powi(2);
+                    assert!(
+                        (p.m() as f64) < ideal * 1.25 + 1024.0,
+                        "{layout} n={n} fp={fp}: m={} ideal={ideal}",
+                        p.m()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_model_costs_about_seventeen_percent_at_ten_bits() {
+        let n = 1_000_000;
+        let std_fp = fp_standard(10 * n, n, 7);
+        let blk_fp = fp_blocked(10 * n / 512, n, 7);
+        let ratio = blk_fp / std_fp;
+        assert!((1.1..1.3).contains(&ratio), "ratio {ratio}");
+    }
+
+    #[test]
+    fn blocked_model_tends_to_standard_for_one_huge_block() {
+        // With a single block holding all keys, the mixture collapses to λ = n.
+        let f = fp_blocked(1, 50, 7);
+        let s = fp_standard(512, 50, 7);
+        assert!((f - s).abs() / s < 1e-9);
+    }
+
+    #[test]
+    fn invalid_parameters_are_typed_errors() {
+        let h = spec();
+        assert!(matches!(
+            FilterParams::for_capacity(0, 0.01, Layout::Standard, h),
+            Err(ParamError::ZeroKeys)
+        ));
+        for fp in [0.0, 1.0, -0.5, 2.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                FilterParams::for_capacity(10, fp, Layout::Blocked, h),
+                Err(ParamError::FpOutOfRange(_))
+            ));
+        }
+        assert!(matches!(
+            FilterParams::new(Layout::Standard, 1024, 0, h),
+            Err(ParamError::KOutOfRange { .. })
+        ));
+        assert!(matches!(
+            FilterParams::new(Layout::Standard, 1024, 1000, h),
+            Err(ParamError::KOutOfRange { .. })
+        ));
+        assert!(matches!(
+            FilterParams::new(Layout::Standard, u64::MAX, 3, h),
+            Err(ParamError::MOutOfRange { .. })
+        ));
+        assert!(matches!(
+            FilterParams::new(Layout::Blocked, 1000, 3, h),
+            Err(ParamError::BlockedMNotMultiple { .. })
+        ));
+        assert!(matches!(
+            FilterParams::for_capacity(u64::MAX, 1e-9, Layout::Standard, h),
+            Err(ParamError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            FilterParams::with_bits_per_key(10, f64::NAN, Layout::Standard, h),
+            Err(ParamError::BitsPerKeyOutOfRange(_))
+        ));
+    }
+}
