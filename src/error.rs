@@ -82,3 +82,72 @@ pub enum FilterError {
         found: u64,
     },
 }
+
+/// Errors decoding persisted or transmitted bytes. A filter that cannot be
+/// decoded must be treated as "maybe" for every key, never as "absent".
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum CodecError {
+    /// Fewer bytes than the structure needs.
+    #[error("truncated: need {needed} bytes, found {found}")]
+    Truncated {
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes present.
+        found: u64,
+    },
+    /// Bytes after the end of the structure.
+    #[error("{extra} unexpected bytes after the end of the record")]
+    TrailingBytes {
+        /// Extra bytes.
+        extra: u64,
+    },
+    /// Not a filterstore record.
+    #[error("not a filterstore record: magic {found:02x?}, expected \"FSTR\"")]
+    BadMagic {
+        /// The first four bytes found.
+        found: [u8; 4],
+    },
+    /// Written by a newer filterstore that this build cannot read.
+    #[error("format version {found} needs a reader of version {min_reader} or newer; this build reads up to {supported}: upgrade filterstore")]
+    UnsupportedVersion {
+        /// Version found.
+        found: u16,
+        /// Minimum reader version the writer demanded.
+        min_reader: u16,
+        /// The newest version this build reads.
+        supported: u16,
+    },
+    /// A record kind this build does not know.
+    #[error("unknown record kind {0}; known kinds are 1..=8")]
+    UnknownKind(u8),
+    /// A record of another kind than expected.
+    #[error("expected a {expected} record, found a {found} record")]
+    WrongKind {
+        /// Kind expected.
+        expected: &'static str,
+        /// Kind found.
+        found: &'static str,
+    },
+    /// Reserved bytes must be zero in this version.
+    #[error("reserved bytes are not zero: corrupt, or written by an incompatible version")]
+    ReservedNotZero,
+    /// The CRC32 does not match the contents.
+    #[error(
+        "checksum mismatch: stored {stored:#010x}, computed {computed:#010x}; the data is corrupt"
+    )]
+    ChecksumMismatch {
+        /// CRC stored in the record.
+        stored: u32,
+        /// CRC of the bytes present.
+        computed: u32,
+    },
+    /// A field holds a value that is not valid for it.
+    #[error("invalid field {field}: {reason}")]
+    InvalidField {
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}

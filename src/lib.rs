@@ -4,6 +4,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bloom;
+pub mod codec;
 pub mod counting;
 pub mod error;
 pub mod hash;
@@ -11,6 +12,6 @@ pub mod params;
 
 pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
 pub use counting::CountingFilter;
-pub use error::{FilterError, ParamError};
+pub use error::{CodecError, FilterError, ParamError};
 pub use hash::{HashAlgo, HashSpec, KeyHash};
 pub use params::{FilterParams, Layout};

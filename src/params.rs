@@ -430,11 +430,19 @@ mod tests {
     }
 
     #[test]
-    fn blocked_model_tends_to_standard_for_one_huge_block() {
-        // With a single block holding all keys, the mixture collapses to λ = n.
-        let f = fp_blocked(1, 50, 7);
-        let s = fp_standard(512, 50, 7);
-        assert!((f - s).abs() / s < 1e-9);
+    fn poisson_mixture_matches_the_exact_binomial_mixture() {
+        // The exact per-block load is Binomial(n, 1/B); the model replaces it
+        // by Poisson(n/B). For B = 2000 blocks the two agree to well under 1%.
+        let (blocks, n, k) = (2000u64, 100_000u64, 7u32);
+        let q = 1.0 / blocks as f64;
+        let mut exact = 0.0;
+        let mut ln_pmf = (n as f64) * (1.0 - q).ln(); // j = 0
+        for j in 0..=400u64 {
+            exact += ln_pmf.exp() * fp_standard(BLOCK_BITS, j, k);
+            ln_pmf += ((n - j) as f64 / (j + 1) as f64).ln() + (q / (1.0 - q)).ln();
+        }
+        let model = fp_blocked(blocks, n, k);
+        assert!((model - exact).abs() / exact < 0.01, "{model} vs {exact}");
     }
 
     #[test]

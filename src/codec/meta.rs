@@ -1,0 +1,103 @@
+//! Metadata records: a serde value encoded with bincode 2.0.1 in one pinned
+//! configuration (little-endian, fixed-width integers, at most
+//! [`META_LIMIT`] bytes), inside a [`frame`](super::frame). Bincode is kept
+//! behind this file and `docs/FORMAT.md`: the bytes are specified there field by
+//! field, so the encoder can be replaced without changing a byte.
+
+use super::frame::{self, Kind};
+use crate::error::CodecError;
+use serde::{de::DeserializeOwned, Serialize};
+
+/// The largest metadata body accepted (decoding never allocates more).
+pub const META_LIMIT: usize = 64 * 1024;
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+        .with_little_endian()
+        .with_fixed_int_encoding()
+        .with_limit::<META_LIMIT>()
+}
+
+/// Encodes `value` as a framed record of `kind`.
+pub fn encode<T: Serialize>(kind: Kind, value: &T) -> Result<Vec<u8>, CodecError> {
+    let body =
+        bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::InvalidField {
+            field: "metadata",
+            reason: e.to_string(),
+        })?;
+    Ok(frame::encode(kind, 0, &body))
+}
+
+/// Decodes a framed record of `kind`, returning the value and the format
+/// version it was written with.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], kind: Kind) -> Result<(T, u16), CodecError> {
+    let f = frame::decode_kind(bytes, kind)?;
+    if f.body.len() > META_LIMIT {
+        return Err(CodecError::InvalidField {
+            field: "metadata",
+            reason: format!("{} bytes, limit {META_LIMIT}", f.body.len()),
+        });
+    }
+    let (value, used): (T, usize) =
+        bincode::serde::decode_from_slice(f.body, config()).map_err(|e| {
+            CodecError::InvalidField {
+                field: "metadata",
+                reason: e.to_string(),
+            }
+        })?;
+    if used != f.body.len() {
+        return Err(CodecError::TrailingBytes {
+            extra: (f.body.len() - used) as u64,
+        });
+    }
+    Ok((value, f.version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Example {
+        name: String,
+        n: u64,
+        k: u32,
+        flag: bool,
+    }
+
+    #[test]
+    fn golden_body_is_fixed_width_little_endian() {
+        let v = Example {
+            name: "t".into(),
+            n: 258,
+            k: 3,
+            flag: true,
+        };
+        let bytes = encode(Kind::TableMeta, &v).unwrap();
+        // String = u64 length + bytes; u64 and u32 fixed-width LE; bool one byte.
+        assert_eq!(
+            &bytes[frame::HEADER_LEN..bytes.len() - frame::TRAILER_LEN],
+            &[1, 0, 0, 0, 0, 0, 0, 0, b't', 2, 1, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1]
+        );
+        let (back, version): (Example, u16) = decode(&bytes, Kind::TableMeta).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(version, frame::FORMAT_VERSION);
+        assert!(decode::<Example>(&bytes, Kind::Catalog).is_err());
+    }
+
+    #[test]
+    fn hostile_string_length_is_refused_without_allocating() {
+        let v = Example {
+            name: "t".into(),
+            n: 1,
+            k: 1,
+            flag: false,
+        };
+        let bytes = encode(Kind::TableMeta, &v).unwrap();
+        let mut body = bytes[frame::HEADER_LEN..bytes.len() - frame::TRAILER_LEN].to_vec();
+        body[0..8].copy_from_slice(&(u64::MAX / 2).to_le_bytes());
+        let hostile = frame::encode(Kind::TableMeta, 0, &body);
+        assert!(decode::<Example>(&hostile, Kind::TableMeta).is_err());
+    }
+}
