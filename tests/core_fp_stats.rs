@@ -118,14 +118,20 @@ fn estimated_fp_from_fill_tracks_the_measurement() {
         // Given the filter, the count is Binomial(N, est): 5σ.
         let mean = est * probes as f64;
         let sigma = (mean * (1.0 - est)).sqrt();
-        assert!((x - mean).abs() <= 5.0 * sigma + 3.0, "{layout}: {x} vs {mean}");
+        assert!(
+            (x - mean).abs() <= 5.0 * sigma + 3.0,
+            "{layout}: {x} vs {mean}"
+        );
     }
 }
 
 #[test]
 fn estimators_len_within_two_percent() {
     for layout in [Layout::Standard, Layout::Blocked] {
-        for (i, n) in [1_000u64, 10_000, 100_000, 1_000_000].into_iter().enumerate() {
+        for (i, n) in [1_000u64, 10_000, 100_000, 1_000_000]
+            .into_iter()
+            .enumerate()
+        {
             let p =
                 FilterParams::with_bits_per_key(n, 10.0, layout, HashSpec::xxh3(i as u64)).unwrap();
             let f = BitFilter::new(p).unwrap();
@@ -134,7 +140,11 @@ fn estimators_len_within_two_percent() {
             }
             let est = f.estimate_len();
             let rel = (est - n as f64).abs() / n as f64;
-            assert!(rel < 0.02, "{layout} n={n}: estimate {est} ({:.2}%)", rel * 100.0);
+            assert!(
+                rel < 0.02,
+                "{layout} n={n}: estimate {est} ({:.2}%)",
+                rel * 100.0
+            );
         }
     }
 }

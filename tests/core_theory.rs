@@ -54,9 +54,20 @@ fn formula_reproduces_every_printed_figure() {
             r.fp_printed
         };
         let rel = (ours - printed).abs() / printed;
-        assert!(rel < 0.02, "m/n={} k={}: ours {ours:e} printed {printed:e}", r.bits_per_key, r.k);
+        assert!(
+            rel < 0.02,
+            "m/n={} k={}: ours {ours:e} printed {printed:e}",
+            r.bits_per_key,
+            r.k
+        );
         let rel = (ours - r.fp_theory).abs() / r.fp_theory;
-        assert!(rel < 0.002, "m/n={} k={}: ours {ours:e} theory {:e}", r.bits_per_key, r.k, r.fp_theory);
+        assert!(
+            rel < 0.002,
+            "m/n={} k={}: ours {ours:e} theory {:e}",
+            r.bits_per_key,
+            r.k,
+            r.fp_theory
+        );
     }
 }
 
@@ -67,7 +78,12 @@ fn exact_formula_converges_to_the_printed_approximation() {
         let n = 1_000_000u64;
         let exact = fp_standard(r.bits_per_key as u64 * n, n, r.k);
         let approx = fp_standard_approx(r.bits_per_key as f64, r.k);
-        assert!((exact - approx).abs() / approx < 1e-4, "m/n={} k={}", r.bits_per_key, r.k);
+        assert!(
+            (exact - approx).abs() / approx < 1e-4,
+            "m/n={} k={}",
+            r.bits_per_key,
+            r.k
+        );
     }
 }
 
@@ -81,7 +97,10 @@ fn k_rule_matches_the_table() {
         // The printed non-integer optimum is (m/n)·ln 2 to three significant
         // digits (11.1 for 11.09 at m/n = 16).
         let k_star = bpk as f64 * std::f64::consts::LN_2;
-        assert!((rs[0].k_opt_printed - k_star).abs() / k_star < 0.005, "m/n={bpk}");
+        assert!(
+            (rs[0].k_opt_printed - k_star).abs() / k_star < 0.005,
+            "m/n={bpk}"
+        );
         // The PlanetP rule (best of ⌊k*⌋ and ⌈k*⌉) picks the k with the
         // smallest false-positive rate among all the table's rows for this m/n.
         let n = 1_000_000u64;
