@@ -6,6 +6,7 @@
 pub mod bloom;
 pub mod codec;
 pub mod counting;
+pub mod demo;
 pub mod error;
 pub mod hash;
 pub mod params;
