@@ -8,6 +8,7 @@ pub mod codec;
 pub mod counting;
 pub mod demo;
 pub mod error;
+pub mod exchange;
 pub mod hash;
 pub mod params;
 
