@@ -11,6 +11,7 @@ pub mod error;
 pub mod exchange;
 pub mod hash;
 pub mod params;
+pub mod plot;
 
 pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
 pub use counting::CountingFilter;
