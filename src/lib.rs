@@ -7,6 +7,7 @@ pub mod bloom;
 pub mod codec;
 pub mod counting;
 pub mod demo;
+pub mod drift;
 pub mod error;
 pub mod exchange;
 pub mod hash;
