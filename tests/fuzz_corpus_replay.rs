@@ -30,7 +30,10 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
             failures.push(path.display().to_string());
         }
     }
-    assert!(failures.is_empty(), "{target}: failing inputs {failures:#?}");
+    assert!(
+        failures.is_empty(),
+        "{target}: failing inputs {failures:#?}"
+    );
     files.len()
 }
 

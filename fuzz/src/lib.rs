@@ -171,9 +171,15 @@ fn check_filter(input: &[u8], keys_from: &[u8]) {
         .take(16)
         .chain([&b""[..], b"key-0000", b"key-0199", b"hot-key"])
         .collect();
-    let owned = d.to_bit_filter().expect("allocation of a decoded filter failed");
+    let owned = d
+        .to_bit_filter()
+        .expect("allocation of a decoded filter failed");
     for k in &keys {
-        assert_eq!(owned.contains(k), d.contains(k), "owned copy answers differently");
+        assert_eq!(
+            owned.contains(k),
+            d.contains(k),
+            "owned copy answers differently"
+        );
     }
     let _ = (owned.estimated_fp(), owned.estimate_len());
     let again = reencode(&d, &owned);
