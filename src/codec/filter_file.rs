@@ -980,6 +980,18 @@ mod tests {
         let json = serde_json::to_value(&i).unwrap();
         assert_eq!(json["m"], 2048);
         assert_eq!(json["kind"], "counting-filter");
+        // n is informational and may hold anything: a claim of 2^64 − 1 keys
+        // is reported (model FP 1), quickly (found by the fuzzer: the blocked
+        // model once walked ~10^9 terms for it).
+        let d = DescriptorV1::raw(p, u64::MAX, CounterWidth::Four);
+        let mut body = d.to_bytes().to_vec();
+        body.extend_from_slice(c.as_bytes());
+        let huge = inspect(&frame::encode(Kind::CountingFilter, 0, &body)).unwrap();
+        assert_eq!((huge.n, huge.model_fp), (u64::MAX, 1.0));
+                .unwrap()
+                .n,
+            0
+        );
         // Any defect is an error, not a partial report.
         let mut bad = bytes.clone();
         bad[100] ^= 1;
