@@ -291,7 +291,11 @@ impl<'a> CounterView<'a> {
         self.bytes
     }
 
-    /// Counter at position `pos` (`pos < m`).
+    /// Counter at position `pos`.
+    ///
+    /// # Panics
+    /// If `pos` is not below the padded number of positions (a caller bug;
+    /// every position derived from a key with these parameters is below `m`).
     pub fn counter(&self, pos: u64) -> u8 {
         nibble::get(self.bytes, pos as usize)
     }
@@ -301,8 +305,9 @@ impl<'a> CounterView<'a> {
         nibble::count_saturated(self.bytes)
     }
 
-    /// The smallest of `key`'s counters: an upper bound on how many times it
-    /// was inserted (0 means definitely absent).
+    /// The smallest of `key`'s counters: an upper bound on how many times the
+    /// key is present (inserts minus removes; 15 means 15 or more), and 0
+    /// exactly when it is definitely absent.
     pub fn min_count(&self, key: &[u8]) -> u8 {
         let p = self.params;
         positions(p.layout(), p.m(), p.k(), p.hash().hash(key))
