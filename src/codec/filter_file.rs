@@ -36,7 +36,7 @@ pub const FILE_EXTENSION: &str = "fsf";
 pub const DESCRIPTOR_LEN: usize = 48;
 
 /// Codec ids reserved for entropy-coded payloads (the compressed exchange).
-/// This build decodes none of them; they are refused with
+/// Id 1 is [`Codec::Rans`]; the others are refused with
 /// [`CodecError::UnknownId`] like any unknown id, but no other use may take them.
 pub const RESERVED_ENTROPY_CODECS: std::ops::RangeInclusive<u8> = 1..=15;
 
@@ -85,6 +85,10 @@ pub enum Codec {
     /// The array as stored in memory: bit filters as little-endian `u64`
     /// words, counting filters as packed nibbles. Id 0.
     Raw,
+    /// The bit array entropy-coded by [`crate::exchange::entropy`] (two-lane
+    /// rANS over bytes, model from the exact count of one bits). Id 1. Used by
+    /// exchange messages only; filter files are always raw.
+    Rans,
 }
 
 impl Codec {
@@ -92,6 +96,7 @@ impl Codec {
     pub fn id(self) -> u8 {
         match self {
             Codec::Raw => 0,
+            Codec::Rans => 1,
         }
     }
 
@@ -99,6 +104,7 @@ impl Codec {
     pub fn from_id(id: u8) -> Option<Self> {
         match id {
             0 => Some(Codec::Raw),
+            1 => Some(Codec::Rans),
             _ => None,
         }
     }
@@ -107,6 +113,7 @@ impl Codec {
     pub fn name(self) -> &'static str {
         match self {
             Codec::Raw => "raw",
+            Codec::Rans => "rans",
         }
     }
 }
@@ -191,7 +198,7 @@ impl DescriptorV1 {
         let codec = Codec::from_id(codec_id).ok_or(CodecError::UnknownId {
             what: "codec",
             found: codec_id.into(),
-            supported: "0 (raw)",
+            supported: "0 (raw), 1 (rans)",
         })?;
         let params =
             FilterParams::new(layout, m, k, HashSpec { algo, seed }).map_err(param_error)?;
@@ -445,6 +452,13 @@ pub fn decode_filter(bytes: &[u8]) -> Result<DecodedFilter<'_>, CodecError> {
     }
     let mut r = ByteReader::new(f.body);
     let descriptor = DescriptorV1::read(&mut r)?;
+    if descriptor.codec != Codec::Raw {
+        return Err(CodecError::UnknownId {
+            what: "codec",
+            found: descriptor.codec.id().into(),
+            supported: "0 (raw) in filter files; compressed filters travel as exchange messages",
+        });
+    }
     if descriptor.counter_width != expected_width {
         return Err(CodecError::InvalidField {
             field: "counter width",

@@ -2,6 +2,9 @@
 //! or entropy-coded, whole or as a delta), probe the other site's rows with it,
 //! refine the result at the origin, and estimate set and join sizes.
 
+pub mod entropy;
+pub mod message;
+pub mod optimize;
 pub mod semijoin;
 
 pub use semijoin::{probe, RefineStats, Refiner};
