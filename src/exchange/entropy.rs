@@ -48,18 +48,11 @@
 //!
 //! # Payload format
 //!
-//! Empty when `ones` is 0 or `m_bits` (the array is then implied). Otherwise
-//! `varint(len(lane0)) ‖ lane0 ‖ lane1` with LEB128 `varint`. A lane is its
-//! final state in `((len − 1) mod 4) + 1` little-endian bytes (no leading zero
-//! byte) followed by little-endian `u32` words in decoding order. Lane 0 codes
-//! words `0..w0` of the array, `w0 = ⌊full_words / 2⌋` where `full_words =
-//! ⌊⌈m/8⌉ / 8⌋`; lane 1 codes the rest. Symbols are the array's bytes
-//! `0..⌈m/8⌉` in little-endian order; bits of the last byte at or beyond
-//! `m_bits` are coded as the more likely bit value (1 if `2·ones > m_bits`). The
-//! model is computed from `(m_bits, ones)` with correctly rounded IEEE-754
-//! operations only (`+ − × ÷`, `round`; no `exp`/`ln`/`powi`), so every
-//! platform derives identical frequencies; changing that computation changes
-//! the format.
+//! Specified byte by byte in `docs/FORMAT.md` § 12 (codec 1, rans): two lanes,
+//! each a final state in 1–4 bytes and its `u32` words in decoding order, and a
+//! model computed from `(m_bits, ones)` with correctly rounded IEEE-754
+//! operations only, so every platform derives identical frequencies; changing
+//! that computation changes the format.
 
 use thiserror::Error;
 
