@@ -75,3 +75,13 @@ fn checks_are_not_vacuous() {
     assert_eq!(variants.len(), 2);
     assert!(filterstore::codec::decode_filter(&variants[1]).is_ok());
 }
+
+#[test]
+fn decode_message_corpus() {
+    assert!(replay("decode_message", checks::decode_message) >= 10);
+}
+
+#[test]
+fn roundtrip_message_corpus() {
+    assert!(replay("roundtrip_message", checks::roundtrip_message) >= 10);
+}

@@ -283,3 +283,104 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     );
     Ok(())
 }
+
+/// Largest array the message targets let a message describe: the fuzzer must
+/// not spend its time (or its 64 MiB allocation limit) on legitimately huge
+/// sparse filters; the cap itself is exercised.
+const FUZZ_MAX_MESSAGE_BITS: u64 = 1 << 22;
+
+/// Target `decode_message`: the exchange message decoder never panics; a
+/// decoded full message yields a filter that answers queries, and its array
+/// survives re-encoding; a decoded delta applies to a zero base of its shape.
+pub fn decode_message(data: &[u8]) {
+    use filterstore::exchange::message;
+    for input in with_valid_frame(data) {
+        let Ok(msg) = message::decode_with_limit(&input, FUZZ_MAX_MESSAGE_BITS) else {
+            continue;
+        };
+        assert!(msg.params().m() <= FUZZ_MAX_MESSAGE_BITS);
+        let keys: Vec<&[u8]> = data.chunks(8).take(16).chain([&b""[..]]).collect();
+        if msg.is_delta() {
+            let zero = BitFilter::new(*msg.params()).expect("small filter");
+            if let Ok(f) = msg.apply_to(&zero, msg.base_version) {
+                assert_eq!(f.count_ones(), msg.ones, "delta popcount differs from header");
+            }
+            continue;
+        }
+        let Ok(filter) = msg.filter() else { continue };
+        for k in &keys {
+            let _ = filter.contains(k);
+        }
+        assert_eq!(filter.count_ones(), msg.ones, "popcount differs from header");
+        let again = message::encode_full(&filter, msg.descriptor.n, msg.version, Default::default())
+            .expect("re-encoding a decoded filter failed");
+        let back = message::decode(&again).expect("re-encoded message refused");
+        let back = back.filter().expect("re-encoded filter refused");
+        for i in 0..msg.params().num_words() {
+            assert_eq!(back.word(i), filter.word(i), "array changed by re-encoding");
+        }
+    }
+}
+
+/// Target `roundtrip_message`, structure-aware: arbitrary filters (sparse or
+/// dense, either layout) → full and delta messages → decode: the filter and
+/// the delta-applied filter equal the originals bit for bit, every key is
+/// present, and changing any one byte makes the message undecodable.
+pub fn roundtrip_message(data: &[u8]) {
+    let _ = roundtrip_msg(&mut Unstructured::new(data));
+}
+
+fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
+    use filterstore::exchange::message::{self, CodecChoice};
+    let layout = if u.arbitrary::<bool>()? {
+        Layout::Blocked
+    } else {
+        Layout::Standard
+    };
+    let m = match layout {
+        Layout::Standard => u.int_in_range(MIN_M_BITS..=20_000)?,
+        Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=40)?,
+    };
+    let k = u.int_in_range(1..=8)?;
+    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(u.arbitrary()?))
+        .expect("valid by construction");
+    let base = BitFilter::new(p).expect("small filter");
+    let new = BitFilter::new(p).expect("small filter");
+    let n_keys = u.int_in_range(0..=200usize)?;
+    let mut keys = Vec::with_capacity(n_keys);
+    for i in 0..n_keys {
+        let len = u.int_in_range(0..=12usize)?;
+        let key = u.bytes(len)?.to_vec();
+        if i % 2 == 0 {
+            base.insert(&key);
+        }
+        new.insert(&key);
+        keys.push(key);
+    }
+    let choice = if u.arbitrary::<bool>()? {
+        CodecChoice::Auto
+    } else {
+        CodecChoice::Plain
+    };
+    let full = message::encode_full(&new, n_keys as u64, 2, choice).expect("encode");
+    let got = message::decode(&full).expect("fresh message refused");
+    let got = got.filter().expect("fresh filter refused");
+    for i in 0..p.num_words() {
+        assert_eq!(got.word(i), new.word(i), "full message changed the filter");
+    }
+    for key in &keys {
+        assert!(got.contains(key), "false negative after a full message");
+    }
+    let delta = message::encode_delta(&new, &base, n_keys as u64, 2, 1, choice).expect("encode");
+    let applied = message::decode(&delta)
+        .expect("fresh delta refused")
+        .apply_to(&base, 1)
+        .expect("fresh delta did not apply");
+    assert!(applied.to_words() == new.to_words(), "delta changed the filter");
+    let at = u.choose_index(full.len())?;
+    let mask = u.int_in_range(1..=255u8)?;
+    let mut bad = full;
+    bad[at] ^= mask;
+    assert!(message::decode(&bad).is_err(), "byte {at} ^ {mask:#04x} accepted");
+    Ok(())
+}
