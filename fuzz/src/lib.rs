@@ -287,7 +287,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
 /// Largest array the message targets let a message describe: the fuzzer must
 /// not spend its time (or its 64 MiB allocation limit) on legitimately huge
 /// sparse filters; the cap itself is exercised.
-const FUZZ_MAX_MESSAGE_BITS: u64 = 1 << 22;
+const FUZZ_MAX_MESSAGE_BITS: u64 = 1 << 16;
 
 /// Target `decode_message`: the exchange message decoder never panics; a
 /// decoded full message yields a filter that answers queries, and its array
