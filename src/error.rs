@@ -119,7 +119,7 @@ pub enum CodecError {
         supported: u16,
     },
     /// A record kind this build does not know.
-    #[error("unknown record kind {0}; known kinds are 1..=8")]
+    #[error("unknown record kind {0}; known kinds are 1..=10")]
     UnknownKind(u8),
     /// A record of another kind than expected.
     #[error("expected a {expected} record, found a {found} record")]

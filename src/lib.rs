@@ -6,12 +6,15 @@
 pub mod bloom;
 pub mod codec;
 pub mod counting;
+pub mod demo;
 pub mod error;
 pub mod hash;
 pub mod params;
+pub mod store;
 
 pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
 pub use counting::CountingFilter;
 pub use error::{CodecError, FilterError, ParamError};
 pub use hash::{HashAlgo, HashSpec, KeyHash};
 pub use params::{FilterParams, Layout};
+pub use store::{Durability, FilterStore, StoreConfig, StoreError, Table, TableSpec, WriteBatch};

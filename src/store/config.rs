@@ -1,0 +1,93 @@
+//! Tuning knobs of a [`FilterStore`](super::FilterStore). Every default is
+//! chosen for the figures in the module docs of [`store`](super); every knob
+//! bounds some memory, and the bounds are stated here.
+
+/// Configuration of a store. Build it with [`StoreConfig::default`] and the
+/// builder methods.
+///
+/// Memory of an open store = the bit filters of the open tables
+/// (`m/8` bytes each) + [`cache_capacity`](StoreConfig::cache_capacity) (sled's
+/// page cache) + per table at most `buffer_ops·17` bytes of unwritten log +
+/// `materialized_blocks·256` bytes of counter blocks held for removes + a
+/// dirty bitmap of `m/4096` bytes. A fold of the log temporarily needs
+/// `8·k` bytes per logged operation (`fold_threshold·8·k`, 14 MiB at the
+/// defaults and k = 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    pub(crate) cache_capacity: u64,
+    pub(crate) fold_threshold: u64,
+    pub(crate) buffer_ops: usize,
+    pub(crate) materialized_blocks: usize,
+    pub(crate) flush_every_ms: Option<u64>,
+}
+
+/// Default sled page-cache size: 64 MiB. sled's own default is 1 GiB, far more
+/// than a store of filters needs: counter pages are read only by removes,
+/// folds and opens, and sequential scans do not benefit from a cache.
+pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
+/// Default number of logged operations after which the log is folded into the
+/// counter pages: 262,144 (4.5 MiB of log records).
+pub const DEFAULT_FOLD_THRESHOLD: u64 = 1 << 18;
+/// Default number of operations of non-durable writes gathered in memory
+/// before they are written as one log record: 4,096 (68 KiB).
+pub const DEFAULT_BUFFER_OPS: usize = 4096;
+/// Default number of 256-byte counter blocks kept in memory for removes
+/// between folds: 16,384 (4 MiB).
+pub const DEFAULT_MATERIALIZED_BLOCKS: usize = 16_384;
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            fold_threshold: DEFAULT_FOLD_THRESHOLD,
+            buffer_ops: DEFAULT_BUFFER_OPS,
+            materialized_blocks: DEFAULT_MATERIALIZED_BLOCKS,
+            flush_every_ms: Some(500),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Bytes of sled's page cache ([`DEFAULT_CACHE_CAPACITY`] by default).
+    /// sled counts the in-memory size of the tree nodes it caches against this
+    /// bound and evicts least-recently-used pages beyond it; its accounting is
+    /// approximate (the bench reports the RSS it leads to).
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
+    /// Logged operations after which the log is folded into the counter pages
+    /// ([`DEFAULT_FOLD_THRESHOLD`]; at least 1). A larger value amortises
+    /// the fold over more keys (a fold rewrites every counter page it touches,
+    /// up to the whole counting filter, `m/2` bytes) at the cost of fold memory
+    /// and of open time (the unfolded log is replayed).
+    pub fn fold_threshold(mut self, ops: u64) -> Self {
+        self.fold_threshold = ops.clamp(1, super::table::MAX_FOLD_OPS);
+        self
+    }
+
+    /// Operations of non-durable writes gathered in memory before they are
+    /// written to sled as one log record ([`DEFAULT_BUFFER_OPS`]; at least 1).
+    pub fn buffer_ops(mut self, ops: usize) -> Self {
+        self.buffer_ops = ops.clamp(1, super::wal::MAX_RECORD_OPS);
+        self
+    }
+
+    /// Counter blocks (256 bytes each) held in memory for removes between
+    /// folds ([`DEFAULT_MATERIALIZED_BLOCKS`]); when exceeded, the log is
+    /// folded and the blocks are released.
+    pub fn materialized_blocks(mut self, blocks: usize) -> Self {
+        self.materialized_blocks = blocks.max(1);
+        self
+    }
+
+    /// How often sled writes its buffers to disk in the background
+    /// (`Some(500)` ms by default, sled's default; `None` disables it). This
+    /// bounds how much un-flushed work a crash can lose; durability is only
+    /// promised after [`flush`](super::Table::flush).
+    pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
+        self.flush_every_ms = ms;
+        self
+    }
+}
