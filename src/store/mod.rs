@@ -159,6 +159,42 @@ fn sled_err(op: &'static str) -> impl Fn(sled::Error) -> StoreError {
     move |e| StoreError::sled(op, e)
 }
 
+/// How long [`FilterStore::open`] waits for a lock held by a store that was
+/// just dropped in this process.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Opens the sled database. sled releases its directory lock only when the
+/// last of its background threads and epoch-deferred destructors lets go of
+/// the file, a few milliseconds after the `Db` is dropped; a reopen in the
+/// same process therefore retries for up to [`LOCK_WAIT`] before reporting
+/// [`StoreError::Locked`] (another process holding the lock is reported after
+/// the same wait).
+fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        let attempt = sled::Config::new()
+            .path(path)
+            .cache_capacity(config.cache_capacity)
+            .flush_every_ms(config.flush_every_ms)
+            .mode(sled::Mode::HighThroughput)
+            .open();
+        match attempt {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+                if start.elapsed() >= LOCK_WAIT {
+                    return Err(StoreError::Locked {
+                        path: path.to_path_buf(),
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(other) => return Err(StoreError::sled("opening the database", other)),
+        }
+    }
+}
+
 fn now_unix_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -183,18 +219,7 @@ impl FilterStore {
         if path.exists() && !path.is_dir() {
             return Err(StoreError::NotADirectory { path });
         }
-        let db = sled::Config::new()
-            .path(&path)
-            .cache_capacity(config.cache_capacity)
-            .flush_every_ms(config.flush_every_ms)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(ref io) if io.to_string().contains("could not acquire lock") => {
-                    StoreError::Locked { path: path.clone() }
-                }
-                other => StoreError::sled("opening the database", other),
-            })?;
+        let db = open_db(&path, &config)?;
         let ours = db.tree_names().iter().any(|n| n == CATALOG_TREE.as_bytes());
         if !ours {
             let foreign_trees = db
