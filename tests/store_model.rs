@@ -183,8 +183,9 @@ fn run_case(seed: u64) {
                 if rng.gen_bool(0.5) {
                     t.flush().unwrap();
                 }
-                table = None;
-                store = None;
+                // Handles first: the table's writer flushes its buffer on drop.
+                drop(table.take());
+                drop(store.take());
                 store = Some(FilterStore::open_with(dir.path(), c.config).unwrap());
                 table = Some(store.as_ref().unwrap().open_table("t").unwrap());
             }

@@ -9,13 +9,14 @@
 /// (`m/8` bytes each) + [`cache_capacity`](StoreConfig::cache_capacity) (sled's
 /// page cache) + per table at most `buffer_ops·17` bytes of unwritten log +
 /// `materialized_blocks·256` bytes of counter blocks held for removes + a
-/// dirty bitmap of `m/4096` bytes. A fold of the log temporarily needs
-/// `8·k` bytes per logged operation (`fold_threshold·8·k`, 14 MiB at the
-/// defaults and k = 7).
+/// dirty bitmap of `m/4096` bytes. A fold of the log (and the open of a table
+/// with an unfolded log) temporarily needs 16 bytes per logged operation in
+/// the blocked layout, `16·k` in the standard layout: at most
+/// [`DEFAULT_FOLD_MEMORY`] with the default fold threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
     pub(crate) cache_capacity: u64,
-    pub(crate) fold_threshold: u64,
+    pub(crate) fold_threshold: Option<u64>,
     pub(crate) buffer_ops: usize,
     pub(crate) materialized_blocks: usize,
     pub(crate) flush_every_ms: Option<u64>,
@@ -25,9 +26,13 @@ pub struct StoreConfig {
 /// than a store of filters needs: counter pages are read only by removes,
 /// folds and opens, and sequential scans do not benefit from a cache.
 pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
-/// Default number of logged operations after which the log is folded into the
-/// counter pages: 262,144 (4.5 MiB of log records).
-pub const DEFAULT_FOLD_THRESHOLD: u64 = 1 << 18;
+/// Fold memory that sets the default fold threshold: 16 MiB, i.e. 1,048,576
+/// logged operations in the blocked layout (16 bytes each; 17 MiB of log
+/// records) and `1,048,576 / k` in the standard layout. A fold rewrites each
+/// counter chunk it touches, up to the whole counting filter (`m/2` bytes),
+/// so the threshold sets how many keys share that cost: at 1M operations
+/// a 10M-key table (48 MiB of counters) is rewritten for about 48 bytes per key.
+pub const DEFAULT_FOLD_MEMORY: u64 = 16 << 20;
 /// Default number of operations of non-durable writes gathered in memory
 /// before they are written as one log record: 4,096 (68 KiB).
 pub const DEFAULT_BUFFER_OPS: usize = 4096;
@@ -39,7 +44,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             cache_capacity: DEFAULT_CACHE_CAPACITY,
-            fold_threshold: DEFAULT_FOLD_THRESHOLD,
+            fold_threshold: None,
             buffer_ops: DEFAULT_BUFFER_OPS,
             materialized_blocks: DEFAULT_MATERIALIZED_BLOCKS,
             flush_every_ms: Some(500),
@@ -58,12 +63,13 @@ impl StoreConfig {
     }
 
     /// Logged operations after which the log is folded into the counter pages
-    /// ([`DEFAULT_FOLD_THRESHOLD`]; at least 1). A larger value amortises
-    /// the fold over more keys (a fold rewrites every counter page it touches,
-    /// up to the whole counting filter, `m/2` bytes) at the cost of fold memory
-    /// and of open time (the unfolded log is replayed).
+    /// (at least 1, at most 4,194,304; by default set from
+    /// [`DEFAULT_FOLD_MEMORY`]). A larger value amortises the fold over more
+    /// keys (a fold rewrites every counter chunk it touches, up to the whole
+    /// counting filter, `m/2` bytes) at the cost of fold memory and of open
+    /// time (the unfolded log is replayed).
     pub fn fold_threshold(mut self, ops: u64) -> Self {
-        self.fold_threshold = ops.clamp(1, super::table::MAX_FOLD_OPS);
+        self.fold_threshold = Some(ops.clamp(1, super::table::MAX_FOLD_OPS));
         self
     }
 
@@ -89,5 +95,21 @@ impl StoreConfig {
     pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
         self.flush_every_ms = ms;
         self
+    }
+
+    /// The configured size of sled's page cache, in bytes.
+    pub fn cache_capacity_bytes(&self) -> u64 {
+        self.cache_capacity
+    }
+
+    /// The fold threshold, in logged operations, for a table with `params`.
+    pub fn fold_threshold_ops(&self, params: &crate::params::FilterParams) -> u64 {
+        self.fold_threshold.unwrap_or_else(|| {
+            let per_op = match params.layout() {
+                crate::params::Layout::Blocked => 16,
+                crate::params::Layout::Standard => 16 * params.k() as u64,
+            };
+            (DEFAULT_FOLD_MEMORY / per_op).max(1)
+        })
     }
 }

@@ -48,7 +48,7 @@
 //! in-memory buffer (17 bytes per key: the 128-bit hash and an op code), the
 //! buffer is written as **one** sled value per batch group, and the log is
 //! *folded* into the counter pages when it reaches
-//! [`StoreConfig::fold_threshold`] operations: sorted by position, each touched
+//! [`StoreConfig::fold_threshold`] operations: sorted by block, each touched
 //! 4 KiB chunk read, updated and written once, and the folded records removed,
 //! in one atomic sled batch. A durable batch of 1,000 keys is then one sled
 //! insert plus one flush. Removes need the current counters of the key's block

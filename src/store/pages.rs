@@ -24,19 +24,23 @@
 //!
 //! Sled key: `0x01 ‖ chunk index (u64, big-endian)`.
 //!
-//! # Position entries
-//! A fold (and an open) turns logged operations into *entries*, one `u64` per
-//! distinct position of each key: `position << 24 | op_index << 1 | insert`.
-//! Sorting the entries groups them by chunk and, within one position, keeps
-//! the log's order — which matters, because a 15 is sticky: `14, +1, −1` ends
-//! at 15, `14, −1, +1` at 14. 40 bits of position (m ≤ 2^40) and 23 bits of
-//! operation index bound one fold pass to [`MAX_PASS_OPS`] operations.
+//! # Entries
+//! A fold (and an open) turns logged operations into *entries*: one per key
+//! in the blocked layout (the key's block, and its `h2`, from which the
+//! positions inside the block follow), one per distinct position in the
+//! standard layout. Each is keyed `unit << 24 | op_index << 1 | insert`;
+//! sorting by that key groups the entries by chunk and, within one unit,
+//! keeps the log's order — which matters, because a 15 is sticky:
+//! `14, +1, −1` ends at 15, `14, −1, +1` at 14. 40 bits of unit (m ≤ 2^40) and
+//! 23 bits of operation index bound one fold pass to [`MAX_PASS_OPS`]
+//! operations. Per logged operation a fold holds 16 bytes (blocked) or
+//! `16·k` bytes (standard).
 
 use crate::codec::frame::{self, Kind};
-use crate::counting::{nibble, COUNTER_BLOCK_BYTES};
+use crate::counting::{nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX};
 use crate::error::CodecError;
-use crate::hash::positions;
-use crate::params::{FilterParams, BLOCK_BITS};
+use crate::hash::{in_block_position, map_to_range, positions};
+use crate::params::{FilterParams, Layout, BLOCK_BITS};
 
 use super::wal::LogOp;
 
@@ -145,54 +149,125 @@ pub(crate) fn decode_chunk<'a>(
     Ok(counters)
 }
 
-/// Appends the entries of operation number `op_index` (see module docs).
+/// One logged operation on one fold unit (see module docs): the sort key
+/// `unit << 24 | op_index << 1 | insert`, and the key's `h2` (blocked layout,
+/// where the unit is a block and `h2` gives the positions inside it) or 0
+/// (standard layout, where the unit is one counter).
+pub(crate) type Entry = (u64, u64);
+
+/// Appends the entries of operation number `op_index`.
 #[inline]
-pub(crate) fn push_entries(p: &FilterParams, op_index: u64, op: LogOp, out: &mut Vec<u64>) {
+pub(crate) fn push_entries(p: &FilterParams, op_index: u64, op: LogOp, out: &mut Vec<Entry>) {
     debug_assert!(op_index < MAX_PASS_OPS);
     let tail = (op_index << 1) | op.insert as u64;
-    for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
-        out.push((pos << 24) | tail);
-    }
-}
-
-/// Position of an entry.
-#[inline]
-pub(crate) fn entry_pos(e: u64) -> u64 {
-    e >> 24
-}
-
-/// Chunk of an entry.
-#[inline]
-pub(crate) fn entry_chunk(e: u64) -> u64 {
-    entry_pos(e) / CHUNK_COUNTERS
-}
-
-/// Applies sorted `entries` (all inside the chunk whose first counter is
-/// `base`) to `counters`. A decrement of a zero counter cannot come from a
-/// validated log and is ignored (it leaves a zero, which can only drop bits
-/// that no key holds).
-pub(crate) fn apply_entries(counters: &mut [u8], base: u64, entries: &[u64]) {
-    for &e in entries {
-        let i = (entry_pos(e) - base) as usize;
-        if e & 1 == 1 {
-            nibble::inc(counters, i);
-        } else {
-            nibble::dec(counters, i);
+    match p.layout() {
+        Layout::Blocked => {
+            let block = map_to_range(op.hash.h1, p.num_blocks());
+            out.push(((block << 24) | tail, op.hash.h2));
+        }
+        Layout::Standard => {
+            for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                out.push(((pos << 24) | tail, 0));
+            }
         }
     }
 }
 
+/// The fold unit of an entry: a block (blocked layout) or a counter (standard).
+#[inline]
+fn entry_unit(e: &Entry) -> u64 {
+    e.0 >> 24
+}
+
+/// Counters per fold unit.
+#[inline]
+fn unit_counters(layout: Layout) -> u64 {
+    match layout {
+        Layout::Blocked => BLOCK_BITS,
+        Layout::Standard => 1,
+    }
+}
+
+/// The block of an entry (for the dirty map).
+#[inline]
+pub(crate) fn entry_block(layout: Layout, e: &Entry) -> u64 {
+    entry_unit(e) * unit_counters(layout) / BLOCK_BITS
+}
+
+/// The chunk of an entry.
+#[inline]
+pub(crate) fn entry_chunk(layout: Layout, e: &Entry) -> u64 {
+    entry_unit(e) * unit_counters(layout) / CHUNK_COUNTERS
+}
+
+/// Calls `f` with the distinct in-block positions of a key of the blocked
+/// layout, ascending (the same set as [`positions`]): through a 512-bit mask
+/// rather than a sort.
+#[inline]
+fn for_each_in_block(h2: u64, k: u32, mut f: impl FnMut(u64)) {
+    let mut mask = [0u64; 8];
+    for i in 0..k as usize {
+        let pos = in_block_position(h2, i);
+        mask[(pos / 64) as usize] |= 1 << (pos % 64);
+    }
+    for (w, mut bits) in mask.into_iter().enumerate() {
+        while bits != 0 {
+            f(w as u64 * 64 + bits.trailing_zeros() as u64);
+            bits &= bits - 1;
+        }
+    }
+}
+
+/// Applies sorted `entries`, all of chunk `chunk`, to its `counters`.
+/// Returns how many counters became saturated (a 15 is never decremented,
+/// so that count only grows). A decrement of a zero counter cannot come from
+/// a validated log and is ignored (it leaves a zero, which can only drop bits
+/// that no key holds).
+pub(crate) fn apply_entries(
+    p: &FilterParams,
+    counters: &mut [u8],
+    chunk: u64,
+    entries: &[Entry],
+) -> u64 {
+    let base = chunk * CHUNK_COUNTERS;
+    let mut saturated = 0;
+    let mut one = |i: usize, insert: bool| {
+        if insert {
+            let before = nibble::get(counters, i);
+            saturated += (nibble::inc(counters, i) == COUNTER_MAX && before < COUNTER_MAX) as u64;
+        } else {
+            nibble::dec(counters, i);
+        }
+    };
+    for e in entries {
+        let insert = e.0 & 1 == 1;
+        match p.layout() {
+            Layout::Blocked => {
+                let first = (entry_unit(e) * BLOCK_BITS - base) as usize;
+                for_each_in_block(e.1, p.k(), |pos| one(first + pos as usize, insert));
+            }
+            Layout::Standard => one((entry_unit(e) - base) as usize, insert),
+        }
+    }
+    saturated
+}
+
 /// Splits sorted entries into runs of one chunk each: `(chunk, entries)`.
-pub(crate) fn by_chunk(entries: &[u64]) -> impl Iterator<Item = (u64, &[u64])> {
+pub(crate) fn by_chunk(layout: Layout, entries: &[Entry]) -> impl Iterator<Item = (u64, &[Entry])> {
     let mut rest = entries;
     std::iter::from_fn(move || {
-        let first = *rest.first()?;
-        let chunk = entry_chunk(first);
-        let end = rest.partition_point(|&e| entry_chunk(e) == chunk);
+        let first = rest.first()?;
+        let chunk = entry_chunk(layout, first);
+        let end = rest.partition_point(|e| entry_chunk(layout, e) == chunk);
         let (run, tail) = rest.split_at(end);
         rest = tail;
         Some((chunk, run))
     })
+}
+
+/// Sorts entries by unit, keeping the log's order within a unit.
+pub(crate) fn sort_entries(entries: &mut [Entry]) {
+    entries.sort_unstable_by_key(|e| e.0);
 }
 
 /// The "counter > 0" word of 64 counters packed in 32 bytes: bit `j` is set
@@ -265,57 +340,47 @@ mod tests {
     }
 
     #[test]
-    fn entries_keep_log_order_within_a_position() {
-        let p = FilterParams::new(Layout::Blocked, 512, 1, HashSpec::xxh3(1)).unwrap();
-        let h = KeyHash { h1: 3, h2: 5 };
-        let mut e = Vec::new();
-        // Counter at 14: insert then remove → 15 (sticky); remove then insert → 14.
-        push_entries(
-            &p,
-            0,
-            LogOp {
-                insert: true,
-                hash: h,
-            },
-            &mut e,
-        );
-        push_entries(
-            &p,
-            1,
-            LogOp {
-                insert: false,
-                hash: h,
-            },
-            &mut e,
-        );
-        e.sort_unstable();
-        let pos = entry_pos(e[0]) as usize;
-        let mut c = vec![0u8; 256];
-        nibble::set(&mut c, pos, 14);
-        apply_entries(&mut c, 0, &e);
-        assert_eq!(nibble::get(&c, pos), 15);
-        let mut e = Vec::new();
-        push_entries(
-            &p,
-            0,
-            LogOp {
-                insert: false,
-                hash: h,
-            },
-            &mut e,
-        );
-        push_entries(
-            &p,
-            1,
-            LogOp {
-                insert: true,
-                hash: h,
-            },
-            &mut e,
-        );
-        e.sort_unstable();
-        nibble::set(&mut c, pos, 14);
-        apply_entries(&mut c, 0, &e);
-        assert_eq!(nibble::get(&c, pos), 14);
+    fn entries_keep_log_order_within_a_unit() {
+        for layout in [Layout::Blocked, Layout::Standard] {
+            let p = FilterParams::new(layout, 512, 1, HashSpec::xxh3(1)).unwrap();
+            let h = KeyHash { h1: 3, h2: 5 };
+            let pos = positions(layout, 512, 1, h).as_slice()[0] as usize;
+            // Counter at 14: insert then remove → 15 (sticky, and newly
+            // saturated); remove then insert → 14.
+            for (first, expect, newly) in [(true, 15, 1), (false, 14, 0)] {
+                let mut e = Vec::new();
+                for (i, insert) in [first, !first].into_iter().enumerate() {
+                    push_entries(&p, i as u64, LogOp { insert, hash: h }, &mut e);
+                }
+                sort_entries(&mut e);
+                let mut c = vec![0u8; 256];
+                nibble::set(&mut c, pos, 14);
+                assert_eq!(apply_entries(&p, &mut c, 0, &e), newly);
+                assert_eq!(nibble::get(&c, pos), expect, "{layout}");
+            }
+        }
+    }
+
+    #[test]
+    fn entries_touch_the_same_counters_as_the_core() {
+        for layout in [Layout::Blocked, Layout::Standard] {
+            let p = FilterParams::new(layout, 512 * 40, 7, HashSpec::xxh3(9)).unwrap();
+            let mut core = crate::counting::CountingFilter::new(p).unwrap();
+            let mut counters = vec![0u8; crate::counting::counter_bytes(&p)];
+            let mut e = Vec::new();
+            for i in 0..500u32 {
+                let key = i.to_le_bytes();
+                core.insert(&key);
+                let hash = p.hash().hash(&key);
+                push_entries(&p, i as u64, LogOp { insert: true, hash }, &mut e);
+            }
+            sort_entries(&mut e);
+            for (chunk, run) in by_chunk(p.layout(), &e) {
+                let at = chunk as usize * CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
+                let len = blocks_in_chunk(&p, chunk) as usize * COUNTER_BLOCK_BYTES;
+                apply_entries(&p, &mut counters[at..at + len], chunk, run);
+            }
+            assert_eq!(counters, core.as_bytes(), "{layout}");
+        }
     }
 }

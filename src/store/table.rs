@@ -34,7 +34,7 @@ use super::batch::{Durability, WriteBatch};
 use super::catalog::{TableMeta, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::error::StoreError;
-use super::pages::{self, CHUNK_BLOCKS, CHUNK_COUNTERS, CHUNK_PREFIX, MAX_PASS_OPS};
+use super::pages::{self, CHUNK_BLOCKS, CHUNK_PREFIX, MAX_PASS_OPS};
 use super::wal::{self, LogOp, LOG_PREFIX, MAX_RECORD_OPS};
 use crate::bloom::{BitFilter, BloomRead};
 use crate::codec::frame::Kind;
@@ -234,7 +234,7 @@ fn read_log(
     params: &FilterParams,
     table: &str,
     limit: u64,
-    entries: &mut Vec<u64>,
+    entries: &mut Vec<pages::Entry>,
     keys: &mut Vec<sled::IVec>,
 ) -> Result<LogRead, StoreError> {
     let mut r = LogRead {
@@ -283,14 +283,12 @@ fn fold_log(
         if keys.is_empty() {
             return Ok(());
         }
-        entries.sort_unstable();
+        pages::sort_entries(&mut entries);
         let mut batch = sled::Batch::default();
-        let mut sat: i64 = 0;
-        for (chunk, run) in pages::by_chunk(&entries) {
+        let mut sat = 0u64;
+        for (chunk, run) in pages::by_chunk(params.layout(), &entries) {
             let mut counters = read_chunk(tree, params, table, chunk)?;
-            sat -= nibble::count_saturated(&counters) as i64;
-            pages::apply_entries(&mut counters, chunk * CHUNK_COUNTERS, run);
-            sat += nibble::count_saturated(&counters) as i64;
+            sat += pages::apply_entries(params, &mut counters, chunk, run);
             batch.insert(
                 &pages::chunk_key(chunk),
                 pages::encode_chunk(chunk, &counters),
@@ -307,7 +305,7 @@ fn fold_log(
         tree.apply_batch(batch)
             .map_err(sled_err("writing folded counter pages"))?;
         *state = new_state;
-        *saturated = (*saturated as i64 + sat).max(0) as u64;
+        *saturated += sat;
         if log.complete {
             return Ok(());
         }
@@ -355,18 +353,19 @@ fn scan_absolute(
     if !log.complete {
         return Ok(None);
     }
-    entries.sort_unstable();
-    let mut runs = pages::by_chunk(&entries).peekable();
+    pages::sort_entries(&mut entries);
+    let mut runs = pages::by_chunk(params.layout(), &entries).peekable();
     let mut buf = Vec::with_capacity(CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES);
-    let zero_chunk = |idx: u64, run: &[u64], buf: &mut Vec<u8>, f: &mut dyn FnMut(u64, &[u8])| {
-        buf.clear();
-        buf.resize(
-            pages::blocks_in_chunk(params, idx) as usize * COUNTER_BLOCK_BYTES,
-            0,
-        );
-        pages::apply_entries(buf, idx * CHUNK_COUNTERS, run);
-        f(idx, buf);
-    };
+    let zero_chunk =
+        |idx: u64, run: &[pages::Entry], buf: &mut Vec<u8>, f: &mut dyn FnMut(u64, &[u8])| {
+            buf.clear();
+            buf.resize(
+                pages::blocks_in_chunk(params, idx) as usize * COUNTER_BLOCK_BYTES,
+                0,
+            );
+            pages::apply_entries(params, buf, idx, run);
+            f(idx, buf);
+        };
     for item in tree.scan_prefix([CHUNK_PREFIX]) {
         let (k, v) = item.map_err(sled_err("reading counter pages"))?;
         let what = || format!("counter page {:?} of table {table:?}", &k[..]);
@@ -380,7 +379,7 @@ fn scan_absolute(
             Some((_, run)) => {
                 buf.clear();
                 buf.extend_from_slice(counters);
-                pages::apply_entries(&mut buf, idx * CHUNK_COUNTERS, run);
+                pages::apply_entries(params, &mut buf, idx, run);
                 f(idx, &buf);
             }
             None => f(idx, counters),
@@ -391,7 +390,7 @@ fn scan_absolute(
     }
     let mut dirty_blocks: Vec<u64> = entries
         .iter()
-        .map(|&e| pages::entry_pos(e) / BLOCK_BITS)
+        .map(|e| pages::entry_block(params.layout(), e))
         .collect();
     dirty_blocks.dedup();
     Ok(Some(Derived {
@@ -673,7 +672,7 @@ impl TableInner {
             if durability == Durability::Durable || w.buffer.len() >= self.config.buffer_ops {
                 self.write_buffer(&mut w)?;
             }
-            if w.log_ops >= self.config.fold_threshold
+            if w.log_ops >= self.config.fold_threshold_ops(&self.params)
                 || w.materialized.len() > self.config.materialized_blocks
             {
                 self.fold(&mut w)?;
