@@ -541,10 +541,10 @@ impl TableInner {
         if !w.materialized.is_empty() {
             for op in ops.iter().filter(|o| o.insert) {
                 for_each_block(p, op, |b| {
-                    if !scratch.contains_key(&b) {
-                        if let Some(c) = w.materialized.get(&b) {
-                            scratch.insert(b, c.clone());
-                        }
+                    if let (std::collections::hash_map::Entry::Vacant(slot), Some(c)) =
+                        (scratch.entry(b), w.materialized.get(&b))
+                    {
+                        slot.insert(c.clone());
                     }
                 });
             }
