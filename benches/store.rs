@@ -47,6 +47,14 @@ impl Tally {
         self.time.set(self.time.get() + t);
         t
     }
+    /// Runs `f` `iters` times and adds the time taken.
+    fn run(&self, iters: u64, mut f: impl FnMut()) -> Duration {
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        self.add(iters, t0.elapsed())
+    }
     fn per_iter_s(&self) -> f64 {
         self.time.get().as_secs_f64() / self.iters.get().max(1) as f64
     }
@@ -162,12 +170,10 @@ fn main() {
         let mut next = 0u64;
         g.bench_function("sled_raw_insert_16B_key_64B_value", |b| {
             b.iter_custom(|iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                raw.run(iters, || {
                     db.insert(key16(next, 2), &value[..]).unwrap();
                     next += 1;
-                }
-                raw.add(iters, t0.elapsed())
+                })
             })
         });
         drop(db);
@@ -182,29 +188,25 @@ fn main() {
         g.throughput(Throughput::Elements(1000));
         g.bench_function(BenchmarkId::new("durable_batch", 1000), |b| {
             b.iter_custom(|iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                b1000.run(iters, || {
                     batch.clear();
                     for _ in 0..1000 {
                         batch.insert(&key16(next, 3));
                         next += 1;
                     }
                     t.apply(&batch, Durability::Durable).unwrap();
-                }
-                b1000.add(iters, t0.elapsed())
+                })
             })
         });
         g.throughput(Throughput::Elements(1));
         g.bench_function(BenchmarkId::new("durable_batch", 1), |b| {
             b.iter_custom(|iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
+                b1.run(iters, || {
                     batch.clear();
                     batch.insert(&key16(next, 3));
                     next += 1;
                     t.apply(&batch, Durability::Durable).unwrap();
-                }
-                b1.add(iters, t0.elapsed())
+                })
             })
         });
         g.finish();
@@ -280,12 +282,10 @@ fn main() {
     let mut i = 0usize;
     g.bench_function("absent_10M", |b| {
         b.iter_custom(|iters| {
-            let t0 = Instant::now();
-            for _ in 0..iters {
+            look.run(iters, || {
                 black_box(t.contains(&absent[i % absent.len()][..]));
                 i += 1;
-            }
-            look.add(iters, t0.elapsed())
+            })
         })
     });
     g.bench_function("present_10M", |b| {

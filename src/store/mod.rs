@@ -37,9 +37,9 @@
 //! See [`catalog`] for the trees. Each table generation's tree holds:
 //!
 //! ```text
-//! 0x00                       → Kind::TableState  { live keys folded, next log seq }
-//! 0x01 ‖ chunk index (u64 BE) → Kind::CounterPage 16 counter blocks (4 KiB), see `pages`
-//! 0x02 ‖ log seq (u64 BE)     → Kind::LogRecord   key hashes of whole batches, see `wal`
+//! 0x00                        → Kind::TableState  { live keys folded, next log seq }
+//! 0x01 ‖ chunk index (u64 BE) → Kind::CounterPage 16 counter blocks (4 KiB)
+//! 0x02 ‖ log seq (u64 BE)     → Kind::LogRecord   key hashes of whole batches
 //! ```
 //!
 //! # Write path: a log of key hashes, folded into counter pages
@@ -73,6 +73,7 @@ pub mod batch;
 pub mod catalog;
 pub mod config;
 pub mod error;
+mod keys;
 mod pages;
 pub mod table;
 mod wal;
@@ -346,6 +347,12 @@ impl FilterStore {
         let mut batch = sled::Batch::default();
         batch.insert(catalog::table_key(name), meta.encode()?);
         batch.insert(HEADER_KEY, header.encode()?);
+        self.commit_catalog(batch)?;
+        self.load_table(&mut self.inner.tables.lock(), meta)
+    }
+
+    /// Applies `batch` to the catalog and makes it durable.
+    fn commit_catalog(&self, batch: sled::Batch) -> Result<(), StoreError> {
         self.inner
             .catalog
             .apply_batch(batch)
@@ -354,9 +361,18 @@ impl FilterStore {
             .db
             .flush()
             .map_err(sled_err("flushing the catalog"))?;
-        let mut tables = self.inner.tables.lock();
+        Ok(())
+    }
+
+    /// Loads a table's in-memory state and registers it as open.
+    fn load_table(
+        &self,
+        tables: &mut HashMap<String, Weak<TableInner>>,
+        meta: TableMeta,
+    ) -> Result<Table, StoreError> {
+        let name = meta.name.clone();
         let inner = Arc::new(TableInner::load(&self.inner.db, meta, self.inner.config)?);
-        tables.insert(name.to_string(), Arc::downgrade(&inner));
+        tables.insert(name, Arc::downgrade(&inner));
         Ok(Table { inner })
     }
 
@@ -371,9 +387,7 @@ impl FilterStore {
         let meta = self
             .read_meta(name)?
             .ok_or_else(|| StoreError::NoSuchTable(name.to_string()))?;
-        let inner = Arc::new(TableInner::load(&self.inner.db, meta, self.inner.config)?);
-        tables.insert(name.to_string(), Arc::downgrade(&inner));
-        Ok(Table { inner })
+        self.load_table(&mut tables, meta)
     }
 
     /// The catalog records of all tables, sorted by name.
@@ -400,14 +414,9 @@ impl FilterStore {
         // The catalog removal is the commit point: once it is durable the
         // table is gone, and its trees are garbage even if a crash stops the
         // deletion below (they are collected at the next open).
-        self.inner
-            .catalog
-            .remove(catalog::table_key(name))
-            .map_err(sled_err("writing the catalog"))?;
-        self.inner
-            .db
-            .flush()
-            .map_err(sled_err("flushing the catalog"))?;
+        let mut batch = sled::Batch::default();
+        batch.remove(catalog::table_key(name));
+        self.commit_catalog(batch)?;
         {
             let mut tables = self.inner.tables.lock();
             if let Some(inner) = tables.remove(name).and_then(|w| w.upgrade()) {

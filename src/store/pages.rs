@@ -42,14 +42,13 @@ use crate::error::CodecError;
 use crate::hash::{in_block_position, map_to_range, positions};
 use crate::params::{FilterParams, Layout, BLOCK_BITS};
 
+use super::keys::{self, CHUNK_PREFIX};
 use super::wal::LogOp;
 
 /// Counter blocks per chunk.
 pub(crate) const CHUNK_BLOCKS: u64 = 16;
 /// Counters per chunk.
 pub(crate) const CHUNK_COUNTERS: u64 = CHUNK_BLOCKS * BLOCK_BITS;
-/// Prefix byte of chunk keys.
-pub(crate) const CHUNK_PREFIX: u8 = 1;
 /// Bytes of the chunk body before the counters.
 const CHUNK_HEADER: usize = 16;
 /// The most operations one pass of a fold or an open sorts at once (23 bits).
@@ -57,28 +56,12 @@ pub(crate) const MAX_PASS_OPS: u64 = 1 << 23;
 
 /// The sled key of chunk `idx`.
 pub(crate) fn chunk_key(idx: u64) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = CHUNK_PREFIX;
-    k[1..].copy_from_slice(&idx.to_be_bytes());
-    k
+    keys::numbered(CHUNK_PREFIX, idx)
 }
 
 /// The chunk index of a chunk key.
 pub(crate) fn chunk_of_key(key: &[u8]) -> Result<u64, CodecError> {
-    match key {
-        [CHUNK_PREFIX, rest @ ..] if rest.len() == 8 => {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(rest);
-            Ok(u64::from_be_bytes(b))
-        }
-        _ => Err(CodecError::InvalidField {
-            field: "chunk key",
-            reason: format!(
-                "{} bytes, expected 9 starting with {CHUNK_PREFIX}",
-                key.len()
-            ),
-        }),
-    }
+    keys::number_of(key, CHUNK_PREFIX, "chunk key")
 }
 
 /// Number of chunks of a filter.

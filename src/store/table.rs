@@ -34,8 +34,9 @@ use super::batch::{Durability, WriteBatch};
 use super::catalog::{TableMeta, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::error::StoreError;
-use super::pages::{self, CHUNK_BLOCKS, CHUNK_PREFIX, MAX_PASS_OPS};
-use super::wal::{self, LogOp, LOG_PREFIX, MAX_RECORD_OPS};
+use super::keys::{CHUNK_PREFIX, LOG_PREFIX, STATE_KEY};
+use super::pages::{self, CHUNK_BLOCKS, MAX_PASS_OPS};
+use super::wal::{self, LogOp, MAX_RECORD_OPS};
 use crate::bloom::{BitFilter, BloomRead};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
@@ -53,9 +54,6 @@ use std::sync::Arc;
 /// stays below the 23-bit operation index of the position entries.
 pub(crate) const MAX_FOLD_OPS: u64 = MAX_PASS_OPS / 2;
 const _: () = assert!(MAX_FOLD_OPS + MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
-
-/// Key of the generation's state record.
-const STATE_KEY: &[u8] = &[0];
 
 /// What a fold leaves behind, in one record per table generation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,12 +17,11 @@
 //! Sled key: `0x02 ‖ seq (u64, big-endian)`, so a prefix scan returns the
 //! records in the order they were written.
 
+use super::keys::{self, LOG_PREFIX};
 use crate::codec::frame::{self, Kind};
 use crate::error::CodecError;
 use crate::hash::KeyHash;
 
-/// Prefix byte of log record keys.
-pub(crate) const LOG_PREFIX: u8 = 2;
 /// Bytes per operation in a record.
 const OP_BYTES: usize = 17;
 /// Bytes before the operations.
@@ -42,25 +41,12 @@ pub(crate) struct LogOp {
 
 /// The sled key of record `seq`.
 pub(crate) fn log_key(seq: u64) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = LOG_PREFIX;
-    k[1..].copy_from_slice(&seq.to_be_bytes());
-    k
+    keys::numbered(LOG_PREFIX, seq)
 }
 
 /// The sequence number of a log key.
 pub(crate) fn seq_of(key: &[u8]) -> Result<u64, CodecError> {
-    match key {
-        [LOG_PREFIX, rest @ ..] if rest.len() == 8 => {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(rest);
-            Ok(u64::from_be_bytes(b))
-        }
-        _ => Err(CodecError::InvalidField {
-            field: "log key",
-            reason: format!("{} bytes, expected 9 starting with {LOG_PREFIX}", key.len()),
-        }),
-    }
+    keys::number_of(key, LOG_PREFIX, "log key")
 }
 
 /// Encodes a record.
