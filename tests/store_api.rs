@@ -273,16 +273,7 @@ fn unusable_directories_are_typed_errors() {
 /// `prefix` in every table tree, through sled directly (as a disk error
 /// would).
 fn corrupt(dir: &std::path::Path, prefix: u8) {
-    // sled releases the lock of the store just dropped a moment later.
-    let mut db = sled::open(dir);
-    for _ in 0..200 {
-        if db.is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        db = sled::open(dir);
-    }
-    let db = db.unwrap();
+    let db = open_sled(dir);
     for name in db.tree_names() {
         if !name.starts_with(b"filterstore/table/") {
             continue;
@@ -300,12 +291,22 @@ fn corrupt(dir: &std::path::Path, prefix: u8) {
     db.flush().unwrap();
 }
 
-fn reopen_table(dir: &std::path::Path) -> Result<Table, StoreError> {
-    let mut attempt = FilterStore::open(dir);
-    while matches!(attempt, Err(StoreError::Locked { .. })) {
-        attempt = FilterStore::open(dir);
+/// Opens the database with sled itself, waiting for the lock of the store
+/// just dropped (sled releases it a moment later).
+fn open_sled(dir: &std::path::Path) -> sled::Db {
+    let mut db = sled::open(dir);
+    for _ in 0..200 {
+        if db.is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        db = sled::open(dir);
     }
-    attempt?.open_table("t")
+    db.unwrap()
+}
+
+fn reopen_table(dir: &std::path::Path) -> Result<Table, StoreError> {
+    reopen(dir).open_table("t")
 }
 
 #[test]
@@ -336,4 +337,52 @@ fn corrupt_records_are_typed_errors() {
             other => panic!("prefix {prefix}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn data_of_a_table_whose_drop_was_interrupted_is_collected() {
+    // Simulate a crash between the catalog removal (the commit point of a
+    // drop) and the deletion of the table's data: remove only the catalog
+    // record, through sled directly. The next open deletes the orphan tree.
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = FilterStore::open(dir.path()).unwrap();
+        let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
+        t.insert(b"k").unwrap();
+        t.flush().unwrap();
+        store.create_table("kept", TableSpec::new(10, 0.1)).unwrap();
+    }
+    let data_trees = |db: &sled::Db| {
+        db.tree_names()
+            .into_iter()
+            .filter(|n| n.starts_with(b"filterstore/table/"))
+            .count()
+    };
+    {
+        let db = open_sled(dir.path());
+        assert_eq!(data_trees(&db), 2);
+        let catalog = db.open_tree("filterstore/catalog").unwrap();
+        assert!(catalog.remove(b"\x01t").unwrap().is_some());
+        db.flush().unwrap();
+    }
+    {
+        let store = reopen(dir.path());
+        let names: Vec<String> = store
+            .list_tables()
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(names, ["kept"]);
+    }
+    let db = open_sled(dir.path());
+    assert_eq!(data_trees(&db), 1, "the orphan tree was not collected");
+}
+
+fn reopen(dir: &std::path::Path) -> FilterStore {
+    let mut attempt = FilterStore::open(dir);
+    while matches!(attempt, Err(StoreError::Locked { .. })) {
+        attempt = FilterStore::open(dir);
+    }
+    attempt.unwrap()
 }

@@ -4,9 +4,12 @@
 /// disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
-    /// Visible at once; durable after the next [`flush`](super::Table::flush)
-    /// (or when sled's background flush, every 500 ms by default, gets to it).
-    /// Batches are gathered in memory and written to sled in groups.
+    /// Visible at once; durable after the next [`flush`](super::Table::flush).
+    /// Until then the batch may sit in the table's in-memory buffer (up to
+    /// [`StoreConfig::buffer_ops`](super::StoreConfig::buffer_ops) operations,
+    /// written to sled as one record when full, at a flush, or when the last
+    /// handle of the table is dropped), then in sled's buffers (written
+    /// within sled's flush interval).
     Buffered,
     /// Visible at once and durable when `apply` returns: the batch (with any
     /// buffered writes before it) is written as one log record and the

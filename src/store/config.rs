@@ -89,9 +89,9 @@ impl StoreConfig {
     }
 
     /// How often sled writes its buffers to disk in the background
-    /// (`Some(500)` ms by default, sled's default; `None` disables it). This
-    /// bounds how much un-flushed work a crash can lose; durability is only
-    /// promised after [`flush`](super::Table::flush).
+    /// (`Some(500)` ms by default, sled's default; `None` disables it). It
+    /// bounds how long data already handed to sled stays only in memory;
+    /// durability is promised only after [`flush`](super::Table::flush).
     pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
         self.flush_every_ms = ms;
         self

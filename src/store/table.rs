@@ -633,14 +633,18 @@ impl TableInner {
                 live_keys: w.folded_live,
                 next_seq: w.next_seq,
             };
-            fold_log(
+            let result = fold_log(
                 &self.tree,
                 &self.params,
                 &self.meta.name,
                 &mut state,
                 &mut w.saturated,
-            )?;
+            );
+            // Passes that completed before an error are on disk: keep the
+            // state they wrote. (The dirty map and log count stay as they
+            // were; they are conservative until the next successful fold.)
             w.folded_live = state.live_keys;
+            result?;
             w.log_ops = 0;
             self.pending.store(0, Ordering::Relaxed);
             w.dirty.fill(0);
