@@ -99,11 +99,12 @@ fn reopen_child(dir: &Path) {
 }
 
 /// Builds a table of `n` keys: bulk load with a large fold threshold, then
-/// the last 250,000 keys through the default configuration so that the log
-/// holds a realistic unfolded tail when the table is reopened.
+/// the last 2,000,000 keys through the default configuration, just under its
+/// fold threshold (2,097,152 operations), so that the reopen replays the
+/// longest unfolded log the default configuration leaves: the worst case.
 fn build_big(dir: &Path, n: u64) -> Duration {
     let t0 = Instant::now();
-    let tail = n.min(250_000);
+    let tail = n.min(2_000_000);
     {
         let cfg = StoreConfig::default().fold_threshold(4 << 20);
         let store = FilterStore::open_with(dir, cfg).unwrap();
@@ -161,6 +162,7 @@ fn main() {
     let raw = Tally::default();
     let b1000 = Tally::default();
     let b1 = Tally::default();
+    let single = Tally::default();
     {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path().join("raw")).unwrap();
@@ -209,7 +211,16 @@ fn main() {
                 })
             })
         });
+        g.bench_function("single_insert_buffered", |b| {
+            b.iter_custom(|iters| {
+                single.run(iters, || {
+                    t.insert(&key16(next, 3)).unwrap();
+                    next += 1;
+                })
+            })
+        });
         g.finish();
+        t.flush().unwrap();
         let inserted = next;
         let s = t.stats().unwrap();
         println!(

@@ -38,7 +38,7 @@
 //!
 //! ```text
 //! 0x00                        → Kind::TableState  { live keys folded, next log seq }
-//! 0x01 ‖ chunk index (u64 BE) → Kind::CounterPage 16 counter blocks (4 KiB)
+//! 0x01 ‖ chunk index (u64 BE) → Kind::CounterPage 64 counter blocks (16 KiB)
 //! 0x02 ‖ log seq (u64 BE)     → Kind::LogRecord   key hashes of whole batches
 //! ```
 //!
@@ -49,7 +49,7 @@
 //! buffer is written as **one** sled value per batch group, and the log is
 //! *folded* into the counter pages when it reaches
 //! [`StoreConfig::fold_threshold`] operations: sorted by block, each touched
-//! 4 KiB chunk read, updated and written once, and the folded records removed,
+//! 16 KiB chunk read, updated and written once, and the folded records removed,
 //! in one atomic sled batch. A durable batch of 1,000 keys is then one sled
 //! insert plus one flush. Removes need the current counters of the key's block
 //! (to refuse a key that was never inserted, and to clear bits whose counter

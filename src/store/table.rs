@@ -27,7 +27,7 @@
 //! durable apply, or a flush) the buffer becomes one sled insert. A remove
 //! needs its block's counters: a cached copy, or one sled read of its chunk
 //! (and, if the block is dirty, a fold first). A fold costs one read and one
-//! write of each touched 4 KiB chunk and removes the folded log records, all in
+//! write of each touched 16 KiB chunk and removes the folded log records, all in
 //! one atomic sled batch.
 
 use super::batch::{Durability, WriteBatch};
@@ -167,6 +167,12 @@ pub(crate) struct TableInner {
 /// A handle to one table. Cheap to clone; `Send + Sync`: share it between
 /// threads. Lookups read only the in-memory bit filter (no lock, no I/O);
 /// writes to one table are serialised by a lock that lookups never take.
+///
+/// Ordering rule for the host database (see the [durability
+/// contract](super#durability-contract)): make a key's insert durable
+/// ([`flush`](Table::flush), or [`Durability::Durable`]) **before** committing
+/// the record it protects, and commit a record's deletion **before** calling
+/// [`remove`](Table::remove). Then a crash leaves only false positives.
 #[derive(Clone)]
 pub struct Table {
     pub(crate) inner: Arc<TableInner>,
