@@ -58,8 +58,12 @@
 //!
 //! # Memory
 //! The bit filters of the open tables, plus sled's page cache
-//! ([`StoreConfig::cache_capacity`], 64 MiB by default), plus bounded buffers
-//! described in [`StoreConfig`]. The counting filter is not held in memory.
+//! ([`StoreConfig::cache_capacity`], 64 MiB by default; sled's bound is
+//! approximate, see there), plus bounded buffers described in
+//! [`StoreConfig`]. The counting filter is not held in memory. Measured by
+//! `cargo bench --bench store`: after reopening a 10M-key table (11.8 MiB bit
+//! filter) with a full default log, the RSS is about 83 MiB, 1.1× the bit
+//! filter plus the configured cache.
 //!
 //! # Open
 //! Opening a table scans its counter chunks once (`m/2` bytes) merged with the

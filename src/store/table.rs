@@ -496,10 +496,24 @@ impl TableInner {
         self.dropped.store(true, Ordering::Release);
     }
 
-    /// The 256 absolute counters bytes of clean block `b`, from disk.
-    fn read_block(&self, b: u64) -> Result<Box<[u8]>, StoreError> {
+    /// The 256 bytes of absolute counters of clean block `b`, from disk,
+    /// through `chunks`, which keeps the chunks read by one batch (a batch of
+    /// removes often hits several blocks of one 16 KiB chunk).
+    fn read_block(
+        &self,
+        b: u64,
+        chunks: &mut HashMap<u64, Vec<u8>>,
+    ) -> Result<Box<[u8]>, StoreError> {
         let chunk = b / CHUNK_BLOCKS;
-        let counters = read_chunk(&self.tree, &self.params, &self.meta.name, chunk)?;
+        let counters = match chunks.entry(chunk) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(read_chunk(
+                &self.tree,
+                &self.params,
+                &self.meta.name,
+                chunk,
+            )?),
+        };
         let at = (b % CHUNK_BLOCKS) as usize * COUNTER_BLOCK_BYTES;
         Ok(counters[at..at + COUNTER_BLOCK_BYTES].into())
     }
@@ -520,6 +534,7 @@ impl TableInner {
             if needs_fold {
                 self.fold(w)?;
             }
+            let mut chunks = HashMap::new();
             for op in ops.iter().filter(|o| !o.insert) {
                 let mut err = None;
                 for_each_block(p, op, |b| {
@@ -528,7 +543,7 @@ impl TableInner {
                     }
                     let block = match w.materialized.get(&b) {
                         Some(c) => Ok(c.clone()),
-                        None => self.read_block(b),
+                        None => self.read_block(b, &mut chunks),
                     };
                     match block {
                         Ok(c) => {
