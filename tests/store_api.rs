@@ -249,6 +249,19 @@ fn unusable_directories_are_typed_errors() {
         Err(StoreError::Locked { .. })
     ));
     drop(store);
+    // A directory holding other files.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+    assert!(matches!(
+        FilterStore::open(&other),
+        Err(StoreError::NotAFilterStore { .. })
+    ));
+    assert_eq!(
+        std::fs::read_dir(&other).unwrap().count(),
+        1,
+        "nothing written"
+    );
     // A sled database that is not a filterstore.
     let foreign = dir.path().join("foreign");
     {

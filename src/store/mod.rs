@@ -224,6 +224,17 @@ impl FilterStore {
         if path.exists() && !path.is_dir() {
             return Err(StoreError::NotADirectory { path });
         }
+        // A non-empty directory without sled's files is someone else's:
+        // refuse it rather than write a database into it.
+        if path.is_dir() && !path.join("conf").exists() && !path.join("db").exists() {
+            let mut entries = std::fs::read_dir(&path).map_err(|source| StoreError::Io {
+                op: "reading the database directory",
+                source,
+            })?;
+            if entries.next().is_some() {
+                return Err(StoreError::NotAFilterStore { path });
+            }
+        }
         let db = open_db(&path, &config)?;
         let ours = db.tree_names().iter().any(|n| n == CATALOG_TREE.as_bytes());
         if !ours {

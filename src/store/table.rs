@@ -219,6 +219,9 @@ struct Derived {
     live_delta: i64,
     /// One past the last record's sequence number (0 without records).
     next_seq: u64,
+    /// Saturated counters in the chunks on disk (the log not applied: a fold
+    /// counts the saturations the log adds when it applies them).
+    disk_saturated: u64,
 }
 
 /// A prefix of the log, read by [`read_log`].
@@ -359,6 +362,7 @@ fn scan_absolute(
     }
     pages::sort_entries(&mut entries);
     let mut runs = pages::by_chunk(params.layout(), &entries).peekable();
+    let mut disk_saturated = 0;
     let mut buf = Vec::with_capacity(CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES);
     let zero_chunk =
         |idx: u64, run: &[pages::Entry], buf: &mut Vec<u8>, f: &mut dyn FnMut(u64, &[u8])| {
@@ -376,6 +380,7 @@ fn scan_absolute(
         let idx = pages::chunk_of_key(&k).map_err(|e| StoreError::corrupt(what(), e))?;
         let counters =
             pages::decode_chunk(&v, idx, params).map_err(|e| StoreError::corrupt(what(), e))?;
+        disk_saturated += nibble::count_saturated(counters);
         while let Some((c, run)) = runs.next_if(|(c, _)| *c < idx) {
             zero_chunk(c, run, &mut buf, &mut f);
         }
@@ -402,6 +407,7 @@ fn scan_absolute(
         log_ops: log.ops,
         live_delta: log.delta,
         next_seq: log.next_seq,
+        disk_saturated,
     }))
 }
 
@@ -432,23 +438,21 @@ impl TableInner {
             table: name.clone(),
             bytes: params.bit_bytes(),
         })?;
-        let mut saturated = 0;
-        let derive = |saturated: &mut u64| {
+        let derive = || {
             scan_absolute(&tree, &params, &name, |idx, counters| {
                 for (i, block) in counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
                     store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
                 }
-                *saturated += nibble::count_saturated(counters);
             })
         };
-        let derived = match derive(&mut saturated)? {
+        let derived = match derive()? {
             Some(d) => d,
             None => {
                 // A log longer than one fold pass (left by failed folds) is
                 // folded first, so that open's memory stays bounded.
                 let mut ignored = 0;
                 fold_log(&tree, &params, &name, &mut state, &mut ignored)?;
-                derive(&mut saturated)?.ok_or_else(|| StoreError::Storage {
+                derive()?.ok_or_else(|| StoreError::Storage {
                     op: "opening a table",
                     detail: "the log is still longer than one fold pass after folding".into(),
                 })?
@@ -467,7 +471,7 @@ impl TableInner {
             materialized: HashMap::new(),
             live,
             folded_live: state.live_keys,
-            saturated,
+            saturated: derived.disk_saturated,
         };
         Ok(TableInner {
             meta,
