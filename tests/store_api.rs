@@ -14,6 +14,16 @@ fn keys(prefix: &str, n: u32) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The names of the store's tables, in catalog order.
+fn names(store: &FilterStore) -> Vec<String> {
+    store
+        .list_tables()
+        .unwrap()
+        .into_iter()
+        .map(|m| m.name)
+        .collect()
+}
+
 #[test]
 fn handles_are_send_and_sync() {
     fn check<T: Send + Sync + Clone + 'static>() {}
@@ -49,13 +59,7 @@ fn catalog_create_open_list_drop() {
         store.create_table("alpha", TableSpec::new(10, 0.1)),
         Err(StoreError::TableExists(_))
     ));
-    let names: Vec<String> = store
-        .list_tables()
-        .unwrap()
-        .into_iter()
-        .map(|m| m.name)
-        .collect();
-    assert_eq!(names, ["alpha", "beta", "gamma"]);
+    assert_eq!(names(&store), ["alpha", "beta", "gamma"]);
     // Handles of one table share state.
     let a2 = store.open_table("alpha").unwrap();
     a.insert(b"x").unwrap();
@@ -379,14 +383,7 @@ fn data_of_a_table_whose_drop_was_interrupted_is_collected() {
         db.flush().unwrap();
     }
     {
-        let store = reopen(dir.path());
-        let names: Vec<String> = store
-            .list_tables()
-            .unwrap()
-            .into_iter()
-            .map(|m| m.name)
-            .collect();
-        assert_eq!(names, ["kept"]);
+        assert_eq!(names(&reopen(dir.path())), ["kept"]);
     }
     let db = open_sled(dir.path());
     assert_eq!(data_trees(&db), 1, "the orphan tree was not collected");
