@@ -141,7 +141,7 @@ pub enum CodecError {
         supported: &'static str,
     },
     /// A record kind this build does not know.
-    #[error("unknown record kind {0}; known kinds are 1..=8")]
+    #[error("unknown record kind {0}; known kinds are 1..=10")]
     UnknownKind(u8),
     /// A record of another kind than expected.
     #[error("expected a {expected} record, found a {found} record")]

@@ -13,9 +13,11 @@ pub mod exchange;
 pub mod hash;
 pub mod params;
 pub mod plot;
+pub mod store;
 
 pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
 pub use counting::CountingFilter;
 pub use error::{CodecError, FilterError, ParamError};
 pub use hash::{HashAlgo, HashSpec, KeyHash};
 pub use params::{FilterParams, Layout};
+pub use store::{Durability, FilterStore, StoreConfig, StoreError, Table, TableSpec, WriteBatch};

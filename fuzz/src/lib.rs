@@ -303,7 +303,11 @@ pub fn decode_message(data: &[u8]) {
         if msg.is_delta() {
             let zero = BitFilter::new(*msg.params()).expect("small filter");
             if let Ok(f) = msg.apply_to(&zero, msg.base_version) {
-                assert_eq!(f.count_ones(), msg.ones, "delta popcount differs from header");
+                assert_eq!(
+                    f.count_ones(),
+                    msg.ones,
+                    "delta popcount differs from header"
+                );
             }
             continue;
         }
@@ -311,9 +315,14 @@ pub fn decode_message(data: &[u8]) {
         for k in &keys {
             let _ = filter.contains(k);
         }
-        assert_eq!(filter.count_ones(), msg.ones, "popcount differs from header");
-        let again = message::encode_full(&filter, msg.descriptor.n, msg.version, Default::default())
-            .expect("re-encoding a decoded filter failed");
+        assert_eq!(
+            filter.count_ones(),
+            msg.ones,
+            "popcount differs from header"
+        );
+        let again =
+            message::encode_full(&filter, msg.descriptor.n, msg.version, Default::default())
+                .expect("re-encoding a decoded filter failed");
         let back = message::decode(&again).expect("re-encoded message refused");
         let back = back.filter().expect("re-encoded filter refused");
         for i in 0..msg.params().num_words() {
@@ -376,11 +385,17 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         .expect("fresh delta refused")
         .apply_to(&base, 1)
         .expect("fresh delta did not apply");
-    assert!(applied.to_words() == new.to_words(), "delta changed the filter");
+    assert!(
+        applied.to_words() == new.to_words(),
+        "delta changed the filter"
+    );
     let at = u.choose_index(full.len())?;
     let mask = u.int_in_range(1..=255u8)?;
     let mut bad = full;
     bad[at] ^= mask;
-    assert!(message::decode(&bad).is_err(), "byte {at} ^ {mask:#04x} accepted");
+    assert!(
+        message::decode(&bad).is_err(),
+        "byte {at} ^ {mask:#04x} accepted"
+    );
     Ok(())
 }

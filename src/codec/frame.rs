@@ -44,11 +44,15 @@ pub enum Kind {
     ExchangeFull,
     /// A semi-join message carrying the XOR against a base version.
     ExchangeDelta,
+    /// A record of the store's write-ahead log (key hashes of whole batches).
+    LogRecord,
+    /// The folded state of one table generation in the store (live keys, log position).
+    TableState,
 }
 
 impl Kind {
     /// All kinds, for error messages and exhaustive tests.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::BitFilter,
         Kind::CountingFilter,
         Kind::Catalog,
@@ -57,6 +61,8 @@ impl Kind {
         Kind::Snapshot,
         Kind::ExchangeFull,
         Kind::ExchangeDelta,
+        Kind::LogRecord,
+        Kind::TableState,
     ];
 
     /// The stable id stored in the frame.
@@ -70,6 +76,8 @@ impl Kind {
             Kind::Snapshot => 6,
             Kind::ExchangeFull => 7,
             Kind::ExchangeDelta => 8,
+            Kind::LogRecord => 9,
+            Kind::TableState => 10,
         }
     }
 
@@ -89,6 +97,8 @@ impl Kind {
             Kind::Snapshot => "snapshot",
             Kind::ExchangeFull => "exchange-full",
             Kind::ExchangeDelta => "exchange-delta",
+            Kind::LogRecord => "log-record",
+            Kind::TableState => "table-state",
         }
     }
 }
