@@ -102,8 +102,25 @@ enum Command {
         /// Table name.
         table: String,
     },
-    /// A short tour of the library.
+    /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
+    /// regeneration, and the crash-safety promise.
     Demo,
+    /// Write an SVG plot of false-positive rate against bits per key (model
+    /// and measurement, both layouts).
+    Plot {
+        /// Output file.
+        #[arg(short, long, default_value = "docs/fp_vs_bits_per_key.svg")]
+        output: PathBuf,
+        /// Keys per filter.
+        #[arg(long, default_value_t = 100_000)]
+        keys: u64,
+        /// Absent keys probed per point.
+        #[arg(long, default_value_t = 2_000_000)]
+        probes: u64,
+    },
+    /// Used by `demo`: writes durable batches until killed (not for users).
+    #[command(hide = true)]
+    DemoChild,
 }
 
 /// A command's failure: one line for standard error.
@@ -147,8 +164,29 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Outcome {
-    if let Command::Demo = cli.command {
-        return filterstore::demo::run(cli.db).map_err(|e| Failure(e.to_string()));
+    match cli.command {
+        Command::Demo => return filterstore::demo::run(cli.db).map_err(|e| Failure(e.to_string())),
+        Command::DemoChild => {
+            let dir = cli
+                .db
+                .ok_or_else(|| Failure("demo-child needs --db".into()))?;
+            return filterstore::demo::crash_child(&dir).map_err(|e| Failure(e.to_string()));
+        }
+        Command::Plot {
+            output,
+            keys,
+            probes,
+        } => {
+            let curves = filterstore::plot::measure_curves(keys, probes, 24);
+            std::fs::write(
+                &output,
+                filterstore::plot::render_svg(&curves, keys, probes),
+            )
+            .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
+            println!("wrote {}", output.display());
+            return Ok(());
+        }
+        _ => {}
     }
     let dir = cli.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
     let mut out = Out::stdout();
@@ -179,7 +217,7 @@ fn run(cli: Cli) -> Outcome {
             out.line(&format!("dropped table {table}"))?;
             Ok(())
         }
-        Command::Demo => Ok(()),
+        Command::Demo | Command::DemoChild | Command::Plot { .. } => Ok(()),
     };
     result?;
     out.finish()
