@@ -154,18 +154,58 @@ pub fn in_block_position(h2: u64, i: usize) -> u32 {
     (h2.wrapping_mul(BLOCK_SALTS[i]) >> 55) as u32
 }
 
+/// The standard layout's probe sequence of one key (enhanced double hashing,
+/// module docs): each [`StandardProbes::next_position`] returns the next
+/// position in `[0, m)`. The one definition of the standard positions, used
+/// by [`for_each_standard_position`] and by the lookups that peel probes off
+/// one at a time.
+#[derive(Clone, Copy, Debug)]
+pub struct StandardProbes {
+    x: u64,
+    y: u64,
+    i: u64,
+    m: u64,
+}
+
+impl StandardProbes {
+    /// The probes of `h` in a filter of `m` bits.
+    #[inline(always)]
+    pub fn new(h: KeyHash, m: u64) -> Self {
+        StandardProbes {
+            x: h.h1,
+            y: h.h2,
+            i: 0,
+            m,
+        }
+    }
+
+    /// The next position. A key uses the first `k` of the sequence.
+    #[inline(always)]
+    pub fn next_position(&mut self) -> u64 {
+        let pos = map_to_range(self.x, self.m);
+        self.x = self.x.wrapping_add(self.y);
+        self.y = self.y.wrapping_add(self.i);
+        self.i += 1;
+        pos
+    }
+
+    /// How many positions [`StandardProbes::next_position`] has returned.
+    #[inline(always)]
+    pub fn taken(&self) -> u64 {
+        self.i
+    }
+}
+
 /// Calls `f` with each of the `k` positions (in `[0, m)`) of a key in the
-/// standard layout, in probe order. Positions may repeat.
+/// standard layout, in probe order, until `f` returns `false`. Positions may
+/// repeat.
 #[inline(always)]
 pub fn for_each_standard_position(h: KeyHash, m: u64, k: u32, mut f: impl FnMut(u64) -> bool) {
-    let mut x = h.h1;
-    let mut y = h.h2;
-    for i in 0..k {
-        if !f(map_to_range(x, m)) {
+    let mut probes = StandardProbes::new(h, m);
+    for _ in 0..k {
+        if !f(probes.next_position()) {
             return;
         }
-        x = x.wrapping_add(y);
-        y = y.wrapping_add(i as u64);
     }
 }
 
