@@ -28,7 +28,8 @@
 
 use crate::error::{FilterError, ParamError};
 use crate::hash::{
-    for_each_standard_position, in_block_position, map_to_range, KeyHash, StandardProbes,
+    for_each_standard_position, in_block_masks, in_block_position, map_to_range, KeyHash,
+    StandardProbes,
 };
 use crate::params::{FilterParams, Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -317,17 +318,6 @@ fn or_into(word: &AtomicU64, mask: u64) -> bool {
         && word.fetch_or(mask, Ordering::Relaxed) & mask != mask
 }
 
-/// The eight word masks of a key's positions inside its block.
-#[inline(always)]
-fn block_masks(h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
-    let mut masks = [0u64; WORDS_PER_BLOCK];
-    for i in 0..k as usize {
-        let pos = in_block_position(h2, i);
-        masks[(pos / 64) as usize] |= 1 << (pos % 64);
-    }
-    masks
-}
-
 /// The batched lookup of the blocked layout: key `i + RING` is hashed and
 /// its block prefetched while key `i` is tested (measured at 10M keys:
 /// 16 ahead as fast as 32, 8 ahead leaves misses exposed).
@@ -611,7 +601,7 @@ impl BitFilter {
             }
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
-                for (word, mask) in block.iter().zip(block_masks(h.h2, p.k())) {
+                for (word, mask) in block.iter().zip(in_block_masks(h.h2, p.k())) {
                     changed |= or_into(word, mask);
                 }
             }
