@@ -177,6 +177,9 @@ fn bench_hashes(b: &mut Bench, r: &mut Results, keys: &Keys) {
     run(b, r, "foldhash", &keys.absent, |k| fold.hash_one(k));
 }
 
+/// An update of a counting filter, and its inverse.
+type KeyOp<F> = fn(&mut F, &Key);
+
 /// The three counting figures for one counting filter (built here with all
 /// keys). Each timed insert (remove) of a segment of present keys is undone
 /// by an untimed remove (insert) of the same keys.
@@ -190,32 +193,22 @@ fn bench_counting<F: Counting>(
     time_once(r, Figure::CountingBuildNs, name, keys.n(), || {
         keys.insert.iter().for_each(|k| f.insert(k));
     });
-    let apply = |op: fn(&mut F, &Key)| {
+    let apply = |op: KeyOp<F>| {
         move |f: &mut F, seg: &[Key]| {
             seg.iter().for_each(|k| op(f, k));
             seg.len() as u64
         }
     };
-    let undo =
-        |op: fn(&mut F, &Key)| move |f: &mut F, seg: &[Key], _| seg.iter().for_each(|k| op(f, k));
-    let insert = b.per_key(
-        &format!("counting_insert/{name}"),
-        f,
-        &keys.present,
-        SEGMENT,
-        apply(F::insert),
-        undo(F::remove),
-    );
-    r.add(Figure::CountingInsertNs, name, &insert);
-    let remove = b.per_key(
-        &format!("counting_remove/{name}"),
-        f,
-        &keys.present,
-        SEGMENT,
-        apply(F::remove),
-        undo(F::insert),
-    );
-    r.add(Figure::CountingRemoveNs, name, &remove);
+    let undo = |op: KeyOp<F>| move |f: &mut F, seg: &[Key], _| seg.iter().for_each(|k| op(f, k));
+    let updates: [(&str, KeyOp<F>, KeyOp<F>, Figure); 2] = [
+        ("insert", F::insert, F::remove, Figure::CountingInsertNs),
+        ("remove", F::remove, F::insert, Figure::CountingRemoveNs),
+    ];
+    for (what, op, inverse, figure) in updates {
+        let id = format!("counting_{what}/{name}");
+        let samples = b.per_key(&id, f, &keys.present, SEGMENT, apply(op), undo(inverse));
+        r.add(figure, name, &samples);
+    }
     let lookup = b.per_key(
         &format!("counting_lookup/{name}"),
         f,

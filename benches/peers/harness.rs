@@ -162,80 +162,87 @@ impl Results {
         counting: &[&'static str],
         header: &str,
     ) -> String {
-        let cell = |v: Option<f64>, prec: usize| match v {
-            Some(v) => format!("{v:.prec$}"),
-            None => "-".into(),
-        };
-        let k = |name| self.k.get(name).map_or("-", |k: &String| k.as_str());
-        let mut s = String::new();
-        let _ = writeln!(s, "\n{header}");
-        let _ = writeln!(
-            s,
-            "{:<22} {:>3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>8}",
-            "filter",
-            "k",
-            "insert",
-            "build",
-            "present",
-            "absent",
-            "batch_abs",
-            "batch_pre",
-            "FP %",
-            "bits/key"
-        );
-        for &name in bit_filters {
-            let f = |fig| self.get(fig, name);
-            let _ = writeln!(
-                s,
-                "{:<22} {:>3} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>8}",
-                name,
-                k(name),
-                cell(f(Figure::InsertNs), 1),
-                cell(f(Figure::BuildNs), 1),
-                cell(f(Figure::LookupPresentNs), 1),
-                cell(f(Figure::LookupAbsentNs), 1),
-                cell(f(Figure::LookupBatchNs), 1),
-                cell(f(Figure::LookupBatchPresentNs), 1),
-                cell(f(Figure::Fp).map(|x| x * 100.0), 3),
-                cell(f(Figure::BitsPerKey), 2),
-            );
-        }
-        let _ = writeln!(
-            s,
+        use Figure::*;
+        let mut s = format!("\n{header}\n");
+        let bit_columns = [
+            Column::ns("insert", InsertNs),
+            Column::ns("build", BuildNs),
+            Column::ns("present", LookupPresentNs),
+            Column::ns("absent", LookupAbsentNs),
+            Column::ns("batch_abs", LookupBatchNs),
+            Column::ns("batch_pre", LookupBatchPresentNs),
+            Column::percent("FP %", Fp),
+            Column::new("bits/key", BitsPerKey, 1.0, 2),
+        ];
+        self.section(&mut s, "filter", bit_filters, &bit_columns);
+        s.push_str(
             "ns/key. insert: criterion, builds from empty; build: one plain build \
-             (xorf: its static build, hashing included); batch: contains_many."
+             (xorf: its static build, hashing included); batch: contains_many.\n\n",
         );
-        let _ = writeln!(
-            s,
-            "\n{:<22} {:>3} {:>8} {:>8} {:>8} {:>8} {:>7}",
-            "counting filter", "k", "insert", "remove", "lookup", "build", "FP %"
-        );
-        for &name in counting {
-            let f = |fig| self.get(fig, name);
-            let _ = writeln!(
-                s,
-                "{:<22} {:>3} {:>8} {:>8} {:>8} {:>8} {:>7}",
-                name,
-                k(name),
-                cell(f(Figure::CountingInsertNs), 1),
-                cell(f(Figure::CountingRemoveNs), 1),
-                cell(f(Figure::CountingLookupNs), 1),
-                cell(f(Figure::CountingBuildNs), 1),
-                cell(f(Figure::CountingFp).map(|x| x * 100.0), 3),
-            );
-        }
-        let _ = writeln!(
-            s,
-            "ns/key on present keys, filters holding all n keys; filterstore = blocked layout."
+        let counting_columns = [
+            Column::ns("insert", CountingInsertNs),
+            Column::ns("remove", CountingRemoveNs),
+            Column::ns("lookup", CountingLookupNs),
+            Column::ns("build", CountingBuildNs),
+            Column::percent("FP %", CountingFp),
+        ];
+        self.section(&mut s, "counting filter", counting, &counting_columns);
+        s.push_str(
+            "ns/key on present keys, filters holding all n keys; filterstore = blocked layout.\n",
         );
         let hashes: Vec<String> = self
             .samples
             .keys()
-            .filter(|(fig, _)| *fig == Figure::HashNs)
+            .filter(|(fig, _)| *fig == HashNs)
             .filter_map(|&(fig, name)| Some(format!("{name} {:.2}", self.get(fig, name)?)))
             .collect();
         let _ = writeln!(s, "\nhash alone, ns/key: {}", hashes.join(", "));
         s
+    }
+
+    fn section(&self, s: &mut String, title: &str, filters: &[&'static str], columns: &[Column]) {
+        let _ = write!(s, "{title:<22} {:>3}", "k");
+        for c in columns {
+            let _ = write!(s, " {:>9}", c.title);
+        }
+        s.push('\n');
+        for &name in filters {
+            let k = self.k.get(name).map_or("-", |k| k.as_str());
+            let _ = write!(s, "{name:<22} {k:>3}");
+            for c in columns {
+                let cell = match self.get(c.figure, name) {
+                    Some(v) => format!("{:.*}", c.precision, v * c.scale),
+                    None => "-".into(),
+                };
+                let _ = write!(s, " {cell:>9}");
+            }
+            s.push('\n');
+        }
+    }
+}
+
+/// One column of the summary table.
+struct Column {
+    title: &'static str,
+    figure: Figure,
+    scale: f64,
+    precision: usize,
+}
+
+impl Column {
+    fn new(title: &'static str, figure: Figure, scale: f64, precision: usize) -> Self {
+        Column {
+            title,
+            figure,
+            scale,
+            precision,
+        }
+    }
+    fn ns(title: &'static str, figure: Figure) -> Self {
+        Column::new(title, figure, 1.0, 1)
+    }
+    fn percent(title: &'static str, figure: Figure) -> Self {
+        Column::new(title, figure, 100.0, 3)
     }
 }
 
