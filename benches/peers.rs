@@ -16,7 +16,7 @@
 //!   samples. Present keys are looked up in a shuffled order. Inserts start
 //!   from an empty filter and restart from an empty one (cleared untimed)
 //!   whenever the key array is exhausted: the mean over whole builds.
-//! * Lookups are measured in `PEERS_ROUNDS` rounds (default 3) over all
+//! * Lookups are measured in `PEERS_ROUNDS` rounds (default 4) over all
 //!   filters, all of them built and held in memory, so that a burst of load
 //!   from other processes on this shared machine is spread over every filter
 //!   instead of falling on one; each figure pools its samples of all rounds.
@@ -32,11 +32,11 @@
 //! `contains_many` on absent keys, `lookup_batch_present_ns` on present keys;
 //! xorf's `insert_ns` is its static build per key, hashing included.
 //!
-//! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (3),
-//! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 1.5),
+//! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (4),
+//! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
 //! `PEERS_WARMUP_SECS` (0.5), `PEERS_ONLY` (comma-separated parts, for
 //! development: `hash,standard,blocked,fastbloom,sbbf,xorf,bloomfilter,
-//! counting`; default all). The full run takes about six minutes here.
+//! counting`; default all). The full run takes about five minutes here.
 
 #[path = "peers/harness.rs"]
 mod harness;
@@ -358,8 +358,8 @@ fn main() -> Result<(), ParamError> {
     // criterion runs every benchmark once as a smoke test: keep that quick.
     let benching = std::env::args().any(|a| a == "--bench");
     let n = env_f64("PEERS_N", if benching { 10_000_000.0 } else { 100_000.0 }) as usize;
-    let rounds = env_f64("PEERS_ROUNDS", 3.0) as usize;
-    let measure = Duration::from_secs_f64(env_f64("PEERS_MEASURE_SECS", 1.5));
+    let rounds = env_f64("PEERS_ROUNDS", 4.0) as usize;
+    let measure = Duration::from_secs_f64(env_f64("PEERS_MEASURE_SECS", 2.0));
     let warm_up = Duration::from_secs_f64(env_f64("PEERS_WARMUP_SECS", 0.5));
     let only = std::env::var("PEERS_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p == part);
