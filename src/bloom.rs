@@ -32,11 +32,15 @@
 //! key is ~38 instructions (foldhash, which `fastbloom` users pick, ~12, but
 //! its output is not a stable format). With foldhash in place of XXH3 our
 //! standard probes measured faster than `fastbloom`'s (10M keys: 57 against
-//! 60 ns absent, 57 against 104 ns present).
+//! 60 ns absent, 57 against 104 ns present). The blocked layout's seven
+//! scalar probes cost ~55 instructions, about what `sbbf-rs-safe` spends on
+//! its whole lookup (a 64-bit hash, then eight lanes at once in AVX2, which
+//! needs `unsafe` runtime dispatch): one lookup at a time it is ~2x faster.
 //!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead
 //! and prefetches their lines, so 16 lookups' misses are in flight; at 10M
-//! keys it answers in 0.25–0.45 of the time of one `contains` per key.
+//! keys it answered in 0.2–0.45 of the time of one `contains` per key (five
+//! runs on this shared 2-core machine).
 //!
 //! The `peers` bench (`cargo bench --bench peers`) measures all of this
 //! against `fastbloom`, `sbbf-rs-safe`, `xorf` and `bloomfilter`.
