@@ -1,1 +1,415 @@
-fn main() {}
+//! `cargo bench --bench peers`: this crate's bit filters against the filter
+//! crates a user would pick instead, at n = 10,000,000 keys of 16 bytes and
+//! 10 bits per key, in one run (issue 2).
+//!
+//! * Filters: `filterstore` standard and blocked layouts; `fastbloom` 0.17 with
+//!   its default hasher (SipHash-1-3) and with `foldhash`; `sbbf-rs-safe`
+//!   (Parquet split block filter: 256-bit blocks, k = 8, AVX2); `xorf`
+//!   BinaryFuse8 (static: built once from all keys); `bloomfilter` 3
+//!   (SipHash). Peers that take a `u64` (sbbf, xorf) get `xxh3_64` of the key.
+//! * The same keys and 10 bits per key for every filter; xorf's actual size
+//!   is reported. Keys come from seeded RNGs; present and absent keys are
+//!   disjoint by construction ([`harness::Keys::generate`]).
+//! * Timed figures are criterion benchmarks written with `iter_custom`: each
+//!   sample walks on through a 10M-key array (random cache lines, never one
+//!   hot key) and the sample's ns/key is kept; a figure is the median of its
+//!   samples. Present keys are looked up in a shuffled order. Inserts start
+//!   from an empty filter and restart from an empty one (cleared untimed)
+//!   whenever the key array is exhausted: the mean over whole builds.
+//! * Lookups are measured in `PEERS_ROUNDS` rounds (default 4) over all
+//!   filters, all of them built and held in memory, so that a burst of load
+//!   from other processes on this shared machine is spread over every filter
+//!   instead of falling on one; each figure pools its samples of all rounds.
+//! * FP (all 10M absent keys) and bits per key come from one plain pass per
+//!   filter, which also asserts that every present key is found.
+//! * Counting filters: `filterstore::CountingFilter` (both layouts) against
+//!   `fastbloom-rs`'s `CountingBloomFilter`, same m and k, holding all keys.
+//!   A timed insert (remove) of a segment of present keys is undone untimed,
+//!   so the load never drifts; lookups are of present keys.
+//!
+//! Output: criterion's lines, a table, then `RESULT <figure>.<filter> <value>
+//! <unit>` lines at the very end (fp as a fraction). `lookup_batch_ns` is
+//! `contains_many` on absent keys, `lookup_batch_present_ns` on present keys;
+//! xorf's `insert_ns` is its static build per key, hashing included.
+//!
+//! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (4),
+//! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
+//! `PEERS_WARMUP_SECS` (0.5), `PEERS_ONLY` (comma-separated parts, for
+//! development: `hash,standard,blocked,fastbloom,sbbf,xorf,bloomfilter,
+//! counting`; default all). The full run takes about five minutes here.
+
+#[path = "peers/harness.rs"]
+mod harness;
+#[path = "peers/subjects.rs"]
+mod subjects;
+
+use criterion::Criterion;
+use filterstore::{BitFilter, CountingFilter, FilterParams, HashSpec, Layout, ParamError};
+use harness::{env_f64, loadavg, time_once, Bench, Figure, Key, Keys, Results};
+use std::hash::BuildHasher;
+use std::time::Duration;
+use subjects::{hash64, Batched, Counting, Dynamic, Lookup, HASH_SEED};
+use xxhash_rust::xxh3::xxh3_128_with_seed;
+
+const BITS_PER_KEY: f64 = 10.0;
+/// Keys per timed segment of counting-filter updates (each is undone after).
+const SEGMENT: usize = 4096;
+
+const BIT_FILTERS: [&str; 7] = [
+    "filterstore_standard",
+    "filterstore_blocked",
+    "fastbloom",
+    "fastbloom_fasthash",
+    "sbbf",
+    "xorf_bfuse8",
+    "bloomfilter",
+];
+const COUNTING_FILTERS: [&str; 3] = ["filterstore", "filterstore_standard", "fastbloom_rs"];
+
+/// The criterion insert figure (builds from empty) and one plain build.
+fn bench_inserts<F: Dynamic>(
+    b: &mut Bench,
+    r: &mut Results,
+    name: &'static str,
+    keys: &Keys,
+    f: &mut F,
+) {
+    f.clear();
+    let samples = b.per_key(
+        &format!("insert/{name}"),
+        f,
+        &keys.insert,
+        usize::MAX,
+        |f, seg| {
+            seg.iter().for_each(|k| f.insert(k));
+            seg.len() as u64
+        },
+        |f, _, wrapped| {
+            if wrapped {
+                f.clear();
+            }
+        },
+    );
+    r.add(Figure::InsertNs, name, &samples);
+    f.clear();
+    time_once(r, Figure::BuildNs, name, keys.n(), || {
+        keys.insert.iter().for_each(|k| f.insert(k));
+    });
+}
+
+/// The accuracy pass over a built filter: no false negative (asserted), the
+/// FP rate over all absent keys, bits per key.
+fn accuracy(r: &mut Results, name: &'static str, keys: &Keys, f: &dyn Lookup) {
+    let found = f.hits(&keys.present);
+    assert_eq!(found, keys.n() as u64, "{name}: false negatives");
+    let fp = f.hits(&keys.absent) as f64 / keys.absent.len() as f64;
+    r.add(Figure::Fp, name, &[fp]);
+    r.add(
+        Figure::BitsPerKey,
+        name,
+        &[f.bits() as f64 / keys.n() as f64],
+    );
+    r.set_k(name, f.k());
+}
+
+/// Lookups of present and absent keys, one criterion benchmark each.
+fn bench_lookups(
+    b: &mut Bench,
+    r: &mut Results,
+    round: usize,
+    name: &'static str,
+    keys: &Keys,
+    f: &dyn Lookup,
+    batched: bool,
+) {
+    let (kind, present, absent) = match batched {
+        false => ("", Figure::LookupPresentNs, Figure::LookupAbsentNs),
+        true => (
+            "batch_",
+            Figure::LookupBatchPresentNs,
+            Figure::LookupBatchNs,
+        ),
+    };
+    for (figure, set, which) in [
+        (present, &keys.present, "present"),
+        (absent, &keys.absent, "absent"),
+    ] {
+        let samples = b.per_key(
+            &format!("{kind}{which}/{name}/round{round}"),
+            &mut (),
+            set,
+            usize::MAX,
+            |_, seg| f.hits(seg),
+            |_, _, _| {},
+        );
+        r.add(figure, name, &samples);
+    }
+}
+
+/// Hashing alone: the floor under every lookup figure.
+fn bench_hashes(b: &mut Bench, r: &mut Results, keys: &Keys) {
+    fn run(
+        b: &mut Bench,
+        r: &mut Results,
+        name: &'static str,
+        keys: &[Key],
+        h: impl Fn(&Key) -> u64,
+    ) {
+        let samples = b.per_key(
+            &format!("hash/{name}"),
+            &mut (),
+            keys,
+            usize::MAX,
+            |_, seg| seg.iter().fold(0, |a, k| a ^ h(k)),
+            |_, _, _| {},
+        );
+        r.add(Figure::HashNs, name, &samples);
+    }
+    let spec = HashSpec::xxh3(HASH_SEED);
+    let fold = foldhash::fast::FixedState::with_seed(HASH_SEED);
+    run(b, r, "xxh3_128", &keys.absent, |k| {
+        let h = spec.hash(k);
+        h.h1 ^ h.h2
+    });
+    run(b, r, "xxh3_128_raw", &keys.absent, |k| {
+        let h = xxh3_128_with_seed(k, HASH_SEED);
+        h as u64 ^ (h >> 64) as u64
+    });
+    run(b, r, "xxh3_64", &keys.absent, hash64);
+    run(b, r, "foldhash", &keys.absent, |k| fold.hash_one(k));
+}
+
+/// An update of a counting filter, and its inverse.
+type KeyOp<F> = fn(&mut F, &Key);
+
+/// The three counting figures for one counting filter (built here with all
+/// keys). Each timed insert (remove) of a segment of present keys is undone
+/// by an untimed remove (insert) of the same keys.
+fn bench_counting<F: Counting>(
+    b: &mut Bench,
+    r: &mut Results,
+    name: &'static str,
+    keys: &Keys,
+    f: &mut F,
+) {
+    time_once(r, Figure::CountingBuildNs, name, keys.n(), || {
+        keys.insert.iter().for_each(|k| f.insert(k));
+    });
+    let apply = |op: KeyOp<F>| {
+        move |f: &mut F, seg: &[Key]| {
+            seg.iter().for_each(|k| op(f, k));
+            seg.len() as u64
+        }
+    };
+    let undo = |op: KeyOp<F>| move |f: &mut F, seg: &[Key], _| seg.iter().for_each(|k| op(f, k));
+    let updates: [(&str, KeyOp<F>, KeyOp<F>, Figure); 2] = [
+        ("insert", F::insert, F::remove, Figure::CountingInsertNs),
+        ("remove", F::remove, F::insert, Figure::CountingRemoveNs),
+    ];
+    for (what, op, inverse, figure) in updates {
+        let id = format!("counting_{what}/{name}");
+        let samples = b.per_key(&id, f, &keys.present, SEGMENT, apply(op), undo(inverse));
+        r.add(figure, name, &samples);
+    }
+    let lookup = b.per_key(
+        &format!("counting_lookup/{name}"),
+        f,
+        &keys.present,
+        usize::MAX,
+        |f, seg| seg.iter().map(|k| f.contains(k) as u64).sum(),
+        |_, _, _| {},
+    );
+    r.add(Figure::CountingLookupNs, name, &lookup);
+    let fp = keys.absent.iter().filter(|k| f.contains(k)).count();
+    r.add(
+        Figure::CountingFp,
+        name,
+        &[fp as f64 / keys.absent.len() as f64],
+    );
+}
+
+fn counting_filters(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<(), ParamError> {
+    let n = keys.n() as u64;
+    for (name, layout) in [
+        ("filterstore", Layout::Blocked),
+        ("filterstore_standard", Layout::Standard),
+    ] {
+        let params =
+            FilterParams::with_bits_per_key(n, BITS_PER_KEY, layout, HashSpec::xxh3(HASH_SEED))?;
+        r.set_k(name, params.k().to_string());
+        bench_counting(b, r, name, keys, &mut CountingFilter::new(params)?);
+    }
+    // fastbloom-rs sizes in units of 64 counters; same k as our standard layout.
+    let m = (n as f64 * BITS_PER_KEY / 64.0).ceil() as u64 * 64;
+    let k = filterstore::params::optimal_k(m, n, Layout::Standard);
+    let mut f =
+        fastbloom_rs::FilterBuilder::from_size_and_hashes(m, k).build_counting_bloom_filter();
+    r.set_k("fastbloom_rs", k.to_string());
+    bench_counting(b, r, "fastbloom_rs", keys, &mut f);
+    Ok(())
+}
+
+/// Every bit filter, built (insert figures measured on the way) and checked.
+struct Subjects {
+    standard: Option<BitFilter>,
+    blocked: Option<BitFilter>,
+    others: Vec<(&'static str, Box<dyn Lookup>)>,
+}
+
+fn build_all(
+    b: &mut Bench,
+    r: &mut Results,
+    keys: &Keys,
+    run: &dyn Fn(&str) -> bool,
+) -> Result<Subjects, ParamError> {
+    let n = keys.n();
+    let mut filterstore =
+        |layout: Layout, name: &'static str| -> Result<Option<BitFilter>, ParamError> {
+            if !run(layout.name()) {
+                return Ok(None);
+            }
+            let params = FilterParams::with_bits_per_key(
+                n as u64,
+                BITS_PER_KEY,
+                layout,
+                HashSpec::xxh3(HASH_SEED),
+            )?;
+            let mut f = BitFilter::new(params)?;
+            bench_inserts(b, r, name, keys, &mut f);
+            accuracy(r, name, keys, &f);
+            Ok(Some(f))
+        };
+    let standard = filterstore(Layout::Standard, "filterstore_standard")?;
+    let blocked = filterstore(Layout::Blocked, "filterstore_blocked")?;
+    let mut others: Vec<(&'static str, Box<dyn Lookup>)> = Vec::new();
+    let mut dynamic = |name: &'static str, mut f: Box<dyn DynLookup>| {
+        f.bench_inserts(b, r, name, keys);
+        accuracy(r, name, keys, f.as_lookup());
+        others.push((name, f.into_lookup()));
+    };
+    let m = (n as f64 * BITS_PER_KEY).ceil() as usize;
+    if run("fastbloom") {
+        let f = fastbloom::BloomFilter::with_num_bits(m)
+            .seed(&u128::from(HASH_SEED))
+            .expected_items(n);
+        dynamic("fastbloom", Box::new(f));
+        let f = fastbloom::BloomFilter::with_num_bits(m)
+            .hasher(foldhash::fast::FixedState::with_seed(HASH_SEED))
+            .expected_items(n);
+        dynamic("fastbloom_fasthash", Box::new(f));
+    }
+    if run("sbbf") {
+        dynamic(
+            "sbbf",
+            Box::new(sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n)),
+        );
+    }
+    if run("bloomfilter") {
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&HASH_SEED.to_le_bytes());
+        let bytes = (n as f64 * BITS_PER_KEY / 8.0).ceil() as usize;
+        let f = bloomfilter::Bloom::<Key>::new_with_seed(bytes, n, &seed).expect("valid sizes");
+        dynamic("bloomfilter", Box::new(f));
+    }
+    if run("xorf") {
+        let name = "xorf_bfuse8";
+        let mut built = None;
+        // Static: its build (hashing included) stands as its insert figure.
+        time_once(r, Figure::BuildNs, name, n, || {
+            let hashes: Vec<u64> = keys.insert.iter().map(hash64).collect();
+            built = Some(xorf::BinaryFuse8::try_from(&hashes).expect("BinaryFuse8 build"));
+        });
+        let f = built.expect("built above");
+        if let Some(ns) = r.get(Figure::BuildNs, name) {
+            r.add(Figure::InsertNs, name, &[ns]);
+        }
+        accuracy(r, name, keys, &f);
+        others.push((name, Box::new(f)));
+    }
+    Ok(Subjects {
+        standard,
+        blocked,
+        others,
+    })
+}
+
+/// Object-safe access to a dynamic filter for [`build_all`]: the insert
+/// benchmark stays monomorphic inside.
+trait DynLookup {
+    fn bench_inserts(&mut self, b: &mut Bench, r: &mut Results, name: &'static str, keys: &Keys);
+    fn as_lookup(&self) -> &dyn Lookup;
+    fn into_lookup(self: Box<Self>) -> Box<dyn Lookup>;
+}
+
+impl<F: Dynamic + 'static> DynLookup for F {
+    fn bench_inserts(&mut self, b: &mut Bench, r: &mut Results, name: &'static str, keys: &Keys) {
+        bench_inserts(b, r, name, keys, self);
+    }
+    fn as_lookup(&self) -> &dyn Lookup {
+        self
+    }
+    fn into_lookup(self: Box<Self>) -> Box<dyn Lookup> {
+        self
+    }
+}
+
+fn main() -> Result<(), ParamError> {
+    // `cargo bench` passes --bench; without it (`cargo test --benches`)
+    // criterion runs every benchmark once as a smoke test: keep that quick.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let n = env_f64("PEERS_N", if benching { 10_000_000.0 } else { 100_000.0 }) as usize;
+    let rounds = env_f64("PEERS_ROUNDS", 4.0) as usize;
+    let measure = Duration::from_secs_f64(env_f64("PEERS_MEASURE_SECS", 2.0));
+    let warm_up = Duration::from_secs_f64(env_f64("PEERS_WARMUP_SECS", 0.5));
+    let only = std::env::var("PEERS_ONLY").unwrap_or_default();
+    let run = |part: &str| only.is_empty() || only.split(',').any(|p| p == part);
+    let load_before = loadavg();
+
+    let keys = Keys::generate(n);
+    let c = Criterion::default()
+        .sample_size(harness::SAMPLES)
+        .measurement_time(measure)
+        .warm_up_time(warm_up)
+        .nresamples(2_000)
+        .without_plots()
+        .configure_from_args();
+    let mut b = Bench { c };
+    let mut r = Results::default();
+
+    if run("hash") {
+        bench_hashes(&mut b, &mut r, &keys);
+    }
+    let subjects = build_all(&mut b, &mut r, &keys, &run)?;
+    let standard = subjects
+        .standard
+        .as_ref()
+        .map(|f| ("filterstore_standard", f));
+    let blocked = subjects
+        .blocked
+        .as_ref()
+        .map(|f| ("filterstore_blocked", f));
+    let ours: Vec<(&'static str, &BitFilter)> = standard.into_iter().chain(blocked).collect();
+    for round in 1..=rounds {
+        for &(name, f) in &ours {
+            bench_lookups(&mut b, &mut r, round, name, &keys, f, false);
+            bench_lookups(&mut b, &mut r, round, name, &keys, &Batched(f), true);
+        }
+        for (name, f) in &subjects.others {
+            bench_lookups(&mut b, &mut r, round, name, &keys, f.as_ref(), false);
+        }
+    }
+    drop(subjects);
+    if run("counting") {
+        counting_filters(&mut b, &mut r, &keys)?;
+    }
+
+    b.c.final_summary();
+    let header = format!(
+        "peers: n = {n} keys of 16 bytes, {BITS_PER_KEY} bits/key, {rounds} lookup rounds; \
+         load average before {load_before}, after {}",
+        loadavg()
+    );
+    print!("{}", r.table(&BIT_FILTERS, &COUNTING_FILTERS, &header));
+    print!("{}", r.result_lines());
+    Ok(())
+}

@@ -24,7 +24,7 @@
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
 
-use crate::params::MAX_K;
+use crate::params::{MAX_K, WORDS_PER_BLOCK};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 /// Identifies a hash algorithm in persisted headers.
@@ -154,18 +154,70 @@ pub fn in_block_position(h2: u64, i: usize) -> u32 {
     (h2.wrapping_mul(BLOCK_SALTS[i]) >> 55) as u32
 }
 
+/// The standard layout's probe sequence of one key (enhanced double hashing,
+/// module docs): each [`StandardProbes::next_position`] returns the next
+/// position in `[0, m)`. The one definition of the standard positions, used
+/// by [`for_each_standard_position`] and by the lookups that peel probes off
+/// one at a time.
+#[derive(Clone, Copy, Debug)]
+pub struct StandardProbes {
+    x: u64,
+    y: u64,
+    i: u64,
+    m: u64,
+}
+
+impl StandardProbes {
+    /// The probes of `h` in a filter of `m` bits.
+    #[inline(always)]
+    pub fn new(h: KeyHash, m: u64) -> Self {
+        StandardProbes {
+            x: h.h1,
+            y: h.h2,
+            i: 0,
+            m,
+        }
+    }
+
+    /// The next position. A key uses the first `k` of the sequence.
+    #[inline(always)]
+    pub fn next_position(&mut self) -> u64 {
+        let pos = map_to_range(self.x, self.m);
+        self.x = self.x.wrapping_add(self.y);
+        self.y = self.y.wrapping_add(self.i);
+        self.i += 1;
+        pos
+    }
+
+    /// How many positions [`StandardProbes::next_position`] has returned.
+    #[inline(always)]
+    pub fn taken(&self) -> u64 {
+        self.i
+    }
+}
+
+/// A key's in-block positions as the eight 64-bit words of a 512-bit block:
+/// bit `p % 64` of word `p / 64` is set for each probe `p` (repeats merge).
+#[inline(always)]
+pub fn in_block_masks(h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    let mut masks = [0u64; WORDS_PER_BLOCK];
+    for i in 0..(k as usize).min(MAX_K as usize) {
+        let pos = in_block_position(h2, i);
+        masks[(pos / 64) as usize] |= 1 << (pos % 64);
+    }
+    masks
+}
+
 /// Calls `f` with each of the `k` positions (in `[0, m)`) of a key in the
-/// standard layout, in probe order. Positions may repeat.
+/// standard layout, in probe order, until `f` returns `false`. Positions may
+/// repeat.
 #[inline(always)]
 pub fn for_each_standard_position(h: KeyHash, m: u64, k: u32, mut f: impl FnMut(u64) -> bool) {
-    let mut x = h.h1;
-    let mut y = h.h2;
-    for i in 0..k {
-        if !f(map_to_range(x, m)) {
+    let mut probes = StandardProbes::new(h, m);
+    for _ in 0..k {
+        if !f(probes.next_position()) {
             return;
         }
-        x = x.wrapping_add(y);
-        y = y.wrapping_add(i as u64);
     }
 }
 
@@ -196,12 +248,19 @@ pub fn positions(layout: crate::params::Layout, m: u64, k: u32, h: KeyHash) -> P
             true
         }),
         crate::params::Layout::Blocked => {
+            // Read off the block's masks in order: sorted and distinct as
+            // they come, no sort (whose mispredicts cost more than the
+            // probes themselves at k = 7).
             let blocks = m / crate::params::BLOCK_BITS;
             let base = map_to_range(h.h1, blocks) * crate::params::BLOCK_BITS;
-            for i in 0..k as usize {
-                buf[len] = base + in_block_position(h.h2, i) as u64;
-                len += 1;
+            for (w, mut mask) in (0u64..).zip(in_block_masks(h.h2, k)) {
+                while mask != 0 {
+                    buf[len] = base + w * 64 + u64::from(mask.trailing_zeros());
+                    len += 1;
+                    mask &= mask - 1;
+                }
             }
+            return Positions { buf, len };
         }
     }
     let slice = &mut buf[..len];
@@ -236,6 +295,59 @@ mod tests {
         assert_eq!(map_to_range(0, 1000), 0);
         assert_eq!(map_to_range(u64::MAX, 1000), 999);
         assert_eq!(map_to_range(1 << 63, 1000), 500);
+    }
+
+    /// The standard probe sequence is enhanced double hashing exactly as the
+    /// module docs state it, whichever code path walks it.
+    #[test]
+    fn standard_probes_are_enhanced_double_hashing() {
+        let spec = HashSpec::xxh3(8);
+        let m = 1_000_003;
+        for key in 0u32..1000 {
+            let h = spec.hash(&key.to_le_bytes());
+            let (mut x, mut y) = (h.h1, h.h2);
+            let mut want = Vec::new();
+            for i in 0..MAX_K as u64 {
+                want.push(((x as u128 * m as u128) >> 64) as u64);
+                x = x.wrapping_add(y);
+                y = y.wrapping_add(i);
+            }
+            let mut got = Vec::new();
+            for_each_standard_position(h, m, MAX_K, |p| {
+                got.push(p);
+                true
+            });
+            assert_eq!(got, want);
+            let mut probes = StandardProbes::new(h, m);
+            let peeled: Vec<u64> = (0..MAX_K).map(|_| probes.next_position()).collect();
+            assert_eq!(peeled, want);
+            assert_eq!(probes.taken(), u64::from(MAX_K));
+        }
+    }
+
+    /// `positions` reads the blocked layout's positions off bit masks; they
+    /// must be exactly the probes' positions, sorted, repeats removed.
+    #[test]
+    fn blocked_positions_are_the_sorted_distinct_probes() {
+        let spec = HashSpec::xxh3(4);
+        let m = 512 * 1000;
+        let mut repeats = 0;
+        for k in [1, 2, 7, 20, MAX_K] {
+            for key in 0u32..3000 {
+                let h = spec.hash(&key.to_le_bytes());
+                let base = map_to_range(h.h1, m / 512) * 512;
+                let mut want: Vec<u64> = (0..k as usize)
+                    .map(|i| base + u64::from(in_block_position(h.h2, i)))
+                    .collect();
+                want.sort_unstable();
+                want.dedup();
+                repeats += k as usize - want.len();
+                assert_eq!(positions(Layout::Blocked, m, k, h).as_slice(), &want[..]);
+            }
+        }
+        // Some keys must have had two probes on one position (at k = 32 in
+        // 512 bits, about 60% of keys do), or the dedup went untested.
+        assert!(repeats > 1000, "{repeats}");
     }
 
     #[test]

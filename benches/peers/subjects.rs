@@ -1,0 +1,192 @@
+//! The filters under test, behind two small traits so that every figure is
+//! measured by the same code. Each key's query is monomorphic (no dynamic
+//! call per key): [`Lookup::hits`] loops over a whole segment of keys and is
+//! the only call made through `dyn`.
+
+use super::harness::Key;
+use fastbloom_rs::{Deletable, Membership};
+use filterstore::{BitFilter, BloomRead, CountingFilter};
+use std::hash::BuildHasher;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// The seed of every filter's hash (the peers' seeds are derived from it).
+pub const HASH_SEED: u64 = 0x5eed_f11e_0000_0002;
+
+/// Peers that take a 64-bit hash get `xxh3_64` of the key: the same hash
+/// family this crate uses (its 128-bit variant).
+pub fn hash64(key: &Key) -> u64 {
+    xxh3_64_with_seed(key, HASH_SEED)
+}
+
+/// What every filter under test answers: membership, size, `k`.
+pub trait Lookup {
+    fn contains(&self, key: &Key) -> bool;
+    /// Bits of memory holding the filter's answer (padding included).
+    fn bits(&self) -> u64;
+    /// Number of probes, for the table (`-` where it does not apply).
+    fn k(&self) -> String;
+    /// How many of `keys` are reported present, one lookup per key.
+    fn hits(&self, keys: &[Key]) -> u64 {
+        keys.iter().map(|k| self.contains(k) as u64).sum()
+    }
+}
+
+/// A filter that takes inserts one key at a time.
+pub trait Dynamic: Lookup {
+    fn insert(&mut self, key: &Key);
+    fn clear(&mut self);
+}
+
+impl Lookup for BitFilter {
+    fn contains(&self, key: &Key) -> bool {
+        BitFilter::contains(self, key)
+    }
+    fn bits(&self) -> u64 {
+        self.params().bit_bytes() * 8
+    }
+    fn k(&self) -> String {
+        self.params().k().to_string()
+    }
+}
+
+impl Dynamic for BitFilter {
+    fn insert(&mut self, key: &Key) {
+        BitFilter::insert(self, key);
+    }
+    fn clear(&mut self) {
+        BitFilter::clear(self);
+    }
+}
+
+impl<S: BuildHasher> Lookup for fastbloom::BloomFilter<S> {
+    fn contains(&self, key: &Key) -> bool {
+        fastbloom::BloomFilter::contains(self, key)
+    }
+    fn bits(&self) -> u64 {
+        self.num_bits() as u64
+    }
+    fn k(&self) -> String {
+        self.num_hashes().to_string()
+    }
+}
+
+impl<S: BuildHasher> Dynamic for fastbloom::BloomFilter<S> {
+    fn insert(&mut self, key: &Key) {
+        fastbloom::BloomFilter::insert(self, key);
+    }
+    fn clear(&mut self) {
+        fastbloom::BloomFilter::clear(self);
+    }
+}
+
+impl Lookup for sbbf_rs_safe::Filter {
+    fn contains(&self, key: &Key) -> bool {
+        self.contains_hash(hash64(key))
+    }
+    fn bits(&self) -> u64 {
+        self.as_bytes().len() as u64 * 8
+    }
+    fn k(&self) -> String {
+        "8".into()
+    }
+}
+
+impl Dynamic for sbbf_rs_safe::Filter {
+    fn insert(&mut self, key: &Key) {
+        self.insert_hash(hash64(key));
+    }
+    fn clear(&mut self) {
+        self.reset();
+    }
+}
+
+impl Lookup for xorf::BinaryFuse8 {
+    fn contains(&self, key: &Key) -> bool {
+        xorf::Filter::contains(self, &hash64(key))
+    }
+    fn bits(&self) -> u64 {
+        self.fingerprints.len() as u64 * 8
+    }
+    fn k(&self) -> String {
+        "-".into()
+    }
+}
+
+impl Lookup for bloomfilter::Bloom<Key> {
+    fn contains(&self, key: &Key) -> bool {
+        self.check(key)
+    }
+    fn bits(&self) -> u64 {
+        self.len()
+    }
+    fn k(&self) -> String {
+        self.number_of_hash_functions().to_string()
+    }
+}
+
+impl Dynamic for bloomfilter::Bloom<Key> {
+    fn insert(&mut self, key: &Key) {
+        self.set(key);
+    }
+    fn clear(&mut self) {
+        bloomfilter::Bloom::clear(self);
+    }
+}
+
+/// This crate's batched lookup, measured as its own subject.
+pub struct Batched<'a>(pub &'a BitFilter);
+
+impl Lookup for Batched<'_> {
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains(key)
+    }
+    fn bits(&self) -> u64 {
+        self.0.bits()
+    }
+    fn k(&self) -> String {
+        self.0.k()
+    }
+    /// One `contains_many_into` per 4,096 keys.
+    fn hits(&self, keys: &[Key]) -> u64 {
+        let mut out = [false; 4096];
+        keys.chunks(out.len())
+            .map(|chunk| {
+                let out = &mut out[..chunk.len()];
+                self.0.contains_many_into(chunk, out);
+                out.iter().map(|&x| x as u64).sum::<u64>()
+            })
+            .sum()
+    }
+}
+
+/// A counting filter under test.
+pub trait Counting {
+    fn insert(&mut self, key: &Key);
+    /// Removes a key known to be present.
+    fn remove(&mut self, key: &Key);
+    fn contains(&self, key: &Key) -> bool;
+}
+
+impl Counting for CountingFilter {
+    fn insert(&mut self, key: &Key) {
+        CountingFilter::insert(self, key);
+    }
+    fn remove(&mut self, key: &Key) {
+        CountingFilter::remove(self, key).expect("a present key is removable");
+    }
+    fn contains(&self, key: &Key) -> bool {
+        CountingFilter::contains(self, key)
+    }
+}
+
+impl Counting for fastbloom_rs::CountingBloomFilter {
+    fn insert(&mut self, key: &Key) {
+        self.add(key);
+    }
+    fn remove(&mut self, key: &Key) {
+        Deletable::remove(self, key);
+    }
+    fn contains(&self, key: &Key) -> bool {
+        Membership::contains(self, key)
+    }
+}
