@@ -169,8 +169,9 @@ pub trait BloomRead {
     /// blocked layout, whose blocks fill unevenly. A saturated filter (no zero
     /// bit) is read as if half a bit were zero, giving a large finite value.
     ///
-    /// Measured error (tests `estimators_*`, 10 bits per key): within 2% of the
-    /// true count for 1,000 ≤ n ≤ 1,000,000 in both layouts.
+    /// Measured error (test `estimators_len_within_two_percent`, 10 bits per
+    /// key, one seeded run): standard 0.31% at n = 1,000, 0.15% at 10,000,
+    /// 0.05% at 1,000,000; blocked 0.95%, 0.39% and 0.02%. The test asserts 2%.
     fn estimate_len(&self) -> f64 {
         let p = self.params();
         match p.layout() {
@@ -234,10 +235,11 @@ pub trait BloomRead {
     /// exclusion, `n̂(A) + n̂(B) − n̂(A ∪ B)`, clamped at zero (survey §2.4).
     ///
     /// Measured error (test `estimators_intersection`): with 100,000 keys per
-    /// side at 10 bits per key, within ±1,500 keys (1.5% of the set size) of the
-    /// true intersection for overlaps from 0% to 100%. The absolute error scales
-    /// with the set sizes, not with the intersection: small intersections of
-    /// large sets are imprecise.
+    /// side at 10 bits per key and overlaps of 0–100%, at most 83 keys off in
+    /// the standard layout and 206 in the blocked layout (0.2% of the set
+    /// size); the test asserts ±1,500. The absolute error scales with the set
+    /// sizes, not with the intersection: small intersections of large sets are
+    /// imprecise.
     fn estimate_intersection_len(&self, other: &dyn BloomReadDyn) -> Result<f64, FilterError> {
         let union = self.estimate_union_len(other)?;
         let a = self.estimate_len();

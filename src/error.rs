@@ -118,8 +118,30 @@ pub enum CodecError {
         /// The newest version this build reads.
         supported: u16,
     },
+    /// A version field older than any this build reads. Version 0 was never
+    /// written, so today this means the bytes are corrupt.
+    #[error("format version {found} (minimum reader {min_reader}) is older than the oldest this build reads ({oldest}): the record is corrupt, or must be migrated by the release that still reads it")]
+    VersionTooOld {
+        /// Version found.
+        found: u16,
+        /// Minimum reader version found.
+        min_reader: u16,
+        /// The oldest version this build reads.
+        oldest: u16,
+    },
+    /// An identifier (layout, hash algorithm, codec, counter width) that this
+    /// build does not know: written by a newer filterstore, or corrupt.
+    #[error("unknown {what} id {found}; this build supports {supported}: upgrade filterstore, or re-export the filter with a supported {what}")]
+    UnknownId {
+        /// Which identifier ("layout", "hash algorithm", "codec", "counter width").
+        what: &'static str,
+        /// The value found.
+        found: u64,
+        /// The values this build supports, for the message.
+        supported: &'static str,
+    },
     /// A record kind this build does not know.
-    #[error("unknown record kind {0}; known kinds are 1..=8")]
+    #[error("unknown record kind {0}; known kinds are 1..=10")]
     UnknownKind(u8),
     /// A record of another kind than expected.
     #[error("expected a {expected} record, found a {found} record")]

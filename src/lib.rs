@@ -6,12 +6,18 @@
 pub mod bloom;
 pub mod codec;
 pub mod counting;
+pub mod demo;
+pub mod drift;
 pub mod error;
+pub mod exchange;
 pub mod hash;
 pub mod params;
+pub mod plot;
+pub mod store;
 
 pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
 pub use counting::CountingFilter;
 pub use error::{CodecError, FilterError, ParamError};
 pub use hash::{HashAlgo, HashSpec, KeyHash};
 pub use params::{FilterParams, Layout};
+pub use store::{Durability, FilterStore, StoreConfig, StoreError, Table, TableSpec, WriteBatch};

@@ -1,4 +1,8 @@
-//! The `filterstore` command-line tool.
-fn main() {
-    println!("filterstore");
+//! The `filterstore` command-line tool: a thin layer over
+//! [`filterstore::store`]. See `filterstore --help`.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
 }

@@ -99,7 +99,7 @@ impl std::str::FromStr for Layout {
 
 impl std::fmt::Display for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.pad(self.name())
     }
 }
 
@@ -296,6 +296,15 @@ pub fn fp_blocked(blocks: u64, n: u64, k: u32) -> f64 {
     if lambda == 0.0 {
         return 0.0;
     }
+    // Past 25,000 keys per block, every load within 10σ of the mean exceeds
+    // 512·40 keys, where (1 − 1/512)^(k·j) < e^−40: each such block answers
+    // "maybe" to everything to f64 precision, and the rate is 1. Returning
+    // here also bounds the sum below, which would otherwise walk ~√λ terms
+    // downwards (hours for the λ ≈ 10^18 a hostile file header can claim)
+    // through ln-factorials that cancel catastrophically at such j.
+    if lambda > 25_000.0 {
+        return 1.0;
+    }
     let per_block = |j: u64| fp_standard(BLOCK_BITS, j, k);
     // Sum outwards from the mode in log space (λ may be in the thousands,
     // where e^(−λ) underflows) until the terms are negligible.
@@ -427,6 +436,16 @@ mod tests {
         let blk_fp = fp_blocked(10 * n / 512, n, 7);
         let ratio = blk_fp / std_fp;
         assert!((1.1..1.3).contains(&ratio), "ratio {ratio}");
+    }
+
+    #[test]
+    fn overloaded_blocked_filters_are_saturated_and_cheap_to_evaluate() {
+        // Just below the cut-off the sum itself already gives 1.0 ...
+        assert_eq!(fp_blocked(1, 25_000, 1), 1.0);
+        assert_eq!(fp_blocked(4, 100_000, 32), 1.0);
+        // ... and far above it (a header may claim any n) it returns at once.
+        assert_eq!(fp_blocked(1, u64::MAX, 7), 1.0);
+        assert_eq!(fp_for(Layout::Blocked, 512, 1 << 40, 3), 1.0);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! present (before anything is allocated), and the CRC. Every failure is a
 //! typed [`CodecError`]; nothing here panics on any input.
 
+use super::reader::ByteReader;
 use crate::error::CodecError;
 
 /// First four bytes of every filterstore record or message.
@@ -43,11 +44,15 @@ pub enum Kind {
     ExchangeFull,
     /// A semi-join message carrying the XOR against a base version.
     ExchangeDelta,
+    /// A record of the store's write-ahead log (key hashes of whole batches).
+    LogRecord,
+    /// The folded state of one table generation in the store (live keys, log position).
+    TableState,
 }
 
 impl Kind {
     /// All kinds, for error messages and exhaustive tests.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::BitFilter,
         Kind::CountingFilter,
         Kind::Catalog,
@@ -56,6 +61,8 @@ impl Kind {
         Kind::Snapshot,
         Kind::ExchangeFull,
         Kind::ExchangeDelta,
+        Kind::LogRecord,
+        Kind::TableState,
     ];
 
     /// The stable id stored in the frame.
@@ -69,6 +76,8 @@ impl Kind {
             Kind::Snapshot => 6,
             Kind::ExchangeFull => 7,
             Kind::ExchangeDelta => 8,
+            Kind::LogRecord => 9,
+            Kind::TableState => 10,
         }
     }
 
@@ -88,6 +97,8 @@ impl Kind {
             Kind::Snapshot => "snapshot",
             Kind::ExchangeFull => "exchange-full",
             Kind::ExchangeDelta => "exchange-delta",
+            Kind::LogRecord => "log-record",
+            Kind::TableState => "table-state",
         }
     }
 }
@@ -120,32 +131,62 @@ pub fn encode_versioned(
     version: u16,
     min_reader: u16,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(OVERHEAD + body.len());
+    write_frame(kind, flags, body.len(), version, min_reader, |out| {
+        out.extend_from_slice(body)
+    })
+}
+
+/// Frames a body of exactly `body_len` bytes that `write_body` appends to the
+/// output, in the current format version. Large bodies (a filter's bit array)
+/// are then written once, straight into the one buffer of exact capacity,
+/// instead of being collected first and copied.
+///
+/// # Panics
+/// If `write_body` appends other than `body_len` bytes: a bug in the caller,
+/// never a property of input data.
+pub fn encode_with(
+    kind: Kind,
+    flags: u8,
+    body_len: usize,
+    write_body: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    write_frame(
+        kind,
+        flags,
+        body_len,
+        FORMAT_VERSION,
+        MIN_READ_VERSION,
+        write_body,
+    )
+}
+
+fn write_frame(
+    kind: Kind,
+    flags: u8,
+    body_len: usize,
+    version: u16,
+    min_reader: u16,
+    write_body: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(OVERHEAD + body_len);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&min_reader.to_le_bytes());
     out.push(kind.id());
     out.push(flags);
     out.extend_from_slice(&[0u8; 2]);
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(body_len as u64).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]);
     debug_assert_eq!(out.len(), HEADER_LEN);
-    out.extend_from_slice(body);
+    write_body(&mut out);
+    assert_eq!(
+        out.len(),
+        HEADER_LEN + body_len,
+        "frame body writer wrote a different length than it declared"
+    );
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
-}
-
-fn le_u16(b: &[u8], at: usize) -> u16 {
-    let mut a = [0u8; 2];
-    a.copy_from_slice(&b[at..at + 2]);
-    u16::from_le_bytes(a)
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 /// Decodes a frame, accepting any format version this build can read.
@@ -156,13 +197,13 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
             found: bytes.len() as u64,
         });
     }
-    if bytes[0..4] != MAGIC {
-        let mut found = [0u8; 4];
-        found.copy_from_slice(&bytes[0..4]);
-        return Err(CodecError::BadMagic { found });
+    let mut r = ByteReader::new(bytes);
+    let magic = r.array::<4>()?;
+    if magic != MAGIC {
+        return Err(CodecError::BadMagic { found: magic });
     }
-    let version = le_u16(bytes, 4);
-    let min_reader = le_u16(bytes, 6);
+    let version = r.u16()?;
+    let min_reader = r.u16()?;
     if min_reader > FORMAT_VERSION || version < min_reader {
         return Err(CodecError::UnsupportedVersion {
             found: version,
@@ -170,14 +211,25 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
             supported: FORMAT_VERSION,
         });
     }
-    let kind_id = bytes[8];
+    // Version 0 was never written: a zero here is corruption, not history.
+    if version < MIN_READ_VERSION || min_reader == 0 {
+        return Err(CodecError::VersionTooOld {
+            found: version,
+            min_reader,
+            oldest: MIN_READ_VERSION,
+        });
+    }
+    let kind_id = r.u8()?;
     let kind = Kind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
-    let flags = bytes[9];
-    if bytes[10..12] != [0, 0] || bytes[20..24] != [0, 0, 0, 0] {
+    let flags = r.u8()?;
+    let reserved_a = r.array::<2>()?;
+    let body_len = r.u64()?;
+    let reserved_b = r.array::<4>()?;
+    if reserved_a != [0, 0] || reserved_b != [0, 0, 0, 0] {
         return Err(CodecError::ReservedNotZero);
     }
-    let body_len = le_u64(bytes, 12);
-    let available = (bytes.len() - OVERHEAD) as u64;
+    debug_assert_eq!(r.position(), HEADER_LEN);
+    let available = (r.remaining() - TRAILER_LEN) as u64;
     if body_len > available {
         return Err(CodecError::Truncated {
             needed: body_len.saturating_add(OVERHEAD as u64),
@@ -189,11 +241,10 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
             extra: available - body_len,
         });
     }
-    let end = HEADER_LEN + body_len as usize;
-    let mut stored = [0u8; 4];
-    stored.copy_from_slice(&bytes[end..end + 4]);
-    let stored = u32::from_le_bytes(stored);
-    let computed = crc32fast::hash(&bytes[..end]);
+    let body = r.take(body_len)?;
+    let stored = r.u32()?;
+    r.finish()?;
+    let computed = crc32fast::hash(&bytes[..HEADER_LEN + body.len()]);
     if stored != computed {
         return Err(CodecError::ChecksumMismatch { stored, computed });
     }
@@ -202,7 +253,7 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
         min_reader,
         kind,
         flags,
-        body: &bytes[HEADER_LEN..end],
+        body,
     })
 }
 
@@ -265,6 +316,21 @@ mod tests {
         // A newer writer that older readers may still read is accepted.
         let f = encode_versioned(Kind::Catalog, 0, b"", 2, 1);
         assert_eq!(decode(&f).unwrap().version, 2);
+    }
+
+    #[test]
+    fn version_zero_is_refused() {
+        for (version, min_reader) in [(0, 0), (1, 0)] {
+            let f = encode_versioned(Kind::Catalog, 0, b"", version, min_reader);
+            assert_eq!(
+                decode(&f),
+                Err(CodecError::VersionTooOld {
+                    found: version,
+                    min_reader,
+                    oldest: MIN_READ_VERSION
+                })
+            );
+        }
     }
 
     #[test]

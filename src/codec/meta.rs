@@ -32,6 +32,15 @@ pub fn encode<T: Serialize>(kind: Kind, value: &T) -> Result<Vec<u8>, CodecError
 /// version it was written with.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8], kind: Kind) -> Result<(T, u16), CodecError> {
     let f = frame::decode_kind(bytes, kind)?;
+    if f.flags != 0 {
+        return Err(CodecError::InvalidField {
+            field: "flags",
+            reason: format!(
+                "{:#04x}: no flags are defined for metadata records",
+                f.flags
+            ),
+        });
+    }
     if f.body.len() > META_LIMIT {
         return Err(CodecError::InvalidField {
             field: "metadata",
@@ -84,6 +93,15 @@ mod tests {
         assert_eq!(back, v);
         assert_eq!(version, frame::FORMAT_VERSION);
         assert!(decode::<Example>(&bytes, Kind::Catalog).is_err());
+        let flagged = frame::encode(
+            Kind::TableMeta,
+            1,
+            &bytes[frame::HEADER_LEN..bytes.len() - frame::TRAILER_LEN],
+        );
+        assert!(matches!(
+            decode::<Example>(&flagged, Kind::TableMeta),
+            Err(CodecError::InvalidField { field: "flags", .. })
+        ));
     }
 
     #[test]

@@ -1,0 +1,6 @@
+//! Fuzz target `decode_frame`: see `filterstore_fuzz::decode_frame` (fuzz/src/lib.rs) for
+//! what it checks; `tests/fuzz_corpus_replay.rs` runs the same check over
+//! the committed corpus on stable Rust.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| filterstore_fuzz::decode_frame(data));

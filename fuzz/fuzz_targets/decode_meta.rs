@@ -1,0 +1,6 @@
+//! Fuzz target `decode_meta`: see `filterstore_fuzz::decode_meta` (fuzz/src/lib.rs) for
+//! what it checks; `tests/fuzz_corpus_replay.rs` runs the same check over
+//! the committed corpus on stable Rust.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| filterstore_fuzz::decode_meta(data));

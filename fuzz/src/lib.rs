@@ -1,0 +1,401 @@
+//! The checks behind every fuzz target, in one file that two builds compile:
+//! the cargo-fuzz crate (each `fuzz_targets/*.rs` calls one function here) and
+//! the main crate's `tests/fuzz_corpus_replay.rs`, which includes this file
+//! with `#[path]` and runs it over the committed corpus on stable Rust. The
+//! corpus replay therefore checks exactly what the fuzzer checked.
+//!
+//! A check panics when a property fails; a decoder returning an error is never
+//! a failure. Properties:
+//!
+//! * no decoder panics, on any input;
+//! * whatever decodes is canonical: encoding the decoded value again gives
+//!   back the input bytes (so two readers can never disagree on a file);
+//! * a decoded filter answers queries without panicking, and its owned copy
+//!   answers the same;
+//! * encode → decode keeps every inserted key present (no false negative) and
+//!   every counter at least its key's multiplicity; any one-byte change of an
+//!   encoded file is refused.
+//!
+//! Random mutations almost never keep a CRC32 valid, so a fuzzer that only fed
+//! raw bytes would spend its time on the checksum check. Each decoder target
+//! therefore also decodes a copy with the frame's body length and CRC fixed
+//! up ([`with_valid_frame`]), which lets mutations reach the descriptor,
+//! metadata and payload checks behind the checksum.
+
+use arbitrary::Unstructured;
+use filterstore::codec::{
+    encode_bit_filter, encode_counting_filter, frame, inspect, meta, DecodedFilter, FilterBody,
+};
+use filterstore::counting::CountingFilter;
+use filterstore::params::{BLOCK_BITS, MAX_K, MIN_M_BITS};
+use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
+use serde::{Deserialize, Serialize};
+
+/// `data` as given, and, when it is long enough to be a frame, a copy whose
+/// body length field (bytes 12..20) and CRC trailer are made consistent with
+/// its contents.
+pub fn with_valid_frame(data: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![data.to_vec()];
+    if data.len() >= frame::OVERHEAD {
+        let mut fixed = data.to_vec();
+        let body_len = (data.len() - frame::OVERHEAD) as u64;
+        fixed[12..20].copy_from_slice(&body_len.to_le_bytes());
+        let end = fixed.len() - frame::TRAILER_LEN;
+        let crc = crc32fast::hash(&fixed[..end]);
+        fixed[end..].copy_from_slice(&crc.to_le_bytes());
+        if fixed != data {
+            out.push(fixed);
+        }
+    }
+    out
+}
+
+/// Target `decode_frame`: the frame decoder never panics, and a decoded frame
+/// re-encodes to the input.
+pub fn decode_frame(data: &[u8]) {
+    for input in with_valid_frame(data) {
+        check_frame(&input);
+    }
+}
+
+fn check_frame(input: &[u8]) {
+    match frame::decode(input) {
+        Ok(f) => {
+            let again = frame::encode_versioned(f.kind, f.flags, f.body, f.version, f.min_reader);
+            assert_eq!(again, input, "frame is not canonical");
+            assert_eq!(frame::decode_kind(input, f.kind), Ok(f));
+            assert!(f.min_reader >= 1 && f.min_reader <= frame::FORMAT_VERSION);
+            assert!(f.version >= f.min_reader);
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// A table layout, as the metadata sample stores it (an enum exercises the
+/// u32 variant index of the pinned bincode configuration).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub enum SampleLayout {
+    /// Standard layout.
+    Standard,
+    /// Blocked layout, with a block size.
+    Blocked {
+        /// Bits per block.
+        block_bits: u32,
+    },
+}
+
+/// A table-metadata-like record using every serde shape the metadata encoding
+/// specifies (integers of each width, bool, f64, String, Option, Vec, enum,
+/// nested struct). The store's own record replaces it once it exists.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SampleTableMeta {
+    /// Table name.
+    pub name: String,
+    /// Generation counter.
+    pub generation: u64,
+    /// Layout.
+    pub layout: SampleLayout,
+    /// Hash algorithm id.
+    pub hash_id: u8,
+    /// Hash seed.
+    pub seed: u64,
+    /// Bits.
+    pub m: u64,
+    /// Hash functions.
+    pub k: u32,
+    /// Counter width.
+    pub counter_width: u16,
+    /// Target false-positive rate.
+    pub target_fp: f64,
+    /// Whether a counting filter backs the table.
+    pub counting: bool,
+    /// Generation being built, if a regeneration is running.
+    pub regenerating: Option<u64>,
+    /// Free-form labels.
+    pub labels: Vec<String>,
+    /// Opaque bytes.
+    pub extra: Vec<u8>,
+}
+
+/// Target `decode_meta`: the metadata decoder never panics (nor allocates
+/// beyond its 64 KiB limit), and a decoded record re-encodes to the same body.
+pub fn decode_meta(data: &[u8]) {
+    for input in with_valid_frame(data) {
+        check_meta(&input);
+    }
+}
+
+fn check_meta(input: &[u8]) {
+    match meta::decode::<SampleTableMeta>(input, frame::Kind::TableMeta) {
+        Ok((value, version)) => {
+            let f = frame::decode(input).expect("meta::decode accepted a bad frame");
+            assert_eq!(f.version, version);
+            let again = meta::encode(frame::Kind::TableMeta, &value).expect("re-encode failed");
+            let body = &again[frame::HEADER_LEN..again.len() - frame::TRAILER_LEN];
+            assert_eq!(body, f.body, "metadata body is not canonical");
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// Target `decode_filter`: the filter decoder and `inspect` never panic and
+/// agree; a decoded filter answers queries, its owned copy answers the same,
+/// and it re-encodes to the input.
+pub fn decode_filter(data: &[u8]) {
+    for input in with_valid_frame(data) {
+        check_filter(&input, data);
+    }
+}
+
+fn check_filter(input: &[u8], keys_from: &[u8]) {
+    let decoded = filterstore::codec::decode_filter(input);
+    let inspected = inspect(input);
+    let d = match (decoded, inspected) {
+        (Ok(d), Ok(i)) => {
+            let p = d.params();
+            assert_eq!(
+                (i.m, i.k, i.n, i.seed, i.layout),
+                (p.m(), p.k(), d.n(), p.hash().seed, p.layout().name())
+            );
+            d
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a, b, "inspect and decode_filter disagree");
+            return;
+        }
+        (a, b) => panic!("inspect and decode_filter disagree: {a:?} vs {b:?}"),
+    };
+    // Query with keys taken from the input itself and a few fixed ones.
+    let keys: Vec<&[u8]> = keys_from
+        .chunks(8)
+        .take(16)
+        .chain([&b""[..], b"key-0000", b"key-0199", b"hot-key"])
+        .collect();
+    let owned = d
+        .to_bit_filter()
+        .expect("allocation of a decoded filter failed");
+    for k in &keys {
+        assert_eq!(
+            owned.contains(k),
+            d.contains(k),
+            "owned copy answers differently"
+        );
+    }
+    let _ = (owned.estimated_fp(), owned.estimate_len());
+    let again = reencode(&d, &owned);
+    // The body is canonical whatever versions the header carries (a newer
+    // writer may have framed v1 bytes); the CRC covers the header, so it is
+    // compared only when the header is the one this build writes.
+    let body = |b: &[u8]| b[frame::HEADER_LEN..b.len() - frame::TRAILER_LEN].to_vec();
+    assert_eq!(body(&again), body(input), "filter body is not canonical");
+    if (d.version, d.min_reader) == (frame::FORMAT_VERSION, frame::MIN_READ_VERSION) {
+        assert_eq!(again, input);
+    }
+}
+
+fn reencode(d: &DecodedFilter<'_>, owned: &BitFilter) -> Vec<u8> {
+    match d.body {
+        FilterBody::Bits(_) => encode_bit_filter(owned, d.n()),
+        FilterBody::Counters(c) => {
+            let counting = c.to_counting_filter().expect("allocation failed");
+            assert!(owned.to_words() == counting.to_bit_filter().unwrap().to_words());
+            encode_counting_filter(&counting, d.n())
+        }
+    }
+}
+
+/// Target `roundtrip_filter`, structure-aware: arbitrary parameters and keys
+/// (and, for counting filters, removals) → encode → decode. Every live key is
+/// present, every counter holds at least its key's multiplicity, the
+/// decoded filter equals the original bit for bit, and changing any one byte
+/// of the file makes it undecodable.
+pub fn roundtrip_filter(data: &[u8]) {
+    let _ = roundtrip(&mut Unstructured::new(data));
+}
+
+fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
+    let layout = if u.arbitrary::<bool>()? {
+        Layout::Blocked
+    } else {
+        Layout::Standard
+    };
+    let m = match layout {
+        Layout::Standard => u.int_in_range(MIN_M_BITS..=8192)?,
+        Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=16)?,
+    };
+    let k = u.int_in_range(1..=MAX_K)?;
+    let seed: u64 = u.arbitrary()?;
+    let counting: bool = u.arbitrary()?;
+    let n_keys = u.int_in_range(0..=64usize)?;
+    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(n_keys);
+    for _ in 0..n_keys {
+        let len = u.int_in_range(0..=24usize)?;
+        keys.push(u.bytes(len)?.to_vec());
+    }
+    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(seed)).expect("valid by construction");
+    let file = if counting {
+        let mut c = CountingFilter::new(p).expect("small filter");
+        for key in &keys {
+            c.insert(key);
+        }
+        // Remove every third insertion: it was inserted, so it must succeed.
+        let mut live = keys.clone();
+        let mut removed = 0u64;
+        for key in keys.iter().step_by(3) {
+            c.remove(key).expect("remove of an inserted key refused");
+            let at = live.iter().position(|x| x == key).expect("key is live");
+            live.swap_remove(at);
+            removed += 1;
+        }
+        let file = encode_counting_filter(&c, keys.len() as u64 - removed);
+        let d = filterstore::codec::decode_filter(&file).expect("encoded counting filter refused");
+        let view = d.counters().expect("counting file without counters");
+        assert_eq!(view.bytes(), c.as_bytes());
+        for key in &live {
+            assert!(d.contains(key), "false negative after round trip");
+            let mult = live.iter().filter(|x| *x == key).count().min(15) as u8;
+            assert!(view.min_count(key) >= mult, "counter below multiplicity");
+        }
+        file
+    } else {
+        let b = BitFilter::new(p).expect("small filter");
+        for key in &keys {
+            b.insert(key);
+        }
+        let file = encode_bit_filter(&b, keys.len() as u64);
+        let d = filterstore::codec::decode_filter(&file).expect("encoded bit filter refused");
+        assert!(d.to_bit_filter().unwrap().to_words() == b.to_words());
+        for key in &keys {
+            assert!(d.contains(key), "false negative after round trip");
+        }
+        file
+    };
+    let i = inspect(&file).expect("inspect refused a fresh file");
+    assert_eq!((i.m, i.k, i.seed), (m, k, seed));
+    // One corrupted byte, at a position and with a mask the input chooses.
+    let at = u.choose_index(file.len())?;
+    let mask = u.int_in_range(1..=255u8)?;
+    let mut bad = file;
+    bad[at] ^= mask;
+    assert!(
+        filterstore::codec::decode_filter(&bad).is_err(),
+        "byte {at} ^ {mask:#04x} accepted"
+    );
+    Ok(())
+}
+
+/// Largest array the message targets let a message describe: the fuzzer must
+/// not spend its time (or its 64 MiB allocation limit) on legitimately huge
+/// sparse filters; the cap itself is exercised.
+const FUZZ_MAX_MESSAGE_BITS: u64 = 1 << 16;
+
+/// Target `decode_message`: the exchange message decoder never panics; a
+/// decoded full message yields a filter that answers queries, and its array
+/// survives re-encoding; a decoded delta applies to a zero base of its shape.
+pub fn decode_message(data: &[u8]) {
+    use filterstore::exchange::message;
+    for input in with_valid_frame(data) {
+        let Ok(msg) = message::decode_with_limit(&input, FUZZ_MAX_MESSAGE_BITS) else {
+            continue;
+        };
+        assert!(msg.params().m() <= FUZZ_MAX_MESSAGE_BITS);
+        let keys: Vec<&[u8]> = data.chunks(8).take(16).chain([&b""[..]]).collect();
+        if msg.is_delta() {
+            let zero = BitFilter::new(*msg.params()).expect("small filter");
+            if let Ok(f) = msg.apply_to(&zero, msg.base_version) {
+                assert_eq!(
+                    f.count_ones(),
+                    msg.ones,
+                    "delta popcount differs from header"
+                );
+            }
+            continue;
+        }
+        let Ok(filter) = msg.filter() else { continue };
+        for k in &keys {
+            let _ = filter.contains(k);
+        }
+        assert_eq!(
+            filter.count_ones(),
+            msg.ones,
+            "popcount differs from header"
+        );
+        let again =
+            message::encode_full(&filter, msg.descriptor.n, msg.version, Default::default())
+                .expect("re-encoding a decoded filter failed");
+        let back = message::decode(&again).expect("re-encoded message refused");
+        let back = back.filter().expect("re-encoded filter refused");
+        for i in 0..msg.params().num_words() {
+            assert_eq!(back.word(i), filter.word(i), "array changed by re-encoding");
+        }
+    }
+}
+
+/// Target `roundtrip_message`, structure-aware: arbitrary filters (sparse or
+/// dense, either layout) → full and delta messages → decode: the filter and
+/// the delta-applied filter equal the originals bit for bit, every key is
+/// present, and changing any one byte makes the message undecodable.
+pub fn roundtrip_message(data: &[u8]) {
+    let _ = roundtrip_msg(&mut Unstructured::new(data));
+}
+
+fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
+    use filterstore::exchange::message::{self, CodecChoice};
+    let layout = if u.arbitrary::<bool>()? {
+        Layout::Blocked
+    } else {
+        Layout::Standard
+    };
+    let m = match layout {
+        Layout::Standard => u.int_in_range(MIN_M_BITS..=20_000)?,
+        Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=40)?,
+    };
+    let k = u.int_in_range(1..=8)?;
+    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(u.arbitrary()?))
+        .expect("valid by construction");
+    let base = BitFilter::new(p).expect("small filter");
+    let new = BitFilter::new(p).expect("small filter");
+    let n_keys = u.int_in_range(0..=200usize)?;
+    let mut keys = Vec::with_capacity(n_keys);
+    for i in 0..n_keys {
+        let len = u.int_in_range(0..=12usize)?;
+        let key = u.bytes(len)?.to_vec();
+        if i % 2 == 0 {
+            base.insert(&key);
+        }
+        new.insert(&key);
+        keys.push(key);
+    }
+    let choice = if u.arbitrary::<bool>()? {
+        CodecChoice::Auto
+    } else {
+        CodecChoice::Plain
+    };
+    let full = message::encode_full(&new, n_keys as u64, 2, choice).expect("encode");
+    let got = message::decode(&full).expect("fresh message refused");
+    let got = got.filter().expect("fresh filter refused");
+    for i in 0..p.num_words() {
+        assert_eq!(got.word(i), new.word(i), "full message changed the filter");
+    }
+    for key in &keys {
+        assert!(got.contains(key), "false negative after a full message");
+    }
+    let delta = message::encode_delta(&new, &base, n_keys as u64, 2, 1, choice).expect("encode");
+    let applied = message::decode(&delta)
+        .expect("fresh delta refused")
+        .apply_to(&base, 1)
+        .expect("fresh delta did not apply");
+    assert!(
+        applied.to_words() == new.to_words(),
+        "delta changed the filter"
+    );
+    let at = u.choose_index(full.len())?;
+    let mask = u.int_in_range(1..=255u8)?;
+    let mut bad = full;
+    bad[at] ^= mask;
+    assert!(
+        message::decode(&bad).is_err(),
+        "byte {at} ^ {mask:#04x} accepted"
+    );
+    Ok(())
+}

@@ -1,0 +1,359 @@
+//! Command-line parsing and the commands. Every command is a few calls into
+//! the library; every error becomes one line on standard error and a non-zero
+//! exit status.
+
+mod keys;
+mod output;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use filterstore::store::{Durability, FilterStore, StoreError, TableSpec, WriteBatch};
+use filterstore::Layout;
+use keys::KeyReader;
+use output::Out;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Default database directory.
+const DEFAULT_DB: &str = "./filterstore.db";
+
+/// An on-disk store of Bloom filters, one per table.
+#[derive(Parser, Debug)]
+#[command(name = "filterstore", version, about, long_about = None)]
+struct Cli {
+    /// Database directory [default: ./filterstore.db]
+    #[arg(long, global = true, env = "FILTERSTORE_DB", value_name = "DIR")]
+    db: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LayoutArg {
+    /// All positions of a key in one 512-bit block (one cache line).
+    Blocked,
+    /// Positions anywhere in the filter.
+    Standard,
+}
+
+impl From<LayoutArg> for Layout {
+    fn from(l: LayoutArg) -> Layout {
+        match l {
+            LayoutArg::Blocked => Layout::Blocked,
+            LayoutArg::Standard => Layout::Standard,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a table sized for N keys at a false-positive rate.
+    Create {
+        /// Table name (A-Z a-z 0-9 _ - ., at most 128 bytes).
+        table: String,
+        /// Number of keys the table is sized for.
+        #[arg(long, value_name = "N")]
+        expected: u64,
+        /// Target false-positive rate, e.g. 0.01.
+        #[arg(long, value_name = "RATE")]
+        fp: f64,
+        /// Filter layout.
+        #[arg(long, value_enum, default_value_t = LayoutArg::Blocked)]
+        layout: LayoutArg,
+        /// Hash seed (random by default).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Insert keys, one per line; exit status 0 means every key is durable.
+    Insert {
+        /// Table name.
+        table: String,
+        /// File of keys; standard input when absent or `-`.
+        file: Option<PathBuf>,
+    },
+    /// Remove keys, one per line; exit status 0 means every removal is durable.
+    Remove {
+        /// Table name.
+        table: String,
+        /// File of keys; standard input when absent or `-`.
+        file: Option<PathBuf>,
+    },
+    /// Print `key<TAB>maybe` or `key<TAB>absent` for each key.
+    Query {
+        /// Table name.
+        table: String,
+        /// File of keys; standard input when absent or `-`.
+        file: Option<PathBuf>,
+        /// Print only the totals.
+        #[arg(long)]
+        count: bool,
+    },
+    /// Show statistics of one table, or of all tables.
+    Stats {
+        /// Table name (all tables when absent).
+        table: Option<String>,
+        /// One JSON object per table (an array when no table is named).
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tables.
+    List,
+    /// Drop a table and all of its data.
+    Drop {
+        /// Table name.
+        table: String,
+    },
+    /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
+    /// regeneration, and the crash-safety promise.
+    Demo,
+    /// Write an SVG plot of false-positive rate against bits per key (model
+    /// and measurement, both layouts).
+    Plot {
+        /// Output file.
+        #[arg(short, long, default_value = "docs/fp_vs_bits_per_key.svg")]
+        output: PathBuf,
+        /// Keys per filter.
+        #[arg(long, default_value_t = 100_000)]
+        keys: u64,
+        /// Absent keys probed per point.
+        #[arg(long, default_value_t = 2_000_000)]
+        probes: u64,
+    },
+    /// Used by `demo`: writes durable batches until killed (not for users).
+    #[command(hide = true)]
+    DemoChild,
+}
+
+/// A command's failure: one line for standard error.
+struct Failure(String);
+
+impl<E: std::fmt::Display> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        Failure(e.to_string())
+    }
+}
+
+type Outcome = Result<(), Failure>;
+
+/// Runs the tool; the exit status is 0 on success, 1 on failure, 2 on a
+/// command-line error.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                // Help and version go to stdout with status 0.
+                return match e.print() {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(_) => ExitCode::FAILURE,
+                };
+            }
+            let rendered = e.to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            eprintln!("filterstore: {first} (see filterstore --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("filterstore: error: {}", msg.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Outcome {
+    match cli.command {
+        Command::Demo => return filterstore::demo::run(cli.db).map_err(|e| Failure(e.to_string())),
+        Command::DemoChild => {
+            let dir = cli
+                .db
+                .ok_or_else(|| Failure("demo-child needs --db".into()))?;
+            return filterstore::demo::crash_child(&dir).map_err(|e| Failure(e.to_string()));
+        }
+        Command::Plot {
+            output,
+            keys,
+            probes,
+        } => {
+            let curves = filterstore::plot::measure_curves(keys, probes, 24);
+            std::fs::write(
+                &output,
+                filterstore::plot::render_svg(&curves, keys, probes),
+            )
+            .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
+            println!("wrote {}", output.display());
+            return Ok(());
+        }
+        _ => {}
+    }
+    let dir = cli.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+    let mut out = Out::stdout();
+    let result = match cli.command {
+        Command::Create {
+            table,
+            expected,
+            fp,
+            layout,
+            seed,
+        } => create(&dir, &table, expected, fp, layout.into(), seed, &mut out),
+        Command::Insert { table, file } => insert(&dir, &table, file.as_deref(), &mut out),
+        Command::Remove { table, file } => remove(&dir, &table, file.as_deref(), &mut out),
+        Command::Query { table, file, count } => {
+            query(&dir, &table, file.as_deref(), count, &mut out)
+        }
+        Command::Stats { table, json } => {
+            output::stats(&open_existing(&dir)?, table, json, &mut out)
+        }
+        Command::List => {
+            for m in open_existing(&dir)?.list_tables()? {
+                out.line(&m.name)?;
+            }
+            Ok(())
+        }
+        Command::Drop { table } => {
+            open_existing(&dir)?.drop_table(&table)?;
+            out.line(&format!("dropped table {table}"))?;
+            Ok(())
+        }
+        Command::Demo | Command::DemoChild | Command::Plot { .. } => Ok(()),
+    };
+    result?;
+    out.finish()
+}
+
+/// Opens a store that must already exist (only `create` makes a new one, so
+/// that a mistyped `--db` does not leave an empty database behind).
+fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {
+    if !dir.exists() {
+        return Err(Failure(format!(
+            "no database at {}; create a table first with `filterstore create`, or set --db / FILTERSTORE_DB",
+            dir.display()
+        )));
+    }
+    Ok(FilterStore::open(dir)?)
+}
+
+fn create(
+    dir: &Path,
+    table: &str,
+    expected: u64,
+    fp: f64,
+    layout: Layout,
+    seed: Option<u64>,
+    out: &mut Out,
+) -> Outcome {
+    let store = FilterStore::open(dir)?;
+    let mut spec = TableSpec::new(expected, fp).layout(layout);
+    if let Some(s) = seed {
+        spec = spec.seed(s);
+    }
+    let t = store.create_table(table, spec)?;
+    let p = t.params();
+    out.line(&format!(
+        "created table {table}: {} layout, m = {} bits ({} KiB in memory, {} KiB of counters on disk), k = {}, seed {:#018x}",
+        p.layout(),
+        p.m(),
+        p.bit_bytes().div_ceil(1024),
+        (filterstore::counting::counter_bytes(p) as u64).div_ceil(1024),
+        p.k(),
+        p.hash().seed
+    ))
+}
+
+fn insert(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out) -> Outcome {
+    let store = open_existing(dir)?;
+    let t = store.open_table(table)?;
+    let mut reader = KeyReader::open(file)?;
+    let mut batch = WriteBatch::with_capacity(keys::BATCH_KEYS, keys::BATCH_KEYS * 32);
+    let mut total = 0u64;
+    loop {
+        batch.clear();
+        if reader.next_batch(|k, _| {
+            batch.insert(k);
+        })? == 0
+        {
+            break;
+        }
+        t.apply(&batch, Durability::Buffered)?;
+        total += batch.len() as u64;
+    }
+    t.flush()?;
+    reader.finish();
+    out.line(&format!("inserted {total} keys into {table} (durable)"))
+}
+
+fn remove(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out) -> Outcome {
+    let store = open_existing(dir)?;
+    let t = store.open_table(table)?;
+    let mut reader = KeyReader::open(file)?;
+    let mut batch = WriteBatch::with_capacity(keys::BATCH_KEYS, keys::BATCH_KEYS * 32);
+    let mut lines = Vec::with_capacity(keys::BATCH_KEYS);
+    let mut total = 0u64;
+    loop {
+        batch.clear();
+        lines.clear();
+        if reader.next_batch(|k, line| {
+            batch.remove(k);
+            lines.push(line);
+        })? == 0
+        {
+            break;
+        }
+        match t.apply(&batch, Durability::Buffered) {
+            Ok(()) => total += batch.len() as u64,
+            Err(StoreError::NotPresent { index, .. }) => {
+                // Apply the keys before the refused one, so that the outcome
+                // is simply "every line before N", and make them durable.
+                let mut prefix = WriteBatch::new();
+                for (_, k) in batch.iter().take(index) {
+                    prefix.remove(k);
+                }
+                t.apply(&prefix, Durability::Durable)?;
+                reader.finish();
+                let line = lines.get(index).copied().unwrap_or(0);
+                return Err(Failure(format!(
+                    "line {line}: key is not in table {table}; the {} keys before it were removed (durable), nothing after it",
+                    total + index as u64
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    t.flush()?;
+    reader.finish();
+    out.line(&format!("removed {total} keys from {table} (durable)"))
+}
+
+fn query(dir: &Path, table: &str, file: Option<&Path>, count: bool, out: &mut Out) -> Outcome {
+    let store = open_existing(dir)?;
+    let t = store.open_table(table)?;
+    let mut reader = KeyReader::open(file)?;
+    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(keys::BATCH_KEYS);
+    let (mut maybe, mut absent) = (0u64, 0u64);
+    loop {
+        keys.clear();
+        if reader.next_batch(|k, _| keys.push(k.to_vec()))? == 0 {
+            break;
+        }
+        for (k, hit) in keys.iter().zip(t.contains_many(&keys)) {
+            if hit {
+                maybe += 1;
+            } else {
+                absent += 1;
+            }
+            if !count {
+                out.key_answer(k, hit)?;
+            }
+        }
+    }
+    reader.finish();
+    if count {
+        out.line(&format!(
+            "keys\t{}\nmaybe\t{maybe}\nabsent\t{absent}",
+            maybe + absent
+        ))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! Standard output: buffered, and quiet when the reader goes away (`| head`).
+
+use super::{Failure, Outcome};
+use filterstore::store::{FilterStore, TableStats};
+use std::io::{self, BufWriter, ErrorKind, Write};
+
+/// Buffered standard output. A closed pipe ends the output silently (as
+/// `head` expects), any other write error is a failure.
+pub struct Out {
+    w: BufWriter<io::Stdout>,
+    closed: bool,
+}
+
+impl Out {
+    pub fn stdout() -> Out {
+        Out {
+            w: BufWriter::with_capacity(1 << 16, io::stdout()),
+            closed: false,
+        }
+    }
+
+    fn check(&mut self, r: io::Result<()>) -> Outcome {
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            Err(e) => Err(Failure(format!("cannot write output: {e}"))),
+        }
+    }
+
+    /// Writes `s` and a newline.
+    pub fn line(&mut self, s: &str) -> Outcome {
+        if self.closed {
+            return Ok(());
+        }
+        let r = writeln!(self.w, "{s}");
+        self.check(r)
+    }
+
+    /// Writes `key<TAB>maybe` or `key<TAB>absent` (the key's bytes as read).
+    pub fn key_answer(&mut self, key: &[u8], maybe: bool) -> Outcome {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self.w.write_all(key).and_then(|()| {
+            self.w
+                .write_all(if maybe { b"\tmaybe\n" } else { b"\tabsent\n" })
+        });
+        self.check(r)
+    }
+
+    /// Flushes.
+    pub fn finish(mut self) -> Outcome {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self.w.flush();
+        self.check(r)
+    }
+}
+
+/// `filterstore stats`: a readable table, or JSON.
+pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut Out) -> Outcome {
+    let names: Vec<String> = match &table {
+        Some(t) => vec![t.clone()],
+        None => store.list_tables()?.into_iter().map(|m| m.name).collect(),
+    };
+    let mut all: Vec<TableStats> = Vec::with_capacity(names.len());
+    for n in &names {
+        all.push(store.open_table(n)?.stats()?);
+    }
+    if json {
+        let text = match (&table, all.first()) {
+            (Some(_), Some(one)) => serde_json::to_string(one)?,
+            _ => serde_json::to_string(&all)?,
+        };
+        return out.line(&text);
+    }
+    if all.is_empty() {
+        return out.line("no tables");
+    }
+    let header = [
+        "name",
+        "layout",
+        "m_bits",
+        "k",
+        "live_keys",
+        "expected",
+        "target_fp",
+        "est_fp",
+        "saturated",
+        "gen",
+        "memory",
+    ];
+    let rows: Vec<[String; 11]> = all
+        .iter()
+        .map(|s| {
+            [
+                s.name.clone(),
+                s.layout.to_string(),
+                s.m_bits.to_string(),
+                s.k.to_string(),
+                s.live_keys.to_string(),
+                s.expected_keys.to_string(),
+                format!("{:.4}%", 100.0 * s.target_fp),
+                format!("{:.4}%", 100.0 * s.estimated_fp),
+                s.saturated_counters.to_string(),
+                s.generation.to_string(),
+                format!("{} KiB", s.bit_bytes.div_ceil(1024)),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let fmt_row = |cells: &[&str]| {
+        cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i < 2 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    out.line(&fmt_row(&header))?;
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        out.line(&fmt_row(&cells))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,476 @@
+//! Exchange messages: a whole filter, or the XOR of a filter against a base
+//! version both sides hold, plain or entropy-coded. The byte layout is in
+//! `docs/FORMAT.md` (§ Exchange messages); this file implements it.
+//!
+//! # Filter types (Mitzenmacher, "Compressed Bloom Filters")
+//! A filter sized for lookups has about half its bits set and does not
+//! compress; a filter sized for *transmission* is larger and sparser, with
+//! fewer hash functions, and its entropy-coded size is what goes on the wire.
+//! [`build_from_keys`] sizes the filter with [`optimize`](super::optimize)
+//! for a target rate or a byte budget; [`encode_full`] and [`encode_delta`]
+//! code any filter and fall back to the plain array whenever the coded one
+//! would not be smaller, so every filter can always be sent.
+//!
+//! # Deltas
+//! A delta carries `new XOR base` and both version ids. Between two versions
+//! of a slowly changing key set few bits differ, so the XOR is sparse and
+//! codes to a few bytes per changed bit. The receiver applies it only to the
+//! base version it names ([`DecodedMessage::apply_to`]); anything else is a
+//! typed error, never a silently wrong filter.
+//!
+//! # Decoding
+//! Every check of the frame and descriptor applies. A plain full message is
+//! queried in place ([`ReceivedFilter::Borrowed`], zero-copy); a coded one is
+//! decoded into an owned filter. A coded payload can describe a huge sparse
+//! array in a few bytes, so the decoder refuses arrays above a memory cap
+//! ([`DEFAULT_MAX_BITS`], or [`decode_with_limit`]) before allocating.
+
+use super::entropy::{self, EntropyError};
+use super::optimize::{self, OptimizeError};
+use crate::bloom::{check_compatible, BitFilter, BloomRead, FilterView};
+use crate::codec::filter_file::{Codec, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
+use crate::codec::frame::{self, Kind};
+use crate::codec::reader::ByteReader;
+use crate::error::{CodecError, FilterError, ParamError};
+use crate::hash::HashSpec;
+use crate::params::{FilterParams, Layout};
+use thiserror::Error;
+
+/// Bytes of a message that are not payload: the frame (24 + 4), the
+/// descriptor (48) and the message fields (32).
+pub const MESSAGE_OVERHEAD: usize = frame::OVERHEAD + DESCRIPTOR_LEN + MESSAGE_FIELDS_LEN;
+const MESSAGE_FIELDS_LEN: usize = 32;
+
+/// Largest array a received message may describe by default: 2^33 bits (1 GiB).
+pub const DEFAULT_MAX_BITS: u64 = 1 << 33;
+
+/// How to code the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CodecChoice {
+    /// Entropy-code, unless the plain array is no larger (the paper's
+    /// "filter types": always sendable, never worse than plain).
+    #[default]
+    Auto,
+    /// Always the plain array.
+    Plain,
+}
+
+/// Errors building or applying messages.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ExchangeError {
+    /// The bytes are not a valid message.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The filters are not compatible (delta against another shape or seed).
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    /// Invalid filter parameters.
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// No filter satisfies the target or budget.
+    #[error(transparent)]
+    Optimize(#[from] OptimizeError),
+    /// The entropy coder refused the array.
+    #[error("entropy coding: {0}")]
+    Entropy(#[from] EntropyError),
+    /// A delta names another base version than the one held.
+    #[error("delta applies to version {expected}, but the base held is version {held}: request a full message")]
+    BaseVersionMismatch {
+        /// Base version the delta was computed against.
+        expected: u64,
+        /// Version the receiver holds.
+        held: u64,
+    },
+    /// A full message was given where a delta was expected, or the reverse.
+    #[error("expected a {expected} message")]
+    WrongMessageKind {
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// The message's filter is larger than the receiver accepts.
+    #[error("message describes {m} bits, more than the limit of {limit}")]
+    TooLarge {
+        /// Bits described.
+        m: u64,
+        /// Limit in force.
+        limit: u64,
+    },
+    /// The budget cannot hold even the message header.
+    #[error("budget of {budget} bytes is smaller than the {MESSAGE_OVERHEAD}-byte message header plus one byte")]
+    BudgetTooSmall {
+        /// Budget given.
+        budget: u64,
+    },
+}
+
+/// What a message is sized for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Target {
+    /// A false-positive rate; the message is as small as the optimiser can make it.
+    Fp(f64),
+    /// A whole-message size in bytes (header included); the false-positive
+    /// rate is as low as that allows. The message is never larger.
+    Budget(u64),
+}
+
+/// Builds a filter of `keys` (standard layout, `n` keys expected) sized for
+/// transmission, and encodes it as a full message of version `version`.
+/// Returns the message and the filter (the sender keeps it as the base of
+/// future deltas).
+pub fn build_from_keys<K: AsRef<[u8]>>(
+    keys: &[K],
+    target: Target,
+    hash: HashSpec,
+    version: u64,
+) -> Result<(Vec<u8>, BitFilter), ExchangeError> {
+    let n = (keys.len() as u64).max(1);
+    let build = |plan: &optimize::Plan| -> Result<BitFilter, ExchangeError> {
+        let params = FilterParams::new(Layout::Standard, plan.m_bits.max(64), plan.k, hash)?;
+        let f = BitFilter::new(params)?;
+        for k in keys {
+            f.insert(k.as_ref());
+        }
+        Ok(f)
+    };
+    match target {
+        Target::Fp(fp) => {
+            let plan = optimize::plan_for_fp(n, fp)?;
+            let f = build(&plan)?;
+            let msg = encode_full(&f, keys.len() as u64, version, CodecChoice::Auto)?;
+            Ok((msg, f))
+        }
+        Target::Budget(budget) => {
+            let payload_budget = budget
+                .checked_sub(MESSAGE_OVERHEAD as u64 + 1)
+                .ok_or(ExchangeError::BudgetTooSmall { budget })?;
+            // The coded size varies by a few bytes around its expectation; plan
+            // for the budget and, in the rare case the result is over, plan
+            // again for a budget reduced by the overshoot.
+            let mut bits = payload_budget * 8;
+            for _ in 0..8 {
+                let plan = optimize::plan_for_budget(n, bits)?;
+                let f = build(&plan)?;
+                let msg = encode_full(&f, keys.len() as u64, version, CodecChoice::Auto)?;
+                if msg.len() as u64 <= budget {
+                    return Ok((msg, f));
+                }
+                let over = msg.len() as u64 - budget;
+                bits = bits.saturating_sub((over + 8) * 8);
+            }
+            Err(ExchangeError::BudgetTooSmall { budget })
+        }
+    }
+}
+
+/// Encodes `filter` as a full message.
+pub fn encode_full(
+    filter: &impl BloomRead,
+    n: u64,
+    version: u64,
+    choice: CodecChoice,
+) -> Result<Vec<u8>, ExchangeError> {
+    let words: Vec<u64> = (0..filter.params().num_words())
+        .map(|i| filter.word(i))
+        .collect();
+    encode(
+        Kind::ExchangeFull,
+        *filter.params(),
+        n,
+        version,
+        0,
+        &words,
+        choice,
+    )
+}
+
+/// Encodes `new XOR base` as a delta from version `base_version` to `version`.
+pub fn encode_delta(
+    new: &impl BloomRead,
+    base: &impl BloomRead,
+    n: u64,
+    version: u64,
+    base_version: u64,
+    choice: CodecChoice,
+) -> Result<Vec<u8>, ExchangeError> {
+    check_compatible(new.params(), base.params())?;
+    let words: Vec<u64> = (0..new.params().num_words())
+        .map(|i| new.word(i) ^ base.word(i))
+        .collect();
+    encode(
+        Kind::ExchangeDelta,
+        *new.params(),
+        n,
+        version,
+        base_version,
+        &words,
+        choice,
+    )
+}
+
+fn encode(
+    kind: Kind,
+    params: FilterParams,
+    n: u64,
+    version: u64,
+    base_version: u64,
+    words: &[u64],
+    choice: CodecChoice,
+) -> Result<Vec<u8>, ExchangeError> {
+    let ones: u64 = words.iter().map(|w| w.count_ones() as u64).sum();
+    let raw_len = params.bit_bytes();
+    let coded = match choice {
+        CodecChoice::Plain => None,
+        CodecChoice::Auto => {
+            let used = params.m().div_ceil(64) as usize;
+            let enc = entropy::encode_bits(&words[..used], params.m())?;
+            ((enc.payload.len() as u64) < raw_len).then_some(enc.payload)
+        }
+    };
+    let (codec, payload_len) = match &coded {
+        Some(p) => (Codec::Rans, p.len() as u64),
+        None => (Codec::Raw, raw_len),
+    };
+    let descriptor = DescriptorV1 {
+        params,
+        n,
+        counter_width: CounterWidth::Bit,
+        codec,
+        payload_len,
+    };
+    let mut body = Vec::with_capacity(DESCRIPTOR_LEN + MESSAGE_FIELDS_LEN + payload_len as usize);
+    body.extend_from_slice(&descriptor.to_bytes());
+    body.extend_from_slice(&version.to_le_bytes());
+    body.extend_from_slice(&base_version.to_le_bytes());
+    body.extend_from_slice(&ones.to_le_bytes());
+    body.extend_from_slice(&[0u8; 8]);
+    match coded {
+        Some(p) => body.extend_from_slice(&p),
+        None => {
+            for w in words {
+                body.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+    }
+    Ok(frame::encode(kind, 0, &body))
+}
+
+/// A decoded message, borrowing its payload.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodedMessage<'a> {
+    /// Full filter or delta.
+    pub kind: Kind,
+    /// The descriptor (shape, seed, codec, key count).
+    pub descriptor: DescriptorV1,
+    /// The version of the filter this message produces.
+    pub version: u64,
+    /// For a delta, the version it applies to; 0 for a full message.
+    pub base_version: u64,
+    /// One bits in the transmitted array (the filter, or the XOR).
+    pub ones: u64,
+    payload: &'a [u8],
+}
+
+/// A filter received in a message: borrowed from the message bytes when it
+/// was sent plain, owned when it had to be decoded.
+#[derive(Debug)]
+pub enum ReceivedFilter<'a> {
+    /// Queried in place over the message bytes.
+    Borrowed(FilterView<'a>),
+    /// Decoded from an entropy-coded payload.
+    Owned(BitFilter),
+}
+
+impl BloomRead for ReceivedFilter<'_> {
+    fn params(&self) -> &FilterParams {
+        match self {
+            ReceivedFilter::Borrowed(v) => v.params(),
+            ReceivedFilter::Owned(f) => f.params(),
+        }
+    }
+    #[inline]
+    fn word(&self, i: usize) -> u64 {
+        match self {
+            ReceivedFilter::Borrowed(v) => v.word(i),
+            ReceivedFilter::Owned(f) => f.word(i),
+        }
+    }
+    #[inline]
+    fn prefetch_word(&self, i: usize) {
+        match self {
+            ReceivedFilter::Borrowed(v) => v.prefetch_word(i),
+            ReceivedFilter::Owned(f) => f.prefetch_word(i),
+        }
+    }
+}
+
+/// Decodes a message, accepting arrays up to [`DEFAULT_MAX_BITS`].
+pub fn decode(bytes: &[u8]) -> Result<DecodedMessage<'_>, ExchangeError> {
+    decode_with_limit(bytes, DEFAULT_MAX_BITS)
+}
+
+/// Decodes a message, refusing arrays of more than `max_bits` bits.
+pub fn decode_with_limit(bytes: &[u8], max_bits: u64) -> Result<DecodedMessage<'_>, ExchangeError> {
+    let f = frame::decode(bytes)?;
+    if f.kind != Kind::ExchangeFull && f.kind != Kind::ExchangeDelta {
+        return Err(CodecError::WrongKind {
+            expected: "exchange-full or exchange-delta",
+            found: f.kind.name(),
+        }
+        .into());
+    }
+    if f.flags != 0 {
+        return Err(CodecError::InvalidField {
+            field: "flags",
+            reason: format!("{:#04x}: no flags are defined for messages", f.flags),
+        }
+        .into());
+    }
+    let mut r = ByteReader::new(f.body);
+    let descriptor = DescriptorV1::read(&mut r)?;
+    if descriptor.counter_width != CounterWidth::Bit {
+        return Err(CodecError::InvalidField {
+            field: "counter width",
+            reason: "messages carry bit filters (width 0)".into(),
+        }
+        .into());
+    }
+    let m = descriptor.params.m();
+    if m > max_bits {
+        return Err(ExchangeError::TooLarge { m, limit: max_bits });
+    }
+    let version = r.u64()?;
+    let base_version = r.u64()?;
+    let ones = r.u64()?;
+    r.reserved::<8>()?;
+    let payload = r.take(descriptor.payload_len)?;
+    r.finish()?;
+    if ones > m {
+        return Err(CodecError::InvalidField {
+            field: "ones",
+            reason: format!("{ones} one bits in an array of {m}"),
+        }
+        .into());
+    }
+    if f.kind == Kind::ExchangeFull && base_version != 0 {
+        return Err(CodecError::InvalidField {
+            field: "base version",
+            reason: "a full message has base version 0".into(),
+        }
+        .into());
+    }
+    let msg = DecodedMessage {
+        kind: f.kind,
+        descriptor,
+        version,
+        base_version,
+        ones,
+        payload,
+    };
+    if descriptor.codec == Codec::Raw {
+        // Plain payloads are checked now, so that a borrowed view is valid:
+        // the one count must match and nothing may be set past m.
+        let view =
+            FilterView::new(descriptor.params, payload).map_err(|e| CodecError::InvalidField {
+                field: "payload",
+                reason: e.to_string(),
+            })?;
+        let used = m.div_ceil(64) as usize;
+        let mut count = 0u64;
+        for i in 0..descriptor.params.num_words() {
+            let w = view.word(i);
+            if i + 1 == used && m % 64 != 0 {
+                if w >> (m % 64) != 0 {
+                    return Err(padding_error(m).into());
+                }
+            } else if i >= used && w != 0 {
+                return Err(padding_error(m).into());
+            }
+            count += w.count_ones() as u64;
+        }
+        if count != ones {
+            return Err(CodecError::InvalidField {
+                field: "ones",
+                reason: format!("header says {ones}, the payload holds {count}"),
+            }
+            .into());
+        }
+    }
+    Ok(msg)
+}
+
+fn padding_error(m: u64) -> CodecError {
+    CodecError::InvalidField {
+        field: "padding",
+        reason: format!("bits past m = {m} must be zero"),
+    }
+}
+
+impl<'a> DecodedMessage<'a> {
+    /// The filter's parameters.
+    pub fn params(&self) -> &FilterParams {
+        &self.descriptor.params
+    }
+
+    /// Whether this is a delta.
+    pub fn is_delta(&self) -> bool {
+        self.kind == Kind::ExchangeDelta
+    }
+
+    /// Bytes of payload (the message minus [`MESSAGE_OVERHEAD`]).
+    pub fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+
+    /// The transmitted array's words (the filter, or the XOR for a delta).
+    fn words(&self) -> Result<Vec<u64>, ExchangeError> {
+        let p = self.descriptor.params;
+        let mut words = match self.descriptor.codec {
+            Codec::Raw => {
+                let v = FilterView::new(p, self.payload)?;
+                (0..p.num_words()).map(|i| v.word(i)).collect()
+            }
+            Codec::Rans => entropy::decode_bits(self.payload, p.m(), self.ones)?,
+        };
+        words.resize(p.num_words(), 0);
+        Ok(words)
+    }
+
+    /// The filter of a full message: borrowed when it was sent plain.
+    pub fn filter(&self) -> Result<ReceivedFilter<'a>, ExchangeError> {
+        if self.is_delta() {
+            return Err(ExchangeError::WrongMessageKind { expected: "full" });
+        }
+        Ok(match self.descriptor.codec {
+            Codec::Raw => {
+                ReceivedFilter::Borrowed(FilterView::new(self.descriptor.params, self.payload)?)
+            }
+            _ => ReceivedFilter::Owned(BitFilter::from_words(
+                self.descriptor.params,
+                &self.words()?,
+            )?),
+        })
+    }
+
+    /// Applies a delta to the base filter the receiver holds at version
+    /// `held`, returning the new version's filter.
+    pub fn apply_to(&self, base: &impl BloomRead, held: u64) -> Result<BitFilter, ExchangeError> {
+        if !self.is_delta() {
+            return Err(ExchangeError::WrongMessageKind { expected: "delta" });
+        }
+        if held != self.base_version {
+            return Err(ExchangeError::BaseVersionMismatch {
+                expected: self.base_version,
+                held,
+            });
+        }
+        check_compatible(base.params(), &self.descriptor.params)?;
+        let xor = self.words()?;
+        let words: Vec<u64> = xor
+            .iter()
+            .enumerate()
+            .map(|(i, x)| base.word(i) ^ x)
+            .collect();
+        Ok(BitFilter::from_words(self.descriptor.params, &words)?)
+    }
+}

@@ -1,0 +1,98 @@
+//! Write batches: a sequence of inserts and removes applied atomically.
+
+/// Whether [`Table::apply`](super::Table::apply) waits for the batch to be on
+/// disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Visible at once; durable after the next [`flush`](super::Table::flush).
+    /// Until then the batch may sit in the table's in-memory buffer (up to
+    /// [`StoreConfig::buffer_ops`](super::StoreConfig::buffer_ops) operations,
+    /// written to sled as one record when full, at a flush, or when the last
+    /// handle of the table is dropped), then in sled's buffers (written
+    /// within sled's flush interval).
+    Buffered,
+    /// Visible at once and durable when `apply` returns: the batch (with any
+    /// buffered writes before it) is written as one log record and the
+    /// database is flushed. Concurrent durable batches share flushes.
+    Durable,
+}
+
+/// One operation of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BatchOp {
+    pub insert: bool,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Inserts and removes to apply to one table, in order, all or nothing.
+///
+/// Keys are copied into one buffer, so building a batch costs one copy per
+/// key and no allocation per key. A batch may be applied to any table (it is
+/// hashed with that table's seed when applied) and applied again.
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) ops: Vec<BatchOp>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        WriteBatch::default()
+    }
+
+    /// An empty batch with room for `ops` operations of `key_bytes` bytes in all.
+    pub fn with_capacity(ops: usize, key_bytes: usize) -> Self {
+        WriteBatch {
+            bytes: Vec::with_capacity(key_bytes),
+            ops: Vec::with_capacity(ops),
+        }
+    }
+
+    fn push(&mut self, insert: bool, key: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        self.ops.push(BatchOp {
+            insert,
+            start,
+            end: self.bytes.len(),
+        });
+    }
+
+    /// Adds an insert of `key`.
+    pub fn insert(&mut self, key: &[u8]) -> &mut Self {
+        self.push(true, key);
+        self
+    }
+
+    /// Adds a remove of `key`. When the batch is applied, a remove of a key
+    /// whose counters include a zero (never inserted) refuses the whole batch.
+    pub fn remove(&mut self, key: &[u8]) -> &mut Self {
+        self.push(false, key);
+        self
+    }
+
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch has no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Removes every operation, keeping the memory.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ops.clear();
+    }
+
+    /// The operations: `(is_insert, key)`.
+    pub fn iter(&self) -> impl Iterator<Item = (bool, &[u8])> {
+        self.ops
+            .iter()
+            .map(|op| (op.insert, &self.bytes[op.start..op.end]))
+    }
+}

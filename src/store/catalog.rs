@@ -1,0 +1,262 @@
+//! The catalog: one sled tree holding the store header (format version, next
+//! table id) and one metadata record per table, each framed and versioned by
+//! [`codec::meta`](crate::codec::meta).
+//!
+//! ```text
+//! tree "filterstore/catalog"
+//!   0x00 "header"     → Kind::Catalog   StoreHeader { format_version, next_table_id }
+//!   0x01 ‖ name bytes → Kind::TableMeta TableMeta   { id, name, params, generation, ... }
+//! tree "filterstore/table/<id:016x>/gen/<generation:016x>"  (one per table generation)
+//!   counter chunks, log records, state: see `pages`, `wal`, `table`
+//! ```
+//!
+//! All data of a table generation lives in its own tree, so dropping a table
+//! (or retiring a generation) is one catalog write followed by dropping trees;
+//! a tree that no catalog record names is garbage left by a crash between the
+//! two and is removed when the store is opened.
+
+use super::error::{NameError, StoreError};
+use crate::codec::frame::Kind;
+use crate::codec::meta;
+use crate::hash::{HashAlgo, HashSpec};
+use crate::params::{FilterParams, Layout};
+use serde::{Deserialize, Serialize};
+
+/// The store format version this build writes (kept in the catalog header).
+/// Version 1: the layout described in the module docs of `store`.
+pub const STORE_FORMAT_VERSION: u32 = 1;
+/// The longest table name accepted, in bytes.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// Name of the catalog tree.
+pub(crate) const CATALOG_TREE: &str = "filterstore/catalog";
+/// Prefix of every per-generation data tree.
+pub(crate) const TABLE_TREE_PREFIX: &str = "filterstore/table/";
+/// Key of the store header in the catalog.
+pub(crate) const HEADER_KEY: &[u8] = b"\x00header";
+/// Prefix byte of table records in the catalog.
+pub(crate) const TABLE_PREFIX: u8 = 1;
+
+/// Checks a table name (rules in [`NameError`]).
+pub fn validate_name(name: &str) -> Result<(), StoreError> {
+    let bad = |source| StoreError::InvalidName {
+        name: name.chars().take(MAX_NAME_LEN + 8).collect(),
+        source,
+    };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() {
+        return Err(bad(NameError::Empty));
+    }
+    if bytes.len() > MAX_NAME_LEN {
+        return Err(bad(NameError::TooLong {
+            len: bytes.len(),
+            max: MAX_NAME_LEN,
+        }));
+    }
+    if let Some((at, &byte)) = bytes
+        .iter()
+        .enumerate()
+        .find(|(_, b)| !(b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+    {
+        return Err(bad(NameError::InvalidByte { byte, at }));
+    }
+    if matches!(bytes[0], b'.' | b'-') {
+        return Err(bad(NameError::BadFirstByte));
+    }
+    Ok(())
+}
+
+/// The store-wide header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoreHeader {
+    /// [`STORE_FORMAT_VERSION`] of the writer.
+    pub format_version: u32,
+    /// The id the next created table gets.
+    pub next_table_id: u64,
+}
+
+impl StoreHeader {
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
+        meta::encode(Kind::Catalog, self).map_err(|e| StoreError::corrupt("store header", e))
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<StoreHeader, StoreError> {
+        let (h, _): (StoreHeader, u16) = meta::decode(bytes, Kind::Catalog)
+            .map_err(|e| StoreError::corrupt("store header", e))?;
+        if h.format_version > STORE_FORMAT_VERSION {
+            return Err(StoreError::UnsupportedFormat {
+                found: h.format_version,
+                supported: STORE_FORMAT_VERSION,
+            });
+        }
+        Ok(h)
+    }
+}
+
+/// A table's catalog record: everything needed to rebuild its filter's
+/// parameters, and which generation of its data is in force.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableMeta {
+    /// Store-unique id; never reused, so a dropped and re-created table never
+    /// meets the old one's data.
+    pub id: u64,
+    /// The table's name.
+    pub name: String,
+    /// Layout id ([`Layout::id`]).
+    pub layout: u8,
+    /// Bits (and counters).
+    pub m: u64,
+    /// Hash functions.
+    pub k: u32,
+    /// Hash algorithm id ([`HashAlgo::id`]).
+    pub hash_algo: u8,
+    /// Hash seed.
+    pub seed: u64,
+    /// Keys the table was sized for.
+    pub expected_keys: u64,
+    /// False-positive rate the table was sized for.
+    pub target_fp: f64,
+    /// The generation of the data in force (starts at 1).
+    pub generation: u64,
+    /// Creation time, seconds since the Unix epoch.
+    pub created_unix_s: u64,
+}
+
+impl TableMeta {
+    /// The filter parameters, validated (a record that does not describe a
+    /// valid filter is corrupt).
+    pub fn params(&self) -> Result<FilterParams, StoreError> {
+        let corrupt = |reason: String| {
+            StoreError::corrupt(
+                format!("catalog record of table {:?}", self.name),
+                crate::error::CodecError::InvalidField {
+                    field: "table parameters",
+                    reason,
+                },
+            )
+        };
+        let layout = Layout::from_id(self.layout)
+            .ok_or_else(|| corrupt(format!("unknown layout id {}", self.layout)))?;
+        let algo = HashAlgo::from_id(self.hash_algo)
+            .ok_or_else(|| corrupt(format!("unknown hash id {}", self.hash_algo)))?;
+        FilterParams::new(
+            layout,
+            self.m,
+            self.k,
+            HashSpec {
+                algo,
+                seed: self.seed,
+            },
+        )
+        .map_err(|e| corrupt(e.to_string()))
+    }
+
+    /// Name of the sled tree holding generation `generation` of this table.
+    pub(crate) fn tree_name(&self, generation: u64) -> String {
+        tree_name(self.id, generation)
+    }
+
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
+        meta::encode(Kind::TableMeta, self)
+            .map_err(|e| StoreError::corrupt(format!("catalog record of {:?}", self.name), e))
+    }
+
+    pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<TableMeta, StoreError> {
+        let what = || format!("catalog record {:?}", String::from_utf8_lossy(key));
+        let (m, _): (TableMeta, u16) =
+            meta::decode(bytes, Kind::TableMeta).map_err(|e| StoreError::corrupt(what(), e))?;
+        if key.get(1..) != Some(m.name.as_bytes()) {
+            return Err(StoreError::corrupt(
+                what(),
+                crate::error::CodecError::InvalidField {
+                    field: "name",
+                    reason: format!("record names {:?}", m.name),
+                },
+            ));
+        }
+        Ok(m)
+    }
+}
+
+/// The catalog key of table `name`.
+pub(crate) fn table_key(name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + name.len());
+    k.push(TABLE_PREFIX);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// Name of the data tree of table `id`, generation `generation`.
+pub(crate) fn tree_name(id: u64, generation: u64) -> String {
+    format!("{TABLE_TREE_PREFIX}{id:016x}/gen/{generation:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated_with_typed_errors() {
+        for ok in [
+            "a",
+            "orders",
+            "Orders_2024-01.v2",
+            "_x",
+            &"n".repeat(MAX_NAME_LEN),
+        ] {
+            assert!(validate_name(ok).is_ok(), "{ok}");
+        }
+        let err = |n: &str| match validate_name(n) {
+            Err(StoreError::InvalidName { source, .. }) => source,
+            other => panic!("{n:?}: {other:?}"),
+        };
+        assert_eq!(err(""), NameError::Empty);
+        assert_eq!(
+            err(&"n".repeat(MAX_NAME_LEN + 1)),
+            NameError::TooLong {
+                len: MAX_NAME_LEN + 1,
+                max: MAX_NAME_LEN
+            }
+        );
+        assert_eq!(err("a/b"), NameError::InvalidByte { byte: b'/', at: 1 });
+        assert_eq!(err("a b"), NameError::InvalidByte { byte: b' ', at: 1 });
+        assert_eq!(err("é"), NameError::InvalidByte { byte: 0xc3, at: 0 });
+        assert_eq!(err(".hidden"), NameError::BadFirstByte);
+        assert_eq!(err("-flag"), NameError::BadFirstByte);
+    }
+
+    #[test]
+    fn meta_round_trips_and_checks_its_key() {
+        let m = TableMeta {
+            id: 3,
+            name: "t".into(),
+            layout: Layout::Blocked.id(),
+            m: 1024,
+            k: 5,
+            hash_algo: HashAlgo::Xxh3_128.id(),
+            seed: 9,
+            expected_keys: 100,
+            target_fp: 0.01,
+            generation: 1,
+            created_unix_s: 0,
+        };
+        let bytes = m.encode().unwrap();
+        assert_eq!(TableMeta::decode(&table_key("t"), &bytes).unwrap(), m);
+        assert!(TableMeta::decode(&table_key("u"), &bytes).is_err());
+        assert_eq!(m.params().unwrap().k(), 5);
+        let bad = TableMeta { layout: 9, ..m };
+        assert!(matches!(bad.params(), Err(StoreError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn newer_store_format_is_refused() {
+        let h = StoreHeader {
+            format_version: STORE_FORMAT_VERSION + 1,
+            next_table_id: 1,
+        };
+        assert!(matches!(
+            StoreHeader::decode(&h.encode().unwrap()),
+            Err(StoreError::UnsupportedFormat { .. })
+        ));
+    }
+}

@@ -1,0 +1,127 @@
+//! Tuning knobs of a [`FilterStore`](super::FilterStore). Every default is
+//! chosen for the figures in the module docs of [`store`](super); every knob
+//! bounds some memory, and the bounds are stated here.
+
+/// Configuration of a store. Build it with [`StoreConfig::default`] and the
+/// builder methods.
+///
+/// Memory of an open store = the bit filters of the open tables
+/// (`m/8` bytes each) + [`cache_capacity`](StoreConfig::cache_capacity) (sled's
+/// page cache) + per table at most `buffer_ops·17` bytes of unwritten log +
+/// `materialized_blocks·256` bytes of counter blocks held for removes + a
+/// dirty bitmap of `m/4096` bytes. A fold of the log (and the open of a table
+/// with an unfolded log) temporarily needs 16 bytes per logged operation in
+/// the blocked layout, `16·k` in the standard layout: at most
+/// [`DEFAULT_FOLD_MEMORY`] with the default fold threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    pub(crate) cache_capacity: u64,
+    pub(crate) fold_threshold: Option<u64>,
+    pub(crate) buffer_ops: usize,
+    pub(crate) materialized_blocks: usize,
+    pub(crate) flush_every_ms: Option<u64>,
+}
+
+/// Default sled page-cache size: 64 MiB. sled's own default is 1 GiB, far more
+/// than a store of filters needs: counter pages are read only by removes,
+/// folds and opens, and sequential scans do not benefit from a cache.
+pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
+/// Fold memory that sets the default fold threshold: 16 MiB, i.e. 1,048,576
+/// logged operations in the blocked layout (16 bytes each; 17 MiB of log
+/// records) and `1,048,576 / k` in the standard layout.
+///
+/// The threshold trades write cost against open cost. A fold rewrites each
+/// counter chunk it touches, up to the whole counting filter (`m/2` bytes):
+/// at 1M operations a 10M-key table (48 MiB of counters) is rewritten for
+/// about 48 bytes per key, ≈ 0.25 µs per key here. The unfolded log is
+/// replayed when the table is opened, and the replay's memory (16 bytes per
+/// operation, plus sled's copy of the log records) shows in the RSS after
+/// open. Measured on a 10M-key table (this machine, shared): at 2M operations
+/// durable batches of 1,000 ran at 13.4× sled's single inserts but the
+/// reopen with a full log took 0.95 s and 99.7 MiB; at 1M, see the bench.
+pub const DEFAULT_FOLD_MEMORY: u64 = 16 << 20;
+/// Default number of operations of non-durable writes gathered in memory
+/// before they are written as one log record: 4,096 (68 KiB).
+pub const DEFAULT_BUFFER_OPS: usize = 4096;
+/// Default number of 256-byte counter blocks kept in memory for removes
+/// between folds: 16,384 (4 MiB).
+pub const DEFAULT_MATERIALIZED_BLOCKS: usize = 16_384;
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            cache_capacity: DEFAULT_CACHE_CAPACITY,
+            fold_threshold: None,
+            buffer_ops: DEFAULT_BUFFER_OPS,
+            materialized_blocks: DEFAULT_MATERIALIZED_BLOCKS,
+            flush_every_ms: Some(500),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Bytes of sled's page cache ([`DEFAULT_CACHE_CAPACITY`] by default),
+    /// passed to sled's `Config::cache_capacity`. sled evicts cached tree
+    /// pages beyond this bound, but it counts the pages' *serialized* size,
+    /// not the memory they take, and its own structures come on top (sled
+    /// issues #986 and #1410 report the same). Measured here: after opening a
+    /// 10M-key table (a scan of its 48 MiB of counters), the RSS was 66 MiB
+    /// with a cache capacity of 1, 8, 32 or 64 MiB alike — about the bit
+    /// filter plus the data scanned. So this knob bounds the steady state of
+    /// a long-running store, not the memory of one scan.
+    pub fn cache_capacity(mut self, bytes: u64) -> Self {
+        self.cache_capacity = bytes;
+        self
+    }
+
+    /// Logged operations after which the log is folded into the counter pages
+    /// (at least 1, at most 4,194,304; by default set from
+    /// [`DEFAULT_FOLD_MEMORY`]). A larger value amortises the fold over more
+    /// keys (a fold rewrites every counter chunk it touches, up to the whole
+    /// counting filter, `m/2` bytes) at the cost of fold memory and of open
+    /// time (the unfolded log is replayed).
+    pub fn fold_threshold(mut self, ops: u64) -> Self {
+        self.fold_threshold = Some(ops.clamp(1, super::table::MAX_FOLD_OPS));
+        self
+    }
+
+    /// Operations of non-durable writes gathered in memory before they are
+    /// written to sled as one log record ([`DEFAULT_BUFFER_OPS`]; at least 1).
+    pub fn buffer_ops(mut self, ops: usize) -> Self {
+        self.buffer_ops = ops.clamp(1, super::wal::MAX_RECORD_OPS);
+        self
+    }
+
+    /// Counter blocks (256 bytes each) held in memory for removes between
+    /// folds ([`DEFAULT_MATERIALIZED_BLOCKS`]); when exceeded, the log is
+    /// folded and the blocks are released.
+    pub fn materialized_blocks(mut self, blocks: usize) -> Self {
+        self.materialized_blocks = blocks.max(1);
+        self
+    }
+
+    /// How often sled writes its buffers to disk in the background
+    /// (`Some(500)` ms by default, sled's default; `None` disables it). It
+    /// bounds how long data already handed to sled stays only in memory;
+    /// durability is promised only after [`flush`](super::Table::flush).
+    pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
+        self.flush_every_ms = ms;
+        self
+    }
+
+    /// The configured size of sled's page cache, in bytes.
+    pub fn cache_capacity_bytes(&self) -> u64 {
+        self.cache_capacity
+    }
+
+    /// The fold threshold, in logged operations, for a table with `params`.
+    pub fn fold_threshold_ops(&self, params: &crate::params::FilterParams) -> u64 {
+        self.fold_threshold.unwrap_or_else(|| {
+            let per_op = match params.layout() {
+                crate::params::Layout::Blocked => 16,
+                crate::params::Layout::Standard => 16 * params.k() as u64,
+            };
+            (DEFAULT_FOLD_MEMORY / per_op).max(1)
+        })
+    }
+}

@@ -1,0 +1,174 @@
+//! Errors of the store: one enum for every store operation, and one for table
+//! names. Every variant says what was found and what the caller can do.
+
+use crate::error::{CodecError, ParamError};
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Why a table name was refused. Names are 1 to [`MAX_NAME_LEN`] bytes of
+/// `A–Z a–z 0–9 _ - .`, and do not start with `.` or `-` (so that they can be
+/// used as file names and command-line arguments without quoting).
+///
+/// [`MAX_NAME_LEN`]: super::MAX_NAME_LEN
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NameError {
+    /// The name is empty.
+    #[error("table name is empty")]
+    Empty,
+    /// The name is longer than allowed.
+    #[error("table name is {len} bytes long; the limit is {max}")]
+    TooLong {
+        /// Length of the name in bytes.
+        len: usize,
+        /// The largest length accepted.
+        max: usize,
+    },
+    /// The name holds a byte outside `A–Z a–z 0–9 _ - .`.
+    #[error("table name has byte {byte:#04x} at offset {at}; use only A-Z a-z 0-9 _ - .")]
+    InvalidByte {
+        /// The offending byte.
+        byte: u8,
+        /// Its offset in the name.
+        at: usize,
+    },
+    /// The name starts with `.` or `-`.
+    #[error("table name must not start with '.' or '-'")]
+    BadFirstByte,
+}
+
+/// Errors of [`FilterStore`](super::FilterStore) and [`Table`](super::Table)
+/// operations.
+///
+/// On any error of a write, the write is either wholly applied or not at all
+/// (a batch is never half-applied), but it may or may not be durable: a host
+/// must treat an insert that returned an error as *not* durable (and not commit
+/// the record it protects).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An I/O error from the operating system (disk full, permission denied,
+    /// file too large, ...).
+    #[error("I/O error while {op}: {source}; check free space and permissions of the database directory")]
+    Io {
+        /// What the store was doing.
+        op: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process (or another `FilterStore` in this process) holds the
+    /// database open.
+    #[error("database {path:?} is locked by another process; close it first")]
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+    },
+    /// The storage engine (sled) reported an error other than plain I/O:
+    /// corruption of its own files, an unsupported operation, or an earlier
+    /// failure that made it refuse further writes. Reopen the store.
+    #[error("storage engine error while {op}: {detail}; reopen the store (it recovers to the last durable state)")]
+    Storage {
+        /// What the store was doing.
+        op: &'static str,
+        /// The engine's message.
+        detail: String,
+    },
+    /// The directory holds a sled database that is not a filterstore.
+    #[error("{path:?} is not a filterstore database; choose another directory")]
+    NotAFilterStore {
+        /// The database directory.
+        path: PathBuf,
+    },
+    /// The path exists but is not a directory.
+    #[error("{path:?} exists and is not a directory; choose a directory path for the database")]
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The store was written by a newer filterstore.
+    #[error("store format version {found} is newer than this build supports ({supported}); upgrade filterstore")]
+    UnsupportedFormat {
+        /// Version found in the catalog.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// A persisted record failed its checks (checksum, framing, field values).
+    #[error("corrupt {what}: {source}; restore the database from a backup or rebuild the table")]
+    Corrupt {
+        /// Which record.
+        what: String,
+        /// What was wrong with it.
+        #[source]
+        source: CodecError,
+    },
+    /// The table name is not valid.
+    #[error("invalid table name {name:?}: {source}")]
+    InvalidName {
+        /// The name given (lossily printed).
+        name: String,
+        /// Why it was refused.
+        #[source]
+        source: NameError,
+    },
+    /// A table of this name already exists.
+    #[error("table {0:?} already exists; drop it first or choose another name")]
+    TableExists(String),
+    /// No table of this name exists.
+    #[error("no table named {0:?}; list the tables with `filterstore list`")]
+    NoSuchTable(String),
+    /// The table was dropped after this handle was opened; writes are refused.
+    #[error("table {0:?} was dropped; open or create it again")]
+    TableDropped(String),
+    /// The table's parameters are invalid.
+    #[error("invalid table parameters: {0}")]
+    Params(#[from] ParamError),
+    /// A remove was refused because one of the key's counters is zero: the key
+    /// was never inserted (or was already removed). The whole batch was
+    /// refused and nothing changed.
+    #[error("operation {index} of the batch removes a key that is not in table {table:?}; the batch was refused and nothing changed")]
+    NotPresent {
+        /// The table.
+        table: String,
+        /// Index of the refused operation within its batch (0 for single removes).
+        index: usize,
+    },
+    /// The bit filter of a table could not be allocated.
+    #[error("not enough memory for the {bytes}-byte bit filter of table {table:?}")]
+    OutOfMemory {
+        /// The table.
+        table: String,
+        /// Bytes needed.
+        bytes: u64,
+    },
+    /// A batch holds more operations than one log record may carry.
+    #[error("batch of {len} operations exceeds the limit of {max}; split it")]
+    BatchTooLarge {
+        /// Operations in the batch.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl StoreError {
+    /// Maps a sled error, naming the operation that failed.
+    pub(crate) fn sled(op: &'static str, e: sled::Error) -> StoreError {
+        match e {
+            sled::Error::Io(source) => StoreError::Io { op, source },
+            other => StoreError::Storage {
+                op,
+                detail: other.to_string(),
+            },
+        }
+    }
+
+    /// A corrupt record.
+    pub(crate) fn corrupt(what: impl Into<String>, source: CodecError) -> StoreError {
+        StoreError::Corrupt {
+            what: what.into(),
+            source,
+        }
+    }
+}

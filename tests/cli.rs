@@ -1,0 +1,298 @@
+//! The `filterstore` command-line tool, run as a separate process: every
+//! command, stdin and file input, `--db` and `FILTERSTORE_DB`, JSON output,
+//! and one-line errors with a non-zero status (never a panic).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_filterstore"));
+    c.env_remove("FILTERSTORE_DB");
+    c
+}
+
+fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = bin()
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// A failure: non-zero status, one line on stderr, no panic.
+fn fails(out: &Output) -> String {
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.starts_with("filterstore: "), "{err}");
+    err
+}
+
+fn lines(range: std::ops::Range<u32>) -> Vec<u8> {
+    range
+        .map(|i| format!("key{i}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn create_insert_query_remove_stats_list_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = ok(&run(
+        &db,
+        &["create", "users", "--expected", "10000", "--fp", "0.01"],
+        b"",
+    ));
+    assert!(out.contains("blocked"), "{out}");
+    ok(&run(
+        &db,
+        &[
+            "create",
+            "orders",
+            "--expected",
+            "5000",
+            "--fp",
+            "0.001",
+            "--layout",
+            "standard",
+        ],
+        b"",
+    ));
+    // Insert from stdin; CRLF and empty lines are handled.
+    let out = ok(&run(&db, &["insert", "users"], &lines(0..5000)));
+    assert!(out.contains("inserted 5000 keys"), "{out}");
+    let out = ok(&run(
+        &db,
+        &["insert", "users", "-"],
+        b"crlf-key\r\n\n\nlast",
+    ));
+    assert!(out.contains("inserted 2 keys"), "{out}");
+    // Insert from a file.
+    let file = dir.path().join("keys.txt");
+    std::fs::write(&file, lines(100..200)).unwrap();
+    ok(&run(
+        &db,
+        &["insert", "orders", file.to_str().unwrap()],
+        b"",
+    ));
+
+    // Query: every inserted key is "maybe"; the answer format is key<TAB>answer.
+    let out = ok(&run(
+        &db,
+        &["query", "users"],
+        b"key1\nkey4999\ncrlf-key\nlast\n",
+    ));
+    assert_eq!(
+        out,
+        "key1\tmaybe\nkey4999\tmaybe\ncrlf-key\tmaybe\nlast\tmaybe\n"
+    );
+    let out = ok(&run(&db, &["query", "users", "--count"], &lines(0..5000)));
+    assert_eq!(out, "keys\t5000\nmaybe\t5000\nabsent\t0\n");
+    // Absent keys: nearly all "absent" (the table's FP is at most 1%; the
+    // bound below is 5σ above 1% of 10,000: 100 + 5·10).
+    let out = ok(&run(
+        &db,
+        &["query", "users", "--count"],
+        &lines(10_000..20_000),
+    ));
+    let maybe: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("maybe\t"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(maybe <= 150, "{out}");
+
+    // Remove, then the removed keys answer "absent" unless false positives.
+    let out = ok(&run(&db, &["remove", "users"], &lines(0..2500)));
+    assert!(out.contains("removed 2500 keys"), "{out}");
+    // A remove of a key that was never there fails and names its line; the
+    // keys before it are removed.
+    let err = fails(&run(
+        &db,
+        &["remove", "users"],
+        b"key2500\nnever-inserted-xyz\nkey2501\n",
+    ));
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("1 keys before it were removed"), "{err}");
+
+    // Stats: JSON object for one table, array for all.
+    let out = ok(&run(&db, &["stats", "users", "--json"], b""));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for field in [
+        "name",
+        "layout",
+        "m_bits",
+        "k",
+        "hash",
+        "live_keys",
+        "target_fp",
+        "estimated_fp",
+        "saturated_counters",
+        "generation",
+        "format_version",
+    ] {
+        assert!(v.get(field).is_some(), "missing {field}: {out}");
+    }
+    assert_eq!(v["name"], "users");
+    assert_eq!(v["layout"], "blocked");
+    assert_eq!(v["live_keys"], 5002 - 2501);
+    assert_eq!(v["generation"], 1);
+    let out = ok(&run(&db, &["stats", "--json"], b""));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let arr = v.as_array().unwrap();
+    assert_eq!(arr.len(), 2);
+    assert_eq!(arr[0]["name"], "orders");
+    assert_eq!(arr[0]["layout"], "standard");
+    assert_eq!(arr[0]["live_keys"], 100);
+    let out = ok(&run(&db, &["stats"], b""));
+    assert!(out.lines().next().unwrap().starts_with("name"), "{out}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+
+    assert_eq!(ok(&run(&db, &["list"], b"")), "orders\nusers\n");
+    ok(&run(&db, &["drop", "orders"], b""));
+    assert_eq!(ok(&run(&db, &["list"], b"")), "users\n");
+}
+
+#[test]
+fn db_from_the_environment_and_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("from-env");
+    let out = bin()
+        .env("FILTERSTORE_DB", &db)
+        .args(["create", "t", "--expected", "100", "--fp", "0.1"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(db.is_dir());
+    // Without --db or the variable: ./filterstore.db in the working directory.
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["create", "t", "--expected", "100", "--fp", "0.1"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(dir.path().join("filterstore.db").is_dir());
+}
+
+#[test]
+fn errors_are_one_line_and_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // No database yet: commands other than create say so.
+    let err = fails(&run(&db, &["list"], b""));
+    assert!(err.contains("no database"), "{err}");
+    assert!(!db.exists(), "a read command must not create a database");
+    ok(&run(
+        &db,
+        &["create", "t", "--expected", "100", "--fp", "0.1"],
+        b"",
+    ));
+    for (args, needle) in [
+        (
+            vec!["create", "t", "--expected", "100", "--fp", "0.1"],
+            "already exists",
+        ),
+        (
+            vec!["create", "bad/name", "--expected", "100", "--fp", "0.1"],
+            "invalid table name",
+        ),
+        (
+            vec!["create", "u", "--expected", "0", "--fp", "0.1"],
+            "at least 1",
+        ),
+        (
+            vec!["create", "u", "--expected", "10", "--fp", "2"],
+            "outside (0, 1)",
+        ),
+        (
+            vec!["create", "u", "--expected", "10", "--fp", "x"],
+            "invalid value",
+        ),
+        (
+            vec![
+                "create",
+                "u",
+                "--expected",
+                "10",
+                "--fp",
+                "0.1",
+                "--layout",
+                "cubic",
+            ],
+            "invalid value",
+        ),
+        (vec!["query", "missing"], "no table named"),
+        (vec!["drop", "missing"], "no table named"),
+        (vec!["stats", "missing"], "no table named"),
+        (vec!["insert", "t", "/nonexistent/keys.txt"], "cannot read"),
+        (vec!["frobnicate"], "unrecognized subcommand"),
+    ] {
+        let err = fails(&run(&db, &args, b""));
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // A directory that is a file.
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = fails(&run(
+        &file,
+        &["create", "t", "--expected", "1", "--fp", "0.1"],
+        b"",
+    ));
+    assert!(err.contains("not a directory"), "{err}");
+    // Usage errors exit with 2, others with 1.
+    assert_eq!(run(&db, &["frobnicate"], b"").status.code(), Some(2));
+    assert_eq!(run(&db, &["query", "missing"], b"").status.code(), Some(1));
+}
+
+#[test]
+fn a_closed_output_pipe_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&run(
+        &db,
+        &["create", "t", "--expected", "1000", "--fp", "0.01"],
+        b"",
+    ));
+    // `query | head -1`: the reader goes away after one line.
+    let script = format!(
+        "seq 1 200000 | \"{}\" --db \"{}\" query t | head -1 >/dev/null; echo ${{PIPESTATUS[1]}}",
+        env!("CARGO_BIN_EXE_filterstore"),
+        db.display()
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+#[test]
+fn help_and_version() {
+    let out = bin().arg("--help").output().unwrap();
+    let text = ok(&out);
+    for cmd in [
+        "create", "insert", "remove", "query", "stats", "list", "drop",
+    ] {
+        assert!(text.contains(cmd), "{text}");
+    }
+    assert!(text.contains("FILTERSTORE_DB"), "{text}");
+    ok(&bin().arg("--version").output().unwrap());
+}

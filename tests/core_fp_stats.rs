@@ -1,0 +1,176 @@
+//! Statistical tests: measured false-positive rates and estimator errors
+//! against the models in `params`, with seeded RNGs and tolerances derived from
+//! theory.
+//!
+//! Tolerance for a measured false-positive count `X` over `N` absent probes
+//! when the model predicts rate `f`:
+//! * given the filter, `X ~ Binomial(N, f_filter)`, variance `N·f(1 − f)`;
+//! * the filter itself varies: its fraction of set bits `q` has relative
+//!   standard deviation about `sqrt(p0(1 − p0)/m) / q` (p0 = e^(−kn/m), the
+//!   zero-bit probability; bits are negatively correlated, so this is an
+//!   upper bound), and `f ∝ q^k`, so `f_filter` has relative deviation
+//!   `k·sqrt(p0(1 − p0)/m)/q`. The blocked layout's per-block loads add their
+//!   own spread: we double that term for it.
+//!
+//! Both terms combine into one σ, and every check allows 5σ (a false alarm
+//! about once in 1.7 million runs), plus 3 counts for expectations of a few
+//! events (Poisson with a tiny mean).
+
+use filterstore::params::fp_for;
+use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn key(i: u64, tag: u8) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&i.to_le_bytes());
+    k[8] = tag;
+    k
+}
+
+/// 5σ band for the false-positive count, as derived in the module docs.
+fn band(p: &FilterParams, n: u64, probes: u64) -> (f64, f64) {
+    let f = fp_for(p.layout(), p.m(), n, p.k());
+    let mean = probes as f64 * f;
+    let p0 = (-(p.k() as f64) * n as f64 / p.m() as f64).exp();
+    let mut rel = p.k() as f64 * (p0 * (1.0 - p0) / p.m() as f64).sqrt() / (1.0 - p0);
+    if p.layout() == Layout::Blocked {
+        rel *= 2.0;
+    }
+    let sigma = (mean * (1.0 - f) + (rel * mean).powi(2)).sqrt();
+    ((mean - 5.0 * sigma).max(0.0), mean + 5.0 * sigma + 3.0)
+}
+
+fn measure(p: FilterParams, n: u64, probes: u64, seed: u64) -> u64 {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let base: u64 = rng.gen();
+    let f = BitFilter::new(p).unwrap();
+    for i in 0..n {
+        f.insert(&key(base.wrapping_add(i), 0));
+    }
+    for i in 0..n {
+        assert!(f.contains(&key(base.wrapping_add(i), 0)), "false negative");
+    }
+    (0..probes)
+        .filter(|&i| f.contains(&key(base.wrapping_add(i), 1)))
+        .count() as u64
+}
+
+#[test]
+fn measured_fp_matches_model_over_the_grid() {
+    let n = 20_000u64;
+    let probes = 400_000u64;
+    let mut seed = 1000;
+    for layout in [Layout::Standard, Layout::Blocked] {
+        for bpk in [4u64, 8, 12, 16, 20, 24] {
+            let m = match layout {
+                Layout::Standard => bpk * n,
+                Layout::Blocked => (bpk * n).div_ceil(512) * 512,
+            };
+            let k_opt = filterstore::params::optimal_k(m, n, layout);
+            for k in [k_opt.saturating_sub(2).max(1), k_opt, k_opt + 2] {
+                let p = FilterParams::new(layout, m, k, HashSpec::xxh3(seed)).unwrap();
+                seed += 1;
+                let x = measure(p, n, probes, seed) as f64;
+                let (lo, hi) = band(&p, n, probes);
+                assert!(
+                    (lo..=hi).contains(&x),
+                    "{layout} bits/key={bpk} k={k}: {x} false positives, expected {lo:.1}..{hi:.1}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn filters_sized_for_a_rate_measure_at_most_that_rate() {
+    // The blocked layout is sized with its own model, so 1% means 1% in both.
+    let n = 100_000u64;
+    let probes = 1_000_000u64;
+    for (i, layout) in [Layout::Standard, Layout::Blocked].into_iter().enumerate() {
+        for (j, target) in [0.05, 0.01, 0.001].into_iter().enumerate() {
+            let p = FilterParams::for_capacity(n, target, layout, HashSpec::xxh3(7 + i as u64))
+                .unwrap();
+            let x = measure(p, n, probes, 77 + (i * 10 + j) as u64) as f64;
+            let mean = target * probes as f64;
+            let limit = mean + 5.0 * mean.sqrt() + 3.0;
+            assert!(
+                x <= limit,
+                "{layout} sized for {target}: measured {} ({x} of {probes}), limit {limit}",
+                x / probes as f64
+            );
+        }
+    }
+}
+
+#[test]
+fn estimated_fp_from_fill_tracks_the_measurement() {
+    let n = 50_000u64;
+    let probes = 500_000u64;
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let p = FilterParams::with_bits_per_key(n, 8.0, layout, HashSpec::xxh3(11)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        for i in 0..n {
+            f.insert(&key(i, 0));
+        }
+        let est = f.estimated_fp();
+        let x = (0..probes).filter(|&i| f.contains(&key(i, 1))).count() as f64;
+        // Given the filter, the count is Binomial(N, est): 5σ.
+        let mean = est * probes as f64;
+        let sigma = (mean * (1.0 - est)).sqrt();
+        assert!(
+            (x - mean).abs() <= 5.0 * sigma + 3.0,
+            "{layout}: {x} vs {mean}"
+        );
+    }
+}
+
+#[test]
+fn estimators_len_within_two_percent() {
+    for layout in [Layout::Standard, Layout::Blocked] {
+        for (i, n) in [1_000u64, 10_000, 100_000, 1_000_000]
+            .into_iter()
+            .enumerate()
+        {
+            let p =
+                FilterParams::with_bits_per_key(n, 10.0, layout, HashSpec::xxh3(i as u64)).unwrap();
+            let f = BitFilter::new(p).unwrap();
+            for j in 0..n {
+                f.insert(&key(j, 2));
+            }
+            let est = f.estimate_len();
+            let rel = (est - n as f64).abs() / n as f64;
+            assert!(
+                rel < 0.02,
+                "{layout} n={n}: estimate {est} ({:.2}%)",
+                rel * 100.0
+            );
+        }
+    }
+}
+
+#[test]
+fn estimators_intersection() {
+    // Two sets of 100,000 keys overlapping by 0..100%: the documented error
+    // bound is ±1,500 keys (1.5% of the set size) at 10 bits per key.
+    let n = 100_000u64;
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let p = FilterParams::with_bits_per_key(n, 10.0, layout, HashSpec::xxh3(5)).unwrap();
+        for overlap in [0u64, 25_000, 50_000, 75_000, 100_000] {
+            let a = BitFilter::new(p).unwrap();
+            let b = BitFilter::new(p).unwrap();
+            for j in 0..n {
+                a.insert(&key(j, 3));
+                b.insert(&key(j + n - overlap, 3));
+            }
+            let est = a.estimate_intersection_len(&b).unwrap();
+            assert!(
+                (est - overlap as f64).abs() < 1_500.0,
+                "{layout} overlap {overlap}: estimate {est}"
+            );
+            let union = a.estimate_union_len(&b).unwrap();
+            let true_union = (2 * n - overlap) as f64;
+            assert!((union - true_union).abs() / true_union < 0.02);
+        }
+    }
+}

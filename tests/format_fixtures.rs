@@ -1,0 +1,211 @@
+//! The committed format-v1 filter files under `migrations/fixtures/v1/`.
+//!
+//! These files are never regenerated: they are what filterstore 0.1 wrote, and
+//! every later build must read them with the same answers. This test (1) reads
+//! each fixture and checks its parameters, that every key written into it is
+//! present, and the exact number of false positives among 100,000 fixed
+//! absent keys, and (2) checks that today's encoder still writes the very same
+//! bytes, so an accidental change of the format or of the hashing fails here.
+//!
+//! To create a fixture that is missing (a new one, never an existing one):
+//! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test format_fixtures`.
+//! Existing files are never overwritten.
+
+use filterstore::codec::{decode_filter, encode_bit_filter, encode_counting_filter, frame};
+use filterstore::{BitFilter, BloomRead, CountingFilter, FilterParams, HashSpec, Layout};
+use std::path::PathBuf;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The seed of every v1 fixture.
+const SEED: u64 = 0xF11E_5EED_0000_0001;
+/// Absent keys probed for false positives.
+const PROBES: u32 = 100_000;
+
+struct Fixture {
+    file: &'static str,
+    layout: Layout,
+    /// Standard: 2000 bits, not a multiple of 64, so the padding rule is
+    /// exercised; blocked: 4 blocks. Both ≈ 10 bits per key for 200 keys.
+    m: u64,
+    k: u32,
+    counting: bool,
+    /// Pinned when the fixture was made: xxh3-64 of the file, its length, and
+    /// the positives among the `PROBES` absent keys.
+    digest: u64,
+    len: usize,
+    false_positives: u32,
+}
+
+const FIXTURES: [Fixture; 4] = [
+    Fixture {
+        file: "bit_standard.fsf",
+        layout: Layout::Standard,
+        m: 2000,
+        k: 7,
+        counting: false,
+        digest: 0x244c_1aa8_62e7_5a75,
+        len: 332,
+        false_positives: 831,
+    },
+    Fixture {
+        file: "bit_blocked.fsf",
+        layout: Layout::Blocked,
+        m: 2048,
+        k: 6,
+        counting: false,
+        digest: 0x3d53_dfac_05dc_c16d,
+        len: 332,
+        false_positives: 835,
+    },
+    Fixture {
+        file: "counting_standard.fsf",
+        layout: Layout::Standard,
+        m: 2000,
+        k: 7,
+        counting: true,
+        digest: 0x8bad_53d5_70f3_b707,
+        len: 1100,
+        false_positives: 863,
+    },
+    Fixture {
+        file: "counting_blocked.fsf",
+        layout: Layout::Blocked,
+        m: 2048,
+        k: 6,
+        counting: true,
+        digest: 0x046a_5c26_88d3_b10a,
+        len: 1100,
+        false_positives: 862,
+    },
+];
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/v1")
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key-{i:04}").into_bytes()
+}
+
+/// The key inserted 16 times into the counting fixtures: its counters stick at 15.
+const HOT: &[u8] = b"hot-key";
+
+/// The keys every fixture must hold.
+fn live_keys(counting: bool) -> Vec<Vec<u8>> {
+    let mut keys: Vec<Vec<u8>> = (0..200).map(key).collect();
+    if counting {
+        keys.push(HOT.to_vec());
+    }
+    keys
+}
+
+/// Builds a fixture's bytes exactly as they were made:
+/// * bit filters: insert `key-0000` … `key-0199`; n = 200.
+/// * counting filters: insert `key-0000` … `key-0299`, remove `key-0200` …
+///   `key-0299`, insert `hot-key` 16 times; n = inserts − removes = 216.
+fn build(f: &Fixture) -> Vec<u8> {
+    let p = FilterParams::new(f.layout, f.m, f.k, HashSpec::xxh3(SEED)).unwrap();
+    if f.counting {
+        let mut c = CountingFilter::new(p).unwrap();
+        for i in 0..300 {
+            c.insert(&key(i));
+        }
+        for i in 200..300 {
+            c.remove(&key(i)).unwrap();
+        }
+        for _ in 0..16 {
+            c.insert(HOT);
+        }
+        assert!(c.saturated() > 0);
+        encode_counting_filter(&c, 216)
+    } else {
+        let b = BitFilter::new(p).unwrap();
+        for k in live_keys(false) {
+            b.insert(&k);
+        }
+        encode_bit_filter(&b, 200)
+    }
+}
+
+fn probe_positives(contains: impl Fn(&[u8]) -> bool) -> u32 {
+    (0..PROBES)
+        .filter(|i| contains(format!("absent-{i:06}").as_bytes()))
+        .count() as u32
+}
+
+#[test]
+fn v1_fixtures_decode_with_the_same_answers() {
+    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
+        for f in &FIXTURES {
+            let path = dir().join(f.file);
+            if !path.exists() {
+                std::fs::create_dir_all(dir()).unwrap();
+                std::fs::write(&path, build(f)).unwrap();
+            }
+        }
+    }
+    for f in &FIXTURES {
+        let path = dir().join(f.file);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let d = decode_filter(&bytes).unwrap_or_else(|e| panic!("{}: {e}", f.file));
+        let p = d.params();
+        assert_eq!((d.version, d.min_reader), (1, 1), "{}", f.file);
+        assert_eq!(
+            (p.layout(), p.m(), p.k(), p.hash()),
+            (f.layout, f.m, f.k, HashSpec::xxh3(SEED)),
+            "{}",
+            f.file
+        );
+        assert_eq!(d.n(), if f.counting { 216 } else { 200 });
+        assert_eq!(d.counters().is_some(), f.counting);
+        for k in live_keys(f.counting) {
+            assert!(d.contains(&k), "{}: {:?} missing", f.file, k);
+        }
+        if let Some(c) = d.counters() {
+            assert_eq!(c.min_count(HOT), 15, "{}: hot key not saturated", f.file);
+            assert!(c.saturated() >= f.k as u64 / 2);
+        }
+        let fp = probe_positives(|k| d.contains(k));
+        // Independent of the pinned count: the positives among PROBES absent
+        // keys are Binomial(PROBES, q), q the filter's FP rate, estimated from
+        // its fill (per block for the blocked layout). 5σ plus 10% of q for
+        // the fill model's own error on a 2000-bit filter.
+        let q = match &d.body {
+            filterstore::codec::FilterBody::Bits(v) => v.estimated_fp(),
+            filterstore::codec::FilterBody::Counters(c) => c.estimated_fp(),
+        };
+        let mean = q * PROBES as f64;
+        let tol = 5.0 * mean.sqrt() + 0.1 * mean;
+        assert!(
+            (fp as f64 - mean).abs() <= tol,
+            "{}: {fp} false positives, fill predicts {mean:.0} ± {tol:.0}",
+            f.file
+        );
+        println!(
+            "{}: len {} digest {:#018x} false positives {fp} (fill predicts {mean:.0})",
+            f.file,
+            bytes.len(),
+            xxh3_64(&bytes)
+        );
+    }
+    for f in &FIXTURES {
+        let bytes = std::fs::read(dir().join(f.file)).unwrap();
+        let d = decode_filter(&bytes).unwrap();
+        let fp = probe_positives(|k| d.contains(k));
+        assert_eq!(fp, f.false_positives, "{}: false positives", f.file);
+        assert_eq!(bytes.len(), f.len, "{}: length", f.file);
+        assert_eq!(xxh3_64(&bytes), f.digest, "{}: digest", f.file);
+    }
+}
+
+/// The encoder of this build writes v1 fixtures byte for byte. When a later
+/// format version changes the encoder, this test is replaced by one that
+/// checks the migration of these files; the files themselves stay.
+#[test]
+fn encoder_still_writes_the_v1_bytes() {
+    assert_eq!(frame::FORMAT_VERSION, 1);
+    for f in &FIXTURES {
+        let committed = std::fs::read(dir().join(f.file)).unwrap();
+        assert!(build(f) == committed, "{}: encoder output changed", f.file);
+    }
+}
