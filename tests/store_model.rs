@@ -94,7 +94,7 @@ fn run_case(seed: u64) {
     let spec = TableSpec::new(c.expected, c.fp).layout(c.layout).seed(seed);
     let mut store = Some(FilterStore::open_with(dir.path(), c.config).unwrap());
     let mut table = Some(store.as_ref().unwrap().create_table("t", spec).unwrap());
-    let params = *table.as_ref().unwrap().params();
+    let params = table.as_ref().unwrap().params();
     let mut reference = CountingFilter::new(params).unwrap();
     let mut model: HashMap<u32, i64> = HashMap::new();
     let mut live: i64 = 0;
@@ -234,7 +234,7 @@ fn tiny_tables_saturate_and_stay_exact() {
     let t = store
         .create_table("s", TableSpec::new(2, 0.3).seed(1))
         .unwrap();
-    let mut reference = CountingFilter::new(*t.params()).unwrap();
+    let mut reference = CountingFilter::new(t.params()).unwrap();
     for _ in 0..40 {
         t.insert(b"k").unwrap();
         reference.insert(b"k");
@@ -266,7 +266,7 @@ fn regression_saturation_in_an_unfolded_log_is_counted_once() {
     let reference = {
         let store = FilterStore::open_with(dir.path(), cfg).unwrap();
         let t = store.create_table("s", spec).unwrap();
-        let mut r = CountingFilter::new(*t.params()).unwrap();
+        let mut r = CountingFilter::new(t.params()).unwrap();
         for _ in 0..20 {
             t.insert(b"k").unwrap();
             r.insert(b"k");

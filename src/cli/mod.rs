@@ -256,7 +256,7 @@ fn create(
         p.layout(),
         p.m(),
         p.bit_bytes().div_ceil(1024),
-        (filterstore::counting::counter_bytes(p) as u64).div_ceil(1024),
+        (filterstore::counting::counter_bytes(&p) as u64).div_ceil(1024),
         p.k(),
         p.hash().seed
     ))

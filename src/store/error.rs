@@ -142,6 +142,16 @@ pub enum StoreError {
         /// Bytes needed.
         bytes: u64,
     },
+    /// The key source of a regeneration failed; the regeneration was
+    /// abandoned and the table's previous filter stays in force, unchanged.
+    #[error("the key source of table {table:?} failed: {source}; the table keeps its previous filter, retry the regeneration")]
+    KeySource {
+        /// The table.
+        table: String,
+        /// The source's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]
     BatchTooLarge {

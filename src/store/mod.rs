@@ -79,6 +79,7 @@ pub mod config;
 pub mod error;
 mod keys;
 mod pages;
+pub mod regen;
 pub mod table;
 mod wal;
 
@@ -86,7 +87,8 @@ pub use batch::{Durability, WriteBatch};
 pub use catalog::{validate_name, TableMeta, MAX_NAME_LEN, STORE_FORMAT_VERSION};
 pub use config::StoreConfig;
 pub use error::{NameError, StoreError};
-pub use table::{Table, TableStats};
+pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
+pub use table::{Table, TableStats, OBSERVED_WINDOW};
 pub use wal::MAX_RECORD_OPS;
 
 use crate::hash::HashSpec;
@@ -133,12 +135,17 @@ impl TableSpec {
     }
 }
 
-struct StoreInner {
+pub(crate) struct StoreInner {
     db: sled::Db,
     catalog: sled::Tree,
     config: StoreConfig,
-    /// Serialises catalog changes (create, drop).
+    /// Serialises catalog changes (create, drop, set, a regeneration's swap).
     catalog_lock: Mutex<()>,
+    /// Called when an automatic health check finds a table that needs
+    /// regeneration ([`FilterStore::on_needs_regeneration`]).
+    regen_hook: Mutex<Option<regen::RegenHook>>,
+    /// The policy of [`Table::health`].
+    policy: Mutex<crate::drift::DriftPolicy>,
     /// Open tables: one in-memory state per table, shared by all handles.
     tables: Mutex<HashMap<String, Weak<TableInner>>>,
 }
@@ -273,6 +280,8 @@ impl FilterStore {
                 catalog,
                 config,
                 catalog_lock: Mutex::new(()),
+                regen_hook: Mutex::new(None),
+                policy: Mutex::new(crate::drift::DriftPolicy::default()),
                 tables: Mutex::new(HashMap::new()),
             }),
         };
@@ -386,9 +395,9 @@ impl FilterStore {
         meta: TableMeta,
     ) -> Result<Table, StoreError> {
         let name = meta.name.clone();
-        let inner = Arc::new(TableInner::load(&self.inner.db, meta, self.inner.config)?);
+        let inner = Arc::new(TableInner::load(&self.inner, meta)?);
         tables.insert(name, Arc::downgrade(&inner));
-        Ok(Table { inner })
+        Ok(Table::new(inner))
     }
 
     /// Opens an existing table. All handles of one table share one in-memory
@@ -397,7 +406,7 @@ impl FilterStore {
         validate_name(name)?;
         let mut tables = self.inner.tables.lock();
         if let Some(inner) = tables.get(name).and_then(Weak::upgrade) {
-            return Ok(Table { inner });
+            return Ok(Table::new(inner));
         }
         let meta = self
             .read_meta(name)?

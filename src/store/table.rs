@@ -37,12 +37,15 @@ use super::error::StoreError;
 use super::keys::{CHUNK_PREFIX, LOG_PREFIX, STATE_KEY};
 use super::pages::{self, CHUNK_BLOCKS, MAX_PASS_OPS};
 use super::wal::{self, LogOp, MAX_RECORD_OPS};
+use super::StoreInner;
 use crate::bloom::{BitFilter, BloomRead};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
 use crate::counting::{counter_bytes, nibble, CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::drift::ObservedFp;
 use crate::hash::positions;
 use crate::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -57,11 +60,11 @@ const _: () = assert!(MAX_FOLD_OPS + MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
 
 /// What a fold leaves behind, in one record per table generation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct GenerationState {
+pub(crate) struct GenerationState {
     /// Inserts minus removes folded into the counter chunks.
-    live_keys: i64,
+    pub(crate) live_keys: i64,
     /// Sequence number of the next log record.
-    next_seq: u64,
+    pub(crate) next_seq: u64,
 }
 
 impl GenerationState {
@@ -77,7 +80,7 @@ impl GenerationState {
         }
     }
 
-    fn encode(&self, table: &str) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn encode(&self, table: &str) -> Result<Vec<u8>, StoreError> {
         meta::encode(Kind::TableState, self)
             .map_err(|e| StoreError::corrupt(format!("state record of table {table:?}"), e))
     }
@@ -121,7 +124,7 @@ pub struct TableStats {
 }
 
 /// Mutable state of the write path, behind the table's writer lock.
-struct Writer {
+pub(crate) struct Writer {
     /// Operations applied in memory and not yet written to sled.
     buffer: Vec<LogOp>,
     /// Operations in log records not yet folded.
@@ -138,6 +141,9 @@ struct Writer {
     folded_live: i64,
     /// Saturated counters in the chunks (exact after a fold or an open).
     saturated: u64,
+    /// While a regeneration runs: every operation staged since it started
+    /// (see [`super::regen`]).
+    pub(crate) journal: Option<Vec<LogOp>>,
 }
 
 impl Writer {
@@ -151,17 +157,23 @@ impl Writer {
     }
 }
 
-pub(crate) struct TableInner {
-    meta: TableMeta,
-    params: FilterParams,
-    bits: BitFilter,
-    tree: sled::Tree,
+/// One generation of a table: its parameters, bit filter, sled tree and
+/// write path. A regeneration builds a new one beside it and swaps it in
+/// ([`TableInner::gen`]); the old one is then *retired*: writes that find it
+/// retired retry on the new one.
+pub(crate) struct Generation {
+    pub(crate) meta: TableMeta,
+    pub(crate) params: FilterParams,
+    pub(crate) bits: BitFilter,
+    pub(crate) tree: sled::Tree,
     db: sled::Db,
     config: StoreConfig,
-    writer: Mutex<Writer>,
+    pub(crate) writer: Mutex<Writer>,
     live: AtomicI64,
     pending: AtomicU64,
     dropped: AtomicBool,
+    /// Replaced by a newer generation (set under the writer lock).
+    pub(crate) retired: AtomicBool,
 }
 
 /// A handle to one table. Cheap to clone; `Send + Sync`: share it between
@@ -176,18 +188,26 @@ pub(crate) struct TableInner {
 #[derive(Clone)]
 pub struct Table {
     pub(crate) inner: Arc<TableInner>,
+    pub(crate) name: Arc<str>,
+}
+
+impl Table {
+    pub(crate) fn new(inner: Arc<TableInner>) -> Table {
+        let name = Arc::from(inner.meta.lock().name.as_str());
+        Table { inner, name }
+    }
 }
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Table")
-            .field("name", &self.inner.meta.name)
-            .field("params", &self.inner.params)
+            .field("name", &self.name)
+            .field("params", &self.params())
             .finish()
     }
 }
 
-fn sled_err(op: &'static str) -> impl Fn(sled::Error) -> StoreError {
+pub(crate) fn sled_err(op: &'static str) -> impl Fn(sled::Error) -> StoreError {
     move |e| StoreError::sled(op, e)
 }
 
@@ -413,21 +433,21 @@ fn scan_absolute(
 
 /// Writes the eight words of block `b` from its 256 bytes of counters.
 #[inline]
-fn store_block_words(bits: &BitFilter, b: u64, counters: &[u8]) {
+pub(crate) fn store_block_words(bits: &BitFilter, b: u64, counters: &[u8]) {
     let first = b as usize * WORDS_PER_BLOCK;
     for (w, c) in counters.chunks_exact(32).enumerate() {
         bits.store_word(first + w, pages::nonzero_word(c));
     }
 }
 
-impl TableInner {
+impl Generation {
     /// Opens generation `meta.generation` of a table: derives the bit filter
     /// from the chunks and the log (see [`scan_absolute`]).
     pub(crate) fn load(
         db: &sled::Db,
         meta: TableMeta,
         config: StoreConfig,
-    ) -> Result<TableInner, StoreError> {
+    ) -> Result<Generation, StoreError> {
         let params = meta.params()?;
         let name = meta.name.clone();
         let tree = db
@@ -472,8 +492,9 @@ impl TableInner {
             live,
             folded_live: state.live_keys,
             saturated: derived.disk_saturated,
+            journal: None,
         };
-        Ok(TableInner {
+        Ok(Generation {
             meta,
             params,
             bits,
@@ -484,10 +505,66 @@ impl TableInner {
             live: AtomicI64::new(live),
             pending: AtomicU64::new(derived.log_ops),
             dropped: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
         })
     }
 
-    fn check_live(&self) -> Result<(), StoreError> {
+    /// A generation whose tree holds exactly `bits`' counters, folded (no
+    /// log): what a regeneration builds.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn built(
+        db: &sled::Db,
+        meta: TableMeta,
+        config: StoreConfig,
+        params: FilterParams,
+        bits: BitFilter,
+        tree: sled::Tree,
+        live: i64,
+        saturated: u64,
+    ) -> Generation {
+        let writer = Writer {
+            buffer: Vec::new(),
+            log_ops: 0,
+            next_seq: 0,
+            dirty: vec![0u64; params.num_blocks().div_ceil(64) as usize],
+            materialized: HashMap::new(),
+            live,
+            folded_live: live,
+            saturated,
+            journal: None,
+        };
+        Generation {
+            meta,
+            params,
+            bits,
+            tree,
+            db: db.clone(),
+            config,
+            writer: Mutex::new(writer),
+            live: AtomicI64::new(live),
+            pending: AtomicU64::new(0),
+            dropped: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// Retires this generation for a newer one; `w` is its writer, locked.
+    /// Its buffered operations were journaled into the new generation, so
+    /// they are discarded (and never written into the old tree, which is
+    /// about to be deleted).
+    pub(crate) fn retire(&self, w: &mut Writer) {
+        w.buffer.clear();
+        w.journal = None;
+        self.retired.store(true, Ordering::Release);
+        self.dropped.store(true, Ordering::Release);
+    }
+
+    /// Inserts minus removes, from the locked writer.
+    pub(crate) fn live_keys_locked(&self, w: &Writer) -> u64 {
+        w.live.max(0) as u64
+    }
+
+    pub(crate) fn check_live(&self) -> Result<(), StoreError> {
         if self.dropped.load(Ordering::Acquire) {
             return Err(StoreError::TableDropped(self.meta.name.clone()));
         }
@@ -604,6 +681,9 @@ impl TableInner {
         }
         // Validated: from here on nothing fails. Commit to memory.
         w.buffer.extend_from_slice(ops);
+        if let Some(journal) = &mut w.journal {
+            journal.extend_from_slice(ops);
+        }
         let mut delta = 0i64;
         for op in ops {
             if op.insert {
@@ -651,7 +731,7 @@ impl TableInner {
 
     /// Folds the buffer and the log into the counter chunks; afterwards every
     /// block is clean.
-    fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
+    pub(crate) fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
         self.write_buffer(w)?;
         if w.log_ops > 0 {
             let mut state = GenerationState {
@@ -678,15 +758,14 @@ impl TableInner {
         Ok(())
     }
 
-    fn apply_ops(&self, ops: &[LogOp], durability: Durability) -> Result<(), StoreError> {
-        if ops.len() > MAX_RECORD_OPS {
-            return Err(StoreError::BatchTooLarge {
-                len: ops.len(),
-                max: MAX_RECORD_OPS,
-            });
-        }
+    /// Applies `ops`; `Ok(false)`, having done nothing, when this generation
+    /// was retired by a regeneration (the caller retries on the new one).
+    fn apply_ops(&self, ops: &[LogOp], durability: Durability) -> Result<bool, StoreError> {
         {
             let mut w = self.writer.lock();
+            if self.retired.load(Ordering::Acquire) {
+                return Ok(false);
+            }
             self.check_live()?;
             if !ops.is_empty() {
                 // A batch never straddles two log records: write what is
@@ -708,7 +787,7 @@ impl TableInner {
         if durability == Durability::Durable {
             self.db.flush().map_err(sled_err("flushing"))?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Writes the buffer to sled (without flushing); used by the store-wide flush.
@@ -721,7 +800,7 @@ impl TableInner {
     }
 }
 
-impl Drop for TableInner {
+impl Drop for Generation {
     /// Hands buffered writes to sled, which writes them within its flush
     /// interval. Durability is still only promised by `flush`.
     fn drop(&mut self) {
@@ -729,47 +808,164 @@ impl Drop for TableInner {
     }
 }
 
+/// The shared state of one open table: the generation in force, swapped
+/// atomically by a regeneration ([`arc_swap::ArcSwap`]: a lookup loads the
+/// pointer without a lock and never waits), and what outlives generations.
+pub(crate) struct TableInner {
+    /// The generation in force.
+    pub(crate) gen: ArcSwap<Generation>,
+    /// The table's catalog record in force (`set` changes the target and the
+    /// expected size without building a new generation).
+    pub(crate) meta: Mutex<TableMeta>,
+    /// The store (catalog, its lock, the health callback).
+    pub(crate) store: Arc<StoreInner>,
+    /// Feedback of the host about lookups of absent keys.
+    pub(crate) observed: ObservedFp,
+    /// One regeneration at a time per table.
+    pub(crate) regen_lock: Mutex<()>,
+    /// Writes and feedback reports since the last automatic health check.
+    pub(crate) since_check: AtomicU64,
+}
+
+impl TableInner {
+    /// Opens a table in its generation in force.
+    pub(crate) fn load(store: &Arc<StoreInner>, meta: TableMeta) -> Result<TableInner, StoreError> {
+        let gen = Generation::load(&store.db, meta.clone(), store.config)?;
+        Ok(TableInner {
+            gen: ArcSwap::from_pointee(gen),
+            meta: Mutex::new(meta),
+            store: Arc::clone(store),
+            observed: ObservedFp::new(OBSERVED_WINDOW),
+            regen_lock: Mutex::new(()),
+            since_check: AtomicU64::new(0),
+        })
+    }
+
+    /// Marks the table dropped; afterwards no write touches its trees. Called
+    /// under the catalog lock, as every generation swap is, so the generation
+    /// marked is the last one.
+    pub(crate) fn mark_dropped(&self) {
+        self.gen.load().mark_dropped();
+    }
+
+    /// Writes the buffer of the generation in force to sled (without flushing).
+    pub(crate) fn write_pending(&self) -> Result<(), StoreError> {
+        self.gen.load().write_pending()
+    }
+
+    fn apply_ops(
+        self: &Arc<Self>,
+        ops: &[LogOp],
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        if ops.len() > MAX_RECORD_OPS {
+            return Err(StoreError::BatchTooLarge {
+                len: ops.len(),
+                max: MAX_RECORD_OPS,
+            });
+        }
+        // A generation is retired at most once per regeneration, so this
+        // loop turns at most once per concurrent regeneration.
+        while !self.gen.load_full().apply_ops(ops, durability)? {}
+        self.count_for_check(ops.len() as u64);
+        Ok(())
+    }
+
+    /// Counts writes and reports towards the next automatic health check,
+    /// and runs it (outside any lock) when the interval is crossed.
+    pub(crate) fn count_for_check(self: &Arc<Self>, n: u64) {
+        if self.store.regen_hook.lock().is_none() {
+            return;
+        }
+        let before = self.since_check.fetch_add(n, Ordering::Relaxed);
+        let interval = self.check_interval();
+        if before + n >= interval
+            && self
+                .since_check
+                .compare_exchange(before + n, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            // A failed assessment (an I/O error) is not the writer's error:
+            // the next interval tries again.
+            let _ = super::regen::run_hook(self);
+        }
+    }
+
+    /// Operations between automatic health checks: a check reads the whole
+    /// bit filter (`m/8` bytes) and folds the log, so it is spread over at
+    /// least an eighth of the capacity (and at least 4,096 operations):
+    /// amortised, a few bytes read per write.
+    fn check_interval(&self) -> u64 {
+        (self.meta.lock().expected_keys / 8).max(4096)
+    }
+}
+
+/// Trials per epoch of the observed false-positive window (see
+/// [`ObservedFp`]): at a 1% target, 65,536 trials expect 655 false positives
+/// (σ ≈ 25), enough to tell 1.25% from 1% by 10σ.
+pub const OBSERVED_WINDOW: u64 = 1 << 16;
+
+/// A read-only view of the bit filter of the generation in force: keeps it
+/// alive (a regeneration may swap it out meanwhile).
+struct BloomGuard(Arc<Generation>);
+
+impl std::ops::Deref for BloomGuard {
+    type Target = BitFilter;
+    fn deref(&self) -> &BitFilter {
+        &self.0.bits
+    }
+}
+
 impl Table {
+    /// The generation in force (a lock-free pointer load).
+    #[inline]
+    pub(crate) fn current(&self) -> arc_swap::Guard<Arc<Generation>> {
+        self.inner.gen.load()
+    }
+
     /// The table's name.
     pub fn name(&self) -> &str {
-        &self.inner.meta.name
+        &self.name
     }
 
-    /// The filter's parameters (layout, m, k, hash and seed).
-    pub fn params(&self) -> &FilterParams {
-        &self.inner.params
+    /// The filter's parameters (layout, m, k, hash and seed) of the
+    /// generation in force.
+    pub fn params(&self) -> FilterParams {
+        self.current().params
     }
 
-    /// The table's catalog record.
-    pub fn meta(&self) -> &TableMeta {
-        &self.inner.meta
+    /// The table's catalog record in force.
+    pub fn meta(&self) -> TableMeta {
+        self.inner.meta.lock().clone()
     }
 
-    /// The live bit filter, read-only: every [`BloomRead`] query and estimator
-    /// without a lock or I/O.
-    pub fn bloom(&self) -> &(impl BloomRead + Send + Sync) {
-        &self.inner.bits
+    /// The live bit filter of the generation in force, read-only: every
+    /// [`BloomRead`] query and estimator without a lock or I/O.
+    pub fn bloom(&self) -> impl std::ops::Deref<Target = impl BloomRead + Send + Sync> {
+        BloomGuard(self.inner.gen.load_full())
     }
 
     /// Whether `key` may be in the table; `false` means definitely absent.
     /// Reads only memory: no lock, no I/O.
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
-        self.inner.bits.contains(key)
+        self.current().bits.contains(key)
     }
 
     /// Batched [`contains`](Table::contains): overlaps the memory accesses of
     /// up to 16 keys.
     pub fn contains_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<bool> {
-        self.inner.bits.contains_many(keys)
+        self.current().bits.contains_many(keys)
     }
 
     /// Inserts `key`: visible to lookups when this returns, durable after the
     /// next [`flush`](Table::flush).
     pub fn insert(&self, key: &[u8]) -> Result<(), StoreError> {
+        // The hash does not depend on the generation: a regeneration keeps
+        // the seed (see `regen`).
         let op = LogOp {
             insert: true,
-            hash: self.inner.params.hash().hash(key),
+            hash: self.params().hash().hash(key),
         };
         self.inner.apply_ops(&[op], Durability::Buffered)
     }
@@ -783,7 +979,7 @@ impl Table {
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         let op = LogOp {
             insert: false,
-            hash: self.inner.params.hash().hash(key),
+            hash: self.params().hash().hash(key),
         };
         self.inner.apply_ops(&[op], Durability::Buffered)
     }
@@ -792,7 +988,7 @@ impl Table {
     /// (a refused remove refuses the batch). Visible when this returns;
     /// durable when it returns if `durability` is [`Durability::Durable`].
     pub fn apply(&self, batch: &WriteBatch, durability: Durability) -> Result<(), StoreError> {
-        let spec = self.inner.params.hash();
+        let spec = self.params().hash();
         let ops: Vec<LogOp> = batch
             .iter()
             .map(|(insert, key)| LogOp {
@@ -806,40 +1002,42 @@ impl Table {
     /// Makes every write applied so far (to any table of the store) durable.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.inner.write_pending()?;
-        self.inner.db.flush().map_err(sled_err("flushing"))?;
+        self.inner.store.db.flush().map_err(sled_err("flushing"))?;
         Ok(())
     }
 
     /// Inserts minus removes, never negative. No lock.
     pub fn live_keys(&self) -> u64 {
-        self.inner.live.load(Ordering::Relaxed).max(0) as u64
+        self.current().live.load(Ordering::Relaxed).max(0) as u64
     }
 
     /// Logged operations not yet folded into the counter pages. No lock.
     pub fn pending_log_ops(&self) -> u64 {
-        self.inner.pending.load(Ordering::Relaxed)
+        self.current().pending.load(Ordering::Relaxed)
     }
 
     /// Folds the log into the counter pages now (it is otherwise folded when
     /// it reaches [`StoreConfig::fold_threshold`] operations). Does not flush.
     pub fn fold(&self) -> Result<(), StoreError> {
-        let mut w = self.inner.writer.lock();
-        self.inner.check_live()?;
-        self.inner.fold(&mut w)
+        let g = self.inner.gen.load_full();
+        let mut w = g.writer.lock();
+        g.check_live()?;
+        g.fold(&mut w)
     }
 
     /// Statistics. Folds the log first, so that the count of saturated
     /// counters is exact; the estimates read the whole bit filter (`m/8` bytes).
     pub fn stats(&self) -> Result<TableStats, StoreError> {
+        let g = self.inner.gen.load_full();
         let saturated = {
-            let mut w = self.inner.writer.lock();
-            self.inner.check_live()?;
-            self.inner.fold(&mut w)?;
+            let mut w = g.writer.lock();
+            g.check_live()?;
+            g.fold(&mut w)?;
             w.saturated
         };
-        let p = &self.inner.params;
-        let m = &self.inner.meta;
-        let bits = &self.inner.bits;
+        let p = &g.params;
+        let m = self.meta();
+        let bits = &g.bits;
         Ok(TableStats {
             name: m.name.clone(),
             layout: p.layout().name(),
@@ -847,13 +1045,13 @@ impl Table {
             k: p.k(),
             hash: p.hash().algo.name(),
             seed: p.hash().seed,
-            live_keys: self.live_keys(),
+            live_keys: g.live.load(Ordering::Relaxed).max(0) as u64,
             expected_keys: m.expected_keys,
             target_fp: m.target_fp,
             estimated_fp: bits.estimated_fp(),
             fill_ratio: bits.fill_ratio(),
             saturated_counters: saturated,
-            generation: m.generation,
+            generation: g.meta.generation,
             format_version: STORE_FORMAT_VERSION,
             bit_bytes: p.bit_bytes(),
             counter_bytes: counter_bytes(p) as u64,
@@ -864,31 +1062,32 @@ impl Table {
     /// the counter pages after a fold): for export and for checks. The store
     /// itself never holds it.
     pub fn counting_snapshot(&self) -> Result<CountingFilter, StoreError> {
+        let g = self.inner.gen.load_full();
         let _w = {
-            let mut w = self.inner.writer.lock();
-            self.inner.check_live()?;
-            self.inner.fold(&mut w)?;
+            let mut w = g.writer.lock();
+            g.check_live()?;
+            g.fold(&mut w)?;
             w
         };
-        let p = self.inner.params;
+        let p = g.params;
         let mut bytes = Vec::new();
         let total = counter_bytes(&p);
         bytes
             .try_reserve_exact(total)
             .map_err(|_| StoreError::OutOfMemory {
-                table: self.inner.meta.name.clone(),
+                table: g.meta.name.clone(),
                 bytes: total as u64,
             })?;
         bytes.resize(total, 0);
         let chunk_bytes = CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
         // The log is empty after the fold, so the scan is never refused.
-        scan_absolute(&self.inner.tree, &p, &self.inner.meta.name, |idx, c| {
+        scan_absolute(&g.tree, &p, &g.meta.name, |idx, c| {
             let at = idx as usize * chunk_bytes;
             bytes[at..at + c.len()].copy_from_slice(c);
         })?;
         CountingFilter::from_bytes(p, bytes).map_err(|e| {
             StoreError::corrupt(
-                format!("counters of table {:?}", self.inner.meta.name),
+                format!("counters of table {:?}", g.meta.name),
                 crate::error::CodecError::InvalidField {
                     field: "counters",
                     reason: e.to_string(),
