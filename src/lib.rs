@@ -10,6 +10,7 @@ pub mod demo;
 pub mod drift;
 pub mod error;
 pub mod exchange;
+pub mod guard;
 pub mod hash;
 pub mod params;
 pub mod plot;

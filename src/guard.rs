@@ -1,0 +1,300 @@
+//! A guard for the differential-file pattern (Severance & Lohman, 1976; the
+//! survey's §3.2 cites Gremillion's "Designing a Bloom filter for
+//! differential file access"): changed records go to a small differential
+//! file, the large base stays read-mostly, and a Bloom filter of the changed
+//! keys says which reads can skip the differential file.
+//!
+//! * **Read**: the filter answers "absent" → the key has no change: read the
+//!   base only. "Maybe" → read the differential file; if it holds no change
+//!   for the key (a false positive, reported to the drift monitor through
+//!   [`Table::report_lookup`]), read the base.
+//! * **Write**: the key's filter insert is made durable *before* the change
+//!   is committed to the differential file (GUIDE §4: a crash can then only
+//!   leave a key in the filter without a change — a false positive — never a
+//!   change the filter does not know about, which would make reads return
+//!   stale base records).
+//! * **Merge**: the host applies the differential file to the base and
+//!   empties it (atomically and durably, its side of the contract), *then* the
+//!   guard clears the filter with one atomic generation swap
+//!   ([`Table::clear`]). A crash between the two leaves an empty differential
+//!   file and a full filter: reads are still correct (false positives only),
+//!   and [`Guard::open`] finishes the job by clearing the filter when it finds
+//!   the differential file empty.
+//!
+//! Writers (and the merge) are serialised by the guard; readers never wait.
+//!
+//! A key whose change is rewritten is not inserted into the filter again when
+//! the filter already answers "maybe" for it: the bits that answer are
+//! durable (every guard write is), so a hot key cannot drive its counters to
+//! saturation.
+
+use crate::store::{Durability, StoreError, Table, WriteBatch};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use thiserror::Error;
+
+/// A change recorded in the differential file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The record's new value.
+    Put(Vec<u8>),
+    /// The record was deleted.
+    Delete,
+}
+
+/// What the host stores: a base and a differential file of changes.
+/// Implemented for sled trees by [`SledDiffStorage`]; any engine can
+/// implement it.
+pub trait DiffStorage {
+    /// The host's error type.
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// Reads a record from the base.
+    fn read_base(&self, key: &[u8]) -> Result<Option<Vec<u8>>, Self::Error>;
+    /// Reads the change recorded for `key` in the differential file.
+    fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, Self::Error>;
+    /// Commits changes to the differential file, durably, all or none.
+    fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), Self::Error>;
+    /// Applies every change to the base and empties the differential file,
+    /// atomically and durably. Returns the number of changes merged.
+    fn merge(&self) -> Result<u64, Self::Error>;
+    /// Whether the differential file holds no change.
+    fn diff_is_empty(&self) -> Result<bool, Self::Error>;
+}
+
+/// Errors of guarded operations.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum GuardError<E: std::error::Error + 'static> {
+    /// The filter store failed; nothing was committed to the differential file.
+    #[error("filter store: {0}")]
+    Store(#[from] StoreError),
+    /// The host's storage failed.
+    #[error("storage: {0}")]
+    Storage(#[source] E),
+}
+
+/// Counters of what the guard did (since it was opened).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GuardStats {
+    /// Reads served.
+    pub reads: u64,
+    /// Reads that went to the differential file ("maybe").
+    pub diff_reads: u64,
+    /// Reads whose differential-file read was skipped ("absent").
+    pub diff_reads_avoided: u64,
+    /// Differential-file reads that found no change (false positives).
+    pub false_positives: u64,
+}
+
+/// A differential-file guard over a host's storage and a filterstore table.
+pub struct Guard<S: DiffStorage> {
+    storage: S,
+    table: Table,
+    writers: Mutex<()>,
+    reads: AtomicU64,
+    diff_reads: AtomicU64,
+    avoided: AtomicU64,
+    false_positives: AtomicU64,
+}
+
+impl<S: DiffStorage> Guard<S> {
+    /// A guard over `storage` whose changed keys are tracked in `table`.
+    /// Completes an interrupted merge: if the differential file is empty but
+    /// the filter still holds keys, the filter is cleared.
+    pub fn open(storage: S, table: Table) -> Result<Self, GuardError<S::Error>> {
+        if storage.diff_is_empty().map_err(GuardError::Storage)? && table.live_keys() > 0 {
+            table.clear()?;
+        }
+        Ok(Guard {
+            storage,
+            table,
+            writers: Mutex::new(()),
+            reads: AtomicU64::new(0),
+            diff_reads: AtomicU64::new(0),
+            avoided: AtomicU64::new(0),
+            false_positives: AtomicU64::new(0),
+        })
+    }
+
+    /// Reads the current value of `key`: its change if the differential file
+    /// has one, else the base record.
+    pub fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, GuardError<S::Error>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if self.table.contains(key) {
+            self.diff_reads.fetch_add(1, Ordering::Relaxed);
+            match self.storage.read_diff(key).map_err(GuardError::Storage)? {
+                Some(Change::Put(v)) => return Ok(Some(v)),
+                Some(Change::Delete) => return Ok(None),
+                None => {
+                    self.false_positives.fetch_add(1, Ordering::Relaxed);
+                    self.table.report_lookup(true, false);
+                }
+            }
+        } else {
+            self.avoided.fetch_add(1, Ordering::Relaxed);
+            self.table.report_lookup(false, false);
+        }
+        self.storage.read_base(key).map_err(GuardError::Storage)
+    }
+
+    /// Records changes: filter inserts made durable first, then the changes
+    /// committed to the differential file.
+    pub fn write(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), GuardError<S::Error>> {
+        let _w = self.writers.lock();
+        let mut batch = WriteBatch::new();
+        for (key, _) in changes {
+            if !self.table.contains(key) {
+                batch.insert(key);
+            }
+        }
+        if !batch.is_empty() {
+            self.table.apply(&batch, Durability::Durable)?;
+        }
+        self.storage
+            .write_diff(changes)
+            .map_err(GuardError::Storage)
+    }
+
+    /// Merges the differential file into the base, then clears the filter.
+    /// Returns the number of changes merged.
+    pub fn merge(&self) -> Result<u64, GuardError<S::Error>> {
+        let _w = self.writers.lock();
+        let n = self.storage.merge().map_err(GuardError::Storage)?;
+        self.table.clear()?;
+        Ok(n)
+    }
+
+    /// What the guard did since it was opened.
+    pub fn stats(&self) -> GuardStats {
+        GuardStats {
+            reads: self.reads.load(Ordering::Relaxed),
+            diff_reads: self.diff_reads.load(Ordering::Relaxed),
+            diff_reads_avoided: self.avoided.load(Ordering::Relaxed),
+            false_positives: self.false_positives.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The table holding the changed keys.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The host's storage.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+}
+
+/// [`DiffStorage`] over two sled trees of one database: the base and the
+/// differential file. A change is stored as a tag byte (1 = put, 0 = delete)
+/// followed by the value.
+#[derive(Clone, Debug)]
+pub struct SledDiffStorage {
+    db: sled::Db,
+    base: sled::Tree,
+    diff: sled::Tree,
+}
+
+impl SledDiffStorage {
+    /// Opens (or creates) the trees `<name>/base` and `<name>/diff` in `db`.
+    pub fn open(db: &sled::Db, name: &str) -> Result<Self, sled::Error> {
+        Ok(SledDiffStorage {
+            db: db.clone(),
+            base: db.open_tree(format!("{name}/base"))?,
+            diff: db.open_tree(format!("{name}/diff"))?,
+        })
+    }
+
+    /// The base tree (to load it, or to read it unguarded).
+    pub fn base(&self) -> &sled::Tree {
+        &self.base
+    }
+
+    /// The differential-file tree.
+    pub fn diff(&self) -> &sled::Tree {
+        &self.diff
+    }
+}
+
+/// Errors of [`SledDiffStorage`].
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SledDiffError {
+    /// sled failed.
+    #[error(transparent)]
+    Sled(#[from] sled::Error),
+    /// A differential-file record is not a valid change (corrupt, or written
+    /// by something else): nothing was merged.
+    #[error("differential-file record is corrupt (first byte {0:?}); nothing was merged")]
+    BadRecord(Option<u8>),
+}
+
+fn decode_change(v: &[u8]) -> Result<Change, SledDiffError> {
+    match v.split_first() {
+        Some((1, rest)) => Ok(Change::Put(rest.to_vec())),
+        Some((0, [])) => Ok(Change::Delete),
+        other => Err(SledDiffError::BadRecord(other.map(|(t, _)| *t))),
+    }
+}
+
+impl DiffStorage for SledDiffStorage {
+    type Error = SledDiffError;
+
+    fn read_base(&self, key: &[u8]) -> Result<Option<Vec<u8>>, SledDiffError> {
+        Ok(self.base.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, SledDiffError> {
+        self.diff.get(key)?.map(|v| decode_change(&v)).transpose()
+    }
+
+    fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), SledDiffError> {
+        let mut batch = sled::Batch::default();
+        for (key, change) in changes {
+            match change {
+                Change::Put(v) => {
+                    let mut value = Vec::with_capacity(v.len() + 1);
+                    value.push(1);
+                    value.extend_from_slice(v);
+                    batch.insert(key.as_slice(), value);
+                }
+                Change::Delete => batch.insert(key.as_slice(), &[0u8][..]),
+            }
+        }
+        self.diff.apply_batch(batch)?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    fn merge(&self) -> Result<u64, SledDiffError> {
+        use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+        let changes: Vec<(sled::IVec, sled::IVec)> = self.diff.iter().collect::<Result<_, _>>()?;
+        let n = changes.len() as u64;
+        let result = (&self.base, &self.diff).transaction(|(base, diff)| {
+            for (key, value) in &changes {
+                match decode_change(value) {
+                    Ok(Change::Put(v)) => {
+                        base.insert(key, v)?;
+                    }
+                    Ok(Change::Delete) => {
+                        base.remove(key)?;
+                    }
+                    Err(e) => return Err(ConflictableTransactionError::Abort(e)),
+                }
+                diff.remove(key)?;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => {}
+            Err(TransactionError::Storage(e)) => return Err(e.into()),
+            Err(TransactionError::Abort(e)) => return Err(e),
+        }
+        self.db.flush()?;
+        Ok(n)
+    }
+
+    fn diff_is_empty(&self) -> Result<bool, SledDiffError> {
+        Ok(self.diff.is_empty())
+    }
+}
