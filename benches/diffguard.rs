@@ -16,6 +16,8 @@
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines.
 
+mod common;
+
 use criterion::Criterion;
 use filterstore::guard::{Change, DiffStorage, Guard, SledDiffStorage};
 use filterstore::store::{FilterStore, TableSpec};
@@ -37,7 +39,7 @@ fn key(i: u64) -> [u8; 16] {
     k
 }
 
-/// Seconds per read of one criterion sample set, appended to `samples`.
+/// Appends to `samples` the seconds per read of `read` over the key stream.
 fn sample(
     c: &mut Criterion,
     name: &str,
@@ -46,25 +48,20 @@ fn sample(
     mut read: impl FnMut(&[u8]),
 ) {
     let mut at = 0usize;
-    c.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let t = Instant::now();
-            for _ in 0..iters {
-                for _ in 0..READS_PER_SAMPLE {
-                    read(&keys[at % keys.len()]);
-                    at += 1;
-                }
-            }
-            let d = t.elapsed();
-            samples.push(d.as_secs_f64() / (iters as f64 * READS_PER_SAMPLE as f64));
-            d
-        })
+    let before = samples.len();
+    common::sample(c, name, samples, || {
+        for _ in 0..READS_PER_SAMPLE {
+            read(&keys[at % keys.len()]);
+            at += 1;
+        }
     });
+    for s in &mut samples[before..] {
+        *s /= READS_PER_SAMPLE as f64;
+    }
 }
 
-fn reads_per_s(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    1.0 / samples[samples.len() / 2]
+fn reads_per_s(samples: Vec<f64>) -> f64 {
+    1.0 / common::median(samples)
 }
 
 fn main() {

@@ -14,6 +14,8 @@
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines.
 
+mod common;
+
 use criterion::Criterion;
 use filterstore::exchange::entropy;
 use filterstore::exchange::message::{self, build_from_keys, Target, MESSAGE_OVERHEAD};
@@ -54,21 +56,10 @@ fn keys(n: u64, tag: u8) -> Vec<[u8; 16]> {
         .collect()
 }
 
-fn median_ns(c: &mut Criterion, name: &str, mut f: impl FnMut()) -> f64 {
+fn median_ns(c: &mut Criterion, name: &str, f: impl FnMut()) -> f64 {
     let mut samples = Vec::new();
-    c.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let t = std::time::Instant::now();
-            for _ in 0..iters {
-                f();
-            }
-            let d = t.elapsed();
-            samples.push(d.as_nanos() as f64 / iters as f64);
-            d
-        })
-    });
-    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    samples[samples.len() / 2]
+    common::sample(c, name, &mut samples, f);
+    common::median(samples) * 1e9
 }
 
 fn main() {
