@@ -78,6 +78,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 mod keys;
+mod migrate;
 mod pages;
 pub mod table;
 mod wal;
@@ -254,7 +255,7 @@ impl FilterStore {
             .map_err(sled_err("reading the catalog"))?
         {
             Some(v) => {
-                StoreHeader::decode(&v)?;
+                migrate::upgrade(&db, &catalog, StoreHeader::decode_any(&v)?)?;
             }
             None => {
                 let header = StoreHeader {
