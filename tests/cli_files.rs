@@ -3,50 +3,11 @@
 //! messages, text and JSON), `probe` and `estimate`; every defect is one line
 //! on stderr with a non-zero status, never a panic.
 
-use std::io::Write;
+mod cli_common;
+
+use cli_common::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_filterstore"))
-        .env_remove("FILTERSTORE_DB")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn fails(out: &Output) -> String {
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(err.starts_with("filterstore: "), "{err}");
-    err
-}
-
-fn lines(range: std::ops::Range<u32>) -> Vec<u8> {
-    range
-        .map(|i| format!("key{i}\n"))
-        .collect::<String>()
-        .into_bytes()
-}
+use std::process::Output;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,40 +19,28 @@ fn fixture(name: &str) -> PathBuf {
 /// removed) and table `s` (standard layout, `key1000`..`key2999`).
 fn store(dir: &Path) -> PathBuf {
     let db = dir.join("db");
-    ok(&run(
-        &db,
-        &[
-            "create",
-            "t",
-            "--expected",
-            "2000",
-            "--fp",
-            "0.01",
-            "--seed",
-            "7",
-        ],
-        b"",
-    ));
+    ok(&create(&db, "t", &[]));
     ok(&run(&db, &["insert", "t"], &lines(0..2000)));
     ok(&run(&db, &["remove", "t"], &lines(0..100)));
-    ok(&run(
-        &db,
-        &[
-            "create",
-            "s",
-            "--expected",
-            "2000",
-            "--fp",
-            "0.01",
-            "--seed",
-            "7",
-            "--layout",
-            "standard",
-        ],
-        b"",
-    ));
+    ok(&create(&db, "s", &["--layout", "standard"]));
     ok(&run(&db, &["insert", "s"], &lines(1000..3000)));
     db
+}
+
+/// `create NAME --expected 2000 --fp 0.01 --seed 7`, plus `extra`.
+fn create(db: &Path, name: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "create",
+        name,
+        "--expected",
+        "2000",
+        "--fp",
+        "0.01",
+        "--seed",
+        "7",
+    ];
+    args.extend_from_slice(extra);
+    run(db, &args, b"")
 }
 
 fn s(p: &Path) -> &str {
@@ -221,20 +170,7 @@ fn estimate_sizes_and_overlap() {
     let (a, b) = (dir.path().join("a.fsf"), dir.path().join("b.fsf"));
     // Two tables of the same shape: t2 gets key1000..key2999 like s, but in
     // the blocked layout of t.
-    ok(&run(
-        &db,
-        &[
-            "create",
-            "t2",
-            "--expected",
-            "2000",
-            "--fp",
-            "0.01",
-            "--seed",
-            "7",
-        ],
-        b"",
-    ));
+    ok(&create(&db, "t2", &[]));
     ok(&run(&db, &["insert", "t2"], &lines(1000..3000)));
     ok(&run(&db, &["export", "t", "-o", s(&a)], b""));
     ok(&run(&db, &["export", "t2", "--counting", "-o", s(&b)], b""));

@@ -14,27 +14,8 @@ mod store_fixture_common;
 
 use filterstore::codec::{encode_bit_filter, encode_counting_filter};
 use filterstore::store::{FilterStore, StoreConfig, TableSpec};
-use filterstore::{BitFilter, BloomRead, CountingFilter, FilterParams, HashSpec};
+use filterstore::{BitFilter, BloomRead, HashSpec};
 use store_fixture_common::*;
-
-/// The operations that made each table, replayed on an in-memory counting
-/// filter of the same parameters.
-fn model(params: FilterParams) -> CountingFilter {
-    let mut c = CountingFilter::new(params).unwrap();
-    for k in folded_inserts() {
-        c.insert(k.as_bytes());
-    }
-    for k in removed() {
-        c.remove(k.as_bytes()).unwrap();
-    }
-    for _ in 0..HOT_COUNT {
-        c.insert(HOT_KEY.as_bytes());
-    }
-    for k in logged_inserts() {
-        c.insert(k.as_bytes());
-    }
-    c
-}
 
 /// (table, m, k), pinned when the fixture was made.
 const PINNED: [(&str, u64, u32); 2] = [("blocked", 4096, 7), ("standard", 3838, 7)];
@@ -102,7 +83,7 @@ fn v1_store_fixture_reads_with_every_key_and_exact_exports() {
         assert!(stats.saturated_counters >= 1, "{name}: {stats:?}");
         // Exports equal the files of an in-memory filter fed the same
         // operations: same counters, same bits, same bytes.
-        let expected = model(p);
+        let expected = model(p, true);
         let counting = t.counting_snapshot().unwrap();
         assert_eq!(
             encode_counting_filter(&counting, LIVE),

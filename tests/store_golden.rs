@@ -7,7 +7,7 @@
 
 mod store_fixture_common;
 
-use filterstore::{CountingFilter, FilterParams, HashSpec, Layout};
+use filterstore::{FilterParams, HashSpec, Layout};
 use store_fixture_common::*;
 
 /// A frame (§ 2) of format version 1, min reader 1, flags 0.
@@ -26,21 +26,6 @@ fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
 
 fn tree_name(id: u64) -> String {
     format!("filterstore/table/{id:016x}/gen/{:016x}", 1)
-}
-
-/// Counters of the folded operations only (the log is not in the pages).
-fn folded_counters(p: FilterParams) -> Vec<u8> {
-    let mut c = CountingFilter::new(p).unwrap();
-    for k in folded_inserts() {
-        c.insert(k.as_bytes());
-    }
-    for k in removed() {
-        c.remove(k.as_bytes()).unwrap();
-    }
-    for _ in 0..HOT_COUNT {
-        c.insert(HOT_KEY.as_bytes());
-    }
-    c.as_bytes().to_vec()
 }
 
 #[test]
@@ -101,7 +86,8 @@ fn v1_store_records_are_the_specified_bytes() {
         let p = FilterParams::new(layout, m, k, HashSpec::xxh3(SEED)).unwrap();
 
         // § 10: one chunk (8 blocks < 64) under key 0x01 ‖ 0 (BE).
-        let counters = folded_counters(p);
+        // Counters of the folded operations only (the log is not in the pages).
+        let counters = model(p, false).as_bytes().to_vec();
         assert_eq!(counters.len(), 8 * 256);
         let mut body = 0u64.to_le_bytes().to_vec();
         body.extend_from_slice(&8u32.to_le_bytes());

@@ -1,7 +1,7 @@
 //! What the v1 store fixture holds, shared by the tests that read it.
 #![allow(dead_code)]
 
-use filterstore::Layout;
+use filterstore::{CountingFilter, FilterParams, Layout};
 use std::path::{Path, PathBuf};
 
 /// The seed of both tables (the filter-file fixtures' seed).
@@ -81,4 +81,25 @@ pub fn dir_size(dir: &Path) -> u64 {
             }
         })
         .sum()
+}
+
+/// An in-memory counting filter fed the fixture's operations: the folded
+/// ones, and the logged ones too when `with_log`.
+pub fn model(params: FilterParams, with_log: bool) -> CountingFilter {
+    let mut c = CountingFilter::new(params).unwrap();
+    for k in folded_inserts() {
+        c.insert(k.as_bytes());
+    }
+    for k in removed() {
+        c.remove(k.as_bytes()).unwrap();
+    }
+    for _ in 0..HOT_COUNT {
+        c.insert(HOT_KEY.as_bytes());
+    }
+    if with_log {
+        for k in logged_inserts() {
+            c.insert(k.as_bytes());
+        }
+    }
+    c
 }
