@@ -256,3 +256,77 @@ fn every_defect_is_one_line_and_non_zero() {
     assert!(err.contains("cannot read"), "{err}");
     assert!(!db.exists(), "reading files must not create a database");
 }
+
+#[test]
+fn import_of_a_counting_export_is_the_same_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let counting = dir.path().join("t.counting.fsf");
+    let bit = dir.path().join("t.fsf");
+    ok(&run(
+        &db,
+        &["export", "t", "--counting", "-o", s(&counting)],
+        b"",
+    ));
+    ok(&run(&db, &["export", "t", "-o", s(&bit)], b""));
+    // Into a new database and into the same one under another name.
+    let db2 = dir.path().join("db2");
+    for (db, name) in [(&db2, "t"), (&db, "copy")] {
+        let out = ok(&run(db, &["import", name, s(&counting)], b""));
+        assert!(out.contains("1900 live keys"), "{out}");
+        // Same counters: re-exporting gives the same file.
+        let again = dir.path().join(format!("{name}.again.fsf"));
+        ok(&run(
+            db,
+            &["export", name, "--counting", "-o", s(&again)],
+            b"",
+        ));
+        assert_eq!(
+            std::fs::read(&again).unwrap(),
+            std::fs::read(&counting).unwrap()
+        );
+        // Every live key is present; removes of live keys work, and a key
+        // whose counters include a zero is refused.
+        let out = ok(&run(db, &["query", name, "--count"], &lines(100..2000)));
+        assert!(out.contains("maybe\t1900"), "{out}");
+        ok(&run(db, &["remove", name], &lines(100..1100)));
+        let out = ok(&run(db, &["query", name, "--count"], &lines(1100..2000)));
+        assert!(out.contains("maybe\t900"), "{out}");
+        let out = ok(&run(db, &["stats", name, "--json"], b""));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["live_keys"], 900);
+    }
+    let err = fails(&run(&db, &["import", "other", s(&bit)], b""));
+    assert!(err.contains("--counting"), "{err}");
+    let err = fails(&run(&db, &["import", "copy", s(&counting)], b""));
+    assert!(err.contains("copy"), "{err}");
+    std::fs::write(&bit, b"FSTR").unwrap();
+    fails(&run(&db, &["import", "x", s(&bit)], b""));
+    let names = ok(&run(&db, &["list"], b""));
+    assert_eq!(names, "copy\ns\nt\n");
+}
+
+#[test]
+fn import_of_the_v1_counting_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let keys: String = (0..200).map(|i| format!("key-{i:04}\n")).collect();
+    for (name, file) in [
+        ("std", "counting_standard.fsf"),
+        ("blk", "counting_blocked.fsf"),
+    ] {
+        let out = ok(&run(&db, &["import", name, s(&fixture(file))], b""));
+        assert!(out.contains("216 live keys"), "{out}");
+        let out = ok(&run(&db, &["query", name, "--count"], keys.as_bytes()));
+        assert!(out.contains("maybe\t200"), "{out}");
+        // hot-key was inserted 16 times: its counters are saturated, so it
+        // stays present after as many removes as one likes.
+        ok(&run(
+            &db,
+            &["remove", name],
+            "hot-key\n".repeat(20).as_bytes(),
+        ));
+        let out = ok(&run(&db, &["query", name], b"hot-key\n"));
+        assert_eq!(out, "hot-key\tmaybe\n");
+    }
+}

@@ -10,6 +10,7 @@ use super::{open_existing, Failure, Outcome};
 use filterstore::codec::filter_file;
 use filterstore::codec::frame::{self, Kind};
 use filterstore::exchange::message::{self, CodecChoice, Target};
+use filterstore::store::FilterStore;
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use std::path::Path;
 
@@ -162,6 +163,34 @@ fn load(path: &Path, bytes: &[u8]) -> Result<Loaded, Failure> {
             other.name()
         ))),
     }
+}
+
+/// `filterstore import`: a table from a counting filter file. A bit filter is
+/// refused: see `store::FilterStore::import_counting` for why.
+pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
+    let bytes = read_file(file)?;
+    let d = filter_file::decode_filter(&bytes)
+        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+    let Some(view) = d.counters() else {
+        return Err(Failure(format!(
+            "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
+            file.display()
+        )));
+    };
+    let counters = view.to_counting_filter()?;
+    let store = FilterStore::open(dir)?;
+    let t = store.import_counting(table, &counters, d.n())?;
+    let p = t.params();
+    out.line(&format!(
+        "imported table {table} from {}: {} layout, m = {}, k = {}, seed {:#018x}, {} live keys, {} saturated counters (durable)",
+        file.display(),
+        p.layout(),
+        p.m(),
+        p.k(),
+        p.hash().seed,
+        t.live_keys(),
+        view.saturated()
+    ))
 }
 
 /// `filterstore inspect`.

@@ -124,6 +124,13 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         keys: Option<PathBuf>,
     },
+    /// Create a table from an exported counting filter (`export --counting`).
+    Import {
+        /// Name of the new table.
+        table: String,
+        /// A counting filter file.
+        file: PathBuf,
+    },
     /// Print every header field of a filter file or exchange message and
     /// verify its checksum; non-zero exit status on any defect.
     Inspect {
@@ -243,6 +250,7 @@ fn run(cli: Cli) -> Outcome {
             };
             files::export(&dir, &table, output.as_deref(), &opts, &mut out)
         }
+        Command::Import { table, file } => files::import(&dir, &table, &file, &mut out),
         Command::Inspect { file, json } => files::inspect(&file, json, &mut out),
         Command::Probe { filter, keys } => files::probe(&filter, keys.as_deref(), &mut out),
         Command::Estimate {

@@ -77,6 +77,7 @@ pub mod batch;
 pub mod catalog;
 pub mod config;
 pub mod error;
+mod import;
 mod keys;
 mod migrate;
 mod pages;

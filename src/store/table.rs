@@ -57,11 +57,11 @@ const _: () = assert!(MAX_FOLD_OPS + MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
 
 /// What a fold leaves behind, in one record per table generation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct GenerationState {
+pub(crate) struct GenerationState {
     /// Inserts minus removes folded into the counter chunks.
-    live_keys: i64,
+    pub(crate) live_keys: i64,
     /// Sequence number of the next log record.
-    next_seq: u64,
+    pub(crate) next_seq: u64,
 }
 
 impl GenerationState {
@@ -77,7 +77,7 @@ impl GenerationState {
         }
     }
 
-    fn encode(&self, table: &str) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn encode(&self, table: &str) -> Result<Vec<u8>, StoreError> {
         meta::encode(Kind::TableState, self)
             .map_err(|e| StoreError::corrupt(format!("state record of table {table:?}"), e))
     }
