@@ -99,7 +99,15 @@ pub fn export(
             );
             Ok(())
         }
-        _ => out.bytes(&bytes),
+        _ => {
+            use std::io::IsTerminal;
+            if std::io::stdout().is_terminal() {
+                return Err(Failure(format!(
+                    "the {what} is binary: write it to a file with -o FILE, or redirect standard output"
+                )));
+            }
+            out.bytes(&bytes)
+        }
     }
 }
 
