@@ -2,56 +2,10 @@
 //! command, stdin and file input, `--db` and `FILTERSTORE_DB`, JSON output,
 //! and one-line errors with a non-zero status (never a panic).
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+mod cli_common;
 
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_filterstore"));
-    c.env_remove("FILTERSTORE_DB");
-    c
-}
-
-fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-/// A failure: non-zero status, one line on stderr, no panic.
-fn fails(out: &Output) -> String {
-    assert!(!out.status.success());
-    let err = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(err.starts_with("filterstore: "), "{err}");
-    err
-}
-
-fn lines(range: std::ops::Range<u32>) -> Vec<u8> {
-    range
-        .map(|i| format!("key{i}\n"))
-        .collect::<String>()
-        .into_bytes()
-}
+use cli_common::*;
+use std::process::Command;
 
 #[test]
 fn create_insert_query_remove_stats_list_drop() {

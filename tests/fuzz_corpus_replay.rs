@@ -38,6 +38,11 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
 }
 
 #[test]
+fn store_ops_corpus() {
+    assert!(replay("store_ops", checks::store_ops) >= 10);
+}
+
+#[test]
 fn decode_frame_corpus() {
     assert!(replay("decode_frame", checks::decode_frame) >= 10);
 }

@@ -399,3 +399,106 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     );
     Ok(())
 }
+
+/// Most operations one `store_ops` input runs (each may touch sled).
+pub const STORE_MAX_OPS: usize = 96;
+/// Most reopens one `store_ops` input runs (a reopen costs a sled open).
+pub const STORE_MAX_REOPENS: usize = 3;
+
+/// Target `store_ops`: a model-based test of the store. The input is read as
+/// a layout byte, then pairs (operation, key) on a 16-key alphabet, run
+/// against one tiny table (fold threshold 4 operations, so folds happen
+/// constantly) in a fresh temporary directory, and against a multiset model.
+/// After every operation every key the model holds is present (no false
+/// negative: through the log, folds, saturation and reopens), the live key
+/// count equals the model's, and a remove of a key the model does not hold is
+/// refused with `NotPresent` whenever the filter answers "absent" for it (a
+/// key the filter answers "maybe" for is not removed: the host database only
+/// removes keys it inserted, and a counting filter cannot tell such a false
+/// positive from a member).
+pub fn store_ops(data: &[u8]) {
+    use filterstore::store::{
+        Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch,
+    };
+    use std::collections::HashMap;
+
+    let Some((&layout_byte, ops)) = data.split_first() else {
+        return;
+    };
+    let layout = if layout_byte & 1 == 0 {
+        Layout::Blocked
+    } else {
+        Layout::Standard
+    };
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "filterstore-fuzz-store-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let config = || {
+        StoreConfig::default()
+            .fold_threshold(4)
+            .cache_capacity(1 << 20)
+    };
+    let key = |i: u8| format!("key-{}", i % 16).into_bytes();
+
+    let mut store = FilterStore::open_with(&dir, config()).expect("open a new store");
+    let mut table = store
+        .create_table("t", TableSpec::new(16, 0.1).layout(layout).seed(7))
+        .expect("create");
+    let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut reopens = 0;
+    for pair in ops.chunks_exact(2).take(STORE_MAX_OPS) {
+        let k = key(pair[1]);
+        match pair[0] % 8 {
+            0..=2 => {
+                table.insert(&k).expect("insert");
+                *model.entry(k).or_default() += 1;
+            }
+            3 => {
+                let held = model.get(&k).copied().unwrap_or(0);
+                if held > 0 {
+                    table.remove(&k).expect("remove of a held key");
+                    model.insert(k, held - 1);
+                } else if !table.contains(&k) {
+                    match table.remove(&k) {
+                        Err(StoreError::NotPresent { .. }) => {}
+                        other => panic!("remove of an absent key: {other:?}"),
+                    }
+                }
+            }
+            4 => table.flush().expect("flush"),
+            5 if reopens < STORE_MAX_REOPENS => {
+                reopens += 1;
+                table.flush().expect("flush");
+                drop(table);
+                drop(store);
+                store = FilterStore::open_with(&dir, config()).expect("reopen");
+                table = store.open_table("t").expect("reopen table");
+            }
+            6 => table.fold().expect("fold"),
+            _ => {
+                // A durable batch of two inserts of the key and one remove.
+                let mut b = WriteBatch::new();
+                b.insert(&k).insert(&k).remove(&k);
+                table.apply(&b, Durability::Durable).expect("batch");
+                *model.entry(k).or_default() += 1;
+            }
+        }
+        for (k, &n) in &model {
+            if n > 0 {
+                assert!(table.contains(k), "false negative for {k:?}");
+            }
+        }
+        assert_eq!(table.live_keys(), model.values().sum::<u64>());
+    }
+}

@@ -2,6 +2,7 @@
 //! the library; every error becomes one line on standard error and a non-zero
 //! exit status.
 
+mod files;
 mod keys;
 mod output;
 
@@ -101,6 +102,60 @@ enum Command {
     Drop {
         /// Table name.
         table: String,
+    },
+    /// Write a table's filter to a file (the bit filter by default).
+    Export {
+        /// Table name.
+        table: String,
+        /// Output file (standard output when absent or `-`).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The counting filter (4-bit counters) instead of the bit filter.
+        #[arg(long)]
+        counting: bool,
+        /// An exchange message (entropy-coded when that is smaller).
+        #[arg(long)]
+        compressed: bool,
+        /// With --compressed: the largest message accepted, in bytes.
+        #[arg(long, value_name = "BYTES")]
+        budget: Option<u64>,
+        /// With --compressed: the table's keys, one per line, to build a
+        /// filter sized for transmission instead of sending the table's own.
+        #[arg(long, value_name = "FILE")]
+        keys: Option<PathBuf>,
+    },
+    /// Create a table from an exported counting filter (`export --counting`).
+    Import {
+        /// Name of the new table.
+        table: String,
+        /// A counting filter file.
+        file: PathBuf,
+    },
+    /// Print every header field of a filter file or exchange message and
+    /// verify its checksum; non-zero exit status on any defect.
+    Inspect {
+        /// The file.
+        file: PathBuf,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the keys (one per line) that may be in a filter file or message.
+    Probe {
+        /// A filter file or full exchange message.
+        filter: PathBuf,
+        /// File of keys; standard input when absent or `-`.
+        keys: Option<PathBuf>,
+    },
+    /// Estimate the set sizes of two filters and of their union and intersection.
+    Estimate {
+        /// First filter file or full exchange message.
+        file_a: PathBuf,
+        /// Second one (same m, k, layout and hash).
+        file_b: PathBuf,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
     /// regeneration, and the crash-safety promise.
@@ -217,6 +272,30 @@ fn run(cli: Cli) -> Outcome {
             out.line(&format!("dropped table {table}"))?;
             Ok(())
         }
+        Command::Export {
+            table,
+            output,
+            counting,
+            compressed,
+            budget,
+            keys,
+        } => {
+            let opts = files::ExportOptions {
+                counting,
+                compressed,
+                budget,
+                keys: keys.as_deref(),
+            };
+            files::export(&dir, &table, output.as_deref(), &opts, &mut out)
+        }
+        Command::Import { table, file } => files::import(&dir, &table, &file, &mut out),
+        Command::Inspect { file, json } => files::inspect(&file, json, &mut out),
+        Command::Probe { filter, keys } => files::probe(&filter, keys.as_deref(), &mut out),
+        Command::Estimate {
+            file_a,
+            file_b,
+            json,
+        } => files::estimate(&file_a, &file_b, json, &mut out),
         Command::Demo | Command::DemoChild | Command::Plot { .. } => Ok(()),
     };
     result?;

@@ -51,6 +51,24 @@ impl Out {
         self.check(r)
     }
 
+    /// Writes `key` (its bytes as read) and a newline.
+    pub fn key_line(&mut self, key: &[u8]) -> Outcome {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self.w.write_all(key).and_then(|()| self.w.write_all(b"\n"));
+        self.check(r)
+    }
+
+    /// Writes `bytes` as they are (binary output).
+    pub fn bytes(&mut self, bytes: &[u8]) -> Outcome {
+        if self.closed {
+            return Ok(());
+        }
+        let r = self.w.write_all(bytes);
+        self.check(r)
+    }
+
     /// Flushes.
     pub fn finish(mut self) -> Outcome {
         if self.closed {

@@ -80,9 +80,15 @@ impl StoreHeader {
         meta::encode(Kind::Catalog, self).map_err(|e| StoreError::corrupt("store header", e))
     }
 
-    pub(crate) fn decode(bytes: &[u8]) -> Result<StoreHeader, StoreError> {
+    /// Decodes a header of any format version (the migrations read it).
+    pub(crate) fn decode_any(bytes: &[u8]) -> Result<StoreHeader, StoreError> {
         let (h, _): (StoreHeader, u16) = meta::decode(bytes, Kind::Catalog)
             .map_err(|e| StoreError::corrupt("store header", e))?;
+        Ok(h)
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<StoreHeader, StoreError> {
+        let h = StoreHeader::decode_any(bytes)?;
         if h.format_version > STORE_FORMAT_VERSION {
             return Err(StoreError::UnsupportedFormat {
                 found: h.format_version,

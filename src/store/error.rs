@@ -94,6 +94,15 @@ pub enum StoreError {
         /// The newest version this build reads.
         supported: u32,
     },
+    /// The store was written by an older format version and this build has no
+    /// migration step from it.
+    #[error("store format version {from} has no migration step to version {to} in this build; open it with the filterstore release that wrote it and export the tables")]
+    NoMigration {
+        /// The version without a step.
+        from: u32,
+        /// The version this build writes.
+        to: u32,
+    },
     /// A persisted record failed its checks (checksum, framing, field values).
     #[error("corrupt {what}: {source}; restore the database from a backup or rebuild the table")]
     Corrupt {

@@ -77,7 +77,9 @@ pub mod batch;
 pub mod catalog;
 pub mod config;
 pub mod error;
+mod import;
 mod keys;
+mod migrate;
 mod pages;
 pub mod regen;
 pub mod table;
@@ -261,7 +263,7 @@ impl FilterStore {
             .map_err(sled_err("reading the catalog"))?
         {
             Some(v) => {
-                StoreHeader::decode(&v)?;
+                migrate::upgrade(&db, &catalog, StoreHeader::decode_any(&v)?)?;
             }
             None => {
                 let header = StoreHeader {
@@ -291,12 +293,17 @@ impl FilterStore {
 
     /// Drops data trees that no catalog record names: left by a crash between
     /// a table's catalog removal and the deletion of its data.
+    ///
+    /// A catalog record that does not decode names trees nobody can know, so
+    /// then nothing is collected (collection waits for the next open after
+    /// the damaged table is dropped): the store still opens, the other tables
+    /// work, and the damaged one reports [`StoreError::Corrupt`] when opened.
     fn collect_garbage(&self) -> Result<(), StoreError> {
-        let live: HashSet<String> = self
-            .list_tables()?
-            .iter()
-            .map(|m| m.tree_name(m.generation))
-            .collect();
+        let live: HashSet<String> = match self.list_tables() {
+            Ok(tables) => tables.iter().map(|m| m.tree_name(m.generation)).collect(),
+            Err(StoreError::Corrupt { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
         for name in self.inner.db.tree_names() {
             let Ok(name) = std::str::from_utf8(&name) else {
                 continue;
@@ -432,9 +439,15 @@ impl FilterStore {
     pub fn drop_table(&self, name: &str) -> Result<(), StoreError> {
         validate_name(name)?;
         let _guard = self.inner.catalog_lock.lock();
-        let meta = self
-            .read_meta(name)?
-            .ok_or_else(|| StoreError::NoSuchTable(name.to_string()))?;
+        // A table whose catalog record is corrupt can still be dropped: its
+        // data tree, which the record no longer tells, is collected at the
+        // next open.
+        let meta = match self.read_meta(name) {
+            Ok(Some(meta)) => Some(meta),
+            Ok(None) => return Err(StoreError::NoSuchTable(name.to_string())),
+            Err(StoreError::Corrupt { .. }) => None,
+            Err(e) => return Err(e),
+        };
         // The catalog removal is the commit point: once it is durable the
         // table is gone, and its trees are garbage even if a crash stops the
         // deletion below (they are collected at the next open).
@@ -447,10 +460,12 @@ impl FilterStore {
                 inner.mark_dropped();
             }
         }
-        self.inner
-            .db
-            .drop_tree(meta.tree_name(meta.generation))
-            .map_err(sled_err("removing table data"))?;
+        if let Some(meta) = meta {
+            self.inner
+                .db
+                .drop_tree(meta.tree_name(meta.generation))
+                .map_err(sled_err("removing table data"))?;
+        }
         self.inner.db.flush().map_err(sled_err("flushing"))?;
         Ok(())
     }

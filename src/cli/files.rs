@@ -1,0 +1,334 @@
+//! The file commands: `export`, `inspect`, `probe` and `estimate`. Each reads
+//! or writes one of the two framed formats of `docs/FORMAT.md` — exported
+//! filter files (§6, bit or counting) and exchange messages (§12, full or
+//! delta) — and tells them apart by the frame's kind byte, so every command
+//! accepts both wherever that makes sense.
+
+use super::keys::KeyReader;
+use super::output::Out;
+use super::{open_existing, Failure, Outcome};
+use filterstore::codec::filter_file;
+use filterstore::codec::frame::{self, Kind};
+use filterstore::exchange::message::{self, CodecChoice, Target};
+use filterstore::store::FilterStore;
+use filterstore::{BitFilter, BloomRead, HashSpec};
+use std::path::Path;
+
+/// What `export` writes.
+pub struct ExportOptions<'a> {
+    /// The counting filter instead of the bit filter.
+    pub counting: bool,
+    /// An exchange message instead of a filter file.
+    pub compressed: bool,
+    /// Largest message accepted, bytes (with `compressed`).
+    pub budget: Option<u64>,
+    /// The table's keys, to build a transmission-sized filter (with `compressed`).
+    pub keys: Option<&'a Path>,
+}
+
+/// `filterstore export`.
+pub fn export(
+    dir: &Path,
+    table: &str,
+    output: Option<&Path>,
+    opts: &ExportOptions<'_>,
+    out: &mut Out,
+) -> Outcome {
+    if opts.counting && opts.compressed {
+        return Err(Failure(
+            "--counting and --compressed exclude each other: messages carry bit filters".into(),
+        ));
+    }
+    if !opts.compressed && (opts.budget.is_some() || opts.keys.is_some()) {
+        return Err(Failure("--budget and --keys need --compressed".into()));
+    }
+    let store = open_existing(dir)?;
+    let t = store.open_table(table)?;
+    let p = t.params();
+    let (bytes, what) = if opts.counting {
+        // A snapshot folds the log first, so the counters are complete.
+        let c = t.counting_snapshot()?;
+        (
+            filter_file::encode_counting_filter(&c, t.live_keys()),
+            "counting filter",
+        )
+    } else if opts.compressed {
+        match opts.keys {
+            Some(file) => {
+                // The table's own filter is sized for lookups (about half its
+                // bits set) and does not compress; a filter built for
+                // transmission from the keys is 20-40% smaller at equal FP
+                // (see `exchange::optimize`).
+                let keys = read_all_keys(file)?;
+                let target = match opts.budget {
+                    Some(b) => Target::Budget(b),
+                    None => Target::Fp(t.meta().target_fp),
+                };
+                let (msg, _) = message::build_from_keys(&keys, target, HashSpec::random(), 1)?;
+                (msg, "exchange message built from the keys")
+            }
+            None => {
+                let msg = message::encode_full(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
+                if let Some(b) = opts.budget {
+                    if msg.len() as u64 > b {
+                        return Err(Failure(format!(
+                            "the table's filter encodes to {} bytes, over the budget of {b}; pass --keys FILE (the table's keys) to build a smaller filter sized for transmission",
+                            msg.len()
+                        )));
+                    }
+                }
+                (msg, "exchange message of the table's filter")
+            }
+        }
+    } else {
+        let words: Vec<u64> = (0..p.num_words()).map(|i| t.bloom().word(i)).collect();
+        let f = BitFilter::from_words(p, &words)?;
+        (
+            filter_file::encode_bit_filter(&f, t.live_keys()),
+            "bit filter",
+        )
+    };
+    match output {
+        Some(path) if path != Path::new("-") => {
+            write_atomically(path, &bytes)?;
+            // stdout stays free for the data when no file is named.
+            eprintln!(
+                "filterstore: wrote the {what} of {table} to {} ({} bytes)",
+                path.display(),
+                bytes.len()
+            );
+            Ok(())
+        }
+        _ => {
+            use std::io::IsTerminal;
+            if std::io::stdout().is_terminal() {
+                return Err(Failure(format!(
+                    "the {what} is binary: write it to a file with -o FILE, or redirect standard output"
+                )));
+            }
+            out.bytes(&bytes)
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file next to `path`, syncs it and renames it
+/// over `path`: a reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    use std::io::Write;
+    let fail = |e: std::io::Error| Failure(format!("cannot write {}: {e}", path.display()));
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp_name);
+    let mut f = std::fs::File::create(&tmp).map_err(fail)?;
+    f.write_all(bytes).map_err(fail)?;
+    f.sync_all().map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+fn read_all_keys(file: &Path) -> Result<Vec<Vec<u8>>, Failure> {
+    let mut reader = KeyReader::open(Some(file))?;
+    let mut keys = Vec::new();
+    while reader.next_batch(|k, _| keys.push(k.to_vec()))? > 0 {}
+    reader.finish();
+    Ok(keys)
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
+}
+
+/// A filter read from a file or a full message, and the writer's key count.
+struct Loaded {
+    filter: BitFilter,
+    n: u64,
+}
+
+/// Decodes `bytes` (a filter file or a full message) into a bit filter.
+fn load(path: &Path, bytes: &[u8]) -> Result<Loaded, Failure> {
+    let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", path.display()));
+    let f = frame::decode(bytes).map_err(|e| defect(&e))?;
+    match f.kind {
+        Kind::BitFilter | Kind::CountingFilter => {
+            let d = filter_file::decode_filter(bytes).map_err(|e| defect(&e))?;
+            Ok(Loaded {
+                filter: d.to_bit_filter().map_err(|e| defect(&e))?,
+                n: d.n(),
+            })
+        }
+        Kind::ExchangeFull | Kind::ExchangeDelta => {
+            let m = message::decode(bytes).map_err(|e| defect(&e))?;
+            // A delta is an XOR against a filter this file does not hold.
+            let r = m.filter().map_err(|e| defect(&e))?;
+            let words: Vec<u64> = (0..r.params().num_words()).map(|i| r.word(i)).collect();
+            Ok(Loaded {
+                filter: BitFilter::from_words(*r.params(), &words).map_err(|e| defect(&e))?,
+                n: m.descriptor.n,
+            })
+        }
+        other => Err(Failure(format!(
+            "{}: a {} record is not a filter file or an exchange message",
+            path.display(),
+            other.name()
+        ))),
+    }
+}
+
+/// `filterstore import`: a table from a counting filter file. A bit filter is
+/// refused: see `store::FilterStore::import_counting` for why.
+pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
+    let bytes = read_file(file)?;
+    let d = filter_file::decode_filter(&bytes)
+        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+    let Some(view) = d.counters() else {
+        return Err(Failure(format!(
+            "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
+            file.display()
+        )));
+    };
+    let counters = view.to_counting_filter()?;
+    let store = FilterStore::open(dir)?;
+    let t = store.import_counting(table, &counters, d.n())?;
+    let p = t.params();
+    out.line(&format!(
+        "imported table {table} from {}: {} layout, m = {}, k = {}, seed {:#018x}, {} live keys, {} saturated counters (durable)",
+        file.display(),
+        p.layout(),
+        p.m(),
+        p.k(),
+        p.hash().seed,
+        t.live_keys(),
+        view.saturated()
+    ))
+}
+
+/// `filterstore inspect`.
+pub fn inspect(file: &Path, json: bool, out: &mut Out) -> Outcome {
+    let bytes = read_file(file)?;
+    let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", file.display()));
+    let f = frame::decode(&bytes).map_err(|e| defect(&e))?;
+    if matches!(f.kind, Kind::ExchangeFull | Kind::ExchangeDelta) {
+        let m = message::decode(&bytes).map_err(|e| defect(&e))?;
+        return inspect_message(&bytes, &f, &m, json, out);
+    }
+    let i = filter_file::inspect(&bytes).map_err(|e| defect(&e))?;
+    if json {
+        out.line(&serde_json::to_string_pretty(&i)?)
+    } else {
+        out.line(&i.to_string())
+    }
+}
+
+fn inspect_message(
+    bytes: &[u8],
+    f: &frame::Frame<'_>,
+    m: &message::DecodedMessage<'_>,
+    json: bool,
+    out: &mut Out,
+) -> Outcome {
+    let p = m.params();
+    let crc = bytes
+        .len()
+        .checked_sub(frame::TRAILER_LEN)
+        .and_then(|at| bytes.get(at..))
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let v = serde_json::json!({
+        "file_len": bytes.len(),
+        "format_version": f.version,
+        "min_reader_version": f.min_reader,
+        "kind": f.kind.name(),
+        "kind_id": f.kind.id(),
+        "flags": f.flags,
+        "body_len": f.body.len(),
+        "crc32": crc,
+        "layout": p.layout().name(),
+        "layout_id": p.layout().id(),
+        "hash": p.hash().algo.name(),
+        "hash_id": p.hash().algo.id(),
+        "seed": p.hash().seed,
+        "m": p.m(),
+        "k": p.k(),
+        "n": m.descriptor.n,
+        "codec": m.descriptor.codec.name(),
+        "codec_id": m.descriptor.codec.id(),
+        "payload_len": m.payload_len(),
+        "version": m.version,
+        "base_version": m.base_version,
+        "ones": m.ones,
+        "model_fp": p.expected_fp(m.descriptor.n),
+    });
+    if json {
+        return out.line(&serde_json::to_string_pretty(&v)?);
+    }
+    let mut text = String::new();
+    if let serde_json::Value::Object(map) = &v {
+        for (name, value) in map {
+            let shown = match (name.as_str(), value) {
+                ("crc32", _) => format!("{crc:#010x} (verified)"),
+                ("seed", _) => format!("{:#018x}", p.hash().seed),
+                (_, serde_json::Value::String(s)) => s.clone(),
+                (_, other) => other.to_string(),
+            };
+            text.push_str(&format!("{:<19}{shown}\n", name.replace('_', " ")));
+        }
+    }
+    out.line(text.trim_end())
+}
+
+/// `filterstore probe`: prints the keys that may be in the filter.
+pub fn probe(filter: &Path, keys: Option<&Path>, out: &mut Out) -> Outcome {
+    let bytes = read_file(filter)?;
+    let loaded = load(filter, &bytes)?;
+    let mut reader = KeyReader::open(keys)?;
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(super::keys::BATCH_KEYS);
+    loop {
+        batch.clear();
+        if reader.next_batch(|k, _| batch.push(k.to_vec()))? == 0 {
+            break;
+        }
+        for (k, hit) in batch.iter().zip(loaded.filter.contains_many(&batch)) {
+            if hit {
+                out.key_line(k)?;
+            }
+        }
+    }
+    reader.finish();
+    Ok(())
+}
+
+/// `filterstore estimate`: set sizes and intersection/union estimates.
+pub fn estimate(a: &Path, b: &Path, json: bool, out: &mut Out) -> Outcome {
+    let (bytes_a, bytes_b) = (read_file(a)?, read_file(b)?);
+    let (fa, fb) = (load(a, &bytes_a)?, load(b, &bytes_b)?);
+    let incompatible = |e: filterstore::FilterError| {
+        Failure(format!(
+            "{} and {} cannot be compared: {e}",
+            a.display(),
+            b.display()
+        ))
+    };
+    let union = fa
+        .filter
+        .estimate_union_len(&fb.filter)
+        .map_err(incompatible)?;
+    let inter = fa
+        .filter
+        .estimate_intersection_len(&fb.filter)
+        .map_err(incompatible)?;
+    let (ea, eb) = (fa.filter.estimate_len(), fb.filter.estimate_len());
+    if json {
+        let v = serde_json::json!({
+            "a": {"file": a.display().to_string(), "n": fa.n, "estimated_keys": ea},
+            "b": {"file": b.display().to_string(), "n": fb.n, "estimated_keys": eb},
+            "union": union,
+            "intersection": inter,
+        });
+        return out.line(&serde_json::to_string_pretty(&v)?);
+    }
+    out.line(&format!(
+        "a\t{ea:.0}\t(n = {} in {})\nb\t{eb:.0}\t(n = {} in {})\nunion\t{union:.0}\nintersection\t{inter:.0}",
+        fa.n,
+        a.display(),
+        fb.n,
+        b.display()
+    ))
+}

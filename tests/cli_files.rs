@@ -1,0 +1,332 @@
+//! The file commands of `filterstore`, run as a separate process: `export`
+//! (bit, counting, compressed), `inspect` (filter files and exchange
+//! messages, text and JSON), `probe` and `estimate`; every defect is one line
+//! on stderr with a non-zero status, never a panic.
+
+mod cli_common;
+
+use cli_common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations/fixtures/v1")
+        .join(name)
+}
+
+/// A store with table `t` (blocked, 2,000 keys inserted, `key0`..`key99`
+/// removed) and table `s` (standard layout, `key1000`..`key2999`).
+fn store(dir: &Path) -> PathBuf {
+    let db = dir.join("db");
+    ok(&create(&db, "t", &[]));
+    ok(&run(&db, &["insert", "t"], &lines(0..2000)));
+    ok(&run(&db, &["remove", "t"], &lines(0..100)));
+    ok(&create(&db, "s", &["--layout", "standard"]));
+    ok(&run(&db, &["insert", "s"], &lines(1000..3000)));
+    db
+}
+
+/// `create NAME --expected 2000 --fp 0.01 --seed 7`, plus `extra`.
+fn create(db: &Path, name: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "create",
+        name,
+        "--expected",
+        "2000",
+        "--fp",
+        "0.01",
+        "--seed",
+        "7",
+    ];
+    args.extend_from_slice(extra);
+    run(db, &args, b"")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn export_inspect_probe_bit_and_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let bit = dir.path().join("t.fsf");
+    let counting = dir.path().join("t.counting.fsf");
+    ok(&run(&db, &["export", "t", "-o", s(&bit)], b""));
+    ok(&run(
+        &db,
+        &["export", "t", "--counting", "-o", s(&counting)],
+        b"",
+    ));
+    // Standard output gets the same bytes when no file is named.
+    let stdout = run(&db, &["export", "t"], b"");
+    assert!(stdout.status.success());
+    assert_eq!(stdout.stdout, std::fs::read(&bit).unwrap());
+
+    let text = ok(&run(&db, &["inspect", s(&bit)], b""));
+    assert!(text.contains("kind               bit-filter (1)"), "{text}");
+    assert!(text.contains("(verified)"), "{text}");
+    assert!(text.contains("n                  1900"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&run(&db, &["inspect", "--json", s(&counting)], b""))).unwrap();
+    assert_eq!(json["kind"], "counting-filter");
+    assert_eq!(json["n"], 1900);
+    assert_eq!(json["seed"], 7);
+    assert_eq!(json["layout"], "blocked");
+
+    // Probe: every live key is printed (no false negatives), from a file or
+    // stdin; of 1,000 absent keys at most 1% + 5σ (10 + 5·3.2 ≈ 26) pass.
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, lines(100..2000)).unwrap();
+    for f in [&bit, &counting] {
+        let out = ok(&run(&db, &["probe", s(f), s(&keys)], b""));
+        assert_eq!(out.as_bytes(), lines(100..2000).as_slice());
+        let out = ok(&run(&db, &["probe", s(f)], &lines(10_000..11_000)));
+        assert!(out.lines().count() <= 26, "{}", out.lines().count());
+    }
+    // The two exports of one table answer alike (bit i set iff counter i > 0).
+    let a = ok(&run(&db, &["probe", s(&bit)], &lines(0..20_000)));
+    let b = ok(&run(&db, &["probe", s(&counting)], &lines(0..20_000)));
+    assert_eq!(a, b);
+}
+
+#[test]
+fn compressed_export_is_a_message_with_or_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let own = dir.path().join("own.msg");
+    let built = dir.path().join("built.msg");
+    ok(&run(
+        &db,
+        &["export", "s", "--compressed", "-o", s(&own)],
+        b"",
+    ));
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&run(&db, &["inspect", "--json", s(&own)], b""))).unwrap();
+    assert_eq!(json["kind"], "exchange-full");
+    assert_eq!(json["version"], 1);
+    let own_len = std::fs::metadata(&own).unwrap().len();
+    // Over budget: refused with the way out named.
+    let err = fails(&run(
+        &db,
+        &[
+            "export",
+            "s",
+            "--compressed",
+            "--budget",
+            "100",
+            "-o",
+            s(&built),
+        ],
+        b"",
+    ));
+    assert!(err.contains("--keys"), "{err}");
+    assert!(!built.exists());
+    // From the keys within a budget of 2,000 bytes (8 bits per key).
+    let keys = dir.path().join("keys.txt");
+    std::fs::write(&keys, lines(1000..3000)).unwrap();
+    ok(&run(
+        &db,
+        &[
+            "export",
+            "s",
+            "--compressed",
+            "--budget",
+            "2000",
+            "--keys",
+            s(&keys),
+            "-o",
+            s(&built),
+        ],
+        b"",
+    ));
+    let built_len = std::fs::metadata(&built).unwrap().len();
+    assert!(
+        built_len <= 2000 && built_len < own_len,
+        "{built_len} vs {own_len}"
+    );
+    let text = ok(&run(&db, &["inspect", s(&built)], b""));
+    assert!(text.contains("exchange-full"), "{text}");
+    for msg in [&own, &built] {
+        let out = ok(&run(&db, &["probe", s(msg), s(&keys)], b""));
+        assert_eq!(out.as_bytes(), lines(1000..3000).as_slice());
+    }
+    let err = fails(&run(
+        &db,
+        &["export", "s", "--compressed", "--counting"],
+        b"",
+    ));
+    assert!(err.contains("exclude"), "{err}");
+    let err = fails(&run(&db, &["export", "s", "--budget", "10"], b""));
+    assert!(err.contains("--compressed"), "{err}");
+    fails(&run(&db, &["export", "nope"], b""));
+}
+
+#[test]
+fn estimate_sizes_and_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let (a, b) = (dir.path().join("a.fsf"), dir.path().join("b.fsf"));
+    // Two tables of the same shape: t2 gets key1000..key2999 like s, but in
+    // the blocked layout of t.
+    ok(&create(&db, "t2", &[]));
+    ok(&run(&db, &["insert", "t2"], &lines(1000..3000)));
+    ok(&run(&db, &["export", "t", "-o", s(&a)], b""));
+    ok(&run(&db, &["export", "t2", "--counting", "-o", s(&b)], b""));
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&run(&db, &["estimate", "--json", s(&a), s(&b)], b""))).unwrap();
+    // True sizes: |A| = 1,900, |B| = 2,000, |A ∩ B| = 1,000, |A ∪ B| = 2,900.
+    // The estimators' relative error at this fill is a few percent; 10%
+    // leaves a wide margin while still catching a wrong formula.
+    let near = |x: &serde_json::Value, want: f64| {
+        let x = x.as_f64().unwrap();
+        assert!((x - want).abs() <= 0.1 * want, "{x} vs {want}");
+    };
+    near(&v["a"]["estimated_keys"], 1900.0);
+    near(&v["b"]["estimated_keys"], 2000.0);
+    near(&v["union"], 2900.0);
+    near(&v["intersection"], 1000.0);
+    let text = ok(&run(&db, &["estimate", s(&a), s(&b)], b""));
+    assert!(text.contains("intersection\t"), "{text}");
+    // Different shapes cannot be compared.
+    let c = dir.path().join("c.fsf");
+    ok(&run(&db, &["export", "s", "-o", s(&c)], b""));
+    let err = fails(&run(&db, &["estimate", s(&a), s(&c)], b""));
+    assert!(err.contains("cannot be compared"), "{err}");
+}
+
+#[test]
+fn committed_fixtures_are_inspected_and_probed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unused");
+    let keys: String = (0..200).map(|i| format!("key-{i:04}\n")).collect();
+    for name in [
+        "bit_standard.fsf",
+        "bit_blocked.fsf",
+        "counting_standard.fsf",
+        "counting_blocked.fsf",
+    ] {
+        let f = fixture(name);
+        let text = ok(&run(&db, &["inspect", s(&f)], b""));
+        assert!(
+            text.contains("seed               0xf11e5eed00000001"),
+            "{text}"
+        );
+        let out = ok(&run(&db, &["probe", s(&f)], keys.as_bytes()));
+        assert_eq!(out, keys, "{name}");
+    }
+}
+
+#[test]
+fn every_defect_is_one_line_and_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unused");
+    let good = std::fs::read(fixture("bit_blocked.fsf")).unwrap();
+    let bad = dir.path().join("bad.fsf");
+    // Truncations, a flipped payload byte, a flipped header byte, an empty
+    // file and a missing one: each refused by every reading command.
+    let cases: Vec<Vec<u8>> = vec![
+        good[..good.len() - 1].to_vec(),
+        good[..10].to_vec(),
+        Vec::new(),
+        {
+            let mut b = good.clone();
+            b[100] ^= 0x10;
+            b
+        },
+        {
+            let mut b = good.clone();
+            b[4] ^= 0x01;
+            b
+        },
+    ];
+    for bytes in cases {
+        std::fs::write(&bad, &bytes).unwrap();
+        fails(&run(&db, &["inspect", s(&bad)], b""));
+        fails(&run(&db, &["inspect", "--json", s(&bad)], b""));
+        fails(&run(&db, &["probe", s(&bad)], b"key-0001\n"));
+        fails(&run(
+            &db,
+            &["estimate", s(&bad), s(&fixture("bit_blocked.fsf"))],
+            b"",
+        ));
+    }
+    let err = fails(&run(&db, &["inspect", s(&dir.path().join("missing"))], b""));
+    assert!(err.contains("cannot read"), "{err}");
+    assert!(!db.exists(), "reading files must not create a database");
+}
+
+#[test]
+fn import_of_a_counting_export_is_the_same_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let counting = dir.path().join("t.counting.fsf");
+    let bit = dir.path().join("t.fsf");
+    ok(&run(
+        &db,
+        &["export", "t", "--counting", "-o", s(&counting)],
+        b"",
+    ));
+    ok(&run(&db, &["export", "t", "-o", s(&bit)], b""));
+    // Into a new database and into the same one under another name.
+    let db2 = dir.path().join("db2");
+    for (db, name) in [(&db2, "t"), (&db, "copy")] {
+        let out = ok(&run(db, &["import", name, s(&counting)], b""));
+        assert!(out.contains("1900 live keys"), "{out}");
+        // Same counters: re-exporting gives the same file.
+        let again = dir.path().join(format!("{name}.again.fsf"));
+        ok(&run(
+            db,
+            &["export", name, "--counting", "-o", s(&again)],
+            b"",
+        ));
+        assert_eq!(
+            std::fs::read(&again).unwrap(),
+            std::fs::read(&counting).unwrap()
+        );
+        // Every live key is present; removes of live keys work, and a key
+        // whose counters include a zero is refused.
+        let out = ok(&run(db, &["query", name, "--count"], &lines(100..2000)));
+        assert!(out.contains("maybe\t1900"), "{out}");
+        ok(&run(db, &["remove", name], &lines(100..1100)));
+        let out = ok(&run(db, &["query", name, "--count"], &lines(1100..2000)));
+        assert!(out.contains("maybe\t900"), "{out}");
+        let out = ok(&run(db, &["stats", name, "--json"], b""));
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["live_keys"], 900);
+    }
+    let err = fails(&run(&db, &["import", "other", s(&bit)], b""));
+    assert!(err.contains("--counting"), "{err}");
+    let err = fails(&run(&db, &["import", "copy", s(&counting)], b""));
+    assert!(err.contains("copy"), "{err}");
+    std::fs::write(&bit, b"FSTR").unwrap();
+    fails(&run(&db, &["import", "x", s(&bit)], b""));
+    let names = ok(&run(&db, &["list"], b""));
+    assert_eq!(names, "copy\ns\nt\n");
+}
+
+#[test]
+fn import_of_the_v1_counting_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let keys: String = (0..200).map(|i| format!("key-{i:04}\n")).collect();
+    for (name, file) in [
+        ("std", "counting_standard.fsf"),
+        ("blk", "counting_blocked.fsf"),
+    ] {
+        let out = ok(&run(&db, &["import", name, s(&fixture(file))], b""));
+        assert!(out.contains("216 live keys"), "{out}");
+        let out = ok(&run(&db, &["query", name, "--count"], keys.as_bytes()));
+        assert!(out.contains("maybe\t200"), "{out}");
+        // hot-key was inserted 16 times: its counters are saturated, so it
+        // stays present after as many removes as one likes.
+        ok(&run(
+            &db,
+            &["remove", name],
+            "hot-key\n".repeat(20).as_bytes(),
+        ));
+        let out = ok(&run(&db, &["query", name], b"hot-key\n"));
+        assert_eq!(out, "hot-key\tmaybe\n");
+    }
+}
