@@ -49,16 +49,25 @@
 //!
 //! ## Consistency required of the key source
 //! Let S be the moment the journal starts (inside `regenerate`, before the
-//! source factory is called) and T ≥ S the moment the source's view is
-//! taken. The source must yield **every key live at T** (a snapshot taken
-//! after the factory is called; a scan that also sees later changes is fine,
-//! it only adds keys), and the host must have **no filter insert whose record
-//! commit spans S** (an insert applied before S whose record is committed
-//! after T is in neither the snapshot nor the journal). With the host's usual
-//! ordering rules (filter insert durable before the record commit, record
-//! deletion committed before the filter remove) this means: do not start a
-//! regeneration in the middle of an insert-then-commit.
+//! source factory is called), T ≥ S the moment the source's view is taken,
+//! and C the commit point. The source must yield **every key live at T** (a
+//! snapshot taken after the factory is called; a scan that also sees later
+//! changes is fine as long as it sees every key live at T: extra keys only
+//! add false positives). And the snapshot must not split a host write from
+//! its filter write, in either direction:
 //!
+//! * an insert applied to the filter before S whose record is committed
+//!   after T is in neither the snapshot nor the journal: a false negative;
+//! * a deletion committed before T whose filter remove is applied after C
+//!   reaches the new generation, which never counted the key: it takes
+//!   counts from other keys (a false negative, or [`StoreError::NotPresent`]).
+//!
+//! So: **take the snapshot under the lock that makes each (filter write,
+//! record write) pair atomic** for it — the host's commit lock held across
+//! the filter insert and the record commit, and across the record deletion
+//! and the filter remove. `tests/store_regen.rs` does exactly this; without
+//! the lock it fails now and then on a loaded machine, in both ways above.
+
 //! ## Why the journal's removes are only applied against journaled inserts
 //! The danger is under-counting: a remove applied for a key the source did
 //! not yield takes counts from other keys (false negatives). We cannot tell
