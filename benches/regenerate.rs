@@ -118,10 +118,16 @@ fn main() {
         "regeneration of {n} keys: {regen_s:.2} s = {:.2}x the bulk load (target <= 1.5x); {report:?}",
         regen_s / bulk_s
     );
-    assert!((0..n).step_by(97).all(|i| t.contains(&key16(i, 1))), "false negative");
+    assert!(
+        (0..n).step_by(97).all(|i| t.contains(&key16(i, 1))),
+        "false negative"
+    );
     let probes = 1_000_000u64;
     let fp = (0..probes).filter(|&i| t.contains(&key16(i, 55))).count() as f64 / probes as f64;
-    println!("measured FP after regeneration {:.3}% (target 1%)", 100.0 * fp);
+    println!(
+        "measured FP after regeneration {:.3}% (target 1%)",
+        100.0 * fp
+    );
     let (i50, i99) = (percentile(&idle, 0.5), percentile(&idle, 0.99));
     let (d50, d99) = (percentile(&during, 0.5), percentile(&during, 0.99));
     println!(

@@ -65,6 +65,16 @@
 //! filter) with a full default log, the RSS is about 83 MiB, 1.1× the bit
 //! filter plus the configured cache.
 //!
+//! # Generations, health and regeneration
+//! A table's data lives in the tree of its generation in force (named by its
+//! catalog record). [`Table::regenerate`] builds generation + 1 from a key
+//! source beside it, online, and makes it the one in force with one catalog
+//! write; [`Table::clear`] does so from an empty source. In memory, a table
+//! handle reaches its generation through an atomic pointer, so lookups never
+//! wait for the swap. [`Table::health`] reports drift (estimated and
+//! observed false-positive rate, saturated counters, load); see [`regen`]
+//! for the consistency the key source must have and the crash argument.
+//!
 //! # Open
 //! Opening a table scans its counter chunks once (`m/2` bytes) merged with the
 //! unfolded log (at most one fold threshold plus one batch), deriving each bit
@@ -144,6 +154,8 @@ pub(crate) struct StoreInner {
     /// Called when an automatic health check finds a table that needs
     /// regeneration ([`FilterStore::on_needs_regeneration`]).
     regen_hook: Mutex<Option<regen::RegenHook>>,
+    /// Whether `regen_hook` is set (read on every write without the lock).
+    has_regen_hook: std::sync::atomic::AtomicBool,
     /// The policy of [`Table::health`].
     policy: Mutex<crate::drift::DriftPolicy>,
     /// Open tables: one in-memory state per table, shared by all handles.
@@ -281,6 +293,7 @@ impl FilterStore {
                 config,
                 catalog_lock: Mutex::new(()),
                 regen_hook: Mutex::new(None),
+                has_regen_hook: std::sync::atomic::AtomicBool::new(false),
                 policy: Mutex::new(crate::drift::DriftPolicy::default()),
                 tables: Mutex::new(HashMap::new()),
             }),

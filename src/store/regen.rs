@@ -508,6 +508,10 @@ impl Table {
         )?;
         tree.apply_batch(batch)
             .map_err(sled_err("writing counter pages"))?;
+        // Flushed before the locks are taken: the flush under them then
+        // writes only the tail (writers wait milliseconds, not the seconds
+        // that `m/2` bytes of pages take to reach the disk).
+        db.flush().map_err(sled_err("flushing a new generation"))?;
 
         // The commit: catalog lock first (the order of drop_table), then the
         // old writer lock; writers wait from here to the swap.
@@ -641,6 +645,7 @@ impl FilterStore {
         callback: impl Fn(&str, &DriftReason) + Send + Sync + 'static,
     ) {
         *self.inner.regen_hook.lock() = Some(Arc::new(callback));
+        self.inner.has_regen_hook.store(true, Ordering::Release);
     }
 
     /// The policy of [`Table::health`] for every table of this store.
