@@ -14,14 +14,11 @@ fn run(db: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Standard output of a command that must succeed.
 fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {err}", out.status);
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn json(db: &Path) -> serde_json::Value {
