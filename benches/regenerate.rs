@@ -10,8 +10,8 @@
 //! * **lookup latency**: another thread looks up absent keys in a loop,
 //!   timing each batch of 64 lookups with `Instant` and dividing by 64 (one
 //!   `Instant` pair costs about as much as a lookup, so per-lookup timing
-//!   would measure the clock); p50 and p99 over the batches, idle (1 s
-//!   before the regeneration) and during it.
+//!   would measure the clock); p50 and p99 over the batches, idle (1.5 s
+//!   before the regeneration and 1.5 s after it) and during it.
 //!
 //! One-shot wall-clock timings (not criterion): one 10M regeneration takes
 //! seconds, and the latency figures are distributions of their own. The
@@ -100,7 +100,7 @@ fn main() {
             (idle, during)
         })
     };
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_millis(1500));
     phase.store(DURING, Ordering::Relaxed);
     let t0 = Instant::now();
     let report = t
@@ -110,6 +110,11 @@ fn main() {
         )
         .unwrap();
     let regen_s = t0.elapsed().as_secs_f64();
+    // Idle again, on the new generation: the idle figures cover both sides
+    // of the regeneration, so that a burst of load from other processes on
+    // a shared machine weighs less on either.
+    phase.store(IDLE, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(1500));
     phase.store(STOP, Ordering::Relaxed);
     let (mut idle, mut during) = looker.join().unwrap();
     idle.sort_by(f64::total_cmp);
