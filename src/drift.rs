@@ -120,7 +120,10 @@ pub struct DriftPolicy {
     /// as overloaded regardless of the estimate (default 1.5).
     pub max_load: f64,
     /// Whether an oversized filter (estimate below the band) triggers
-    /// regeneration (default true).
+    /// regeneration (default false: a table still filling up towards its
+    /// expected size has an estimate far below the band too, and the signals
+    /// cannot tell it from a table emptied by deletes; enable it for tables
+    /// known to be full, or shrink them explicitly).
     pub shrink: bool,
 }
 
@@ -132,7 +135,7 @@ impl Default for DriftPolicy {
             z: 4.0,
             max_saturated: 0,
             max_load: 1.5,
-            shrink: true,
+            shrink: false,
         }
     }
 }
@@ -341,11 +344,31 @@ mod tests {
         assert!(!a.needs_regeneration(), "{a:?}");
     }
 
+    #[test]
+    fn a_table_filling_up_is_not_flagged_by_default() {
+        // A quarter full: the estimate is far below the band, as after mass
+        // deletes; only an opted-in shrink policy reports it.
+        let s = HealthSignals {
+            estimated_fp: 1e-5,
+            live_keys: 250,
+            ..healthy()
+        };
+        assert!(!DriftPolicy::default().assess(&s).needs_regeneration());
+        let shrink = DriftPolicy {
+            shrink: true,
+            ..DriftPolicy::default()
+        };
+        assert!(shrink.assess(&s).needs_regeneration());
+    }
+
     type Case = (HealthSignals, fn(&DriftReason) -> bool);
 
     #[test]
     fn each_signal_names_its_reason() {
-        let p = DriftPolicy::default();
+        let p = DriftPolicy {
+            shrink: true,
+            ..DriftPolicy::default()
+        };
         let cases: Vec<Case> = vec![
             (
                 HealthSignals {

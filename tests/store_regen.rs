@@ -263,16 +263,27 @@ fn concurrent_writers_during_regeneration_lose_nothing() {
                 let mut i = 0;
                 while !stop.load(Ordering::Relaxed) || i < 2_000 {
                     // Insert: filter first (made visible), then the host's
-                    // record.
+                    // record, under the host's commit lock, which the
+                    // snapshot also takes: so no insert-then-commit spans
+                    // the start of the regeneration (the host obligation;
+                    // without the lock this test fails now and then, as the
+                    // module docs predict).
                     let k = base + i;
-                    t.insert(&key(k)).unwrap();
-                    host.lock().unwrap().insert(k);
+                    {
+                        let mut h = host.lock().unwrap();
+                        t.insert(&key(k)).unwrap();
+                        h.insert(k);
+                    }
                     mine.push(k);
                     i += 1;
-                    // Remove: the host's record first, then the filter.
+                    // Remove: the host's record first, then the filter, under
+                    // the same lock (a deletion committed before the
+                    // snapshot whose filter remove reached the new
+                    // generation would take counts it never got).
                     if rng.gen_bool(0.3) && !mine.is_empty() {
                         let j = mine.swap_remove(rng.gen_range(0..mine.len()));
-                        host.lock().unwrap().remove(&j);
+                        let mut h = host.lock().unwrap();
+                        h.remove(&j);
                         t.remove(&key(j)).unwrap();
                     }
                     started.fetch_add(1, Ordering::Relaxed);

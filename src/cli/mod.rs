@@ -7,7 +7,9 @@ mod keys;
 mod output;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use filterstore::store::{Durability, FilterStore, StoreError, TableSpec, WriteBatch};
+use filterstore::store::{
+    Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch,
+};
 use filterstore::Layout;
 use keys::KeyReader;
 use output::Out;
@@ -159,6 +161,30 @@ enum Command {
     },
     /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
     /// regeneration, and the crash-safety promise.
+    /// Rebuild a table's filter from FILE, which holds every key of the
+    /// table (one per line), sized for the keys it holds.
+    Regenerate {
+        /// Table name.
+        table: String,
+        /// File of every key of the table; standard input when `-`.
+        file: PathBuf,
+        /// Capacity as a multiple of the table's live keys.
+        #[arg(long, default_value_t = filterstore::store::DEFAULT_HEADROOM)]
+        headroom: f64,
+    },
+    /// Change a table's target false-positive rate or expected size; the
+    /// table is then marked for regeneration.
+    Set {
+        /// Table name.
+        table: String,
+        /// New target false-positive rate.
+        #[arg(long, value_name = "RATE", required_unless_present = "expected")]
+        fp: Option<f64>,
+        /// New expected number of keys.
+        #[arg(long, value_name = "N")]
+        expected: Option<u64>,
+    },
+    /// A short tour of the library.
     Demo,
     /// Write an SVG plot of false-positive rate against bits per key (model
     /// and measurement, both layouts).
@@ -297,6 +323,24 @@ fn run(cli: Cli) -> Outcome {
             json,
         } => files::estimate(&file_a, &file_b, json, &mut out),
         Command::Demo | Command::DemoChild | Command::Plot { .. } => Ok(()),
+        Command::Regenerate {
+            table,
+            file,
+            headroom,
+        } => regenerate(&dir, &table, &file, headroom, &mut out),
+        Command::Set {
+            table,
+            fp,
+            expected,
+        } => {
+            let t = open_existing(&dir)?.open_table(&table)?;
+            t.set_params(expected, fp)?;
+            let m = t.meta();
+            out.line(&format!(
+                "table {table}: target fp {}, expected {} keys; marked for regeneration",
+                m.target_fp, m.expected_keys
+            ))
+        }
     };
     result?;
     out.finish()
@@ -435,4 +479,42 @@ fn query(dir: &Path, table: &str, file: Option<&Path>, count: bool, out: &mut Ou
         ))?;
     }
     Ok(())
+}
+
+fn regenerate(dir: &Path, table: &str, file: &Path, headroom: f64, out: &mut Out) -> Outcome {
+    if !(headroom.is_finite() && headroom >= 1.0) {
+        return Err(Failure(format!(
+            "--headroom {headroom} is invalid; give a number of at least 1"
+        )));
+    }
+    let store = open_existing(dir)?;
+    let t = store.open_table(table)?;
+    // Opened before the rebuild starts, read by it: the file is the host's
+    // snapshot of the table's keys.
+    let mut reader = KeyReader::open(Some(file))?;
+    let mut batch: std::collections::VecDeque<Vec<u8>> = Default::default();
+    let mut failed = false;
+    let keys = std::iter::from_fn(|| {
+        if batch.is_empty() && !failed {
+            if let Err(e) = reader.next_batch(|k, _| batch.push_back(k.to_vec())) {
+                failed = true;
+                return Some(Err(std::io::Error::other(e)));
+            }
+        }
+        batch.pop_front().map(Ok)
+    });
+    let report = t.regenerate(
+        || keys,
+        &RegenOptions {
+            headroom,
+            capacity: None,
+        },
+    );
+    reader.finish();
+    let r = report?;
+    t.flush()?;
+    out.line(&format!(
+        "regenerated {table}: generation {} -> {}, {} keys read, sized for {}, m = {} bits, k = {}",
+        r.old_generation, r.new_generation, r.keys_read, r.capacity, r.m_bits, r.k
+    ))
 }

@@ -1,7 +1,8 @@
 //! Standard output: buffered, and quiet when the reader goes away (`| head`).
 
 use super::{Failure, Outcome};
-use filterstore::store::{FilterStore, TableStats};
+use filterstore::store::{FilterStore, Table, TableStats};
+use serde::Serialize;
 use std::io::{self, BufWriter, ErrorKind, Write};
 
 /// Buffered standard output. A closed pipe ends the output silently (as
@@ -85,9 +86,9 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
         Some(t) => vec![t.clone()],
         None => store.list_tables()?.into_iter().map(|m| m.name).collect(),
     };
-    let mut all: Vec<TableStats> = Vec::with_capacity(names.len());
+    let mut all: Vec<StatsRow> = Vec::with_capacity(names.len());
     for n in &names {
-        all.push(store.open_table(n)?.stats()?);
+        all.push(StatsRow::of(&store.open_table(n)?)?);
     }
     if json {
         let text = match (&table, all.first()) {
@@ -111,10 +112,12 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
         "saturated",
         "gen",
         "memory",
+        "regenerate",
     ];
-    let rows: Vec<[String; 11]> = all
+    let rows: Vec<[String; 12]> = all
         .iter()
-        .map(|s| {
+        .map(|row| {
+            let s = &row.stats;
             [
                 s.name.clone(),
                 s.layout.to_string(),
@@ -127,6 +130,7 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
                 s.saturated_counters.to_string(),
                 s.generation.to_string(),
                 format!("{} KiB", s.bit_bytes.div_ceil(1024)),
+                if row.needs_regeneration { "yes" } else { "no" }.to_string(),
             ]
         })
         .collect();
@@ -156,5 +160,39 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
         out.line(&fmt_row(&cells))?;
     }
+    for row in &all {
+        if let Some(reason) = &row.reason {
+            out.line(&format!("{}: needs regeneration: {reason}", row.stats.name))?;
+        }
+    }
     Ok(())
+}
+
+/// One table's statistics with its health, as `stats` prints them.
+#[derive(Serialize)]
+struct StatsRow {
+    #[serde(flatten)]
+    stats: TableStats,
+    /// The drift policy's verdict.
+    needs_regeneration: bool,
+    /// Its most urgent reason.
+    reason: Option<String>,
+    /// Observed false-positive rate of this process's feedback (a fresh
+    /// process has none: 0 over 0 trials).
+    observed_fp: f64,
+    /// Trials behind `observed_fp`.
+    observed_trials: u64,
+}
+
+impl StatsRow {
+    fn of(t: &Table) -> Result<StatsRow, Failure> {
+        let health = t.health()?;
+        Ok(StatsRow {
+            stats: t.stats()?,
+            needs_regeneration: health.needs_regeneration(),
+            reason: health.reason().map(ToString::to_string),
+            observed_fp: health.signals.observed.rate(),
+            observed_trials: health.signals.observed.trials,
+        })
+    }
 }

@@ -54,7 +54,7 @@ impl Default for StoreConfig {
             fold_threshold: None,
             buffer_ops: DEFAULT_BUFFER_OPS,
             materialized_blocks: DEFAULT_MATERIALIZED_BLOCKS,
-            flush_every_ms: Some(500),
+            flush_every_ms: None,
         }
     }
 }
@@ -100,10 +100,16 @@ impl StoreConfig {
         self
     }
 
-    /// How often sled writes its buffers to disk in the background
-    /// (`Some(500)` ms by default, sled's default; `None` disables it). It
-    /// bounds how long data already handed to sled stays only in memory;
-    /// durability is promised only after [`flush`](super::Table::flush).
+    /// How often sled writes its buffers to disk in the background (`None`,
+    /// no background flusher, by default; sled's own default is 500 ms).
+    /// Durability is promised only after [`flush`](super::Table::flush) or a
+    /// durable apply, which flush explicitly, so the store does not need the
+    /// flusher. It is off by default because sled 0.34.7's background "log
+    /// flusher" thread took part in a rare hang seen under heavy concurrent
+    /// writes with regeneration (the flusher blocked on a lock while a writer
+    /// waited inside sled; sled issue #1412 reports deadlocks of 0.34.7 under
+    /// load). Turning it on bounds how long non-durable writes handed to sled
+    /// stay only in memory.
     pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
         self.flush_every_ms = ms;
         self

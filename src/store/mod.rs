@@ -65,6 +65,16 @@
 //! filter) with a full default log, the RSS is about 83 MiB, 1.1× the bit
 //! filter plus the configured cache.
 //!
+//! # Generations, health and regeneration
+//! A table's data lives in the tree of its generation in force (named by its
+//! catalog record). [`Table::regenerate`] builds generation + 1 from a key
+//! source beside it, online, and makes it the one in force with one catalog
+//! write; [`Table::clear`] does so from an empty source. In memory, a table
+//! handle reaches its generation through an atomic pointer, so lookups never
+//! wait for the swap. [`Table::health`] reports drift (estimated and
+//! observed false-positive rate, saturated counters, load); see [`regen`]
+//! for the consistency the key source must have and the crash argument.
+//!
 //! # Open
 //! Opening a table scans its counter chunks once (`m/2` bytes) merged with the
 //! unfolded log (at most one fold threshold plus one batch), deriving each bit
@@ -146,6 +156,8 @@ pub(crate) struct StoreInner {
     /// Called when an automatic health check finds a table that needs
     /// regeneration ([`FilterStore::on_needs_regeneration`]).
     regen_hook: Mutex<Option<regen::RegenHook>>,
+    /// Whether `regen_hook` is set (read on every write without the lock).
+    has_regen_hook: std::sync::atomic::AtomicBool,
     /// The policy of [`Table::health`].
     policy: Mutex<crate::drift::DriftPolicy>,
     /// Open tables: one in-memory state per table, shared by all handles.
@@ -204,9 +216,37 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(std::time::Duration::from_millis(50));
             }
+            Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
             Err(other) => return Err(StoreError::sled("opening the database", other)),
         }
     }
+}
+
+/// Works around a recovery bug of sled 0.34.7 (its issue #1527): sled writes
+/// a snapshot to `snap.<lsn>.generating`, fsyncs it and renames it to
+/// `snap.<lsn>`, deleting older snapshots only after the rename; but at open
+/// it considers the `.generating` file too, and a process killed while
+/// writing one leaves a torn file that fails its CRC, so the database no
+/// longer opens. Such a file is by construction an unfinished snapshot, and
+/// the complete one it was to replace is still there: removing it lets sled
+/// recover from that one and the log (`tests/store_regen_crash.rs` hits this
+/// within a few hundred kills, and checks every durable key afterwards).
+/// Called only after an open failed with a corruption error, i.e. after this
+/// process acquired sled's lock, so no other process is writing the file.
+/// Returns whether a file was removed (then the open is retried).
+fn remove_torn_snapshots(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut removed = false;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            removed |= std::fs::remove_file(e.path()).is_ok();
+        }
+    }
+    removed
 }
 
 fn now_unix_s() -> u64 {
@@ -283,6 +323,7 @@ impl FilterStore {
                 config,
                 catalog_lock: Mutex::new(()),
                 regen_hook: Mutex::new(None),
+                has_regen_hook: std::sync::atomic::AtomicBool::new(false),
                 policy: Mutex::new(crate::drift::DriftPolicy::default()),
                 tables: Mutex::new(HashMap::new()),
             }),

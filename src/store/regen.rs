@@ -35,6 +35,11 @@
 //!    filter, each complete) and retire the old one, whose tree is then
 //!    deleted.
 //!
+//! Memory during a rebuild: the new counters (`m/2` bytes) and bits
+//! (`m/8`), plus the journal, 24 bytes per write made meanwhile, and a map
+//! of journaled inserts (about 40 bytes each): a rebuild of a 10M-key table
+//! at 1% (m = 99M bits) holds about 59 MiB plus 64 bytes per concurrent write.
+//!
 //! A crash before the catalog write leaves the old generation in force (the
 //! new tree is named by no record and deleted at the next open); after it,
 //! the new one, complete and flushed (the old tree is deleted at the next
@@ -49,16 +54,25 @@
 //!
 //! ## Consistency required of the key source
 //! Let S be the moment the journal starts (inside `regenerate`, before the
-//! source factory is called) and T ≥ S the moment the source's view is
-//! taken. The source must yield **every key live at T** (a snapshot taken
-//! after the factory is called; a scan that also sees later changes is fine,
-//! it only adds keys), and the host must have **no filter insert whose record
-//! commit spans S** (an insert applied before S whose record is committed
-//! after T is in neither the snapshot nor the journal). With the host's usual
-//! ordering rules (filter insert durable before the record commit, record
-//! deletion committed before the filter remove) this means: do not start a
-//! regeneration in the middle of an insert-then-commit.
+//! source factory is called), T ≥ S the moment the source's view is taken,
+//! and C the commit point. The source must yield **every key live at T** (a
+//! snapshot taken after the factory is called; a scan that also sees later
+//! changes is fine as long as it sees every key live at T: extra keys only
+//! add false positives). And the snapshot must not split a host write from
+//! its filter write, in either direction:
 //!
+//! * an insert applied to the filter before S whose record is committed
+//!   after T is in neither the snapshot nor the journal: a false negative;
+//! * a deletion committed before T whose filter remove is applied after C
+//!   reaches the new generation, which never counted the key: it takes
+//!   counts from other keys (a false negative, or [`StoreError::NotPresent`]).
+//!
+//! So: **take the snapshot under the lock that makes each (filter write,
+//! record write) pair atomic** for it — the host's commit lock held across
+//! the filter insert and the record commit, and across the record deletion
+//! and the filter remove. `tests/store_regen.rs` does exactly this; without
+//! the lock it fails now and then on a loaded machine, in both ways above.
+
 //! ## Why the journal's removes are only applied against journaled inserts
 //! The danger is under-counting: a remove applied for a key the source did
 //! not yield takes counts from other keys (false negatives). We cannot tell
@@ -499,6 +513,10 @@ impl Table {
         )?;
         tree.apply_batch(batch)
             .map_err(sled_err("writing counter pages"))?;
+        // Flushed before the locks are taken: the flush under them then
+        // writes only the tail (writers wait milliseconds, not the seconds
+        // that `m/2` bytes of pages take to reach the disk).
+        db.flush().map_err(sled_err("flushing a new generation"))?;
 
         // The commit: catalog lock first (the order of drop_table), then the
         // old writer lock; writers wait from here to the swap.
@@ -632,6 +650,7 @@ impl FilterStore {
         callback: impl Fn(&str, &DriftReason) + Send + Sync + 'static,
     ) {
         *self.inner.regen_hook.lock() = Some(Arc::new(callback));
+        self.inner.has_regen_hook.store(true, Ordering::Release);
     }
 
     /// The policy of [`Table::health`] for every table of this store.

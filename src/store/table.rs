@@ -874,7 +874,8 @@ impl TableInner {
     /// Counts writes and reports towards the next automatic health check,
     /// and runs it (outside any lock) when the interval is crossed.
     pub(crate) fn count_for_check(self: &Arc<Self>, n: u64) {
-        if self.store.regen_hook.lock().is_none() {
+        // An atomic, not the hook's mutex: every write of every table passes here.
+        if !self.store.has_regen_hook.load(Ordering::Relaxed) {
             return;
         }
         let before = self.since_check.fetch_add(n, Ordering::Relaxed);
