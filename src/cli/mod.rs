@@ -159,8 +159,6 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
-    /// regeneration, and the crash-safety promise.
     /// Rebuild a table's filter from FILE, which holds every key of the
     /// table (one per line), sized for the keys it holds.
     Regenerate {
@@ -184,7 +182,8 @@ enum Command {
         #[arg(long, value_name = "N")]
         expected: Option<u64>,
     },
-    /// A short tour of the library.
+    /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
+    /// regeneration, and the crash-safety promise.
     Demo,
     /// Write an SVG plot of false-positive rate against bits per key (model
     /// and measurement, both layouts).

@@ -104,7 +104,8 @@ pub enum StoreError {
         to: u32,
     },
     /// A persisted record failed its checks (checksum, framing, field values).
-    #[error("corrupt {what}: {source}; restore the database from a backup or rebuild the table")]
+    /// A table's filter can always be rebuilt from the table's keys.
+    #[error("corrupt {what}: {source}; rebuild that table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup")]
     Corrupt {
         /// Which record.
         what: String,
