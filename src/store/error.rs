@@ -105,7 +105,7 @@ pub enum StoreError {
     },
     /// A persisted record failed its checks (checksum, framing, field values).
     /// A table's filter can always be rebuilt from the table's keys.
-    #[error("corrupt {what}: {source}; rebuild that table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup")]
+    #[error("corrupt {what}: {source}; rebuild the table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup")]
     Corrupt {
         /// Which record.
         what: String,
