@@ -9,7 +9,7 @@
 //! Saturated (sticky) counters are imported as they are, so they stay
 //! sticky.
 
-use super::catalog::{self, StoreHeader, TableMeta, HEADER_KEY};
+use super::catalog::{self, TableMeta, HEADER_KEY};
 use super::error::StoreError;
 use super::keys::STATE_KEY;
 use super::pages;
@@ -36,16 +36,7 @@ impl FilterStore {
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }
-        let header_bytes = self
-            .inner
-            .catalog
-            .get(HEADER_KEY)
-            .map_err(sled_err("reading the catalog"))?
-            .ok_or_else(|| StoreError::Storage {
-                op: "importing a table",
-                detail: "the catalog header is missing".into(),
-            })?;
-        let mut header = StoreHeader::decode(&header_bytes)?;
+        let mut header = self.read_header("importing a table")?;
         let expected_keys = live_keys.max(1);
         let meta = TableMeta {
             id: header.next_table_id,

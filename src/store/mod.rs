@@ -364,6 +364,21 @@ impl FilterStore {
         &self.inner.config
     }
 
+    /// The store header, read under the catalog lock by the caller; `op` names
+    /// the operation in the error if the header is missing.
+    pub(crate) fn read_header(&self, op: &'static str) -> Result<StoreHeader, StoreError> {
+        let bytes = self
+            .inner
+            .catalog
+            .get(HEADER_KEY)
+            .map_err(sled_err("reading the catalog"))?
+            .ok_or_else(|| StoreError::Storage {
+                op,
+                detail: "the catalog header is missing".into(),
+            })?;
+        StoreHeader::decode(&bytes)
+    }
+
     fn read_meta(&self, name: &str) -> Result<Option<TableMeta>, StoreError> {
         let key = catalog::table_key(name);
         match self
@@ -392,16 +407,7 @@ impl FilterStore {
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }
-        let header_bytes = self
-            .inner
-            .catalog
-            .get(HEADER_KEY)
-            .map_err(sled_err("reading the catalog"))?
-            .ok_or_else(|| StoreError::Storage {
-                op: "creating a table",
-                detail: "the catalog header is missing".into(),
-            })?;
-        let mut header = StoreHeader::decode(&header_bytes)?;
+        let mut header = self.read_header("creating a table")?;
         let meta = TableMeta {
             id: header.next_table_id,
             name: name.to_string(),
