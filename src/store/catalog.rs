@@ -129,6 +129,30 @@ pub struct TableMeta {
 }
 
 impl TableMeta {
+    /// The record of a new table (generation 1, created now) with filter
+    /// parameters `params`, sized for `expected_keys` at `target_fp`.
+    pub(crate) fn new_table(
+        id: u64,
+        name: &str,
+        params: &FilterParams,
+        expected_keys: u64,
+        target_fp: f64,
+    ) -> TableMeta {
+        TableMeta {
+            id,
+            name: name.to_string(),
+            layout: params.layout().id(),
+            m: params.m(),
+            k: params.k(),
+            hash_algo: params.hash().algo.id(),
+            seed: params.hash().seed,
+            expected_keys,
+            target_fp,
+            generation: 1,
+            created_unix_s: super::now_unix_s(),
+        }
+    }
+
     /// The filter parameters, validated (a record that does not describe a
     /// valid filter is corrupt).
     pub fn params(&self) -> Result<FilterParams, StoreError> {

@@ -14,7 +14,7 @@ use super::error::StoreError;
 use super::keys::STATE_KEY;
 use super::pages;
 use super::table::GenerationState;
-use super::{now_unix_s, sled_err, validate_name, FilterStore, Table};
+use super::{sled_err, validate_name, FilterStore, Table};
 use crate::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
 
 impl FilterStore {
@@ -38,20 +38,14 @@ impl FilterStore {
         }
         let mut header = self.read_header("importing a table")?;
         let expected_keys = live_keys.max(1);
-        let meta = TableMeta {
-            id: header.next_table_id,
-            name: name.to_string(),
-            layout: p.layout().id(),
-            m: p.m(),
-            k: p.k(),
-            hash_algo: p.hash().algo.id(),
-            seed: p.hash().seed,
+        let meta = TableMeta::new_table(
+            header.next_table_id,
+            name,
+            &p,
             expected_keys,
             // Inside (0, 1) whatever n is, so the record stays valid.
-            target_fp: p.expected_fp(expected_keys).clamp(1e-12, 0.5),
-            generation: 1,
-            created_unix_s: now_unix_s(),
-        };
+            p.expected_fp(expected_keys).clamp(1e-12, 0.5),
+        );
         // The data first, in a tree nothing names yet; the catalog write
         // below is the commit point.
         let tree_name = meta.tree_name(1);

@@ -408,19 +408,13 @@ impl FilterStore {
             return Err(StoreError::TableExists(name.to_string()));
         }
         let mut header = self.read_header("creating a table")?;
-        let meta = TableMeta {
-            id: header.next_table_id,
-            name: name.to_string(),
-            layout: params.layout().id(),
-            m: params.m(),
-            k: params.k(),
-            hash_algo: params.hash().algo.id(),
-            seed,
-            expected_keys: spec.expected_keys,
-            target_fp: spec.target_fp,
-            generation: 1,
-            created_unix_s: now_unix_s(),
-        };
+        let meta = TableMeta::new_table(
+            header.next_table_id,
+            name,
+            &params,
+            spec.expected_keys,
+            spec.target_fp,
+        );
         header.next_table_id += 1;
         let mut batch = sled::Batch::default();
         batch.insert(catalog::table_key(name), meta.encode()?);

@@ -494,19 +494,43 @@ impl Generation {
             saturated: derived.disk_saturated,
             journal: None,
         };
-        Ok(Generation {
+        Ok(Generation::assemble(
+            db,
+            meta,
+            config,
+            params,
+            bits,
+            tree,
+            writer,
+            derived.log_ops,
+        ))
+    }
+
+    /// A generation from its parts, neither dropped nor retired.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        db: &sled::Db,
+        meta: TableMeta,
+        config: StoreConfig,
+        params: FilterParams,
+        bits: BitFilter,
+        tree: sled::Tree,
+        writer: Writer,
+        pending: u64,
+    ) -> Generation {
+        Generation {
             meta,
             params,
             bits,
             tree,
             db: db.clone(),
             config,
+            live: AtomicI64::new(writer.live),
             writer: Mutex::new(writer),
-            live: AtomicI64::new(live),
-            pending: AtomicU64::new(derived.log_ops),
+            pending: AtomicU64::new(pending),
             dropped: AtomicBool::new(false),
             retired: AtomicBool::new(false),
-        })
+        }
     }
 
     /// A generation whose tree holds exactly `bits`' counters, folded (no
@@ -533,19 +557,7 @@ impl Generation {
             saturated,
             journal: None,
         };
-        Generation {
-            meta,
-            params,
-            bits,
-            tree,
-            db: db.clone(),
-            config,
-            writer: Mutex::new(writer),
-            live: AtomicI64::new(live),
-            pending: AtomicU64::new(0),
-            dropped: AtomicBool::new(false),
-            retired: AtomicBool::new(false),
-        }
+        Generation::assemble(db, meta, config, params, bits, tree, writer, 0)
     }
 
     /// Retires this generation for a newer one; `w` is its writer, locked.
