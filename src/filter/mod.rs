@@ -1,0 +1,9 @@
+//! The filters themselves: sizing math, hashing, the bit and counting
+//! filters in both layouts, and the drift policy. Nothing here knows about
+//! storage or the wire.
+
+pub mod bloom;
+pub mod counting;
+pub mod drift;
+pub mod hash;
+pub mod params;
