@@ -4,12 +4,10 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod codec;
-pub mod demo;
 pub mod error;
 pub mod exchange;
 pub mod filter;
 pub mod guard;
-pub mod plot;
 pub mod store;
 
 // Old paths of the filter modules, kept for this commit only (the files moved unedited).

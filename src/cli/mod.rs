@@ -2,9 +2,11 @@
 //! the library; every error becomes one line on standard error and a non-zero
 //! exit status.
 
+mod demo;
 mod files;
 mod keys;
 mod output;
+mod plot;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use filterstore::store::{
@@ -245,22 +247,22 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Outcome {
     match cli.command {
-        Command::Demo => return filterstore::demo::run(cli.db).map_err(|e| Failure(e.to_string())),
+        Command::Demo => return demo::run(cli.db).map_err(|e| Failure(e.to_string())),
         Command::DemoChild => {
             let dir = cli
                 .db
                 .ok_or_else(|| Failure("demo-child needs --db".into()))?;
-            return filterstore::demo::crash_child(&dir).map_err(|e| Failure(e.to_string()));
+            return demo::crash_child(&dir).map_err(|e| Failure(e.to_string()));
         }
         Command::Plot {
             output,
             keys,
             probes,
         } => {
-            let curves = filterstore::plot::measure_curves(keys, probes, 24);
+            let curves = plot::measure_curves(keys, probes, 24);
             std::fs::write(
                 &output,
-                filterstore::plot::render_svg(&curves, keys, probes),
+                plot::render_svg(&curves, keys, probes),
             )
             .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
             println!("wrote {}", output.display());
