@@ -19,8 +19,8 @@
 mod common;
 
 use criterion::Criterion;
-use filterstore::guard::{Change, DiffStorage, Guard, SledDiffStorage};
-use filterstore::store::{FilterStore, TableSpec};
+use filterstore::{Change, DiffStorage, Guard, SledDiffStorage};
+use filterstore::{FilterStore, TableSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;

@@ -17,8 +17,10 @@
 mod common;
 
 use criterion::Criterion;
-use filterstore::exchange::entropy;
-use filterstore::exchange::message::{self, build_from_keys, Target, MESSAGE_OVERHEAD};
+use filterstore::__internals::entropy;
+use filterstore::{
+    build_message, decode_message, encode_message, CodecChoice, MessageTarget, MESSAGE_OVERHEAD,
+};
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -98,7 +100,8 @@ fn main() {
     // The filter a semi-join sends: 1M keys, 2% target.
     let n = 1_000_000u64;
     let present = keys(n, 1);
-    let (msg, filter) = build_from_keys(&present, Target::Fp(0.02), HashSpec::xxh3(42), 1).unwrap();
+    let (msg, filter) =
+        build_message(&present, MessageTarget::Fp(0.02), HashSpec::xxh3(42), 1).unwrap();
     let absent = keys(n, 2);
     let fp = absent.iter().filter(|k| filter.contains(&k[..])).count() as f64 / n as f64;
     let bits_per_key = msg.len() as f64 * 8.0 / n as f64;
@@ -151,14 +154,14 @@ fn main() {
     let hdec_ns = median_ns(&mut c, "decode/half_full", || {
         black_box(entropy::decode_bits(black_box(&hpay.payload), hp.m(), hpay.ones).unwrap());
     });
-    let full_msg = message::encode_full(&half, n, 1, message::CodecChoice::Auto).unwrap();
+    let full_msg = encode_message(&half, n, 1, CodecChoice::Auto).unwrap();
     println!(
         "half-full filter ({hmb:.2} MB): encode {:.0} MB/s, decode {:.0} MB/s; coded {} bytes vs plain {}: message sent as {}",
         hmb / (henc_ns / 1e9),
         hmb / (hdec_ns / 1e9),
         hpay.payload.len(),
         hp.bit_bytes(),
-        message::decode(&full_msg).unwrap().descriptor.codec.name()
+        decode_message(&full_msg).unwrap().descriptor.codec.name()
     );
     results.push((
         "encode_mb_per_s.half_full".into(),

@@ -241,7 +241,7 @@ fn counting_filters(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<(), P
     }
     // fastbloom-rs sizes in units of 64 counters; same k as our standard layout.
     let m = (n as f64 * BITS_PER_KEY / 64.0).ceil() as u64 * 64;
-    let k = filterstore::params::optimal_k(m, n, Layout::Standard);
+    let k = filterstore::optimal_k(m, n, Layout::Standard);
     let mut f =
         fastbloom_rs::FilterBuilder::from_size_and_hashes(m, k).build_counting_bloom_filter();
     r.set_k("fastbloom_rs", k.to_string());

@@ -18,7 +18,7 @@
 //! measured false-positive rate of the regenerated table is printed beside.
 //! Ends with `RESULT` lines. `FILTERSTORE_BENCH_KEYS` changes the 10M.
 
-use filterstore::store::{Durability, FilterStore, RegenOptions, TableSpec, WriteBatch};
+use filterstore::{Durability, FilterStore, RegenOptions, TableSpec, WriteBatch};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;

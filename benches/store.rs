@@ -16,8 +16,8 @@
 //! sample). Set `FILTERSTORE_BENCH_KEYS` to change the 10M of (c) and (d).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use filterstore::store::{Durability, FilterStore, StoreConfig, TableSpec, WriteBatch};
 use filterstore::BloomRead;
+use filterstore::{Durability, FilterStore, StoreConfig, TableSpec, WriteBatch};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::path::Path;

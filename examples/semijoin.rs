@@ -14,8 +14,8 @@
 //!
 //! Run: `cargo run --release --example semijoin`
 
-use filterstore::exchange::message::{self, Target};
-use filterstore::exchange::{probe, Refiner};
+use filterstore::{build_message, decode_message, encode_message, MessageTarget, MESSAGE_OVERHEAD};
+use filterstore::{probe, Refiner};
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -83,7 +83,7 @@ fn employees_host(port: u16) -> Result<(), Box<dyn Error>> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = BufWriter::new(stream);
     let bytes = receive(&mut reader)?;
-    let msg = message::decode(&bytes)?;
+    let msg = decode_message(&bytes)?;
     let filter = msg.filter()?;
     let table = employees();
     let candidates = probe(&filter, &table, |e| e.1.as_bytes());
@@ -101,7 +101,7 @@ fn employees_host(port: u16) -> Result<(), Box<dyn Error>> {
     for (_, city) in &table {
         own.insert(city.as_bytes());
     }
-    let reply = message::encode_full(&own, EMPLOYEES as u64, 1, Default::default())?;
+    let reply = encode_message(&own, EMPLOYEES as u64, 1, Default::default())?;
     send(&mut writer, &reply)?;
     Ok(())
 }
@@ -124,8 +124,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         .collect();
     let key_list_bytes: usize = expensive.iter().map(|c| c.len() + 1).sum();
     let hash = HashSpec::random();
-    let (msg, _filter) = message::build_from_keys(&expensive, Target::Fp(TARGET_FP), hash, 1)?;
-    let decoded = message::decode(&msg)?;
+    let (msg, _filter) = build_message(&expensive, MessageTarget::Fp(TARGET_FP), hash, 1)?;
+    let decoded = decode_message(&msg)?;
     println!(
         "cities host: {} of {CITIES} cities cost more than ${THRESHOLD}",
         expensive.len()
@@ -136,7 +136,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         decoded.params().k(),
         decoded.descriptor.codec.name(),
         msg.len(),
-        message::MESSAGE_OVERHEAD,
+        MESSAGE_OVERHEAD,
         key_list_bytes as f64 / msg.len() as f64
     );
 
@@ -194,7 +194,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     // Size estimates from filters alone (survey §2.4).
-    let theirs = message::decode(&their_cities)?;
+    let theirs = decode_message(&their_cities)?;
     let ours = decoded.filter()?;
     let their_filter = theirs.filter()?;
     let distinct: std::collections::HashSet<String> =

@@ -1,21 +1,91 @@
 #![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod codec;
-pub mod error;
-pub mod exchange;
-pub mod filter;
-pub mod guard;
-pub mod store;
+// Every module is private: the items below are the whole public API, each
+// under one path. Layers, from the bottom: `filter` (sizing, hashing, the
+// filters, drift policy) and `codec` (the byte formats of docs/FORMAT.md),
+// then `exchange` (messages between sites) and, with the `store` feature,
+// `store` (tables on sled) and `guard` (the differential-file pattern).
+// Data flows one way: nothing below imports anything above it.
+mod codec;
+mod error;
+mod exchange;
+mod filter;
+#[cfg(feature = "store")]
+mod guard;
+#[cfg(feature = "store")]
+mod store;
 
-// Old paths of the filter modules, kept for this commit only (the files moved unedited).
-pub use filter::{bloom, counting, drift, hash, params};
+// Filters, their parameters and hashing.
+pub use filter::bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
+pub use filter::counting::{counter_bytes, CountingFilter, InsertOutcome, COUNTER_MAX};
+pub use filter::hash::{positions, HashAlgo, HashSpec, KeyHash, Positions};
+pub use filter::params::{
+    counter_overflow_bound, fp_blocked, fp_for, fp_standard, fp_standard_approx, optimal_k,
+    space_lower_bound_bits, FilterParams, Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS,
+};
 
-pub use bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
-pub use counting::CountingFilter;
+// Drift: health signals and the regeneration policy.
+pub use filter::drift::{
+    Assessment, DriftPolicy, DriftReason, HealthSignals, ObservedCounts, ObservedFp,
+};
+
+// Filter files (FORMAT.md §3-7).
+pub use codec::filter_file::{
+    decode_filter, encode_bit_filter, encode_counting_filter, inspect, Codec, CounterView,
+    CounterWidth, DecodedFilter, DescriptorV1, FilterBody, Inspection, FILE_EXTENSION,
+};
+
+// The frame every record and message is wrapped in (FORMAT.md §2): for tools
+// that dispatch on a file's kind, or check one without decoding it.
+pub use codec::frame::{
+    decode as decode_frame, encode as encode_frame, Frame, Kind as FrameKind, FORMAT_VERSION,
+    MIN_READ_VERSION,
+};
+
+// The semi-join exchange: messages, sizing, probing, refinement.
+pub use exchange::entropy::{compressed_size_estimate, EntropyError};
+pub use exchange::message::{
+    build_from_keys as build_message, decode as decode_message,
+    decode_with_limit as decode_message_with_limit, encode_delta as encode_delta_message,
+    encode_full as encode_message, CodecChoice, DecodedMessage, ExchangeError, ReceivedFilter,
+    Target as MessageTarget, DEFAULT_MAX_BITS as DEFAULT_MAX_MESSAGE_BITS, MESSAGE_OVERHEAD,
+};
+pub use exchange::optimize::{
+    plan_for_budget, plan_for_fp, transmit_bits_per_key, OptimizeError, Plan as TransmitPlan,
+};
+pub use exchange::{probe, RefineStats, Refiner};
+
+// Errors of the layers without storage.
 pub use error::{CodecError, FilterError, ParamError};
-pub use hash::{HashAlgo, HashSpec, KeyHash};
-pub use params::{FilterParams, Layout};
-pub use store::{Durability, FilterStore, StoreConfig, StoreError, Table, TableSpec, WriteBatch};
+
+// The persistent store (feature `store`).
+#[cfg(feature = "store")]
+pub use store::{
+    Durability, FilterStore, HealthReport, NameError, RegenOptions, RegenReport, StoreConfig,
+    StoreError, Table, TableSpec, TableStats, WriteBatch, DEFAULT_HEADROOM, MAX_NAME_LEN,
+    MAX_RECORD_OPS, STORE_FORMAT_VERSION,
+};
+
+// The differential-file guard (feature `store`).
+#[cfg(feature = "store")]
+pub use guard::{
+    Change, DiffStorage, Guard, GuardError, GuardStats, SledDiffError, SledDiffStorage,
+};
+
+/// Unstable internals for the fuzz crate and the byte-level format tests
+/// (feature `test-internals`): the raw frame and metadata encoders and the
+/// entropy coder. Not part of the API; anything here may change in any
+/// release.
+#[cfg(feature = "test-internals")]
+#[doc(hidden)]
+pub mod __internals {
+    pub use crate::codec::frame;
+    #[cfg(feature = "store")]
+    pub use crate::codec::meta;
+    pub use crate::exchange::entropy;
+    pub use crate::filter::hash::map_to_range;
+}

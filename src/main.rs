@@ -3,10 +3,6 @@
 
 mod cli;
 
-// The demo and plot modules moved here unedited; they name library items by
-// `crate::` paths (fixed in the next commit).
-use filterstore::{exchange, guard, params, store, BitFilter, BloomRead, HashSpec, Layout};
-
 fn main() -> std::process::ExitCode {
     cli::main()
 }

@@ -2,6 +2,7 @@
 //! (bit, counting, compressed), `inspect` (filter files and exchange
 //! messages, text and JSON), `probe` and `estimate`; every defect is one line
 //! on stderr with a non-zero status, never a panic.
+#![cfg(feature = "cli")]
 
 mod cli_common;
 

@@ -1,5 +1,6 @@
 //! The `regenerate` and `set` commands and the health figures of `stats`,
 //! run as a separate process.
+#![cfg(feature = "cli")]
 
 use std::path::Path;
 use std::process::{Command, Output};

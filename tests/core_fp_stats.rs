@@ -16,7 +16,7 @@
 //! about once in 1.7 million runs), plus 3 counts for expectations of a few
 //! events (Poisson with a tiny mean).
 
-use filterstore::params::fp_for;
+use filterstore::fp_for;
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -67,7 +67,7 @@ fn measured_fp_matches_model_over_the_grid() {
                 Layout::Standard => bpk * n,
                 Layout::Blocked => (bpk * n).div_ceil(512) * 512,
             };
-            let k_opt = filterstore::params::optimal_k(m, n, layout);
+            let k_opt = filterstore::optimal_k(m, n, layout);
             for k in [k_opt.saturating_sub(2).max(1), k_opt, k_opt + 2] {
                 let p = FilterParams::new(layout, m, k, HashSpec::xxh3(seed)).unwrap();
                 seed += 1;

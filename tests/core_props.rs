@@ -2,8 +2,8 @@
 //! against an exact model of its counters (saturation included), and the laws
 //! of union, intersection and halving.
 
-use filterstore::counting::COUNTER_MAX;
-use filterstore::hash::positions;
+use filterstore::positions;
+use filterstore::COUNTER_MAX;
 use filterstore::{
     BitFilter, BloomRead, CountingFilter, FilterError, FilterParams, FilterView, HashSpec, Layout,
 };

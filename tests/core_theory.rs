@@ -4,7 +4,7 @@
 //! is copied from the project's shared reference data: one row per (bits per
 //! key, k) with the printed figure and the theoretical one.
 
-use filterstore::params::{fp_standard, fp_standard_approx, optimal_k, FilterParams};
+use filterstore::{fp_standard, fp_standard_approx, optimal_k, FilterParams};
 use filterstore::{HashSpec, Layout};
 use std::collections::BTreeMap;
 

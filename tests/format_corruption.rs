@@ -14,8 +14,9 @@
 //! Each file is a few hundred bytes to 1.1 KB: 9 variants per byte plus every
 //! prefix is about 25,000 decodes in all, well under a second.
 
-use filterstore::codec::{decode_filter, frame, inspect};
 use filterstore::CodecError;
+use filterstore::{decode_filter, inspect};
+use filterstore::{decode_frame, encode_frame};
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<(String, Vec<u8>)> {
@@ -148,14 +149,14 @@ fn descriptor_changes_with_a_valid_crc() {
         .map(|i| format!("key-{i:04}").into_bytes())
         .collect();
     for (name, file) in fixtures() {
-        let body = &file[frame::HEADER_LEN..file.len() - frame::TRAILER_LEN];
-        let kind = frame::decode(&file).unwrap().kind;
+        let frame = decode_frame(&file).unwrap();
+        let (body, kind) = (frame.body, frame.kind);
         let mut b = body.to_vec();
         for at in 0..48 {
             let must_refuse = matches!(at, 1..=3 | 32..=47);
             for mask in 1..=255u8 {
                 b[at] ^= mask;
-                match decode_filter(&frame::encode(kind, 0, &b)) {
+                match decode_filter(&encode_frame(kind, 0, &b)) {
                     Err(e) => assert!(!e.to_string().is_empty()),
                     Ok(d) => {
                         assert!(

@@ -11,7 +11,7 @@
 //! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test format_fixtures`.
 //! Existing files are never overwritten.
 
-use filterstore::codec::{decode_filter, encode_bit_filter, encode_counting_filter, frame};
+use filterstore::{decode_filter, encode_bit_filter, encode_counting_filter};
 use filterstore::{BitFilter, BloomRead, CountingFilter, FilterParams, HashSpec, Layout};
 use std::path::PathBuf;
 use xxhash_rust::xxh3::xxh3_64;
@@ -171,8 +171,8 @@ fn v1_fixtures_decode_with_the_same_answers() {
         // its fill (per block for the blocked layout). 5σ plus 10% of q for
         // the fill model's own error on a 2000-bit filter.
         let q = match &d.body {
-            filterstore::codec::FilterBody::Bits(v) => v.estimated_fp(),
-            filterstore::codec::FilterBody::Counters(c) => c.estimated_fp(),
+            filterstore::FilterBody::Bits(v) => v.estimated_fp(),
+            filterstore::FilterBody::Counters(c) => c.estimated_fp(),
         };
         let mean = q * PROBES as f64;
         let tol = 5.0 * mean.sqrt() + 0.1 * mean;
@@ -203,7 +203,7 @@ fn v1_fixtures_decode_with_the_same_answers() {
 /// checks the migration of these files; the files themselves stay.
 #[test]
 fn encoder_still_writes_the_v1_bytes() {
-    assert_eq!(frame::FORMAT_VERSION, 1);
+    assert_eq!(filterstore::FORMAT_VERSION, 1);
     for f in &FIXTURES {
         let committed = std::fs::read(dir().join(f.file)).unwrap();
         assert!(build(f) == committed, "{}: encoder output changed", f.file);

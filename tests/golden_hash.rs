@@ -4,8 +4,8 @@
 //! depends on it). The first row is XXH3-128 of the empty input with seed 0,
 //! whose published reference value is 0x99aa06d3014798d8_6001c324468d497f.
 
-use filterstore::hash::{positions, HashSpec};
 use filterstore::Layout;
+use filterstore::{positions, HashSpec};
 
 struct Golden {
     seed: u64,

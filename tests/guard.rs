@@ -1,10 +1,11 @@
 //! The differential-file guard: reads see every change, merges clear the
 //! filter, an interrupted merge is completed on open, and concurrent writers
 //! never make a reader miss a committed change.
+#![cfg(feature = "store")]
 
-use filterstore::guard::{Change, DiffStorage, Guard, SledDiffStorage};
-use filterstore::store::{FilterStore, TableSpec};
 use filterstore::BloomRead;
+use filterstore::{Change, DiffStorage, Guard, SledDiffStorage};
+use filterstore::{FilterStore, TableSpec};
 use std::sync::Arc;
 
 fn key(i: u32) -> Vec<u8> {

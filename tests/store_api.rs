@@ -2,11 +2,12 @@
 //! and parameter validation, persistence across reopen, atomic batches,
 //! refused removes, thread-safety of the handles, and typed errors for
 //! unusable directories and corrupt records.
+#![cfg(feature = "store")]
 
-use filterstore::store::{
+use filterstore::Layout;
+use filterstore::{
     Durability, FilterStore, NameError, StoreConfig, StoreError, Table, TableSpec, WriteBatch,
 };
-use filterstore::Layout;
 
 fn keys(prefix: &str, n: u32) -> Vec<Vec<u8>> {
     (0..n)

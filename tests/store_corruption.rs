@@ -11,10 +11,11 @@
 //! the log record (≈ 900 bytes) get every byte of their frame header and
 //! trailer plus one payload byte in 41 (all of them with
 //! `FILTERSTORE_CORRUPTION_FULL=1`): one flip costs a copy and two sled opens.
+#![cfg(feature = "store")]
 
 mod store_fixture_common;
 
-use filterstore::store::{FilterStore, StoreError};
+use filterstore::{FilterStore, StoreError};
 use store_fixture_common::*;
 
 /// The data tree of table "blocked" (id 1, generation 1) and of "standard".
@@ -103,7 +104,7 @@ fn check_refused(record: Record, key: &[u8], value: &[u8], what: &str) {
             let standard = s.open_table("standard").unwrap();
             assert!(standard.contains(live_keys()[0].as_bytes()));
             s.drop_table("blocked").unwrap();
-            s.create_table("blocked", filterstore::store::TableSpec::new(10, 0.01))
+            s.create_table("blocked", filterstore::TableSpec::new(10, 0.01))
                 .unwrap();
             if !REOPENED.swap(true, std::sync::atomic::Ordering::Relaxed) {
                 drop(standard);

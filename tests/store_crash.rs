@@ -19,8 +19,9 @@
 //! The rounds share one store, so every round also recovers from the previous
 //! crash. Each child uses a random fold threshold, batch size and durability
 //! mode. 200 rounds by default; `FILTERSTORE_CRASH_ROUNDS` sets another number.
+#![cfg(feature = "store")]
 
-use filterstore::store::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
+use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};

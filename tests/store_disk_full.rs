@@ -9,8 +9,9 @@
 //! Also here: a read-only database directory (only meaningful when not
 //! running as root; as root, permissions do not stop writes and that part
 //! says so and is skipped).
+#![cfg(feature = "store")]
 
-use filterstore::store::{Durability, FilterStore, StoreError, TableSpec, WriteBatch};
+use filterstore::{Durability, FilterStore, StoreError, TableSpec, WriteBatch};
 use std::process::Command;
 use std::time::{Duration, Instant};
 

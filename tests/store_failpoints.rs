@@ -5,8 +5,9 @@
 //!
 //! Failpoints are process-wide, so this file holds a single test that runs the
 //! scenarios one after the other.
+#![cfg(feature = "store")]
 
-use filterstore::store::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
+use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
 use std::path::Path;
 use std::time::{Duration, Instant};
 

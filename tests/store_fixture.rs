@@ -9,12 +9,13 @@
 //!
 //! To create it when it is missing (never over an existing one):
 //! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test store_fixture`.
+#![cfg(feature = "store")]
 
 mod store_fixture_common;
 
-use filterstore::codec::{encode_bit_filter, encode_counting_filter};
-use filterstore::store::{FilterStore, StoreConfig, TableSpec};
+use filterstore::{encode_bit_filter, encode_counting_filter};
 use filterstore::{BitFilter, BloomRead, HashSpec};
+use filterstore::{FilterStore, StoreConfig, TableSpec};
 use store_fixture_common::*;
 
 /// (table, m, k), pinned when the fixture was made.

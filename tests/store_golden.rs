@@ -4,6 +4,7 @@
 //! counting filter fed the same operations) and the log records (against the
 //! keys' hashes). The CRC is computed here with `crc32fast` over the bytes
 //! this test builds, not taken from the encoder.
+#![cfg(feature = "store")]
 
 mod store_fixture_common;
 

@@ -12,10 +12,11 @@
 //! buffer and cache limits make every write path (buffer writes, folds,
 //! materialized blocks, folds forced by removes) run many times per case.
 //! `FILTERSTORE_MODEL_CASES` raises the number of cases.
+#![cfg(feature = "store")]
 
-use filterstore::counting::CountingFilter;
-use filterstore::store::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
+use filterstore::CountingFilter;
 use filterstore::{BloomRead, Layout};
+use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -38,7 +39,7 @@ struct Case {
 
 fn case(seed: u64) -> Case {
     let mut rng = StdRng::seed_from_u64(seed ^ 0xC0FFEE);
-    let layout = if seed % 2 == 0 {
+    let layout = if seed.is_multiple_of(2) {
         Layout::Blocked
     } else {
         Layout::Standard

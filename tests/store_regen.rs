@@ -2,12 +2,13 @@
 //! from a key source (success, failure midway, concurrent writers and
 //! readers), the 8× overload scenario, `set_params`, feedback and the
 //! automatic callback. No false negative at any point.
+#![cfg(feature = "store")]
 
-use filterstore::drift::{DriftReason, ObservedCounts};
-use filterstore::store::{
+use filterstore::BloomRead;
+use filterstore::{DriftReason, ObservedCounts};
+use filterstore::{
     Durability, FilterStore, RegenOptions, StoreError, Table, TableSpec, WriteBatch,
 };
-use filterstore::BloomRead;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -201,7 +202,7 @@ fn overload_eight_times_then_regenerate() {
             live.remove(&i);
         }
         t.apply(&r, Durability::Buffered).unwrap();
-        if next % 10_000 == 0 {
+        if next.is_multiple_of(10_000) {
             assert_all_present(&t, &live, "while overloading");
         }
     }

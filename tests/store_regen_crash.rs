@@ -16,10 +16,9 @@
 //! behind). 100 rounds by default; `FILTERSTORE_REGEN_CRASH_ROUNDS` sets
 //! another number. Removes during regeneration are covered by
 //! `store_regen.rs` (concurrent writers); this test is about crashes.
+#![cfg(feature = "store")]
 
-use filterstore::store::{
-    Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch,
-};
+use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};

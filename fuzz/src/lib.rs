@@ -23,12 +23,11 @@
 //! metadata and payload checks behind the checksum.
 
 use arbitrary::Unstructured;
-use filterstore::codec::{
-    encode_bit_filter, encode_counting_filter, frame, inspect, meta, DecodedFilter, FilterBody,
-};
-use filterstore::counting::CountingFilter;
-use filterstore::params::{BLOCK_BITS, MAX_K, MIN_M_BITS};
+use filterstore::__internals::{frame, meta};
+use filterstore::CountingFilter;
+use filterstore::{encode_bit_filter, encode_counting_filter, inspect, DecodedFilter, FilterBody};
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
+use filterstore::{BLOCK_BITS, MAX_K, MIN_M_BITS};
 use serde::{Deserialize, Serialize};
 
 /// `data` as given, and, when it is long enough to be a frame, a copy whose
@@ -148,7 +147,7 @@ pub fn decode_filter(data: &[u8]) {
 }
 
 fn check_filter(input: &[u8], keys_from: &[u8]) {
-    let decoded = filterstore::codec::decode_filter(input);
+    let decoded = filterstore::decode_filter(input);
     let inspected = inspect(input);
     let d = match (decoded, inspected) {
         (Ok(d), Ok(i)) => {
@@ -248,7 +247,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             removed += 1;
         }
         let file = encode_counting_filter(&c, keys.len() as u64 - removed);
-        let d = filterstore::codec::decode_filter(&file).expect("encoded counting filter refused");
+        let d = filterstore::decode_filter(&file).expect("encoded counting filter refused");
         let view = d.counters().expect("counting file without counters");
         assert_eq!(view.bytes(), c.as_bytes());
         for key in &live {
@@ -263,7 +262,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
             b.insert(key);
         }
         let file = encode_bit_filter(&b, keys.len() as u64);
-        let d = filterstore::codec::decode_filter(&file).expect("encoded bit filter refused");
+        let d = filterstore::decode_filter(&file).expect("encoded bit filter refused");
         assert!(d.to_bit_filter().unwrap().to_words() == b.to_words());
         for key in &keys {
             assert!(d.contains(key), "false negative after round trip");
@@ -278,7 +277,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let mut bad = file;
     bad[at] ^= mask;
     assert!(
-        filterstore::codec::decode_filter(&bad).is_err(),
+        filterstore::decode_filter(&bad).is_err(),
         "byte {at} ^ {mask:#04x} accepted"
     );
     Ok(())
@@ -293,9 +292,8 @@ const FUZZ_MAX_MESSAGE_BITS: u64 = 1 << 16;
 /// decoded full message yields a filter that answers queries, and its array
 /// survives re-encoding; a decoded delta applies to a zero base of its shape.
 pub fn decode_message(data: &[u8]) {
-    use filterstore::exchange::message;
     for input in with_valid_frame(data) {
-        let Ok(msg) = message::decode_with_limit(&input, FUZZ_MAX_MESSAGE_BITS) else {
+        let Ok(msg) = filterstore::decode_message_with_limit(&input, FUZZ_MAX_MESSAGE_BITS) else {
             continue;
         };
         assert!(msg.params().m() <= FUZZ_MAX_MESSAGE_BITS);
@@ -321,9 +319,9 @@ pub fn decode_message(data: &[u8]) {
             "popcount differs from header"
         );
         let again =
-            message::encode_full(&filter, msg.descriptor.n, msg.version, Default::default())
+            filterstore::encode_message(&filter, msg.descriptor.n, msg.version, Default::default())
                 .expect("re-encoding a decoded filter failed");
-        let back = message::decode(&again).expect("re-encoded message refused");
+        let back = filterstore::decode_message(&again).expect("re-encoded message refused");
         let back = back.filter().expect("re-encoded filter refused");
         for i in 0..msg.params().num_words() {
             assert_eq!(back.word(i), filter.word(i), "array changed by re-encoding");
@@ -340,7 +338,7 @@ pub fn roundtrip_message(data: &[u8]) {
 }
 
 fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
-    use filterstore::exchange::message::{self, CodecChoice};
+    use filterstore::CodecChoice;
     let layout = if u.arbitrary::<bool>()? {
         Layout::Blocked
     } else {
@@ -371,8 +369,8 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     } else {
         CodecChoice::Plain
     };
-    let full = message::encode_full(&new, n_keys as u64, 2, choice).expect("encode");
-    let got = message::decode(&full).expect("fresh message refused");
+    let full = filterstore::encode_message(&new, n_keys as u64, 2, choice).expect("encode");
+    let got = filterstore::decode_message(&full).expect("fresh message refused");
     let got = got.filter().expect("fresh filter refused");
     for i in 0..p.num_words() {
         assert_eq!(got.word(i), new.word(i), "full message changed the filter");
@@ -380,8 +378,9 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     for key in &keys {
         assert!(got.contains(key), "false negative after a full message");
     }
-    let delta = message::encode_delta(&new, &base, n_keys as u64, 2, 1, choice).expect("encode");
-    let applied = message::decode(&delta)
+    let delta = filterstore::encode_delta_message(&new, &base, n_keys as u64, 2, 1, choice)
+        .expect("encode");
+    let applied = filterstore::decode_message(&delta)
         .expect("fresh delta refused")
         .apply_to(&base, 1)
         .expect("fresh delta did not apply");
@@ -394,7 +393,7 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let mut bad = full;
     bad[at] ^= mask;
     assert!(
-        message::decode(&bad).is_err(),
+        filterstore::decode_message(&bad).is_err(),
         "byte {at} ^ {mask:#04x} accepted"
     );
     Ok(())
@@ -417,9 +416,7 @@ pub const STORE_MAX_REOPENS: usize = 3;
 /// removes keys it inserted, and a counting filter cannot tell such a false
 /// positive from a member).
 pub fn store_ops(data: &[u8]) {
-    use filterstore::store::{
-        Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch,
-    };
+    use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
     use std::collections::HashMap;
 
     let Some((&layout_byte, ops)) = data.split_first() else {

@@ -3,13 +3,13 @@
 //! Each section builds on the library's public API only, prints what it did
 //! and the figures it measured, and finishes in seconds.
 
-use crate::exchange::message::{self, Target};
-use crate::exchange::{probe, Refiner};
-use crate::guard::{Change, Guard, SledDiffStorage};
-use crate::params::FilterParams;
-use crate::store::RegenOptions;
-use crate::store::{Durability, FilterStore, TableSpec, WriteBatch};
-use crate::{BitFilter, BloomRead, HashSpec, Layout};
+use filterstore::FilterParams;
+use filterstore::RegenOptions;
+use filterstore::{build_message, decode_message, MessageTarget};
+use filterstore::{probe, Refiner};
+use filterstore::{BitFilter, BloomRead, HashSpec, Layout};
+use filterstore::{Change, Guard, SledDiffStorage};
+use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 /// directory is used (and removed) when it is `None`.
 pub fn run(db: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
     let start = Instant::now();
-    let tmp = tempfile::tempdir()?;
-    let dir = db.unwrap_or_else(|| tmp.path().join("demo.db"));
+    let tmp = TempDir::new()?;
+    let dir = db.unwrap_or_else(|| tmp.0.join("demo.db"));
     println!("filterstore demo — database in {}\n", dir.display());
     core_filters()?;
     let store = FilterStore::open(&dir)?;
@@ -194,8 +194,8 @@ fn semijoin(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     // Site A holds 20,000 "premium" customers; site B holds 300,000 order rows.
     let premium: Vec<Vec<u8>> = (0..200_000u64).step_by(10).map(customer).collect();
     let key_list: usize = premium.iter().map(|k| k.len() + 1).sum();
-    let (msg, _) = message::build_from_keys(&premium, Target::Fp(0.01), HashSpec::random(), 1)?;
-    let received = message::decode(&msg)?;
+    let (msg, _) = build_message(&premium, MessageTarget::Fp(0.01), HashSpec::random(), 1)?;
+    let received = decode_message(&msg)?;
     let filter = received.filter()?;
     let rows: Vec<(u64, Vec<u8>)> = (0..300_000u64)
         .map(|i| (i, customer((i * 7919) % 250_000)))
@@ -401,7 +401,7 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         gone.remove(&event(i));
     }
     table.apply(&gone, Durability::Durable)?;
-    let measure = |t: &crate::store::Table| {
+    let measure = |t: &filterstore::Table| {
         let probes: Vec<Vec<u8>> = (1_000_000..1_100_000u64).map(event).collect();
         t.contains_many(&probes).iter().filter(|b| **b).count() as f64 / 100_000.0
     };
@@ -447,4 +447,26 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         return Err(format!("{missing} live keys missing after regeneration").into());
     }
     Ok(())
+}
+
+/// A directory under the system's temporary directory, removed when dropped
+/// (the demo's database when no `--db` is given).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> std::io::Result<TempDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!("filterstore-demo-{}-{nanos}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        std::fs::create_dir(&path)?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

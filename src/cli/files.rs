@@ -7,11 +7,12 @@
 use super::keys::KeyReader;
 use super::output::Out;
 use super::{open_existing, Failure, Outcome};
-use filterstore::codec::filter_file;
-use filterstore::codec::frame::{self, Kind};
-use filterstore::exchange::message::{self, CodecChoice, Target};
-use filterstore::store::FilterStore;
+use filterstore::FilterStore;
+use filterstore::{build_message, decode_filter, decode_frame, decode_message, encode_message};
+use filterstore::{encode_bit_filter, encode_counting_filter, DecodedMessage};
 use filterstore::{BitFilter, BloomRead, HashSpec};
+use filterstore::{CodecChoice, MessageTarget};
+use filterstore::{Frame, FrameKind as Kind};
 use std::path::Path;
 
 /// What `export` writes.
@@ -48,10 +49,7 @@ pub fn export(
     let (bytes, what) = if opts.counting {
         // A snapshot folds the log first, so the counters are complete.
         let c = t.counting_snapshot()?;
-        (
-            filter_file::encode_counting_filter(&c, t.live_keys()),
-            "counting filter",
-        )
+        (encode_counting_filter(&c, t.live_keys()), "counting filter")
     } else if opts.compressed {
         match opts.keys {
             Some(file) => {
@@ -61,14 +59,14 @@ pub fn export(
                 // (see `exchange::optimize`).
                 let keys = read_all_keys(file)?;
                 let target = match opts.budget {
-                    Some(b) => Target::Budget(b),
-                    None => Target::Fp(t.meta().target_fp),
+                    Some(b) => MessageTarget::Budget(b),
+                    None => MessageTarget::Fp(t.meta().target_fp),
                 };
-                let (msg, _) = message::build_from_keys(&keys, target, HashSpec::random(), 1)?;
+                let (msg, _) = build_message(&keys, target, HashSpec::random(), 1)?;
                 (msg, "exchange message built from the keys")
             }
             None => {
-                let msg = message::encode_full(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
+                let msg = encode_message(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
                 if let Some(b) = opts.budget {
                     if msg.len() as u64 > b {
                         return Err(Failure(format!(
@@ -83,10 +81,7 @@ pub fn export(
     } else {
         let words: Vec<u64> = (0..p.num_words()).map(|i| t.bloom().word(i)).collect();
         let f = BitFilter::from_words(p, &words)?;
-        (
-            filter_file::encode_bit_filter(&f, t.live_keys()),
-            "bit filter",
-        )
+        (encode_bit_filter(&f, t.live_keys()), "bit filter")
     };
     match output {
         Some(path) if path != Path::new("-") => {
@@ -146,17 +141,17 @@ struct Loaded {
 /// Decodes `bytes` (a filter file or a full message) into a bit filter.
 fn load(path: &Path, bytes: &[u8]) -> Result<Loaded, Failure> {
     let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", path.display()));
-    let f = frame::decode(bytes).map_err(|e| defect(&e))?;
+    let f = decode_frame(bytes).map_err(|e| defect(&e))?;
     match f.kind {
         Kind::BitFilter | Kind::CountingFilter => {
-            let d = filter_file::decode_filter(bytes).map_err(|e| defect(&e))?;
+            let d = decode_filter(bytes).map_err(|e| defect(&e))?;
             Ok(Loaded {
                 filter: d.to_bit_filter().map_err(|e| defect(&e))?,
                 n: d.n(),
             })
         }
         Kind::ExchangeFull | Kind::ExchangeDelta => {
-            let m = message::decode(bytes).map_err(|e| defect(&e))?;
+            let m = decode_message(bytes).map_err(|e| defect(&e))?;
             // A delta is an XOR against a filter this file does not hold.
             let r = m.filter().map_err(|e| defect(&e))?;
             let words: Vec<u64> = (0..r.params().num_words()).map(|i| r.word(i)).collect();
@@ -177,8 +172,7 @@ fn load(path: &Path, bytes: &[u8]) -> Result<Loaded, Failure> {
 /// refused: see `store::FilterStore::import_counting` for why.
 pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
     let bytes = read_file(file)?;
-    let d = filter_file::decode_filter(&bytes)
-        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+    let d = decode_filter(&bytes).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
     let Some(view) = d.counters() else {
         return Err(Failure(format!(
             "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
@@ -205,12 +199,12 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
 pub fn inspect(file: &Path, json: bool, out: &mut Out) -> Outcome {
     let bytes = read_file(file)?;
     let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", file.display()));
-    let f = frame::decode(&bytes).map_err(|e| defect(&e))?;
+    let f = decode_frame(&bytes).map_err(|e| defect(&e))?;
     if matches!(f.kind, Kind::ExchangeFull | Kind::ExchangeDelta) {
-        let m = message::decode(&bytes).map_err(|e| defect(&e))?;
+        let m = decode_message(&bytes).map_err(|e| defect(&e))?;
         return inspect_message(&bytes, &f, &m, json, out);
     }
-    let i = filter_file::inspect(&bytes).map_err(|e| defect(&e))?;
+    let i = filterstore::inspect(&bytes).map_err(|e| defect(&e))?;
     if json {
         out.line(&serde_json::to_string_pretty(&i)?)
     } else {
@@ -220,17 +214,13 @@ pub fn inspect(file: &Path, json: bool, out: &mut Out) -> Outcome {
 
 fn inspect_message(
     bytes: &[u8],
-    f: &frame::Frame<'_>,
-    m: &message::DecodedMessage<'_>,
+    f: &Frame<'_>,
+    m: &DecodedMessage<'_>,
     json: bool,
     out: &mut Out,
 ) -> Outcome {
     let p = m.params();
-    let crc = bytes
-        .len()
-        .checked_sub(frame::TRAILER_LEN)
-        .and_then(|at| bytes.get(at..))
-        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let crc = f.crc32;
     let v = serde_json::json!({
         "file_len": bytes.len(),
         "format_version": f.version,

@@ -9,10 +9,8 @@ mod output;
 mod plot;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use filterstore::store::{
-    Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch,
-};
 use filterstore::Layout;
+use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};
 use keys::KeyReader;
 use output::Out;
 use std::path::{Path, PathBuf};
@@ -169,7 +167,7 @@ enum Command {
         /// File of every key of the table; standard input when `-`.
         file: PathBuf,
         /// Capacity as a multiple of the table's live keys.
-        #[arg(long, default_value_t = filterstore::store::DEFAULT_HEADROOM)]
+        #[arg(long, default_value_t = filterstore::DEFAULT_HEADROOM)]
         headroom: f64,
     },
     /// Change a table's target false-positive rate or expected size; the
@@ -260,11 +258,8 @@ fn run(cli: Cli) -> Outcome {
             probes,
         } => {
             let curves = plot::measure_curves(keys, probes, 24);
-            std::fs::write(
-                &output,
-                plot::render_svg(&curves, keys, probes),
-            )
-            .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
+            std::fs::write(&output, plot::render_svg(&curves, keys, probes))
+                .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
             println!("wrote {}", output.display());
             return Ok(());
         }
@@ -380,7 +375,7 @@ fn create(
         p.layout(),
         p.m(),
         p.bit_bytes().div_ceil(1024),
-        (filterstore::counting::counter_bytes(&p) as u64).div_ceil(1024),
+        (filterstore::counter_bytes(&p) as u64).div_ceil(1024),
         p.k(),
         p.hash().seed
     ))

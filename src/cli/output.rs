@@ -1,7 +1,7 @@
 //! Standard output: buffered, and quiet when the reader goes away (`| head`).
 
 use super::{Failure, Outcome};
-use filterstore::store::{FilterStore, Table, TableStats};
+use filterstore::{FilterStore, Table, TableStats};
 use serde::Serialize;
 use std::io::{self, BufWriter, ErrorKind, Write};
 

@@ -6,8 +6,8 @@
 //! text (about a hundred lines) rather than through a plotting crate, which
 //! would bring font handling and a dozen dependencies for no gain here.
 
-use crate::params::{fp_for, optimal_k, FilterParams, BLOCK_BITS};
-use crate::{BitFilter, HashSpec, Layout};
+use filterstore::{fp_for, optimal_k, FilterParams, BLOCK_BITS};
+use filterstore::{BitFilter, HashSpec, Layout};
 use std::fmt::Write as _;
 
 /// One point of the curve.

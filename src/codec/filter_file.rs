@@ -20,11 +20,11 @@
 
 use super::frame::{self, Kind};
 use super::reader::ByteReader;
-use crate::bloom::{BitFilter, BloomRead, FilterView};
-use crate::counting::{nibble, CountingFilter, COUNTER_BLOCK_BYTES};
 use crate::error::{CodecError, ParamError};
-use crate::hash::{positions, HashAlgo, HashSpec};
-use crate::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::filter::bloom::{BitFilter, BloomRead, FilterView};
+use crate::filter::counting::{nibble, CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::filter::hash::{positions, HashAlgo, HashSpec};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use serde::Serialize;
 
 /// File name extension of exported filter files ("filterstore filter").
@@ -34,11 +34,6 @@ pub const FILE_EXTENSION: &str = "fsf";
 /// the payload starts at byte 72 of a file: 8-byte aligned, so a memory-mapped
 /// file could be read as words.
 pub const DESCRIPTOR_LEN: usize = 48;
-
-/// Codec ids reserved for entropy-coded payloads (the compressed exchange).
-/// Id 1 is [`Codec::Rans`]; the others are refused with
-/// [`CodecError::UnknownId`] like any unknown id, but no other use may take them.
-pub const RESERVED_ENTROPY_CODECS: std::ops::RangeInclusive<u8> = 1..=15;
 
 /// What each position of the payload holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

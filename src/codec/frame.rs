@@ -116,6 +116,8 @@ pub struct Frame<'a> {
     pub flags: u8,
     /// The body.
     pub body: &'a [u8],
+    /// The CRC32 of header and body, as stored (and verified).
+    pub crc32: u32,
 }
 
 /// Frames `body` as a record of `kind` in the current format version.
@@ -254,10 +256,12 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
         kind,
         flags,
         body,
+        crc32: stored,
     })
 }
 
 /// Decodes a frame and checks that it holds `kind`.
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub fn decode_kind(bytes: &[u8], kind: Kind) -> Result<Frame<'_>, CodecError> {
     let f = decode(bytes)?;
     if f.kind != kind {

@@ -4,11 +4,6 @@
 
 pub mod filter_file;
 pub mod frame;
+#[cfg(feature = "store")]
 pub mod meta;
 pub mod reader;
-
-pub use filter_file::{
-    decode_filter, encode_bit_filter, encode_counting_filter, inspect, CounterView, DecodedFilter,
-    DescriptorV1, FilterBody, Inspection,
-};
-pub use reader::ByteReader;

@@ -54,6 +54,7 @@
 //! operations only, so every platform derives identical frequencies; changing
 //! that computation changes the format.
 
+use super::optimize::binary_entropy;
 use thiserror::Error;
 
 /// Largest bit array accepted: 2^36 bits (an 8 GiB array, 2^30 words).
@@ -366,15 +367,6 @@ pub fn compressed_size_estimate(m_bits: u64, ones: u64) -> u64 {
     let p = ones as f64 / m;
     let bits = m * binary_entropy(p);
     (bits / 8.0).ceil() as u64 + 7
-}
-
-/// `H(p) = −p·log2 p − (1−p)·log2(1−p)`, the entropy of one bit in bits.
-fn binary_entropy(p: f64) -> f64 {
-    if p <= 0.0 || p >= 1.0 {
-        0.0
-    } else {
-        -p * p.log2() - (1.0 - p) * (1.0 - p).log2()
-    }
 }
 
 /// Byte `k` (little-endian) of `w`.
@@ -936,7 +928,7 @@ mod tests {
                     words.iter().map(|w| u64::from(w.count_ones())).sum::<u64>(),
                     ones
                 );
-                if m_bits % 64 != 0 {
+                if !m_bits.is_multiple_of(64) {
                     assert_eq!(words.last().map_or(0, |w| w >> (m_bits % 64)), 0);
                 }
                 true

@@ -27,13 +27,13 @@
 
 use super::entropy::{self, EntropyError};
 use super::optimize::{self, OptimizeError};
-use crate::bloom::{check_compatible, BitFilter, BloomRead, FilterView};
 use crate::codec::filter_file::{Codec, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, FilterError, ParamError};
-use crate::hash::HashSpec;
-use crate::params::{FilterParams, Layout};
+use crate::filter::bloom::{check_compatible, BitFilter, BloomRead, FilterView};
+use crate::filter::hash::HashSpec;
+use crate::filter::params::{FilterParams, Layout};
 use thiserror::Error;
 
 /// Bytes of a message that are not payload: the frame (24 + 4), the

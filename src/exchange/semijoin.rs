@@ -7,7 +7,7 @@
 //! not join)` false positives, which [`Refiner`] removes, so the result always
 //! equals the exact join.
 
-use crate::bloom::BloomRead;
+use crate::filter::bloom::BloomRead;
 use std::collections::HashSet;
 
 /// Keys probed per batch: large enough for the batched lookup to overlap its

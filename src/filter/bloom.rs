@@ -46,11 +46,11 @@
 //! against `fastbloom`, `sbbf-rs-safe`, `xorf` and `bloomfilter`.
 
 use crate::error::{FilterError, ParamError};
-use crate::hash::{
+use crate::filter::hash::{
     for_each_standard_position, in_block_masks, in_block_position, map_to_range, KeyHash,
     StandardProbes,
 };
-use crate::params::{FilterParams, Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keys in flight in the batched lookup's pipeline (its ring of hashes).
@@ -892,7 +892,7 @@ impl BloomRead for FilterView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::HashSpec;
+    use crate::filter::hash::HashSpec;
 
     fn keys(range: std::ops::Range<u64>) -> Vec<[u8; 8]> {
         range.map(|i| i.to_le_bytes()).collect()
@@ -919,7 +919,7 @@ mod tests {
         let reference: Vec<bool> = probe
             .iter()
             .map(|k| {
-                crate::hash::positions(layout, p.m(), p.k(), p.hash().hash(k))
+                crate::filter::hash::positions(layout, p.m(), p.k(), p.hash().hash(k))
                     .as_slice()
                     .iter()
                     .all(|&pos| f.bit(pos))

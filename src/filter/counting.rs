@@ -5,12 +5,12 @@
 //!   even `i`, the high nibble for odd `i`. A 512-counter block (the blocked
 //!   layout's unit) is therefore 256 contiguous bytes: one counter page.
 //! * 4 bits suffice: with the optimal `k` the chance that any counter ever
-//!   reaches 16 is below `1.37e−15·m` ([`crate::params::counter_overflow_bound`]).
+//!   reaches 16 is below `1.37e−15·m` ([`crate::filter::params::counter_overflow_bound`]).
 //!   Should one reach 15 anyway it *sticks*: never incremented past, never
 //!   decremented, so its bit stays set forever. A sticky counter can only cause
 //!   false positives, never a false negative; [`CountingFilter::saturated`]
 //!   counts them, and the drift monitor regenerates the filter when they appear.
-//! * A key adds one to each of its *distinct* positions ([`crate::hash::positions`]),
+//! * A key adds one to each of its *distinct* positions ([`crate::filter::hash::positions`]),
 //!   so insert and remove are exact inverses even when two probes collide.
 //! * A remove is refused, changing nothing, when one of the key's counters is
 //!   zero: the key was never inserted, and decrementing the others would
@@ -23,10 +23,10 @@
 //! testing; the store keeps the same counter bytes in pages on disk and applies
 //! the same [`nibble`] operations to them.
 
-use crate::bloom::BitFilter;
 use crate::error::{FilterError, ParamError};
-use crate::hash::positions;
-use crate::params::FilterParams;
+use crate::filter::bloom::BitFilter;
+use crate::filter::hash::positions;
+use crate::filter::params::FilterParams;
 
 /// The largest counter value; a counter that reaches it is sticky.
 pub const COUNTER_MAX: u8 = 15;
@@ -235,8 +235,8 @@ pub fn counter_bytes(params: &FilterParams) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::HashSpec;
-    use crate::params::Layout;
+    use crate::filter::hash::HashSpec;
+    use crate::filter::params::Layout;
 
     #[test]
     fn nibble_ops_saturate_and_stick() {

@@ -24,7 +24,7 @@
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
 
-use crate::params::{MAX_K, WORDS_PER_BLOCK};
+use crate::filter::params::{MAX_K, WORDS_PER_BLOCK};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 /// Identifies a hash algorithm in persisted headers.
@@ -77,7 +77,7 @@ impl HashSpec {
 
     /// XXH3-128 with a seed drawn from the operating system's random source.
     pub fn random() -> Self {
-        HashSpec::xxh3(rand::random())
+        HashSpec::xxh3(random_seed())
     }
 
     /// Hashes one key.
@@ -93,6 +93,20 @@ impl HashSpec {
             }
         }
     }
+}
+
+/// A 64-bit seed from the operating system's random source, through std:
+/// each `RandomState` is keyed with OS randomness (per thread, then
+/// incremented), and hashing the wall clock and a process-wide counter with
+/// it gives distinct seeds for calls in the same nanosecond.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    CALLS.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    std::time::SystemTime::now().hash(&mut h);
+    h.finish()
 }
 
 /// The 128-bit hash of a key, from which all of its positions are derived.
@@ -238,21 +252,21 @@ impl Positions {
 }
 
 /// The distinct positions of a key, for either layout.
-pub fn positions(layout: crate::params::Layout, m: u64, k: u32, h: KeyHash) -> Positions {
+pub fn positions(layout: crate::filter::params::Layout, m: u64, k: u32, h: KeyHash) -> Positions {
     let mut buf = [0u64; MAX_K as usize];
     let mut len = 0;
     match layout {
-        crate::params::Layout::Standard => for_each_standard_position(h, m, k, |p| {
+        crate::filter::params::Layout::Standard => for_each_standard_position(h, m, k, |p| {
             buf[len] = p;
             len += 1;
             true
         }),
-        crate::params::Layout::Blocked => {
+        crate::filter::params::Layout::Blocked => {
             // Read off the block's masks in order: sorted and distinct as
             // they come, no sort (whose mispredicts cost more than the
             // probes themselves at k = 7).
-            let blocks = m / crate::params::BLOCK_BITS;
-            let base = map_to_range(h.h1, blocks) * crate::params::BLOCK_BITS;
+            let blocks = m / crate::filter::params::BLOCK_BITS;
+            let base = map_to_range(h.h1, blocks) * crate::filter::params::BLOCK_BITS;
             for (w, mut mask) in (0u64..).zip(in_block_masks(h.h2, k)) {
                 while mask != 0 {
                     buf[len] = base + w * 64 + u64::from(mask.trailing_zeros());
@@ -278,7 +292,7 @@ pub fn positions(layout: crate::params::Layout, m: u64, k: u32, h: KeyHash) -> P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::Layout;
+    use crate::filter::params::Layout;
 
     #[test]
     fn salts_are_odd_and_distinct() {

@@ -29,7 +29,7 @@
 //!   counters ([`counter_overflow_bound`]).
 
 use crate::error::ParamError;
-use crate::hash::HashSpec;
+use crate::filter::hash::HashSpec;
 
 /// Bits in one block of the blocked layout: one 64-byte cache line.
 pub const BLOCK_BITS: u64 = 512;
@@ -128,7 +128,7 @@ impl FilterParams {
                 max: MAX_M_BITS,
             });
         }
-        if layout == Layout::Blocked && m % BLOCK_BITS != 0 {
+        if layout == Layout::Blocked && !m.is_multiple_of(BLOCK_BITS) {
             return Err(ParamError::BlockedMNotMultiple { m });
         }
         Ok(FilterParams { layout, m, k, hash })

@@ -18,8 +18,8 @@
 use super::error::{NameError, StoreError};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
-use crate::hash::{HashAlgo, HashSpec};
-use crate::params::{FilterParams, Layout};
+use crate::filter::hash::{HashAlgo, HashSpec};
+use crate::filter::params::{FilterParams, Layout};
 use serde::{Deserialize, Serialize};
 
 /// The store format version this build writes (kept in the catalog header).

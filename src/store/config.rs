@@ -121,11 +121,11 @@ impl StoreConfig {
     }
 
     /// The fold threshold, in logged operations, for a table with `params`.
-    pub fn fold_threshold_ops(&self, params: &crate::params::FilterParams) -> u64 {
+    pub fn fold_threshold_ops(&self, params: &crate::filter::params::FilterParams) -> u64 {
         self.fold_threshold.unwrap_or_else(|| {
             let per_op = match params.layout() {
-                crate::params::Layout::Blocked => 16,
-                crate::params::Layout::Standard => 16 * params.k() as u64,
+                crate::filter::params::Layout::Blocked => 16,
+                crate::filter::params::Layout::Standard => 16 * params.k() as u64,
             };
             (DEFAULT_FOLD_MEMORY / per_op).max(1)
         })

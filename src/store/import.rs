@@ -15,7 +15,7 @@ use super::keys::STATE_KEY;
 use super::pages;
 use super::table::GenerationState;
 use super::{sled_err, validate_name, FilterStore, Table};
-use crate::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::filter::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
 
 impl FilterStore {
     /// Creates table `name` holding exactly the counters of `counters`, with

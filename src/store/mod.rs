@@ -2,8 +2,8 @@
 //! with a counting filter on disk and its bit filter in memory.
 //!
 //! ```no_run
-//! use filterstore::store::{Durability, FilterStore, TableSpec, WriteBatch};
-//! # fn main() -> Result<(), filterstore::store::StoreError> {
+//! use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+//! # fn main() -> Result<(), filterstore::StoreError> {
 //! let store = FilterStore::open("./filterstore.db")?;
 //! let orders = store.create_table("orders", TableSpec::new(1_000_000, 0.01))?;
 //! let mut batch = WriteBatch::new();
@@ -100,11 +100,11 @@ pub use catalog::{validate_name, TableMeta, MAX_NAME_LEN, STORE_FORMAT_VERSION};
 pub use config::StoreConfig;
 pub use error::{NameError, StoreError};
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
-pub use table::{Table, TableStats, OBSERVED_WINDOW};
+pub use table::{Table, TableStats};
 pub use wal::MAX_RECORD_OPS;
 
-use crate::hash::HashSpec;
-use crate::params::{FilterParams, Layout};
+use crate::filter::hash::HashSpec;
+use crate::filter::params::{FilterParams, Layout};
 use catalog::{StoreHeader, CATALOG_TREE, HEADER_KEY, TABLE_PREFIX, TABLE_TREE_PREFIX};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -159,7 +159,7 @@ pub(crate) struct StoreInner {
     /// Whether `regen_hook` is set (read on every write without the lock).
     has_regen_hook: std::sync::atomic::AtomicBool,
     /// The policy of [`Table::health`].
-    policy: Mutex<crate::drift::DriftPolicy>,
+    policy: Mutex<crate::filter::drift::DriftPolicy>,
     /// Open tables: one in-memory state per table, shared by all handles.
     tables: Mutex<HashMap<String, Weak<TableInner>>>,
 }
@@ -324,7 +324,7 @@ impl FilterStore {
                 catalog_lock: Mutex::new(()),
                 regen_hook: Mutex::new(None),
                 has_regen_hook: std::sync::atomic::AtomicBool::new(false),
-                policy: Mutex::new(crate::drift::DriftPolicy::default()),
+                policy: Mutex::new(crate::filter::drift::DriftPolicy::default()),
                 tables: Mutex::new(HashMap::new()),
             }),
         };
@@ -396,7 +396,7 @@ impl FilterStore {
     /// this returns.
     pub fn create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
-        let seed = spec.seed.unwrap_or_else(rand::random);
+        let seed = spec.seed.unwrap_or_else(|| HashSpec::random().seed);
         let params = FilterParams::for_capacity(
             spec.expected_keys,
             spec.target_fp,

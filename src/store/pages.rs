@@ -4,7 +4,7 @@
 //! # Chunks
 //! Counters are stored in *chunks* of [`CHUNK_BLOCKS`] = 64 counter blocks
 //! (64 × 256 bytes = 16 KiB of packed 4-bit counters, the layout of
-//! [`crate::counting`]): one sled value per chunk. A fold's cost is mostly
+//! [`crate::filter::counting`]): one sled value per chunk. A fold's cost is mostly
 //! sled's, per value written: folding 1M logged inserts into a 10M-key table
 //! (48 MiB of counters, every chunk touched) took 450–700 ms with 4 KiB
 //! chunks, 330–400 ms with 8 KiB, 245–300 ms with 16 KiB and 260–280 ms with
@@ -38,10 +38,10 @@
 //! `16·k` bytes (standard).
 
 use crate::codec::frame::{self, Kind};
-use crate::counting::{nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX};
 use crate::error::CodecError;
-use crate::hash::{in_block_position, map_to_range, positions};
-use crate::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX};
+use crate::filter::hash::{in_block_position, map_to_range, positions};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 
 use super::keys::{self, CHUNK_PREFIX};
 use super::wal::LogOp;
@@ -283,8 +283,8 @@ pub(crate) fn nonzero_word(bytes32: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hash::{HashSpec, KeyHash};
-    use crate::params::Layout;
+    use crate::filter::hash::{HashSpec, KeyHash};
+    use crate::filter::params::Layout;
 
     #[test]
     fn nonzero_word_matches_the_core_definition() {
@@ -356,8 +356,8 @@ mod tests {
         for layout in [Layout::Blocked, Layout::Standard] {
             let p = FilterParams::new(layout, 512 * (2 * CHUNK_BLOCKS + 9), 7, HashSpec::xxh3(9))
                 .unwrap();
-            let mut core = crate::counting::CountingFilter::new(p).unwrap();
-            let mut counters = vec![0u8; crate::counting::counter_bytes(&p)];
+            let mut core = crate::filter::counting::CountingFilter::new(p).unwrap();
+            let mut counters = vec![0u8; crate::filter::counting::counter_bytes(&p)];
             let mut e = Vec::new();
             for i in 0..500u32 {
                 let key = i.to_le_bytes();

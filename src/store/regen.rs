@@ -1,7 +1,7 @@
 //! Health of a table and online regeneration.
 //!
 //! # Health
-//! [`Table::health`] gathers the [`HealthSignals`] of [`crate::drift`]: the
+//! [`Table::health`] gathers the [`HealthSignals`] of [`crate::filter::drift`]: the
 //! false-positive rate estimated from the live bit filter (per block for the
 //! blocked layout), the rate observed from the host's feedback
 //! ([`Table::report_lookup`], over a sliding window of
@@ -105,11 +105,11 @@ use super::pages::{self, CHUNK_BLOCKS};
 use super::table::{sled_err, store_block_words, Generation, GenerationState, Table, TableInner};
 use super::wal::LogOp;
 use super::{FilterStore, StoreInner};
-use crate::bloom::BitFilter;
-use crate::counting::{counter_bytes, nibble, COUNTER_BLOCK_BYTES};
-use crate::drift::{Assessment, DriftPolicy, DriftReason, HealthSignals, ObservedCounts};
-use crate::hash::{positions, KeyHash};
-use crate::params::{FilterParams, BLOCK_BITS};
+use crate::filter::bloom::BitFilter;
+use crate::filter::counting::{counter_bytes, nibble, COUNTER_BLOCK_BYTES};
+use crate::filter::drift::{Assessment, DriftPolicy, DriftReason, HealthSignals, ObservedCounts};
+use crate::filter::hash::{positions, KeyHash};
+use crate::filter::params::{FilterParams, BLOCK_BITS};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;

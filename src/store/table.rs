@@ -38,13 +38,13 @@ use super::keys::{CHUNK_PREFIX, LOG_PREFIX, STATE_KEY};
 use super::pages::{self, CHUNK_BLOCKS, MAX_PASS_OPS};
 use super::wal::{self, LogOp, MAX_RECORD_OPS};
 use super::StoreInner;
-use crate::bloom::{BitFilter, BloomRead};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
-use crate::counting::{counter_bytes, nibble, CountingFilter, COUNTER_BLOCK_BYTES};
-use crate::drift::ObservedFp;
-use crate::hash::positions;
-use crate::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
+use crate::filter::bloom::{BitFilter, BloomRead};
+use crate::filter::counting::{counter_bytes, nibble, CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::filter::drift::ObservedFp;
+use crate::filter::hash::positions;
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -215,7 +215,10 @@ pub(crate) fn sled_err(op: &'static str) -> impl Fn(sled::Error) -> StoreError {
 #[inline]
 fn for_each_block(p: &FilterParams, op: &LogOp, mut f: impl FnMut(u64)) {
     match p.layout() {
-        Layout::Blocked => f(crate::hash::map_to_range(op.hash.h1, p.num_blocks())),
+        Layout::Blocked => f(crate::filter::hash::map_to_range(
+            op.hash.h1,
+            p.num_blocks(),
+        )),
         Layout::Standard => {
             let mut last = u64::MAX;
             for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {

@@ -20,7 +20,7 @@
 use super::keys::{self, LOG_PREFIX};
 use crate::codec::frame::{self, Kind};
 use crate::error::CodecError;
-use crate::hash::KeyHash;
+use crate::filter::hash::KeyHash;
 
 /// Bytes per operation in a record.
 const OP_BYTES: usize = 17;
