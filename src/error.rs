@@ -173,3 +173,38 @@ pub enum CodecError {
         reason: String,
     },
 }
+
+/// Every error of this crate in one type, for hosts that want a single error
+/// type (`?` converts each family into it). Match on the variant to reach the
+/// family's own enum; `source()` is that enum's source.
+///
+/// # Examples
+/// ```
+/// use filterstore::{Error, FilterParams, HashSpec, Layout};
+///
+/// fn size(n: u64, fp: f64) -> Result<u64, Error> {
+///     Ok(FilterParams::for_capacity(n, fp, Layout::Blocked, HashSpec::xxh3(7))?.m())
+/// }
+/// assert!(matches!(size(0, 0.01), Err(Error::Param(_))));
+/// assert_eq!(size(0, 0.01).unwrap_err().to_string(), "expected number of keys must be at least 1");
+/// ```
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Invalid filter parameters.
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    /// An operation on filters failed (incompatible filters, absent key).
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    /// Bytes that are not a valid record or filter file.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// Building, decoding or applying an exchange message failed.
+    #[error(transparent)]
+    Exchange(#[from] crate::ExchangeError),
+    /// The persistent store failed (feature `store`).
+    #[cfg(feature = "store")]
+    #[error(transparent)]
+    Store(#[from] crate::StoreError),
+}

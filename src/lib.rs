@@ -60,7 +60,7 @@ pub use exchange::optimize::{
 pub use exchange::{probe, RefineStats, Refiner};
 
 // Errors of the layers without storage.
-pub use error::{CodecError, FilterError, ParamError};
+pub use error::{CodecError, Error, FilterError, ParamError};
 
 // The persistent store (feature `store`).
 #[cfg(feature = "store")]
