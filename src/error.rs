@@ -3,6 +3,21 @@
 
 use thiserror::Error;
 
+/// A rate for messages: plain decimals where they read well, scientific
+/// notation otherwise (`1e-300`, not three hundred digits).
+pub(crate) struct Rate(pub(crate) f64);
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let a = self.0.abs();
+        if a == 0.0 || (1e-4..1e6).contains(&a) || !a.is_finite() {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "{:e}", self.0)
+        }
+    }
+}
+
 /// Invalid filter parameters: refused before anything is allocated.
 #[derive(Debug, Clone, PartialEq, Error)]
 #[non_exhaustive]
@@ -11,7 +26,7 @@ pub enum ParamError {
     #[error("expected number of keys must be at least 1")]
     ZeroKeys,
     /// The false-positive rate must lie strictly between 0 and 1.
-    #[error("false-positive rate {0} is outside (0, 1); use e.g. 0.01 for 1%")]
+    #[error("false-positive rate {} is outside (0, 1); use e.g. 0.01 for 1%", Rate(*.0))]
     FpOutOfRange(f64),
     /// `k` is zero or larger than the supported maximum.
     #[error("number of hash functions k = {k} is outside 1..={max}")]
@@ -41,7 +56,7 @@ pub enum ParamError {
     #[error("bits per key {0} is outside 1..=1024")]
     BitsPerKeyOutOfRange(f64),
     /// The requested capacity and rate need a filter larger than supported.
-    #[error("{n} keys at false-positive rate {fp} need more than 2^40 bits; split the table or raise the rate")]
+    #[error("{n} keys at false-positive rate {} need more than 2^40 bits; split the table or raise the rate", Rate(*fp))]
     TooLarge {
         /// Keys requested.
         n: u64,

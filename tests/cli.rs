@@ -132,19 +132,17 @@ fn create_insert_query_remove_stats_list_drop() {
 fn db_from_the_environment_and_default() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("from-env");
-    let out = bin()
-        .env("FILTERSTORE_DB", &db)
-        .args(["create", "t", "--expected", "100", "--fp", "0.1"])
-        .output()
-        .unwrap();
+    let mut cmd = bin();
+    cmd.env("FILTERSTORE_DB", &db)
+        .args(["create", "t", "--expected", "100", "--fp", "0.1"]);
+    let out = run_command(cmd, b"");
     ok(&out);
     assert!(db.is_dir());
     // Without --db or the variable: ./filterstore.db in the working directory.
-    let out = bin()
-        .current_dir(dir.path())
-        .args(["create", "t", "--expected", "100", "--fp", "0.1"])
-        .output()
-        .unwrap();
+    let mut cmd = bin();
+    cmd.current_dir(dir.path())
+        .args(["create", "t", "--expected", "100", "--fp", "0.1"]);
+    let out = run_command(cmd, b"");
     ok(&out);
     assert!(dir.path().join("filterstore.db").is_dir());
 }
@@ -234,14 +232,18 @@ fn a_closed_output_pipe_is_not_an_error() {
         env!("CARGO_BIN_EXE_filterstore"),
         db.display()
     );
-    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let out = run_command(cmd, b"");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
 
 #[test]
 fn help_and_version() {
-    let out = bin().arg("--help").output().unwrap();
+    let mut cmd = bin();
+    cmd.arg("--help");
+    let out = run_command(cmd, b"");
     let text = ok(&out);
     for cmd in [
         "create", "insert", "remove", "query", "stats", "list", "drop",
@@ -249,5 +251,49 @@ fn help_and_version() {
         assert!(text.contains(cmd), "{text}");
     }
     assert!(text.contains("FILTERSTORE_DB"), "{text}");
-    ok(&bin().arg("--version").output().unwrap());
+    let mut cmd = bin();
+    cmd.arg("--version");
+    ok(&run_command(cmd, b""));
+}
+
+#[test]
+fn missing_arguments_are_named_and_fp_defaults_to_one_percent() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // `--expected` missing: its name is printed, on one line.
+    let err = fails(&run(&db, &["create", "t"], b""));
+    assert!(err.contains("--expected <N>"), "{err}");
+    // `--fp` may be left out: 1%, as Cassandra's bloom_filter_fp_chance.
+    ok(&run(&db, &["create", "t", "--expected", "100"], b""));
+    let stats = ok(&run(&db, &["stats", "t", "--json"], b""));
+    let v: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(v["target_fp"], 0.01, "{stats}");
+}
+
+#[test]
+fn absurd_rates_are_printed_in_scientific_notation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let err = fails(&run(
+        &db,
+        &["create", "t", "--expected", "100", "--fp", "1e-300"],
+        b"",
+    ));
+    assert!(err.contains("1e-300"), "{err}");
+    assert!(err.len() < 200, "{err}");
+}
+
+#[test]
+fn keys_with_tabs_and_backslashes_are_escaped_in_query_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&run(&db, &["create", "t", "--expected", "100"], b""));
+    ok(&run(&db, &["insert", "t"], b"a\tb\nc\\d\n"));
+    let out = ok(&run(&db, &["query", "t"], b"a\tb\nc\\d\nplain\n"));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "a\\tb\tmaybe", "{out}");
+    assert_eq!(lines[1], "c\\\\d\tmaybe", "{out}");
+    assert!(lines[2].starts_with("plain\t"), "{out}");
+    // Every line splits into exactly two fields at its TAB.
+    assert!(lines.iter().all(|l| l.split('\t').count() == 2), "{out}");
 }

@@ -2,17 +2,13 @@
 //! run as a separate process.
 #![cfg(feature = "cli")]
 
+mod cli_common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn run(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_filterstore"))
-        .env_remove("FILTERSTORE_DB")
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
+    cli_common::run(db, args, b"")
 }
 
 /// Standard output of a command that must succeed.

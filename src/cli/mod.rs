@@ -56,8 +56,9 @@ enum Command {
         /// Number of keys the table is sized for.
         #[arg(long, value_name = "N")]
         expected: u64,
-        /// Target false-positive rate, e.g. 0.01.
-        #[arg(long, value_name = "RATE")]
+        /// Target false-positive rate (Cassandra's `bloom_filter_fp_chance`
+        /// default).
+        #[arg(long, value_name = "RATE", default_value_t = 0.01)]
         fp: f64,
         /// Filter layout.
         #[arg(long, value_enum, default_value_t = LayoutArg::Blocked)]
@@ -80,7 +81,8 @@ enum Command {
         /// File of keys; standard input when absent or `-`.
         file: Option<PathBuf>,
     },
-    /// Print `key<TAB>maybe` or `key<TAB>absent` for each key.
+    /// Print `key<TAB>maybe` or `key<TAB>absent` for each key (a backslash,
+    /// TAB or CR in a key is printed as `\\`, `\t`, `\r`).
     Query {
         /// Table name.
         table: String,
@@ -228,9 +230,10 @@ pub fn main() -> ExitCode {
                     Err(_) => ExitCode::FAILURE,
                 };
             }
-            let rendered = e.to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
-            eprintln!("filterstore: {first} (see filterstore --help)");
+            eprintln!(
+                "filterstore: {} (see filterstore --help)",
+                one_line(&e.to_string())
+            );
             return ExitCode::from(2);
         }
     };
@@ -241,6 +244,21 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// clap's multi-line message as one line: the lines before the usage, joined
+/// (so a list of missing arguments is not cut off).
+fn one_line(rendered: &str) -> String {
+    let parts: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if parts.is_empty() {
+        return "invalid arguments".to_string();
+    }
+    parts.join(" ")
 }
 
 fn run(cli: Cli) -> Outcome {

@@ -40,11 +40,23 @@ impl Out {
         self.check(r)
     }
 
-    /// Writes `key<TAB>maybe` or `key<TAB>absent` (the key's bytes as read).
+    /// Writes `key<TAB>maybe` or `key<TAB>absent`: the key's bytes as read,
+    /// except that a backslash, TAB, CR or LF in the key is written as `\\`,
+    /// `\t`, `\r` or `\n`, so the first TAB of a line always ends the key.
     pub fn key_answer(&mut self, key: &[u8], maybe: bool) -> Outcome {
         if self.closed {
             return Ok(());
         }
+        let escaped;
+        let key = if key
+            .iter()
+            .any(|b| matches!(b, b'\\' | b'\t' | b'\r' | b'\n'))
+        {
+            escaped = escape_key(key);
+            &escaped[..]
+        } else {
+            key
+        };
         let r = self.w.write_all(key).and_then(|()| {
             self.w
                 .write_all(if maybe { b"\tmaybe\n" } else { b"\tabsent\n" })
@@ -195,4 +207,19 @@ impl StatsRow {
             observed_trials: health.signals.observed.trials,
         })
     }
+}
+
+/// `key` with backslash, TAB, CR and LF written as two-byte escapes.
+fn escape_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + 8);
+    for &b in key {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            _ => out.push(b),
+        }
+    }
+    out
 }

@@ -2,9 +2,10 @@
 //! `tests/cli_files.rs`.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_filterstore"));
@@ -12,22 +13,61 @@ pub fn bin() -> Command {
     c
 }
 
+/// How long one command may run before the test fails (a hang is a failure,
+/// never a stuck CI run).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+
 pub fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = bin()
-        .arg("--db")
-        .arg(db)
-        .args(args)
+    let mut cmd = bin();
+    cmd.arg("--db").arg(db).args(args);
+    run_command(cmd, stdin)
+}
+
+/// Runs `cmd` with `stdin` as its input, killing it and failing the test if
+/// it runs longer than [`COMMAND_TIMEOUT`].
+pub fn run_command(mut cmd: Command, stdin: &[u8]) -> Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
     // A command that fails before reading its input closes the pipe: that
     // is the command's outcome to check, not a test error.
-    if let Err(e) = child.stdin.take().unwrap().write_all(stdin) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    let writer = std::thread::spawn(move || {
+        if let Err(e) = input.write_all(&stdin) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+        }
+    });
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).map(|_| v)
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).map(|_| v)
+    });
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("command did not finish within {COMMAND_TIMEOUT:?}: {cmd:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    writer.join().unwrap();
+    Output {
+        status,
+        stdout: out_reader.join().unwrap().unwrap(),
+        stderr: err_reader.join().unwrap().unwrap(),
     }
-    child.wait_with_output().unwrap()
 }
 
 pub fn ok(out: &Output) -> String {
