@@ -331,3 +331,84 @@ fn import_of_the_v1_counting_fixtures() {
         assert_eq!(out, "hot-key\tmaybe\n");
     }
 }
+
+/// A rans message of 2,000 keys at 1%, and its frame's body.
+fn rans_message() -> Vec<u8> {
+    let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("key{i}").into_bytes()).collect();
+    let target = filterstore::MessageTarget::Fp(0.01);
+    let (msg, _) = filterstore::build_message(&keys, target, filterstore::HashSpec::xxh3(5), 1)
+        .unwrap();
+    let m = filterstore::decode_message(&msg).unwrap();
+    assert_eq!(m.descriptor.codec.name(), "rans");
+    msg
+}
+
+/// `msg` with its body edited and framed again with a valid CRC.
+fn reframed(msg: &[u8], edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let f = filterstore::decode_frame(msg).unwrap();
+    let mut body = f.body.to_vec();
+    edit(&mut body);
+    filterstore::encode_frame(f.kind, f.flags, &body)
+}
+
+/// Offset of the payload in a message body: the descriptor (48 bytes) and
+/// the message fields (32), FORMAT.md § exchange messages.
+const PAYLOAD_AT: usize = 80;
+
+#[test]
+fn inspect_decodes_and_verifies_a_coded_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = rans_message();
+    let path = dir.path().join("m.fsm");
+    std::fs::write(&path, &msg).unwrap();
+    ok(&run(&dir.path().join("db"), &["inspect", s(&path)], b""));
+    let payload_len = msg.len() - 28 - PAYLOAD_AT;
+    // Every CRC-valid message whose payload was corrupted in one byte is a
+    // defect for inspect, as it is for probe.
+    let mut refused = 0;
+    for at in (0..payload_len).step_by(payload_len / 16 + 1) {
+        let bad = reframed(&msg, |b| b[PAYLOAD_AT + at] ^= 0x5a);
+        std::fs::write(&path, &bad).unwrap();
+        let probe_fails = !run(&dir.path().join("db"), &["probe", s(&path)], b"").status.success();
+        let err = fails(&run(&dir.path().join("db"), &["inspect", s(&path)], b""));
+        assert!(probe_fails, "probe accepted what inspect refused: {err}");
+        refused += 1;
+    }
+    assert!(refused >= 16);
+    // A truncated payload (length field kept consistent) and a wrong `ones`.
+    let truncated = reframed(&msg, |b| {
+        b.truncate(b.len() - 9);
+        let len = (b.len() - PAYLOAD_AT) as u64;
+        b[32..40].copy_from_slice(&len.to_le_bytes());
+    });
+    let wrong_ones = reframed(&msg, |b| b[64] ^= 1);
+    for bad in [truncated, wrong_ones] {
+        std::fs::write(&path, &bad).unwrap();
+        fails(&run(&dir.path().join("db"), &["inspect", s(&path)], b""));
+    }
+}
+
+#[test]
+fn a_huge_message_is_refused_before_decoding() {
+    // The header says m = 2^33 bits (1 GiB) with an empty payload: probe,
+    // inspect and estimate refuse it under their default 256 MiB budget,
+    // quickly and without allocating the array.
+    let dir = tempfile::tempdir().unwrap();
+    let huge = reframed(&rans_message(), |b| {
+        b[0] = 1; // standard layout: any m is valid
+        b[16..24].copy_from_slice(&(1u64 << 33).to_le_bytes());
+        b[32..40].copy_from_slice(&0u64.to_le_bytes());
+        b.truncate(PAYLOAD_AT);
+    });
+    let path = dir.path().join("huge.fsm");
+    std::fs::write(&path, &huge).unwrap();
+    let db = dir.path().join("db");
+    for args in [
+        vec!["probe", s(&path)],
+        vec!["inspect", s(&path)],
+        vec!["estimate", s(&path), s(&path)],
+    ] {
+        let err = fails(&run(&db, &args, b""));
+        assert!(err.contains("8589934592"), "{err}");
+    }
+}

@@ -8,8 +8,9 @@ use super::keys::KeyReader;
 use super::output::Out;
 use super::{open_existing, Failure, Outcome};
 use filterstore::FilterStore;
-use filterstore::{build_message, decode_filter, decode_frame, decode_message, encode_message};
+use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
 use filterstore::{encode_bit_filter, encode_counting_filter, DecodedMessage};
+use filterstore::{encode_message, FilterParams, ReceivedFilter};
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use filterstore::{CodecChoice, MessageTarget};
 use filterstore::{Frame, FrameKind as Kind};
@@ -138,33 +139,63 @@ struct Loaded {
     n: u64,
 }
 
-/// Decodes `bytes` (a filter file or a full message) into a bit filter.
-fn load(path: &Path, bytes: &[u8]) -> Result<Loaded, Failure> {
+/// A filter file or message whose header is checked and whose payload is not
+/// yet decoded: what can be known for the cost of the bytes already read.
+enum Peeked<'a> {
+    File(filterstore::DecodedFilter<'a>),
+    Message(DecodedMessage<'a>),
+}
+
+impl Peeked<'_> {
+    fn params(&self) -> FilterParams {
+        match self {
+            Peeked::File(d) => *d.params(),
+            Peeked::Message(m) => *m.params(),
+        }
+    }
+}
+
+/// Checks the frame and descriptor of `bytes` (a filter file or a message)
+/// without decoding its payload; a message describing more than `max_bits`
+/// bits is refused before anything is allocated.
+fn peek<'a>(path: &Path, bytes: &'a [u8], max_bits: u64) -> Result<Peeked<'a>, Failure> {
     let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", path.display()));
     let f = decode_frame(bytes).map_err(|e| defect(&e))?;
     match f.kind {
         Kind::BitFilter | Kind::CountingFilter => {
-            let d = decode_filter(bytes).map_err(|e| defect(&e))?;
-            Ok(Loaded {
-                filter: d.to_bit_filter().map_err(|e| defect(&e))?,
-                n: d.n(),
-            })
+            Ok(Peeked::File(decode_filter(bytes).map_err(|e| defect(&e))?))
         }
-        Kind::ExchangeFull | Kind::ExchangeDelta => {
-            let m = decode_message(bytes).map_err(|e| defect(&e))?;
-            // A delta is an XOR against a filter this file does not hold.
-            let r = m.filter().map_err(|e| defect(&e))?;
-            let words: Vec<u64> = (0..r.params().num_words()).map(|i| r.word(i)).collect();
-            Ok(Loaded {
-                filter: BitFilter::from_words(*r.params(), &words).map_err(|e| defect(&e))?,
-                n: m.descriptor.n,
-            })
-        }
+        Kind::ExchangeFull | Kind::ExchangeDelta => Ok(Peeked::Message(
+            decode_message_with_limit(bytes, max_bits).map_err(|e| defect(&e))?,
+        )),
         other => Err(Failure(format!(
             "{}: a {} record is not a filter file or an exchange message",
             path.display(),
             other.name()
         ))),
+    }
+}
+
+/// Decodes a peeked filter file or full message into a bit filter: the
+/// output bitmap is the only allocation of the size of the filter.
+fn load(path: &Path, peeked: Peeked<'_>) -> Result<Loaded, Failure> {
+    let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", path.display()));
+    match peeked {
+        Peeked::File(d) => Ok(Loaded {
+            filter: d.to_bit_filter().map_err(|e| defect(&e))?,
+            n: d.n(),
+        }),
+        Peeked::Message(m) => {
+            // A delta is an XOR against a filter this file does not hold.
+            let filter = match m.filter().map_err(|e| defect(&e))? {
+                ReceivedFilter::Owned(f) => f,
+                ReceivedFilter::Borrowed(v) => v.to_owned_filter().map_err(|e| defect(&e))?,
+            };
+            Ok(Loaded {
+                filter,
+                n: m.descriptor.n,
+            })
+        }
     }
 }
 
@@ -196,12 +227,13 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
 }
 
 /// `filterstore inspect`.
-pub fn inspect(file: &Path, json: bool, out: &mut Out) -> Outcome {
+pub fn inspect(file: &Path, json: bool, max_bits: u64, out: &mut Out) -> Outcome {
     let bytes = read_file(file)?;
     let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", file.display()));
     let f = decode_frame(&bytes).map_err(|e| defect(&e))?;
     if matches!(f.kind, Kind::ExchangeFull | Kind::ExchangeDelta) {
-        let m = decode_message(&bytes).map_err(|e| defect(&e))?;
+        let m = decode_message_with_limit(&bytes, max_bits).map_err(|e| defect(&e))?;
+        verify_payload(&m).map_err(|e| defect(&e))?;
         return inspect_message(&bytes, &f, &m, json, out);
     }
     let i = filterstore::inspect(&bytes).map_err(|e| defect(&e))?;
@@ -210,6 +242,21 @@ pub fn inspect(file: &Path, json: bool, out: &mut Out) -> Outcome {
     } else {
         out.line(&i.to_string())
     }
+}
+
+/// Decodes a message's payload and checks it against its header (a coded
+/// payload must decode to exactly the `ones` one bits the header states):
+/// `inspect` promises a non-zero exit on any defect, not only on a bad frame.
+fn verify_payload(m: &DecodedMessage<'_>) -> Result<(), filterstore::ExchangeError> {
+    if m.is_delta() {
+        // The XOR applies to a base this file does not hold: decode it
+        // against an all-zero base of its shape, which yields the XOR itself.
+        let zero = BitFilter::new(*m.params())?;
+        m.apply_to(&zero, m.base_version)?;
+    } else {
+        m.filter()?;
+    }
+    Ok(())
 }
 
 fn inspect_message(
@@ -265,9 +312,9 @@ fn inspect_message(
 }
 
 /// `filterstore probe`: prints the keys that may be in the filter.
-pub fn probe(filter: &Path, keys: Option<&Path>, out: &mut Out) -> Outcome {
+pub fn probe(filter: &Path, keys: Option<&Path>, max_bits: u64, out: &mut Out) -> Outcome {
     let bytes = read_file(filter)?;
-    let loaded = load(filter, &bytes)?;
+    let loaded = load(filter, peek(filter, &bytes, max_bits)?)?;
     let mut reader = KeyReader::open(keys)?;
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(super::keys::BATCH_KEYS);
     loop {
@@ -286,9 +333,28 @@ pub fn probe(filter: &Path, keys: Option<&Path>, out: &mut Out) -> Outcome {
 }
 
 /// `filterstore estimate`: set sizes and intersection/union estimates.
-pub fn estimate(a: &Path, b: &Path, json: bool, out: &mut Out) -> Outcome {
+pub fn estimate(a: &Path, b: &Path, json: bool, max_bits: u64, out: &mut Out) -> Outcome {
     let (bytes_a, bytes_b) = (read_file(a)?, read_file(b)?);
-    let (fa, fb) = (load(a, &bytes_a)?, load(b, &bytes_b)?);
+    let (pa, pb) = (peek(a, &bytes_a, max_bits)?, peek(b, &bytes_b, max_bits)?);
+    // Compatibility is decided from the headers, before either payload is
+    // decoded: two incompatible filters cost nothing to refuse.
+    if pa.params() != pb.params() {
+        let (x, y) = (pa.params(), pb.params());
+        return Err(Failure(format!(
+            "{} and {} cannot be compared: different parameters ({} m = {} k = {} seed {:#x} against {} m = {} k = {} seed {:#x})",
+            a.display(),
+            b.display(),
+            x.layout(),
+            x.m(),
+            x.k(),
+            x.hash().seed,
+            y.layout(),
+            y.m(),
+            y.k(),
+            y.hash().seed
+        )));
+    }
+    let (fa, fb) = (load(a, pa)?, load(b, pb)?);
     let incompatible = |e: filterstore::FilterError| {
         Failure(format!(
             "{} and {} cannot be compared: {e}",

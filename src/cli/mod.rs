@@ -16,6 +16,16 @@ use output::Out;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// Default budget of `inspect`, `probe` and `estimate` for a decoded
+/// message: 256 MiB (2^31 bits), a filter for about 200 million keys at 1%.
+const DEFAULT_MAX_FILTER_MIB: u64 = 256;
+
+/// A budget in MiB as a number of bits (saturating: an absurd budget is
+/// still only a budget, and the decoder has its own hard cap).
+fn mib_to_bits(mib: u64) -> u64 {
+    mib.saturating_mul(8 << 20)
+}
+
 /// Default database directory.
 const DEFAULT_DB: &str = "./filterstore.db";
 
@@ -143,6 +153,10 @@ enum Command {
         /// JSON output.
         #[arg(long)]
         json: bool,
+        /// Largest filter a message may expand to, in MiB: a coded message
+        /// describing more is refused before anything is allocated.
+        #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_FILTER_MIB)]
+        max_filter_mib: u64,
     },
     /// Print the keys (one per line) that may be in a filter file or message.
     Probe {
@@ -150,6 +164,10 @@ enum Command {
         filter: PathBuf,
         /// File of keys; standard input when absent or `-`.
         keys: Option<PathBuf>,
+        /// Largest filter a message may expand to, in MiB: a coded message
+        /// describing more is refused before anything is allocated.
+        #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_FILTER_MIB)]
+        max_filter_mib: u64,
     },
     /// Estimate the set sizes of two filters and of their union and intersection.
     Estimate {
@@ -160,6 +178,10 @@ enum Command {
         /// JSON output.
         #[arg(long)]
         json: bool,
+        /// Largest filter a message may expand to, in MiB: a coded message
+        /// describing more is refused before anything is allocated.
+        #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_FILTER_MIB)]
+        max_filter_mib: u64,
     },
     /// Rebuild a table's filter from FILE, which holds every key of the
     /// table (one per line), sized for the keys it holds.
@@ -329,13 +351,33 @@ fn run(cli: Cli) -> Outcome {
             files::export(&dir, &table, output.as_deref(), &opts, &mut out)
         }
         Command::Import { table, file } => files::import(&dir, &table, &file, &mut out),
-        Command::Inspect { file, json } => files::inspect(&file, json, &mut out),
-        Command::Probe { filter, keys } => files::probe(&filter, keys.as_deref(), &mut out),
+        Command::Inspect {
+            file,
+            json,
+            max_filter_mib,
+        } => files::inspect(&file, json, mib_to_bits(max_filter_mib), &mut out),
+        Command::Probe {
+            filter,
+            keys,
+            max_filter_mib,
+        } => files::probe(
+            &filter,
+            keys.as_deref(),
+            mib_to_bits(max_filter_mib),
+            &mut out,
+        ),
         Command::Estimate {
             file_a,
             file_b,
             json,
-        } => files::estimate(&file_a, &file_b, json, &mut out),
+            max_filter_mib,
+        } => files::estimate(
+            &file_a,
+            &file_b,
+            json,
+            mib_to_bits(max_filter_mib),
+            &mut out,
+        ),
         Command::Demo | Command::DemoChild | Command::Plot { .. } => Ok(()),
         Command::Regenerate {
             table,
