@@ -4,10 +4,10 @@
 use super::model::{DecTable, Model};
 use super::{EntropyError, Layout, L};
 
-/// Decompresses a payload produced by [`encode_bits`] for an array of
+/// Decompresses a payload produced by [`encode_bits`](super::encode_bits) for an array of
 /// `m_bits` bits with `ones` one bits, returning exactly the original words.
 ///
-/// `m_bits` is checked against [`MAX_BITS`] and `ones` against `m_bits` before
+/// `m_bits` is checked against [`MAX_BITS`](super::MAX_BITS) and `ones` against `m_bits` before
 /// anything is allocated. Hostile input cannot make the decoder panic or loop:
 /// it does exactly `⌈m_bits / 8⌉` constant-time steps and then checks that both
 /// lanes returned to their initial state with all their words consumed, that
@@ -23,61 +23,62 @@ use super::{EntropyError, Layout, L};
 /// impossible header; [`EntropyError::Truncated`],
 /// [`EntropyError::TrailingBytes`], [`EntropyError::Corrupt`] and
 /// [`EntropyError::CountMismatch`] for a payload that is not what
-/// [`encode_bits`] produced for this `(m_bits, ones)`.
+/// [`encode_bits`](super::encode_bits) produced for this `(m_bits, ones)`.
 pub fn decode_bits(payload: &[u8], m_bits: u64, ones: u64) -> Result<Vec<u64>, EntropyError> {
     let layout = Layout::new(m_bits)?;
     if ones > m_bits {
         return Err(EntropyError::OnesExceedBits { ones, m_bits });
     }
     if ones == 0 || ones == m_bits {
-        if !payload.is_empty() {
-            return Err(EntropyError::TrailingBytes {
-                extra: payload.len() as u64,
-            });
-        }
-        let fill = if ones == 0 { 0 } else { u64::MAX };
-        let mut out = vec![fill; layout.n_words];
-        if let Some(last) = out.last_mut() {
-            *last &= layout.last_word_mask;
-        }
-        return Ok(out);
+        return uniform(payload, &layout, ones == m_bits);
     }
+    let lanes = split_lanes(payload)?;
+    let table = Model::new(m_bits, ones).decode_table();
+    let mut out = vec![0u64; layout.n_words];
+    decode_lanes(lanes, &table, &layout, &mut out)?;
+    check_padding_and_count(&mut out, &layout, m_bits, ones)?;
+    Ok(out)
+}
 
+/// The all-zeros or all-ones array, whose payload must be empty.
+fn uniform(payload: &[u8], layout: &Layout, all_ones: bool) -> Result<Vec<u64>, EntropyError> {
+    if !payload.is_empty() {
+        return Err(EntropyError::TrailingBytes {
+            extra: payload.len() as u64,
+        });
+    }
+    let fill = if all_ones { u64::MAX } else { 0 };
+    let mut out = vec![fill; layout.n_words];
+    if let Some(last) = out.last_mut() {
+        *last &= layout.last_word_mask;
+    }
+    Ok(out)
+}
+
+/// The two lanes of `varint(len(lane 0)) ‖ lane 0 ‖ lane 1`.
+fn split_lanes(payload: &[u8]) -> Result<[DecLane<'_>; 2], EntropyError> {
     let (len0, rest) = read_varint(payload)?;
     let len0 = usize::try_from(len0).map_err(|_| EntropyError::Truncated)?;
     let (bytes0, bytes1) = rest.split_at_checked(len0).ok_or(EntropyError::Truncated)?;
-    let mut lane0 = DecLane::new(bytes0)?;
-    let mut lane1 = DecLane::new(bytes1)?;
-    let table = Model::new(m_bits, ones).decode_table();
+    Ok([DecLane::new(bytes0)?, DecLane::new(bytes1)?])
+}
 
-    let mut out = vec![0u64; layout.n_words];
+/// Decodes every coded byte into `out` (lane 0 the first `w0` words, lane 1
+/// the rest) and checks that both lanes ended where the encoder started.
+fn decode_lanes(
+    [mut lane0, mut lane1]: [DecLane<'_>; 2],
+    table: &DecTable,
+    layout: &Layout,
+    out: &mut [u64],
+) -> Result<(), EntropyError> {
     let (half0, rest) = out.split_at_mut(layout.w0);
     let (half1, rest) = rest.split_at_mut(layout.w0);
     for (a, b) in half0.iter_mut().zip(half1.iter_mut()) {
         (*a, *b) = match (lane0.peek8(), lane1.peek8()) {
-            (Some(w0), Some(w1)) => {
-                let mut b = Block {
-                    x: [lane0.x, lane1.x],
-                    read: [0, 0],
-                    words: [w0, w1],
-                    out: [0, 0],
-                };
-                // Unrolled by hand: LLVM keeps the equivalent loop rolled.
-                b.step(&table, 0);
-                b.step(&table, 8);
-                b.step(&table, 16);
-                b.step(&table, 24);
-                b.step(&table, 32);
-                b.step(&table, 40);
-                b.step(&table, 48);
-                b.step(&table, 56);
-                lane0.advance(b.x[0], b.read[0]);
-                lane1.advance(b.x[1], b.read[1]);
-                (b.out[0], b.out[1])
-            }
+            (Some(w0), Some(w1)) => Block::decode(table, [&mut lane0, &mut lane1], [w0, w1]),
             _ => (0..8).fold((0, 0), |(s0, s1), k| {
-                let sym0 = u64::from(lane0.get(&table));
-                let sym1 = u64::from(lane1.get(&table));
+                let sym0 = u64::from(lane0.get(table));
+                let sym1 = u64::from(lane1.get(table));
                 (s0 | sym0 << (8 * k), s1 | sym1 << (8 * k))
             }),
         };
@@ -85,18 +86,27 @@ pub fn decode_bits(payload: &[u8], m_bits: u64, ones: u64) -> Result<Vec<u64>, E
     let mut rest = rest.iter_mut();
     if layout.odd_word {
         if let Some(w) = rest.next() {
-            *w = (0..8).fold(0, |acc, k| acc | u64::from(lane1.get(&table)) << (8 * k));
+            *w = (0..8).fold(0, |acc, k| acc | u64::from(lane1.get(table)) << (8 * k));
         }
     }
     if layout.tail_bytes > 0 {
         if let Some(w) = rest.next() {
             *w = (0..layout.tail_bytes)
-                .fold(0, |acc, k| acc | u64::from(lane1.get(&table)) << (8 * k));
+                .fold(0, |acc, k| acc | u64::from(lane1.get(table)) << (8 * k));
         }
     }
     lane0.finish()?;
-    lane1.finish()?;
+    lane1.finish()
+}
 
+/// Checks that the bits of the last coded byte past `m_bits` are as the
+/// encoder writes them, clears them, and checks the popcount against `ones`.
+fn check_padding_and_count(
+    out: &mut [u64],
+    layout: &Layout,
+    m_bits: u64,
+    ones: u64,
+) -> Result<(), EntropyError> {
     let pad = layout.pad_mask(m_bits, ones);
     if let Some(w) = out.get_mut(layout.pad_word) {
         let pad_bits = layout.last_byte_pad_bits(m_bits);
@@ -114,7 +124,7 @@ pub fn decode_bits(payload: &[u8], m_bits: u64, ones: u64) -> Result<Vec<u64>, E
             found,
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Fast-path decoding of 8 symbols per lane, given the next 8 words of each
@@ -129,7 +139,35 @@ struct Block<'a> {
     out: [u64; 2],
 }
 
-impl Block<'_> {
+impl<'a> Block<'a> {
+    /// Decodes 8 symbols from each lane, given their next 8 words, and
+    /// returns the two output words.
+    #[inline(always)]
+    fn decode(
+        table: &DecTable,
+        [lane0, lane1]: [&mut DecLane<'_>; 2],
+        words: [&'a [u8; 32]; 2],
+    ) -> (u64, u64) {
+        let mut b = Block {
+            x: [lane0.x, lane1.x],
+            read: [0, 0],
+            words,
+            out: [0, 0],
+        };
+        // Unrolled by hand: LLVM keeps the equivalent loop rolled.
+        b.step(table, 0);
+        b.step(table, 8);
+        b.step(table, 16);
+        b.step(table, 24);
+        b.step(table, 32);
+        b.step(table, 40);
+        b.step(table, 48);
+        b.step(table, 56);
+        lane0.advance(b.x[0], b.read[0]);
+        lane1.advance(b.x[1], b.read[1]);
+        (b.out[0], b.out[1])
+    }
+
     /// Decodes one symbol from each lane into bits `shift..shift + 8` of
     /// the output words.
     #[inline(always)]

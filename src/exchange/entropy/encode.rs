@@ -10,17 +10,36 @@ use super::{Encoded, EntropyError, Layout};
 /// the payload together with the one-bit count the decoder needs.
 ///
 /// The payload is about `m·H(p̂)/8 + 7` bytes for `p̂ = ones / m_bits` (see
-/// [`compressed_size_estimate`]); for the paper's `n = 10,000, m = 140,000,
+/// [`compressed_size_estimate`](super::compressed_size_estimate)); for the paper's `n = 10,000, m = 140,000,
 /// k = 2` filters that is 9,911 bytes on average, against 17,500 plain. Near
 /// `p̂ = ½` it is a few bytes *larger* than the plain array, so callers should
 /// send whichever is shorter.
 ///
 /// # Errors
 ///
-/// [`EntropyError::TooManyBits`] if `m_bits > MAX_BITS`,
+/// [`EntropyError::TooManyBits`] if `m_bits >` [`MAX_BITS`](super::MAX_BITS),
 /// [`EntropyError::WordCountMismatch`] if `words.len() ≠ ⌈m_bits / 64⌉` and
 /// [`EntropyError::BitsBeyondLength`] if a bit at or past `m_bits` is set.
 pub fn encode_bits(words: &[u64], m_bits: u64) -> Result<Encoded, EntropyError> {
+    let layout = checked_layout(words, m_bits)?;
+    let ones: u64 = words.iter().map(|w| u64::from(w.count_ones())).sum();
+    if ones == 0 || ones == m_bits {
+        return Ok(Encoded {
+            ones,
+            payload: Vec::new(),
+        });
+    }
+    let table = Model::new(m_bits, ones).encode_table();
+    let pad = layout.pad_mask(m_bits, ones);
+    let lanes = code_lanes(words, &layout, &table, pad);
+    Ok(Encoded {
+        ones,
+        payload: serialize(lanes),
+    })
+}
+
+/// The lane layout of an `m_bits` array, after checking that `words` is one.
+fn checked_layout(words: &[u64], m_bits: u64) -> Result<Layout, EntropyError> {
     let layout = Layout::new(m_bits)?;
     let found = u64::try_from(words.len()).unwrap_or(u64::MAX);
     if found != layout.n_words_u64 {
@@ -34,16 +53,12 @@ pub fn encode_bits(words: &[u64], m_bits: u64) -> Result<Encoded, EntropyError> 
             return Err(EntropyError::BitsBeyondLength { m_bits });
         }
     }
-    let ones: u64 = words.iter().map(|w| u64::from(w.count_ones())).sum();
-    if ones == 0 || ones == m_bits {
-        return Ok(Encoded {
-            ones,
-            payload: Vec::new(),
-        });
-    }
-    let model = Model::new(m_bits, ones);
-    let table = model.encode_table();
-    let pad = layout.pad_mask(m_bits, ones);
+    Ok(layout)
+}
+
+/// Codes the array's bytes into the two lanes, the bits of the last coded
+/// byte past `m_bits` set to `pad`.
+fn code_lanes(words: &[u64], layout: &Layout, table: &[EncSym; 256], pad: u64) -> [EncLane; 2] {
     // The padded copy of the word holding the last coded byte.
     let word = |j: usize| -> u64 {
         let w = words.get(j).copied().unwrap_or(0);
@@ -53,14 +68,13 @@ pub fn encode_bits(words: &[u64], m_bits: u64) -> Result<Encoded, EntropyError> 
             w
         }
     };
-
     let mut lanes = [EncLane::new(), EncLane::new()];
     // rANS encodes in reverse decoding order: lane 1's tail first...
     if layout.tail_bytes > 0 {
-        lanes[1].put_word(&table, word(layout.n_full), layout.tail_bytes);
+        lanes[1].put_word(table, word(layout.n_full), layout.tail_bytes);
     }
     if layout.odd_word {
-        lanes[1].put_word(&table, word(2 * layout.w0), 8);
+        lanes[1].put_word(table, word(2 * layout.w0), 8);
     }
     // ...then both lanes in lockstep, a word at a time, so that the CPU
     // overlaps their dependency chains.
@@ -71,18 +85,22 @@ pub fn encode_bits(words: &[u64], m_bits: u64) -> Result<Encoded, EntropyError> 
         l1.reserve8();
         let (mut x0, mut n0, mut x1, mut n1) = (l0.x, l0.len, l1.x, l1.len);
         for k in (0..8).rev() {
-            (x0, n0) = put(&table, &mut l0.out, x0, n0, byte_of(a, k));
-            (x1, n1) = put(&table, &mut l1.out, x1, n1, byte_of(b, k));
+            (x0, n0) = put(table, &mut l0.out, x0, n0, byte_of(a, k));
+            (x1, n1) = put(table, &mut l1.out, x1, n1, byte_of(b, k));
         }
         (l0.x, l0.len, l1.x, l1.len) = (x0, n0, x1, n1);
     }
+    lanes
+}
 
+/// The payload: `varint(len(lane 0)) ‖ lane 0 ‖ lane 1`.
+fn serialize(lanes: [EncLane; 2]) -> Vec<u8> {
     let [lane0, lane1] = lanes.map(EncLane::finish);
     let mut payload = Vec::with_capacity(10 + lane0.len() + lane1.len());
     write_varint(&mut payload, lane0.len() as u64);
     payload.extend_from_slice(&lane0);
     payload.extend_from_slice(&lane1);
-    Ok(Encoded { ones, payload })
+    payload
 }
 
 /// Byte `k` (little-endian) of `w`.

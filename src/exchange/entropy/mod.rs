@@ -41,10 +41,15 @@
 //! arithmetic coder, averaged 16 bytes over `m·H(p)/8`.
 //!
 //! Release-mode throughput on a 2-core AMD EPYC (Zen 4) VM, in MB/s of
-//! uncompressed filter for 1–16 MB filters (`examples/speed.rs`): encode
+//! uncompressed filter for 1–16 MB filters (measured with a since-removed
+//! example; `cargo bench --bench exchange` measures it today): encode
 //! 330–360 at p̂ = 0.13 and 310–330 at p̂ = ½, decode 290–300 at p̂ = 0.13
 //! and 350–360 at p̂ = ½ when the machine was otherwise idle; 200–340 while
 //! other jobs kept both cores busy.
+//!
+//! # Files
+//! `model.rs` the byte model and the coder tables derived from it,
+//! `encode.rs` and `decode.rs` the two directions, `tests.rs` the tests.
 //!
 //! # Payload format
 //!
