@@ -310,24 +310,55 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedMessage<'_>, ExchangeError> {
 }
 
 /// Decodes a message, refusing arrays of more than `max_bits` bits.
+///
+/// The checks run in the order of `docs/FORMAT.md` § 12, every cheap check
+/// of the header before the payload is looked at, and nothing is allocated:
+/// a plain payload is checked in place, a coded one only when its filter is
+/// asked for.
 pub fn decode_with_limit(bytes: &[u8], max_bits: u64) -> Result<DecodedMessage<'_>, ExchangeError> {
     let f = frame::decode(bytes)?;
+    check_message_frame(&f)?;
+    let mut r = ByteReader::new(f.body);
+    let descriptor = read_message_descriptor(&mut r, max_bits)?;
+    let fields = read_message_fields(&mut r, f.kind, descriptor.params.m())?;
+    let payload = r.take(descriptor.payload_len)?;
+    r.finish()?;
+    if descriptor.codec == Codec::Raw {
+        check_plain_payload(&descriptor, payload, fields.ones)?;
+    }
+    Ok(DecodedMessage {
+        kind: f.kind,
+        descriptor,
+        version: fields.version,
+        base_version: fields.base_version,
+        ones: fields.ones,
+        payload,
+    })
+}
+
+/// Kind 7 or 8, and no flags.
+fn check_message_frame(f: &frame::Frame<'_>) -> Result<(), CodecError> {
     if f.kind != Kind::ExchangeFull && f.kind != Kind::ExchangeDelta {
         return Err(CodecError::WrongKind {
             expected: "exchange-full or exchange-delta",
             found: f.kind.name(),
-        }
-        .into());
+        });
     }
     if f.flags != 0 {
         return Err(CodecError::InvalidField {
             field: "flags",
             reason: format!("{:#04x}: no flags are defined for messages", f.flags),
-        }
-        .into());
+        });
     }
-    let mut r = ByteReader::new(f.body);
-    let descriptor = DescriptorV1::read(&mut r)?;
+    Ok(())
+}
+
+/// The descriptor of a bit filter whose `m` is within the receiver's cap.
+fn read_message_descriptor(
+    r: &mut ByteReader<'_>,
+    max_bits: u64,
+) -> Result<DescriptorV1, ExchangeError> {
+    let descriptor = DescriptorV1::read(r)?;
     if descriptor.counter_width != CounterWidth::Bit {
         return Err(CodecError::InvalidField {
             field: "counter width",
@@ -339,64 +370,79 @@ pub fn decode_with_limit(bytes: &[u8], max_bits: u64) -> Result<DecodedMessage<'
     if m > max_bits {
         return Err(ExchangeError::TooLarge { m, limit: max_bits });
     }
+    Ok(descriptor)
+}
+
+/// The message fields after the descriptor (FORMAT.md § 12).
+struct MessageFields {
+    version: u64,
+    base_version: u64,
+    ones: u64,
+}
+
+/// Reads and checks the message fields: reserved zero, `ones ≤ m`, base
+/// version 0 in a full message.
+fn read_message_fields(
+    r: &mut ByteReader<'_>,
+    kind: Kind,
+    m: u64,
+) -> Result<MessageFields, CodecError> {
     let version = r.u64()?;
     let base_version = r.u64()?;
     let ones = r.u64()?;
     r.reserved::<8>()?;
-    let payload = r.take(descriptor.payload_len)?;
-    r.finish()?;
     if ones > m {
         return Err(CodecError::InvalidField {
             field: "ones",
             reason: format!("{ones} one bits in an array of {m}"),
-        }
-        .into());
+        });
     }
-    if f.kind == Kind::ExchangeFull && base_version != 0 {
+    if kind == Kind::ExchangeFull && base_version != 0 {
         return Err(CodecError::InvalidField {
             field: "base version",
             reason: "a full message has base version 0".into(),
-        }
-        .into());
+        });
     }
-    let msg = DecodedMessage {
-        kind: f.kind,
-        descriptor,
+    Ok(MessageFields {
         version,
         base_version,
         ones,
-        payload,
-    };
-    if descriptor.codec == Codec::Raw {
-        // Plain payloads are checked now, so that a borrowed view is valid:
-        // the one count must match and nothing may be set past m.
-        let view =
-            FilterView::new(descriptor.params, payload).map_err(|e| CodecError::InvalidField {
-                field: "payload",
-                reason: e.to_string(),
-            })?;
-        let used = m.div_ceil(64) as usize;
-        let mut count = 0u64;
-        for i in 0..descriptor.params.num_words() {
-            let w = view.word(i);
-            if i + 1 == used && m % 64 != 0 {
-                if w >> (m % 64) != 0 {
-                    return Err(padding_error(m).into());
-                }
-            } else if i >= used && w != 0 {
-                return Err(padding_error(m).into());
+    })
+}
+
+/// Checks a plain payload in place, so that a borrowed view of it is valid:
+/// nothing set past `m`, and exactly `ones` bits set.
+fn check_plain_payload(
+    descriptor: &DescriptorV1,
+    payload: &[u8],
+    ones: u64,
+) -> Result<(), CodecError> {
+    let view =
+        FilterView::new(descriptor.params, payload).map_err(|e| CodecError::InvalidField {
+            field: "payload",
+            reason: e.to_string(),
+        })?;
+    let m = descriptor.params.m();
+    let used = m.div_ceil(64) as usize;
+    let mut count = 0u64;
+    for i in 0..descriptor.params.num_words() {
+        let w = view.word(i);
+        if i + 1 == used && m % 64 != 0 {
+            if w >> (m % 64) != 0 {
+                return Err(padding_error(m));
             }
-            count += w.count_ones() as u64;
+        } else if i >= used && w != 0 {
+            return Err(padding_error(m));
         }
-        if count != ones {
-            return Err(CodecError::InvalidField {
-                field: "ones",
-                reason: format!("header says {ones}, the payload holds {count}"),
-            }
-            .into());
-        }
+        count += w.count_ones() as u64;
     }
-    Ok(msg)
+    if count != ones {
+        return Err(CodecError::InvalidField {
+            field: "ones",
+            reason: format!("header says {ones}, the payload holds {count}"),
+        });
+    }
+    Ok(())
 }
 
 fn padding_error(m: u64) -> CodecError {
