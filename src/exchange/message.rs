@@ -118,6 +118,30 @@ pub enum Target {
 /// transmission, and encodes it as a full message of version `version`.
 /// Returns the message and the filter (the sender keeps it as the base of
 /// future deltas).
+///
+/// # Examples
+/// ```
+/// use filterstore::{build_message, decode_message, BloomRead, HashSpec, MessageTarget};
+///
+/// let keys: Vec<[u8; 4]> = (0u32..10_000).map(|i| i.to_le_bytes()).collect();
+/// let (msg, sent) = build_message(&keys, MessageTarget::Fp(0.02), HashSpec::xxh3(3), 1)?;
+/// // A sparse filter (k = 1, ~49.5 bits per key in memory) that codes to
+/// // about 7 bits per key on the wire, where a filter sized for lookups at
+/// // 2% needs 8.14.
+/// assert_eq!((sent.params().k(), sent.params().m()), (1, 494_984));
+/// let bits_per_key = msg.len() as f64 * 8.0 / 10_000.0;
+/// assert!(bits_per_key < 7.2, "{bits_per_key}");
+///
+/// let received = decode_message(&msg)?.filter()?;
+/// assert!(keys.iter().all(|k| received.contains(k)));
+/// let fp = (10_000u32..110_000).filter(|i| received.contains(&i.to_le_bytes())).count();
+/// assert!(fp < 2_000 + 5 * 45, "{fp} false positives in 100,000"); // 2% + 5σ
+///
+/// // A byte budget instead: the message never exceeds it.
+/// let (msg, _) = build_message(&keys, MessageTarget::Budget(8_000), HashSpec::xxh3(3), 1)?;
+/// assert!(msg.len() <= 8_000);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn build_from_keys<K: AsRef<[u8]>>(
     keys: &[K],
     target: Target,
@@ -163,7 +187,31 @@ pub fn build_from_keys<K: AsRef<[u8]>>(
     }
 }
 
-/// Encodes `filter` as a full message.
+/// Encodes `filter` as a full message (FORMAT.md § 12): entropy-coded when
+/// that is smaller ([`CodecChoice::Auto`]), else the plain bit array.
+///
+/// # Examples
+/// ```
+/// use filterstore::{decode_message, encode_message, BitFilter, BloomRead, CodecChoice};
+/// use filterstore::{FilterParams, HashSpec, Layout, MESSAGE_OVERHEAD};
+///
+/// // A sparse filter: 16,384 bits, 100 keys, k = 2 (about 1.2% of bits set).
+/// let p = FilterParams::new(Layout::Standard, 16_384, 2, HashSpec::xxh3(8))?;
+/// let f = BitFilter::new(p)?;
+/// for i in 0u32..100 {
+///     f.insert(&i.to_le_bytes());
+/// }
+/// let plain = encode_message(&f, 100, 1, CodecChoice::Plain)?;
+/// assert_eq!(plain.len(), MESSAGE_OVERHEAD + 16_384 / 8);
+/// let coded = encode_message(&f, 100, 1, CodecChoice::Auto)?;
+/// assert!(coded.len() < MESSAGE_OVERHEAD + 250, "{}", coded.len());
+///
+/// let m = decode_message(&coded)?;
+/// assert_eq!((m.version, m.ones, m.descriptor.codec.name()), (1, f.count_ones(), "rans"));
+/// let received = m.filter()?;
+/// assert!((0u32..100).all(|i| received.contains(&i.to_le_bytes())));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn encode_full(
     filter: &impl BloomRead,
     n: u64,
@@ -184,7 +232,35 @@ pub fn encode_full(
     )
 }
 
-/// Encodes `new XOR base` as a delta from version `base_version` to `version`.
+/// Encodes `new XOR base` as a delta from version `base_version` to `version`
+/// (FORMAT.md § 12). The receiver applies it with [`DecodedMessage::apply_to`].
+///
+/// # Examples
+/// ```
+/// use filterstore::{decode_message, encode_delta_message, BitFilter, BloomRead};
+/// use filterstore::{CodecChoice, ExchangeError, FilterParams, HashSpec, Layout};
+///
+/// let p = FilterParams::for_capacity(1_000, 0.01, Layout::Standard, HashSpec::xxh3(2))?;
+/// let (v1, v2) = (BitFilter::new(p)?, BitFilter::new(p)?);
+/// for i in 0u32..1_000 {
+///     v1.insert(&i.to_le_bytes());
+///     v2.insert(&i.to_le_bytes());
+/// }
+/// for i in 1_000u32..1_010 {
+///     v2.insert(&i.to_le_bytes()); // ten new keys in version 2
+/// }
+/// let delta = encode_delta_message(&v2, &v1, 1_010, 2, 1, CodecChoice::Auto)?;
+/// // About 70 changed bits: a small fraction of the 1,198-byte array.
+/// assert!(delta.len() < 250, "{}", delta.len());
+///
+/// let m = decode_message(&delta)?;
+/// assert_eq!((m.version, m.base_version), (2, 1));
+/// let rebuilt = m.apply_to(&v1, 1)?;
+/// assert_eq!(rebuilt.to_words(), v2.to_words());
+/// // Only onto the base it names.
+/// assert!(matches!(m.apply_to(&v1, 7), Err(ExchangeError::BaseVersionMismatch { expected: 1, held: 7 })));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn encode_delta(
     new: &impl BloomRead,
     base: &impl BloomRead,
@@ -304,7 +380,9 @@ impl BloomRead for ReceivedFilter<'_> {
     }
 }
 
-/// Decodes a message, accepting arrays up to [`DEFAULT_MAX_BITS`].
+/// Decodes a message, accepting arrays up to [`DEFAULT_MAX_BITS`]. Example
+/// under [`encode_message`](crate::encode_message). A message that cannot be
+/// decoded must be treated as "maybe" for every key.
 pub fn decode(bytes: &[u8]) -> Result<DecodedMessage<'_>, ExchangeError> {
     decode_with_limit(bytes, DEFAULT_MAX_BITS)
 }
@@ -499,7 +577,14 @@ impl<'a> DecodedMessage<'a> {
     }
 
     /// Applies a delta to the base filter the receiver holds at version
-    /// `held`, returning the new version's filter.
+    /// `held`, returning the new version's filter. Example under
+    /// [`encode_delta_message`](crate::encode_delta_message).
+    ///
+    /// # Errors
+    /// [`ExchangeError::WrongMessageKind`] for a full message,
+    /// [`ExchangeError::BaseVersionMismatch`] unless `held` is the message's
+    /// base version, [`ExchangeError::Filter`] unless `base` has the
+    /// message's shape and seed, and a coded payload's decoding errors.
     pub fn apply_to(&self, base: &impl BloomRead, held: u64) -> Result<BitFilter, ExchangeError> {
         if !self.is_delta() {
             return Err(ExchangeError::WrongMessageKind { expected: "delta" });

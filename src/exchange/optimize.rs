@@ -151,6 +151,19 @@ fn zero_fraction(m_over_n: f64, k: u32) -> f64 {
 ///
 /// [`OptimizeError::NoKeys`] if `n = 0`, [`OptimizeError::BudgetTooSmall`] if
 /// `budget_bits < n`.
+///
+/// # Examples
+/// ```
+/// use filterstore::plan_for_budget;
+///
+/// // 8 bits per key on the wire for 10,000 keys.
+/// let plan = plan_for_budget(10_000, 80_000)?;
+/// assert_eq!(plan.k, 1);
+/// assert!((plan.m_bits as f64 / 10_000.0 - 96.9).abs() < 0.05, "{plan:?}");
+/// assert!((plan.fp - 0.0103).abs() < 0.00005, "{plan:?}");
+/// assert!(plan.compressed && plan.transmit_bits <= 80_000.0);
+/// # Ok::<(), filterstore::OptimizeError>(())
+/// ```
 pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<Plan, OptimizeError> {
     if n == 0 {
         return Err(OptimizeError::NoKeys);
@@ -208,6 +221,19 @@ pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<Plan, OptimizeError> 
 /// `0 < target_fp < 1`, and [`OptimizeError::Unreachable`] if no half-empty
 /// array within the search range reaches it (below 1.7·10^-30, reached at
 /// `m/n = 256, k = 32`).
+///
+/// # Examples
+/// ```
+/// use filterstore::plan_for_fp;
+///
+/// let plan = plan_for_fp(10_000, 0.02)?;
+/// assert_eq!(plan.k, 1);
+/// assert!((plan.m_bits as f64 / 10_000.0 - 49.5).abs() < 0.05, "{plan:?}");
+/// assert!(plan.fp <= 0.02);
+/// // 7.001 bits per key sent, against 8.14 for a filter sized for lookups.
+/// assert!((plan.transmit_bits / 10_000.0 - 7.001).abs() < 0.001, "{plan:?}");
+/// # Ok::<(), filterstore::OptimizeError>(())
+/// ```
 pub fn plan_for_fp(n: u64, target_fp: f64) -> Result<Plan, OptimizeError> {
     if n == 0 {
         return Err(OptimizeError::NoKeys);

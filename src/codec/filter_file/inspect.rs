@@ -71,6 +71,26 @@ pub struct Inspection {
 
 /// Decodes `bytes` with every check of [`decode_filter`] and reports every
 /// header field and what the payload implies.
+///
+/// # Examples
+/// ```
+/// use filterstore::{encode_bit_filter, inspect, BitFilter, FilterParams, HashSpec, Layout};
+///
+/// let p = FilterParams::new(Layout::Standard, 10_000, 7, HashSpec::xxh3(0x4d))?;
+/// let f = BitFilter::new(p)?;
+/// for i in 0u32..1_000 {
+///     f.insert(&i.to_le_bytes());
+/// }
+/// let i = inspect(&encode_bit_filter(&f, 1_000))?;
+/// assert_eq!((i.kind, i.layout, i.m, i.k, i.n), ("bit-filter", "standard", 10_000, 7, 1_000));
+/// assert_eq!(i.file_len, 72 + 1_280 + 4);
+/// assert_eq!(i.bits_per_key, Some(10.0));
+/// // The fill predicts the keys and the false-positive rate.
+/// assert!((i.estimated_keys - 1_000.0).abs() < 20.0, "{}", i.estimated_keys);
+/// assert!((i.estimated_fp - 0.0082).abs() < 0.001, "{}", i.estimated_fp);
+/// assert!(i.to_string().contains("k                  7"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn inspect(bytes: &[u8]) -> Result<Inspection, CodecError> {
     let d = decode_filter(bytes)?;
     let p = *d.params();
