@@ -505,7 +505,7 @@ fn check_plain_payload(
     let mut count = 0u64;
     for i in 0..descriptor.params.num_words() {
         let w = view.word(i);
-        if i + 1 == used && m % 64 != 0 {
+        if i + 1 == used && !m.is_multiple_of(64) {
             if w >> (m % 64) != 0 {
                 return Err(padding_error(m));
             }
