@@ -52,7 +52,7 @@ pub struct Plan {
     /// Whether the array is meant to be sent entropy-coded. `false` for the
     /// plain filter `m = z`, which [`plan_for_budget`] returns only when no
     /// compressed array in range does better: budgets above
-    /// [`MAX_BITS_PER_KEY`] bits per key, or below `1/ln 2 ≈ 1.44`, where no
+    /// 256 bits per key (`MAX_BITS_PER_KEY`), or below `1/ln 2 ≈ 1.44`, where no
     /// array that is at most half full fits.
     pub compressed: bool,
 }
@@ -81,8 +81,8 @@ pub enum OptimizeError {
         /// The target asked for.
         fp: f64,
     },
-    /// No filter with at most [`MAX_K`] hash functions and
-    /// [`MAX_BITS_PER_KEY`] bits per key reaches the target.
+    /// No filter with at most 32 hash functions (`MAX_K`) and
+    /// 256 bits per key (`MAX_BITS_PER_KEY`) reaches the target.
     #[error("false-positive target {fp} is below the reachable minimum {best}")]
     Unreachable {
         /// The target asked for.
