@@ -179,6 +179,15 @@ pub enum CodecError {
         /// CRC of the bytes present.
         computed: u32,
     },
+    /// A value could not be encoded: a limit or a bug of the writer, not
+    /// damage to any stored bytes. Nothing was written.
+    #[error("could not encode {what}: {reason}; nothing was written")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// Why it failed.
+        reason: String,
+    },
     /// A field holds a value that is not valid for it.
     #[error("invalid field {field}: {reason}")]
     InvalidField {

@@ -57,7 +57,10 @@ pub use exchange::message::{
 pub use exchange::optimize::{
     plan_for_budget, plan_for_fp, transmit_bits_per_key, OptimizeError, Plan as TransmitPlan,
 };
-pub use exchange::{probe, RefineStats, Refiner};
+pub use exchange::{
+    estimate_join_size, estimate_join_size_from_filters, probe, BuildStats, JoinSizeEstimate,
+    RefineStats, Refiner,
+};
 
 // Errors of the layers without storage.
 pub use error::{CodecError, Error, FilterError, ParamError};

@@ -3,8 +3,8 @@
 
 use filterstore::{
     build_message, decode_message, decode_message_with_limit, encode_delta_message, encode_message,
-    CodecChoice, ExchangeError, MessageTarget, ReceivedFilter, DEFAULT_MAX_MESSAGE_BITS,
-    MESSAGE_OVERHEAD,
+    CodecChoice, CodecError, ExchangeError, MessageTarget, ReceivedFilter,
+    DEFAULT_MAX_MESSAGE_BITS, MESSAGE_OVERHEAD,
 };
 use filterstore::{decode_frame, encode_frame, FrameKind as Kind};
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
@@ -266,4 +266,37 @@ fn golden_message_bytes() {
     let bit = ((u128::from(HashSpec::xxh3(77).hash(b"k").h1) * 64) >> 64) as u32;
     assert_eq!(&body[80..88], &(1u64 << bit).to_le_bytes());
     assert!(body[88..].iter().all(|&b| b == 0));
+}
+
+/// FORMAT.md § 12 orders the reader's checks: the message fields before the
+/// payload, the memory cap before both. A message wrong in several places
+/// reports the first of them in that order.
+#[test]
+fn checks_run_in_the_order_of_the_spec() {
+    let f = filter(Layout::Standard, 4096, 2, &keys(0..100));
+    let msg = encode_message(&f, 100, 3, CodecChoice::Plain).unwrap();
+    let too_many_ones = |b: &mut Vec<u8>| b[64..72].copy_from_slice(&u64::MAX.to_le_bytes());
+    // Wrong `ones` and a payload cut short: the field is reported.
+    let both = reframe(&msg, |b| {
+        too_many_ones(b);
+        b.truncate(b.len() - 8);
+    });
+    match decode_message(&both) {
+        Err(ExchangeError::Codec(CodecError::InvalidField { field: "ones", .. })) => {}
+        other => panic!("{other:?}"),
+    }
+    // ...and over the memory cap, the cap is reported first.
+    assert!(matches!(
+        decode_message_with_limit(&both, 1024),
+        Err(ExchangeError::TooLarge {
+            m: 4096,
+            limit: 1024
+        })
+    ));
+    // The payload alone cut short is a truncation.
+    let short = reframe(&msg, |b| b.truncate(b.len() - 8));
+    assert!(matches!(
+        decode_message(&short),
+        Err(ExchangeError::Codec(CodecError::Truncated { .. }))
+    ));
 }

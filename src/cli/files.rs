@@ -46,7 +46,6 @@ pub fn export(
     }
     let store = open_existing(dir)?;
     let t = store.open_table(table)?;
-    let p = t.params();
     let (bytes, what) = if opts.counting {
         // A snapshot folds the log first, so the counters are complete.
         let c = t.counting_snapshot()?;
@@ -80,9 +79,7 @@ pub fn export(
             }
         }
     } else {
-        let words: Vec<u64> = (0..p.num_words()).map(|i| t.bloom().word(i)).collect();
-        let f = BitFilter::from_words(p, &words)?;
-        (encode_bit_filter(&f, t.live_keys()), "bit filter")
+        (encode_bit_filter(&*t.bloom(), t.live_keys()), "bit filter")
     };
     match output {
         Some(path) if path != Path::new("-") => {

@@ -1,12 +1,9 @@
-//! The frame around every persisted record and every message: magic, format
-//! version, minimum reader version, kind, flags, body length, and a CRC32 over
-//! header and body. The byte layout is specified in `docs/FORMAT.md` (§ Frame)
-//! and pinned by golden tests; this file implements it and nothing else.
-//!
-//! Decoding checks, in order: length of the fixed header, magic, versions,
-//! kind, reserved bytes, the declared body length against the bytes actually
-//! present (before anything is allocated), and the CRC. Every failure is a
-//! typed [`CodecError`]; nothing here panics on any input.
+//! The frame around every persisted record and every message
+//! (`docs/FORMAT.md` § 2): its layout, and the order of the decoder's checks
+//! (§ 14), are specified there and pinned by golden tests; this file
+//! implements them and nothing else. Every failure is a typed
+//! [`CodecError`]; nothing here panics on any input, and the declared body
+//! length is checked against the bytes present before anything else reads it.
 
 use super::reader::ByteReader;
 use crate::error::CodecError;
@@ -191,7 +188,26 @@ fn write_frame(
     out
 }
 
-/// Decodes a frame, accepting any format version this build can read.
+/// Decodes a frame, accepting any format version this build can read. The
+/// checks run in the order of the table in `docs/FORMAT.md` § 14.
+///
+/// # Examples
+/// ```
+/// use filterstore::{decode_frame, encode_frame, CodecError, FrameKind};
+///
+/// let bytes = encode_frame(FrameKind::TableMeta, 0x5a, b"abc");
+/// assert_eq!(bytes.len(), 24 + 3 + 4);
+/// let f = decode_frame(&bytes)?;
+/// assert_eq!((f.kind, f.flags, f.body), (FrameKind::TableMeta, 0x5a, &b"abc"[..]));
+/// assert_eq!(f.crc32, 0xB026_B5DF);
+///
+/// // A truncated frame is a typed error naming the bytes it needed.
+/// assert_eq!(
+///     decode_frame(&bytes[..30]),
+///     Err(CodecError::Truncated { needed: 31, found: 30 })
+/// );
+/// # Ok::<(), CodecError>(())
+/// ```
 pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
     if bytes.len() < OVERHEAD {
         return Err(CodecError::Truncated {
@@ -200,12 +216,63 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
         });
     }
     let mut r = ByteReader::new(bytes);
+    let header = read_header(&mut r)?;
+    let body = take_body(&mut r, header.body_len, bytes.len())?;
+    let stored = r.u32()?;
+    r.finish()?;
+    let computed = crc32fast::hash(&bytes[..HEADER_LEN + body.len()]);
+    if stored != computed {
+        return Err(CodecError::ChecksumMismatch { stored, computed });
+    }
+    Ok(Frame {
+        version: header.version,
+        min_reader: header.min_reader,
+        kind: header.kind,
+        flags: header.flags,
+        body,
+        crc32: stored,
+    })
+}
+
+/// The fields of a frame header.
+struct Header {
+    version: u16,
+    min_reader: u16,
+    kind: Kind,
+    flags: u8,
+    body_len: u64,
+}
+
+/// Reads the 24-byte header: magic, versions, kind, reserved bytes.
+fn read_header(r: &mut ByteReader<'_>) -> Result<Header, CodecError> {
     let magic = r.array::<4>()?;
     if magic != MAGIC {
         return Err(CodecError::BadMagic { found: magic });
     }
     let version = r.u16()?;
     let min_reader = r.u16()?;
+    check_versions(version, min_reader)?;
+    let kind_id = r.u8()?;
+    let kind = Kind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
+    let flags = r.u8()?;
+    let reserved_a = r.array::<2>()?;
+    let body_len = r.u64()?;
+    let reserved_b = r.array::<4>()?;
+    if reserved_a != [0, 0] || reserved_b != [0, 0, 0, 0] {
+        return Err(CodecError::ReservedNotZero);
+    }
+    debug_assert_eq!(r.position(), HEADER_LEN);
+    Ok(Header {
+        version,
+        min_reader,
+        kind,
+        flags,
+        body_len,
+    })
+}
+
+/// The version rules of `docs/FORMAT.md` § 13.
+fn check_versions(version: u16, min_reader: u16) -> Result<(), CodecError> {
     if min_reader > FORMAT_VERSION || version < min_reader {
         return Err(CodecError::UnsupportedVersion {
             found: version,
@@ -221,21 +288,21 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
             oldest: MIN_READ_VERSION,
         });
     }
-    let kind_id = r.u8()?;
-    let kind = Kind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
-    let flags = r.u8()?;
-    let reserved_a = r.array::<2>()?;
-    let body_len = r.u64()?;
-    let reserved_b = r.array::<4>()?;
-    if reserved_a != [0, 0] || reserved_b != [0, 0, 0, 0] {
-        return Err(CodecError::ReservedNotZero);
-    }
-    debug_assert_eq!(r.position(), HEADER_LEN);
+    Ok(())
+}
+
+/// The body, after checking the declared length against the bytes present
+/// (all but the CRC trailer): neither more nor fewer.
+fn take_body<'a>(
+    r: &mut ByteReader<'a>,
+    body_len: u64,
+    total: usize,
+) -> Result<&'a [u8], CodecError> {
     let available = (r.remaining() - TRAILER_LEN) as u64;
     if body_len > available {
         return Err(CodecError::Truncated {
             needed: body_len.saturating_add(OVERHEAD as u64),
-            found: bytes.len() as u64,
+            found: total as u64,
         });
     }
     if body_len < available {
@@ -243,21 +310,7 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
             extra: available - body_len,
         });
     }
-    let body = r.take(body_len)?;
-    let stored = r.u32()?;
-    r.finish()?;
-    let computed = crc32fast::hash(&bytes[..HEADER_LEN + body.len()]);
-    if stored != computed {
-        return Err(CodecError::ChecksumMismatch { stored, computed });
-    }
-    Ok(Frame {
-        version,
-        min_reader,
-        kind,
-        flags,
-        body,
-        crc32: stored,
-    })
+    r.take(body_len)
 }
 
 /// Decodes a frame and checks that it holds `kind`.

@@ -19,12 +19,24 @@ fn config() -> impl bincode::config::Config {
 }
 
 /// Encodes `value` as a framed record of `kind`.
+///
+/// # Errors
+/// [`CodecError::Encode`] if the value cannot be encoded (its encoding
+/// exceeds [`META_LIMIT`], or serde refuses it): a writer's limit, never a
+/// sign of corruption.
 pub fn encode<T: Serialize>(kind: Kind, value: &T) -> Result<Vec<u8>, CodecError> {
-    let body =
-        bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::InvalidField {
-            field: "metadata",
-            reason: e.to_string(),
-        })?;
+    let body = bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::Encode {
+        what: "metadata record",
+        reason: e.to_string(),
+    })?;
+    // bincode applies its limit only when decoding: without this check a
+    // record could be written that no reader accepts.
+    if body.len() > META_LIMIT {
+        return Err(CodecError::Encode {
+            what: "metadata record",
+            reason: format!("{} bytes, limit {META_LIMIT}", body.len()),
+        });
+    }
     Ok(frame::encode(kind, 0, &body))
 }
 
@@ -102,6 +114,28 @@ mod tests {
             decode::<Example>(&flagged, Kind::TableMeta),
             Err(CodecError::InvalidField { field: "flags", .. })
         ));
+    }
+
+    #[test]
+    fn an_oversized_value_is_an_encoding_error_not_corruption() {
+        let v = Example {
+            name: "x".repeat(META_LIMIT),
+            n: 1,
+            k: 1,
+            flag: false,
+        };
+        let e = encode(Kind::TableMeta, &v).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CodecError::Encode {
+                    what: "metadata record",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("nothing was written"), "{e}");
     }
 
     #[test]

@@ -3,8 +3,12 @@
 //! refine the result at the origin, and estimate set and join sizes.
 
 pub mod entropy;
+pub mod estimate;
 pub mod message;
 pub mod optimize;
 pub mod semijoin;
 
+pub use estimate::{
+    estimate_join_size, estimate_join_size_from_filters, BuildStats, JoinSizeEstimate,
+};
 pub use semijoin::{probe, RefineStats, Refiner};

@@ -52,7 +52,7 @@ pub struct Plan {
     /// Whether the array is meant to be sent entropy-coded. `false` for the
     /// plain filter `m = z`, which [`plan_for_budget`] returns only when no
     /// compressed array in range does better: budgets above
-    /// [`MAX_BITS_PER_KEY`] bits per key, or below `1/ln 2 ≈ 1.44`, where no
+    /// 256 bits per key (`MAX_BITS_PER_KEY`), or below `1/ln 2 ≈ 1.44`, where no
     /// array that is at most half full fits.
     pub compressed: bool,
 }
@@ -81,8 +81,8 @@ pub enum OptimizeError {
         /// The target asked for.
         fp: f64,
     },
-    /// No filter with at most [`MAX_K`] hash functions and
-    /// [`MAX_BITS_PER_KEY`] bits per key reaches the target.
+    /// No filter with at most 32 hash functions (`MAX_K`) and
+    /// 256 bits per key (`MAX_BITS_PER_KEY`) reaches the target.
     #[error("false-positive target {fp} is below the reachable minimum {best}")]
     Unreachable {
         /// The target asked for.
@@ -151,6 +151,19 @@ fn zero_fraction(m_over_n: f64, k: u32) -> f64 {
 ///
 /// [`OptimizeError::NoKeys`] if `n = 0`, [`OptimizeError::BudgetTooSmall`] if
 /// `budget_bits < n`.
+///
+/// # Examples
+/// ```
+/// use filterstore::plan_for_budget;
+///
+/// // 8 bits per key on the wire for 10,000 keys.
+/// let plan = plan_for_budget(10_000, 80_000)?;
+/// assert_eq!(plan.k, 1);
+/// assert!((plan.m_bits as f64 / 10_000.0 - 96.9).abs() < 0.05, "{plan:?}");
+/// assert!((plan.fp - 0.0103).abs() < 0.00005, "{plan:?}");
+/// assert!(plan.compressed && plan.transmit_bits <= 80_000.0);
+/// # Ok::<(), filterstore::OptimizeError>(())
+/// ```
 pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<Plan, OptimizeError> {
     if n == 0 {
         return Err(OptimizeError::NoKeys);
@@ -208,6 +221,19 @@ pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<Plan, OptimizeError> 
 /// `0 < target_fp < 1`, and [`OptimizeError::Unreachable`] if no half-empty
 /// array within the search range reaches it (below 1.7·10^-30, reached at
 /// `m/n = 256, k = 32`).
+///
+/// # Examples
+/// ```
+/// use filterstore::plan_for_fp;
+///
+/// let plan = plan_for_fp(10_000, 0.02)?;
+/// assert_eq!(plan.k, 1);
+/// assert!((plan.m_bits as f64 / 10_000.0 - 49.5).abs() < 0.05, "{plan:?}");
+/// assert!(plan.fp <= 0.02);
+/// // 7.001 bits per key sent, against 8.14 for a filter sized for lookups.
+/// assert!((plan.transmit_bits / 10_000.0 - 7.001).abs() < 0.001, "{plan:?}");
+/// # Ok::<(), filterstore::OptimizeError>(())
+/// ```
 pub fn plan_for_fp(n: u64, target_fp: f64) -> Result<Plan, OptimizeError> {
     if n == 0 {
         return Err(OptimizeError::NoKeys);

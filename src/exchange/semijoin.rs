@@ -17,6 +17,25 @@ const PROBE_BATCH: usize = 256;
 /// Receiving side: the rows whose key may be in the filter, in input order.
 /// Rows are borrowed, never copied; lookups are batched
 /// ([`BloomRead::contains_many_into`]).
+///
+/// # Examples
+/// ```
+/// use filterstore::{probe, BitFilter, FilterParams, HashSpec, Layout};
+///
+/// // The origin's cities 0..500, in a filter at 1%.
+/// let p = FilterParams::for_capacity(500, 0.01, Layout::Blocked, HashSpec::xxh3(4))?;
+/// let cities = BitFilter::new(p)?;
+/// for c in 0u32..500 {
+///     cities.insert(&c.to_le_bytes());
+/// }
+/// // The remote site's 10,000 employees over cities 0..2,000: a quarter join.
+/// let employees: Vec<(u32, [u8; 4])> =
+///     (0u32..10_000).map(|e| (e, (e % 2_000).to_le_bytes())).collect();
+/// let sent_back = probe(&cities, &employees, |row| &row.1[..]);
+/// // Every one of the 2,500 matches, plus about 1% of the other 7,500 rows.
+/// assert!(sent_back.len() >= 2_500 && sent_back.len() < 2_500 + 75 + 5 * 9, "{}", sent_back.len());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn probe<'r, R, F>(filter: &impl BloomRead, rows: &'r [R], key_of: F) -> Vec<&'r R>
 where
     F: Fn(&R) -> &[u8],
@@ -39,6 +58,18 @@ where
 
 /// Origin side: knows its exact key set and removes the false positives from
 /// the rows sent back.
+///
+/// # Examples
+/// ```
+/// use filterstore::Refiner;
+///
+/// let refiner = Refiner::new([b"paris".as_slice(), b"oslo"]);
+/// // Rows the remote site sent back: two true matches and a false positive.
+/// let rows = vec![(1, "paris"), (2, "lima"), (3, "oslo")];
+/// let (joined, stats) = refiner.refine(rows, |r| r.1.as_bytes());
+/// assert_eq!(joined, [(1, "paris"), (3, "oslo")]);
+/// assert_eq!((stats.received, stats.kept, stats.false_positives), (3, 2, 1));
+/// ```
 #[derive(Debug, Default)]
 pub struct Refiner {
     keys: HashSet<Vec<u8>>,
