@@ -98,20 +98,17 @@
 //! insert-heavy tables should pass a larger headroom along with a policy
 //! that tolerates it.
 
+mod build;
+mod health;
+
+pub(crate) use health::run_hook;
+
 use super::catalog::{self, TableMeta};
 use super::error::StoreError;
-use super::keys::STATE_KEY;
-use super::pages::{self, CHUNK_BLOCKS};
-use super::table::{sled_err, store_block_words, Generation, GenerationState, Table, TableInner};
-use super::wal::LogOp;
-use super::{FilterStore, StoreInner};
-use crate::filter::bloom::BitFilter;
-use crate::filter::counting::{counter_bytes, nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::drift::{Assessment, DriftPolicy, DriftReason, HealthSignals, ObservedCounts};
-use crate::filter::hash::{positions, KeyHash};
-use crate::filter::params::{FilterParams, BLOCK_BITS};
+use super::table::{sled_err, Table};
+use super::StoreInner;
+use crate::filter::drift::{Assessment, DriftReason, HealthSignals};
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -124,7 +121,7 @@ pub(crate) type RegenHook = Arc<dyn Fn(&str, &DriftReason) + Send + Sync>;
 
 /// Chunks written per sled batch while a regeneration writes its pages
 /// (256 × 16 KiB = 4 MiB per batch).
-const CHUNKS_PER_BATCH: u64 = 256;
+pub(super) const CHUNKS_PER_BATCH: u64 = 256;
 
 /// How a regeneration sizes the new generation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -190,183 +187,7 @@ impl HealthReport {
     }
 }
 
-/// Whether `meta`'s `m` and `k` are not what its target and expected size
-/// give: `set_params` changed them since the generation was built.
-fn parameters_changed(meta: &TableMeta, params: &FilterParams) -> bool {
-    match FilterParams::for_capacity(
-        meta.expected_keys,
-        meta.target_fp,
-        params.layout(),
-        params.hash(),
-    ) {
-        Ok(p) => p.m() != params.m() || p.k() != params.k(),
-        Err(_) => true,
-    }
-}
-
-/// Counters being built, with the blocks the tail of the journal touched.
-struct Build {
-    params: FilterParams,
-    counters: Vec<u8>,
-    /// Unmatched journaled inserts per hash (see the module docs).
-    inserts: HashMap<(u64, u64), u32>,
-    live: i64,
-    report: RegenReport,
-}
-
-impl Build {
-    fn add(&mut self, h: KeyHash, touched: Option<&mut BTreeSet<u64>>) {
-        let p = &self.params;
-        let pos = positions(p.layout(), p.m(), p.k(), h);
-        for &q in pos.as_slice() {
-            nibble::inc(&mut self.counters, q as usize);
-        }
-        if let Some(t) = touched {
-            t.extend(pos.as_slice().iter().map(|q| q / BLOCK_BITS));
-        }
-    }
-
-    fn sub(&mut self, h: KeyHash, touched: &mut Option<&mut BTreeSet<u64>>) {
-        let p = &self.params;
-        let pos = positions(p.layout(), p.m(), p.k(), h);
-        for &q in pos.as_slice() {
-            // Never below 1 before: the cancelled insert counted here.
-            nibble::dec(&mut self.counters, q as usize);
-        }
-        if let Some(t) = touched {
-            t.extend(pos.as_slice().iter().map(|q| q / BLOCK_BITS));
-        }
-    }
-
-    /// Applies journaled operations by the rules of the module docs.
-    fn replay(&mut self, ops: &[LogOp], mut touched: Option<&mut BTreeSet<u64>>) {
-        for op in ops {
-            let key = (op.hash.h1, op.hash.h2);
-            if op.insert {
-                self.add(op.hash, touched.as_deref_mut());
-                *self.inserts.entry(key).or_insert(0) += 1;
-                self.live += 1;
-                self.report.journaled_inserts += 1;
-            } else {
-                match self.inserts.get_mut(&key) {
-                    Some(n) if *n > 0 => {
-                        *n -= 1;
-                        self.sub(op.hash, &mut touched);
-                        self.live -= 1;
-                        self.report.journaled_removes_applied += 1;
-                    }
-                    _ => self.report.journaled_removes_skipped += 1,
-                }
-            }
-        }
-    }
-
-    /// The encoded pages of chunks `chunks`, skipping all-zero ones unless
-    /// `keep_zero` (a rewritten chunk must overwrite its earlier version).
-    fn write_chunks(
-        &self,
-        tree: &sled::Tree,
-        chunks: impl Iterator<Item = u64>,
-        keep_zero: bool,
-        mut batch: sled::Batch,
-    ) -> Result<sled::Batch, StoreError> {
-        let chunk_bytes = CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
-        let mut in_batch = 0;
-        for idx in chunks {
-            let at = idx as usize * chunk_bytes;
-            let len = pages::blocks_in_chunk(&self.params, idx) as usize * COUNTER_BLOCK_BYTES;
-            let c = &self.counters[at..at + len];
-            if keep_zero || c.iter().any(|&b| b != 0) {
-                batch.insert(&pages::chunk_key(idx), pages::encode_chunk(idx, c));
-                in_batch += 1;
-            }
-            if in_batch == CHUNKS_PER_BATCH {
-                tree.apply_batch(std::mem::take(&mut batch))
-                    .map_err(sled_err("writing counter pages"))?;
-                in_batch = 0;
-            }
-        }
-        Ok(batch)
-    }
-}
-
 impl Table {
-    /// Reports the outcome of one lookup whose slow read in the host
-    /// database has finished: `filter_said_maybe` is what the filter
-    /// answered, `key_was_present` what the read found. Lookups of absent
-    /// keys are the trials of the observed false-positive rate (a "maybe"
-    /// among them is a false positive, an "absent" a true negative); lookups
-    /// of present keys say nothing about it and are ignored. Lock-free.
-    pub fn report_lookup(&self, filter_said_maybe: bool, key_was_present: bool) {
-        if !key_was_present {
-            self.inner.observed.record_absent(filter_said_maybe);
-            self.inner.count_for_check(1);
-        }
-    }
-
-    /// The observed false positives and trials over the window.
-    pub fn observed_fp(&self) -> ObservedCounts {
-        self.inner.observed.counts()
-    }
-
-    /// Health signals and the verdict of `policy`. Folds the log (for an
-    /// exact count of saturated counters) and reads the bit filter.
-    pub fn health_with(&self, policy: &DriftPolicy) -> Result<HealthReport, StoreError> {
-        let stats = self.stats()?;
-        let meta = self.meta();
-        let signals = HealthSignals {
-            target_fp: meta.target_fp,
-            estimated_fp: stats.estimated_fp,
-            observed: self.observed_fp(),
-            saturated_counters: stats.saturated_counters,
-            live_keys: stats.live_keys,
-            capacity: self.current().meta.expected_keys,
-            parameters_changed: parameters_changed(&meta, &self.params()),
-        };
-        Ok(HealthReport {
-            assessment: policy.assess(&signals),
-            signals,
-        })
-    }
-
-    /// [`health_with`](Table::health_with) the store's policy
-    /// ([`FilterStore::set_drift_policy`], default [`DriftPolicy::default`]).
-    pub fn health(&self) -> Result<HealthReport, StoreError> {
-        let policy = *self.inner.store.policy.lock();
-        self.health_with(&policy)
-    }
-
-    /// Whether the store's policy says the table should be regenerated.
-    pub fn needs_regeneration(&self) -> Result<bool, StoreError> {
-        Ok(self.health()?.needs_regeneration())
-    }
-
-    /// Changes the table's target false-positive rate and/or expected size
-    /// (one durable catalog write). The filter is not rebuilt: the table is
-    /// marked for regeneration ([`DriftReason::ParametersChanged`]) until
-    /// [`regenerate`](Table::regenerate) builds one for the new figures.
-    pub fn set_params(
-        &self,
-        expected_keys: Option<u64>,
-        target_fp: Option<f64>,
-    ) -> Result<(), StoreError> {
-        let store = &self.inner.store;
-        let _catalog = store.catalog_lock.lock();
-        let mut meta = current_record(store, &self.meta())?;
-        meta.expected_keys = expected_keys.unwrap_or(meta.expected_keys);
-        meta.target_fp = target_fp.unwrap_or(meta.target_fp);
-        // Validates the pair (the next regeneration sizes with it).
-        FilterParams::for_capacity(
-            meta.expected_keys,
-            meta.target_fp,
-            self.params().layout(),
-            self.params().hash(),
-        )?;
-        write_record(store, &meta)?;
-        *self.inner.meta.lock() = meta;
-        Ok(())
-    }
-
     /// Empties the table atomically and crash-safely: a regeneration from an
     /// empty key source, sized for the table's expected size. Inserts made
     /// while it runs are kept (they are journaled); removes made while it
@@ -426,178 +247,14 @@ impl Table {
         }
         result
     }
-
-    fn build_and_swap<F, I, K, E>(
-        &self,
-        old: &Arc<Generation>,
-        meta: &TableMeta,
-        new_name: &str,
-        live_at_start: u64,
-        source: F,
-        options: &RegenOptions,
-    ) -> Result<RegenReport, StoreError>
-    where
-        F: FnOnce() -> I,
-        I: IntoIterator<Item = Result<K, E>>,
-        K: AsRef<[u8]>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let store = &self.inner.store;
-        let name = meta.name.clone();
-        let mut capacity = options
-            .capacity
-            .unwrap_or_else(|| (live_at_start as f64 * options.headroom.max(1.0)).ceil() as u64);
-        if parameters_changed(meta, &old.params) {
-            capacity = capacity.max(meta.expected_keys);
-        }
-        let capacity = capacity.max(1);
-        let params = FilterParams::for_capacity(
-            capacity,
-            meta.target_fp,
-            old.params.layout(),
-            old.params.hash(),
-        )?;
-        let total = counter_bytes(&params);
-        let mut counters = Vec::new();
-        counters
-            .try_reserve_exact(total)
-            .map_err(|_| StoreError::OutOfMemory {
-                table: name.clone(),
-                bytes: total as u64,
-            })?;
-        counters.resize(total, 0);
-        let mut b = Build {
-            params,
-            counters,
-            inserts: HashMap::new(),
-            live: 0,
-            report: RegenReport {
-                keys_read: 0,
-                old_generation: old.meta.generation,
-                new_generation: old.meta.generation + 1,
-                capacity,
-                m_bits: params.m(),
-                k: params.k(),
-                journaled_inserts: 0,
-                journaled_removes_applied: 0,
-                journaled_removes_skipped: 0,
-            },
-        };
-        let spec = params.hash();
-        for key in source() {
-            let key = key.map_err(|e| StoreError::KeySource {
-                table: name.clone(),
-                source: Box::new(e),
-            })?;
-            b.add(spec.hash(key.as_ref()), None);
-            b.report.keys_read += 1;
-        }
-        b.live = b.report.keys_read as i64;
-        // The journal so far, taken without holding the lock for the replay.
-        let early = std::mem::take(old.writer.lock().journal.get_or_insert_with(Vec::new));
-        b.replay(&early, None);
-        drop(early);
-        // A leftover tree of this generation number (a crash before its
-        // catalog write, not yet collected) is replaced, not merged.
-        let db = &store.db;
-        db.drop_tree(new_name.as_bytes())
-            .map_err(sled_err("clearing a partial generation"))?;
-        let tree = db
-            .open_tree(new_name)
-            .map_err(sled_err("creating a generation"))?;
-        let batch = b.write_chunks(
-            &tree,
-            0..pages::chunk_count(&params),
-            false,
-            sled::Batch::default(),
-        )?;
-        tree.apply_batch(batch)
-            .map_err(sled_err("writing counter pages"))?;
-        // Flushed before the locks are taken: the flush under them then
-        // writes only the tail (writers wait milliseconds, not the seconds
-        // that `m/2` bytes of pages take to reach the disk).
-        db.flush().map_err(sled_err("flushing a new generation"))?;
-
-        // The commit: catalog lock first (the order of drop_table), then the
-        // old writer lock; writers wait from here to the swap.
-        let _catalog = store.catalog_lock.lock();
-        let mut w = old.writer.lock();
-        old.check_live()?;
-        let tail = w.journal.take().unwrap_or_default();
-        let mut touched = BTreeSet::new();
-        b.replay(&tail, Some(&mut touched));
-        let chunks: BTreeSet<u64> = touched.iter().map(|blk| blk / CHUNK_BLOCKS).collect();
-        let mut batch = b.write_chunks(&tree, chunks.into_iter(), true, sled::Batch::default())?;
-        let state = GenerationState {
-            live_keys: b.live,
-            next_seq: 0,
-        };
-        batch.insert(STATE_KEY, state.encode(&name)?);
-        tree.apply_batch(batch)
-            .map_err(sled_err("writing counter pages"))?;
-        db.flush().map_err(sled_err("flushing a new generation"))?;
-
-        let bits = BitFilter::new(params).map_err(|_| StoreError::OutOfMemory {
-            table: name.clone(),
-            bytes: params.bit_bytes(),
-        })?;
-        for (blk, c) in b.counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
-            store_block_words(&bits, blk as u64, c);
-        }
-        let saturated = nibble::count_saturated(&b.counters);
-        drop(std::mem::take(&mut b.counters));
-
-        let record = current_record(store, meta)?;
-        if record.generation != old.meta.generation {
-            return Err(StoreError::Storage {
-                op: "regenerating a table",
-                detail: format!(
-                    "the catalog names generation {} of table {name:?}, expected {}",
-                    record.generation, old.meta.generation
-                ),
-            });
-        }
-        let new_meta = TableMeta {
-            m: params.m(),
-            k: params.k(),
-            expected_keys: capacity,
-            generation: old.meta.generation + 1,
-            ..record
-        };
-        store
-            .catalog
-            .insert(catalog::table_key(&name), new_meta.encode()?)
-            .map_err(sled_err("writing the catalog"))?;
-        // From here the new generation is in force in sled's view: swap even
-        // if the flush fails (a crash then leaves one of the two complete
-        // generations in force, both without false negatives).
-        let new_gen = Generation::built(
-            db,
-            new_meta.clone(),
-            store.config,
-            params,
-            bits,
-            tree,
-            b.live,
-            saturated,
-        );
-        self.inner.gen.store(Arc::new(new_gen));
-        old.retire(&mut w);
-        drop(w);
-        *self.inner.meta.lock() = new_meta;
-        self.inner.observed.reset();
-        let flushed = db.flush().map_err(sled_err("flushing the catalog"));
-        drop(_catalog);
-        flushed?;
-        // Garbage from here on: collected at the next open if this fails.
-        let _ = db.drop_tree(old.meta.tree_name(old.meta.generation).as_bytes());
-        Ok(b.report)
-    }
 }
 
 /// The catalog record of the table of `meta` (same id), or
 /// [`StoreError::NoSuchTable`] if it was dropped. Call under the catalog lock.
-fn current_record(store: &StoreInner, meta: &TableMeta) -> Result<TableMeta, StoreError> {
+pub(super) fn current_record(
+    store: &StoreInner,
+    meta: &TableMeta,
+) -> Result<TableMeta, StoreError> {
     let key = catalog::table_key(&meta.name);
     let found = store
         .catalog
@@ -612,74 +269,11 @@ fn current_record(store: &StoreInner, meta: &TableMeta) -> Result<TableMeta, Sto
 }
 
 /// Writes and flushes one catalog record. Call under the catalog lock.
-fn write_record(store: &StoreInner, meta: &TableMeta) -> Result<(), StoreError> {
+pub(super) fn write_record(store: &StoreInner, meta: &TableMeta) -> Result<(), StoreError> {
     store
         .catalog
         .insert(catalog::table_key(&meta.name), meta.encode()?)
         .map_err(sled_err("writing the catalog"))?;
     store.db.flush().map_err(sled_err("flushing the catalog"))?;
     Ok(())
-}
-
-/// The automatic health check of one table: invokes the store's callback if
-/// the table needs regeneration. Returns the reason found.
-pub(crate) fn run_hook(inner: &Arc<TableInner>) -> Result<Option<DriftReason>, StoreError> {
-    let Some(hook) = inner.store.regen_hook.lock().clone() else {
-        return Ok(None);
-    };
-    let table = Table::new(Arc::clone(inner));
-    let report = table.health()?;
-    let reason = report.reason().cloned();
-    if let Some(r) = &reason {
-        hook(table.name(), r);
-    }
-    Ok(reason)
-}
-
-impl FilterStore {
-    /// Registers `callback`, invoked with a table's name and the most urgent
-    /// reason when an automatic health check finds that the table needs
-    /// regeneration. Checks run after every `max(4096, expected/8)` writes
-    /// or feedback reports of a table (never on the read path), on the
-    /// thread that crossed the interval, outside any lock of the table: the
-    /// callback may call [`Table::regenerate`] itself, or hand the work to
-    /// another thread. [`check_health`](FilterStore::check_health) runs the
-    /// checks on demand. Replaces any earlier callback.
-    pub fn on_needs_regeneration(
-        &self,
-        callback: impl Fn(&str, &DriftReason) + Send + Sync + 'static,
-    ) {
-        *self.inner.regen_hook.lock() = Some(Arc::new(callback));
-        self.inner.has_regen_hook.store(true, Ordering::Release);
-    }
-
-    /// The policy of [`Table::health`] for every table of this store.
-    pub fn set_drift_policy(&self, policy: DriftPolicy) {
-        *self.inner.policy.lock() = policy;
-    }
-
-    /// Assesses every open table now, invoking the callback of
-    /// [`on_needs_regeneration`](FilterStore::on_needs_regeneration) for each
-    /// that needs regeneration; returns those tables with their reasons.
-    pub fn check_health(&self) -> Result<Vec<(String, DriftReason)>, StoreError> {
-        let open: Vec<Arc<TableInner>> = self
-            .inner
-            .tables
-            .lock()
-            .values()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
-        let hook = self.inner.regen_hook.lock().clone();
-        let mut found = Vec::new();
-        for inner in open {
-            let table = Table::new(inner);
-            if let Some(r) = table.health()?.reason().cloned() {
-                if let Some(h) = &hook {
-                    h(table.name(), &r);
-                }
-                found.push((table.name().to_string(), r));
-            }
-        }
-        Ok(found)
-    }
 }
