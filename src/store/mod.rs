@@ -34,13 +34,9 @@
 //!   cut power).
 //!
 //! # Layout in sled
-//! See [`catalog`] for the trees. Each table generation's tree holds:
-//!
-//! ```text
-//! 0x00                        → Kind::TableState  { live keys folded, next log seq }
-//! 0x01 ‖ chunk index (u64 BE) → Kind::CounterPage 64 counter blocks (16 KiB)
-//! 0x02 ‖ log seq (u64 BE)     → Kind::LogRecord   key hashes of whole batches
-//! ```
+//! `docs/FORMAT.md` specifies every byte: the catalog tree (§8, §9), and in
+//! each table generation's own tree the counter pages and log records (§10)
+//! and the generation state (§11).
 //!
 //! # Write path: a log of key hashes, folded into counter pages
 //! Updating a key's counters in place would cost one sled read and write per
@@ -74,6 +70,27 @@
 //! wait for the swap. [`Table::health`] reports drift (estimated and
 //! observed false-positive rate, saturated counters, load); see [`regen`]
 //! for the consistency the key source must have and the crash argument.
+//!
+//! # Lock order
+//! Every site that holds two of the store's locks takes them in this order
+//! (a lock may be skipped, never taken out of order):
+//!
+//! 1. a [`Guard`](crate::Guard)'s writer lock (guarded writes and merges);
+//! 2. a table's regeneration lock (`TableInner::regen_lock`: one
+//!    regeneration at a time per table);
+//! 3. the catalog lock (`StoreInner::catalog_lock`: create, import, drop,
+//!    `set_params`, a regeneration's commit);
+//! 4. the open-tables map (`StoreInner::tables`);
+//! 5. a generation's writer lock (`Generation::writer`: every write, fold
+//!    and flush of the table's buffer).
+//!
+//! Leaves, never held while another lock is taken: a table's catalog record
+//! in memory (`TableInner::meta`), the drift policy and the health callback
+//! (`StoreInner::policy`, `StoreInner::regen_hook`; the callback is cloned
+//! and called with no lock held). Lookups take no lock at all. The sites:
+//! `create_table` and `import` (3 → 4), `drop_table` (3 → 4 → 5),
+//! `open_table` (4), `flush` (4, released, then 5 per table),
+//! `regenerate` (2 → 5, released; later 2 → 3 → 5 for the swap).
 //!
 //! # Open
 //! Opening a table scans its counter chunks once (`m/2` bytes) merged with the

@@ -229,7 +229,7 @@ impl Table {
         let live_at_start = {
             let mut w = old.writer.lock();
             old.check_live()?;
-            w.journal = Some(Vec::new());
+            w.journal.start();
             old.live_keys_locked(&w)
         };
         let meta = self.meta();
@@ -240,7 +240,7 @@ impl Table {
             // only happens at the commit point), delete the partial tree.
             let mut w = old.writer.lock();
             if !old.retired.load(Ordering::Acquire) {
-                w.journal = None;
+                w.journal.stop();
                 drop(w);
                 let _ = inner.store.db.drop_tree(new_name.as_bytes());
             }

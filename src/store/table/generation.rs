@@ -6,7 +6,7 @@ use super::super::config::StoreConfig;
 use super::super::error::StoreError;
 use super::super::pages::{self, CHUNK_BLOCKS};
 use super::fold::{fold_log, scan_absolute, GenerationState};
-use super::writer::Writer;
+use super::writer::{Journal, Writer};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::COUNTER_BLOCK_BYTES;
 use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
@@ -98,7 +98,7 @@ impl Generation {
             live,
             folded_live: state.live_keys,
             saturated: derived.disk_saturated,
-            journal: None,
+            journal: Journal::default(),
         };
         Ok(Generation::assemble(
             db,
@@ -161,7 +161,7 @@ impl Generation {
             live,
             folded_live: live,
             saturated,
-            journal: None,
+            journal: Journal::default(),
         };
         Generation::assemble(db, meta, config, params, bits, tree, writer, 0)
     }
@@ -172,7 +172,7 @@ impl Generation {
     /// about to be deleted).
     pub(crate) fn retire(&self, w: &mut Writer) {
         w.buffer.clear();
-        w.journal = None;
+        w.journal.stop();
         self.retired.store(true, Ordering::Release);
         self.dropped.store(true, Ordering::Release);
     }

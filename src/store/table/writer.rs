@@ -60,9 +60,50 @@ pub(crate) struct Writer {
     pub(super) folded_live: i64,
     /// Saturated counters in the chunks (exact after a fold or an open).
     pub(super) saturated: u64,
-    /// While a regeneration runs: every operation staged since it started
-    /// (see [`super::regen`]).
-    pub(crate) journal: Option<Vec<LogOp>>,
+    /// While a regeneration runs: every operation staged since it started.
+    pub(crate) journal: Journal,
+}
+
+/// Absolute counters (256 bytes per block) a batch works on, by block.
+type Scratch = HashMap<u64, Box<[u8]>>;
+
+/// The journal of a regeneration: while one runs, every operation staged on
+/// the generation it replaces, in order, so that the new generation can
+/// replay them (see [`regen`](super::super::regen)). Lives in the writer
+/// state: started, drained and finished under the writer lock.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    ops: Option<Vec<LogOp>>,
+}
+
+impl Journal {
+    /// Starts journaling (a regeneration began).
+    pub(crate) fn start(&mut self) {
+        self.ops = Some(Vec::new());
+    }
+
+    /// Stops journaling and discards what was journaled (the regeneration
+    /// failed, or its generation was retired).
+    pub(crate) fn stop(&mut self) {
+        self.ops = None;
+    }
+
+    /// Records staged operations, if a regeneration runs.
+    fn record(&mut self, ops: &[LogOp]) {
+        if let Some(journal) = &mut self.ops {
+            journal.extend_from_slice(ops);
+        }
+    }
+
+    /// The operations journaled so far; journaling goes on.
+    pub(crate) fn drain(&mut self) -> Vec<LogOp> {
+        self.ops.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The operations journaled since the last drain; journaling stops.
+    pub(crate) fn finish(&mut self) -> Vec<LogOp> {
+        self.ops.take().unwrap_or_default()
+    }
 }
 
 impl Writer {
@@ -122,13 +163,25 @@ impl Generation {
 
     /// Applies `ops` in memory (bits, dirty map, materialized blocks, buffer),
     /// or refuses them all, changing nothing, if a remove finds a zero counter.
+    /// Three phases: load the absolute counters the batch must work on,
+    /// check and apply the batch to those copies, then commit to memory
+    /// (nothing fails after the check).
     fn stage(&self, w: &mut Writer, ops: &[LogOp]) -> Result<(), StoreError> {
+        let mut scratch = self.load_scratch(w, ops)?;
+        if !scratch.is_empty() {
+            self.check_in_scratch(&mut scratch, ops)?;
+        }
+        self.commit_staged(w, ops, scratch);
+        Ok(())
+    }
+
+    /// The absolute counters of the blocks this batch must work on: those of
+    /// its removes (read from disk after folding the log if one is dirty),
+    /// and the materialized blocks its inserts touch (kept exact).
+    fn load_scratch(&self, w: &mut Writer, ops: &[LogOp]) -> Result<Scratch, StoreError> {
         let p = &self.params;
-        let has_remove = ops.iter().any(|o| !o.insert);
-        // Blocks whose absolute counters this batch must work on: those of
-        // removes, and materialized ones (kept exact).
-        let mut scratch: HashMap<u64, Box<[u8]>> = HashMap::new();
-        if has_remove {
+        let mut scratch = Scratch::new();
+        if ops.iter().any(|o| !o.insert) {
             let mut needs_fold = false;
             for op in ops.iter().filter(|o| !o.insert) {
                 for_each_block(p, op, |b| needs_fold |= w.is_dirty(b));
@@ -170,59 +223,66 @@ impl Generation {
                 });
             }
         }
-        if !scratch.is_empty() {
-            for (index, op) in ops.iter().enumerate() {
-                let pos = positions(p.layout(), p.m(), p.k(), op.hash);
-                if op.insert {
-                    for &q in pos.as_slice() {
-                        if let Some(c) = scratch.get_mut(&(q / BLOCK_BITS)) {
-                            nibble::inc(c, (q % BLOCK_BITS) as usize);
-                        }
-                    }
-                } else {
-                    // Every block of a remove was loaded above.
-                    let present = pos.as_slice().iter().all(|&q| {
-                        scratch
-                            .get(&(q / BLOCK_BITS))
-                            .is_some_and(|c| nibble::get(c, (q % BLOCK_BITS) as usize) > 0)
+        Ok(scratch)
+    }
+
+    /// Applies `ops` in order to the counters in `scratch`; refuses the batch
+    /// at the first remove that finds a zero counter (every block of a
+    /// remove is in `scratch`).
+    fn check_in_scratch(&self, scratch: &mut Scratch, ops: &[LogOp]) -> Result<(), StoreError> {
+        let p = &self.params;
+        for (index, op) in ops.iter().enumerate() {
+            let pos = positions(p.layout(), p.m(), p.k(), op.hash);
+            if !op.insert {
+                let present = pos.as_slice().iter().all(|&q| {
+                    scratch
+                        .get(&(q / BLOCK_BITS))
+                        .is_some_and(|c| nibble::get(c, (q % BLOCK_BITS) as usize) > 0)
+                });
+                if !present {
+                    return Err(StoreError::NotPresent {
+                        table: self.meta.name.clone(),
+                        index,
                     });
-                    if !present {
-                        return Err(StoreError::NotPresent {
-                            table: self.meta.name.clone(),
-                            index,
-                        });
-                    }
-                    for &q in pos.as_slice() {
-                        if let Some(c) = scratch.get_mut(&(q / BLOCK_BITS)) {
-                            nibble::dec(c, (q % BLOCK_BITS) as usize);
-                        }
+                }
+            }
+            for &q in pos.as_slice() {
+                if let Some(c) = scratch.get_mut(&(q / BLOCK_BITS)) {
+                    if op.insert {
+                        nibble::inc(c, (q % BLOCK_BITS) as usize);
+                    } else {
+                        nibble::dec(c, (q % BLOCK_BITS) as usize);
                     }
                 }
             }
         }
-        // Validated: from here on nothing fails. Commit to memory.
+        Ok(())
+    }
+
+    /// Commits a checked batch to memory: buffer, journal, bits, dirty map,
+    /// materialized blocks (from `scratch`) and the live count.
+    fn commit_staged(&self, w: &mut Writer, ops: &[LogOp], scratch: Scratch) {
+        let p = &self.params;
         w.buffer.extend_from_slice(ops);
-        if let Some(journal) = &mut w.journal {
-            journal.extend_from_slice(ops);
-        }
+        w.journal.record(ops);
         let mut delta = 0i64;
         for op in ops {
-            if op.insert {
-                delta += 1;
-                if scratch.is_empty() {
-                    for_each_block(p, op, |b| w.set_dirty(b));
-                    self.bits.insert_hash(op.hash);
-                } else {
-                    for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
-                        let b = q / BLOCK_BITS;
-                        if !scratch.contains_key(&b) {
-                            w.set_dirty(b);
-                            self.bits.set_bit(q);
-                        }
+            if !op.insert {
+                delta -= 1;
+                continue;
+            }
+            delta += 1;
+            if scratch.is_empty() {
+                for_each_block(p, op, |b| w.set_dirty(b));
+                self.bits.insert_hash(op.hash);
+            } else {
+                for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                    let b = q / BLOCK_BITS;
+                    if !scratch.contains_key(&b) {
+                        w.set_dirty(b);
+                        self.bits.set_bit(q);
                     }
                 }
-            } else {
-                delta -= 1;
             }
         }
         for (b, c) in scratch {
@@ -231,7 +291,6 @@ impl Generation {
         }
         w.live += delta;
         self.live.store(w.live, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Writes the buffer as one log record (not flushed).
