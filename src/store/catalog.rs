@@ -71,7 +71,7 @@ pub(crate) struct StoreHeader {
 
 impl StoreHeader {
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
-        meta::encode(Kind::Catalog, self).map_err(|e| StoreError::corrupt("store header", e))
+        meta::encode(Kind::Catalog, self).map_err(|e| StoreError::encode("store header", e))
     }
 
     /// Decodes a header of any format version (the migrations read it).
@@ -182,7 +182,7 @@ impl TableMeta {
 
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
         meta::encode(Kind::TableMeta, self)
-            .map_err(|e| StoreError::corrupt(format!("catalog record of {:?}", self.name), e))
+            .map_err(|e| StoreError::encode(format!("catalog record of {:?}", self.name), e))
     }
 
     pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<TableMeta, StoreError> {

@@ -52,6 +52,18 @@
 //! reaches zero); those blocks are read and kept in memory until the next fold
 //! (see [`table`] for the invariant that keeps the bits exact).
 //!
+//! # The storage engine stays inside
+//! sled is an implementation detail: no sled type appears in the public API
+//! of any feature, and a sled error reaches a host only as the
+//! [`source`](std::error::Error::source) of a [`StoreError`]. A host cannot
+//! hand the store its own `sled::Db`; a host that wants one page cache and
+//! one flusher for its guarded data and its filters keeps that data *in the
+//! store's database* instead, through
+//! [`SledDiffStorage::open`](crate::SledDiffStorage::open). The reason: the
+//! reliability work on sled 0.34.7 (its writer deadlock, full disks, power
+//! loss) may move the high-volume traffic off sled, and that must not break
+//! a host that was never given a sled type.
+//!
 //! # Memory
 //! The bit filters of the open tables, plus sled's page cache
 //! ([`StoreConfig::cache_capacity`], 64 MiB by default; sled's bound is
@@ -113,9 +125,11 @@ pub mod table;
 mod wal;
 
 pub use batch::{Durability, WriteBatch};
-pub use catalog::{validate_name, TableMeta, MAX_NAME_LEN, STORE_FORMAT_VERSION};
+pub(crate) use catalog::TableMeta;
+pub use catalog::{validate_name, MAX_NAME_LEN, STORE_FORMAT_VERSION};
 pub use config::StoreConfig;
 pub use error::{NameError, StoreError};
+pub use import::ExportKind;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
 pub use table::{Table, TableStats};
 pub use wal::MAX_RECORD_OPS;
@@ -123,9 +137,13 @@ pub use wal::MAX_RECORD_OPS;
 use crate::filter::hash::HashSpec;
 use crate::filter::params::{FilterParams, Layout};
 use catalog::{StoreHeader, CATALOG_TREE, HEADER_KEY, TABLE_PREFIX, TABLE_TREE_PREFIX};
+
+/// Prefix of the trees of guard storage ([`crate::SledDiffStorage`]): never
+/// a table tree, so garbage collection leaves them alone.
+const GUARD_TREE_PREFIX: &str = "filterstore/guard/";
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use table::TableInner;
 
@@ -166,6 +184,8 @@ impl TableSpec {
 
 pub(crate) struct StoreInner {
     db: sled::Db,
+    /// The directory, canonical, as registered in [`OPEN_DIRS`].
+    dir: PathBuf,
     catalog: sled::Tree,
     config: StoreConfig,
     /// Serialises catalog changes (create, drop, set, a regeneration's swap).
@@ -188,6 +208,15 @@ pub(crate) struct StoreInner {
 #[derive(Clone)]
 pub struct FilterStore {
     inner: Arc<StoreInner>,
+}
+
+impl Drop for StoreInner {
+    fn drop(&mut self) {
+        let mut open = open_dirs();
+        if let Some(i) = open.iter().position(|d| *d == self.dir) {
+            open.swap_remove(i);
+        }
+    }
 }
 
 impl std::fmt::Debug for FilterStore {
@@ -213,6 +242,11 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// [`StoreError::Locked`] (another process holding the lock is reported after
 /// the same wait).
 fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
+    if open_here(path) {
+        return Err(StoreError::AlreadyOpen {
+            path: path.to_path_buf(),
+        });
+    }
     let start = std::time::Instant::now();
     let mut pause = std::time::Duration::from_millis(1);
     loop {
@@ -226,8 +260,11 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                 if start.elapsed() >= LOCK_WAIT {
-                    return Err(StoreError::Locked {
-                        path: path.to_path_buf(),
+                    let path = path.to_path_buf();
+                    return Err(if open_here(&path) {
+                        StoreError::AlreadyOpen { path }
+                    } else {
+                        StoreError::Locked { path }
                     });
                 }
                 std::thread::sleep(pause);
@@ -236,6 +273,24 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
             Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
             Err(other) => return Err(StoreError::sled("opening the database", other)),
         }
+    }
+}
+
+/// The directories of the stores open in this process (canonical paths), so
+/// that a second open of one is told apart from another process's lock.
+static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn open_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    OPEN_DIRS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether a store of this process has directory `path` open.
+fn open_here(path: &Path) -> bool {
+    match path.canonicalize() {
+        Ok(p) => open_dirs().contains(&p),
+        Err(_) => false,
     }
 }
 
@@ -333,9 +388,12 @@ impl FilterStore {
                 db.flush().map_err(sled_err("flushing the catalog"))?;
             }
         }
+        let dir = path.canonicalize().unwrap_or(path);
+        open_dirs().push(dir.clone());
         let store = FilterStore {
             inner: Arc::new(StoreInner {
                 db,
+                dir,
                 catalog,
                 config,
                 catalog_lock: Mutex::new(()),
@@ -357,7 +415,7 @@ impl FilterStore {
     /// the damaged table is dropped): the store still opens, the other tables
     /// work, and the damaged one reports [`StoreError::Corrupt`] when opened.
     fn collect_garbage(&self) -> Result<(), StoreError> {
-        let live: HashSet<String> = match self.list_tables() {
+        let live: HashSet<String> = match self.table_records() {
             Ok(tables) => tables.iter().map(|m| m.tree_name(m.generation)).collect(),
             Err(StoreError::Corrupt { .. }) => return Ok(()),
             Err(e) => return Err(e),
@@ -389,10 +447,7 @@ impl FilterStore {
             .catalog
             .get(HEADER_KEY)
             .map_err(sled_err("reading the catalog"))?
-            .ok_or_else(|| StoreError::Storage {
-                op,
-                detail: "the catalog header is missing".into(),
-            })?;
+            .ok_or_else(|| StoreError::storage(op, "the catalog header is missing".into()))?;
         StoreHeader::decode(&bytes)
     }
 
@@ -413,6 +468,13 @@ impl FilterStore {
     /// this returns.
     pub fn create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
+        let _guard = self.inner.catalog_lock.lock();
+        self.create_locked(name, spec)
+    }
+
+    /// [`create_table`](FilterStore::create_table) under the catalog lock,
+    /// the name validated.
+    fn create_locked(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         let seed = spec.seed.unwrap_or_else(|| HashSpec::random().seed);
         let params = FilterParams::for_capacity(
             spec.expected_keys,
@@ -420,7 +482,6 @@ impl FilterStore {
             spec.layout,
             HashSpec::xxh3(seed),
         )?;
-        let _guard = self.inner.catalog_lock.lock();
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }
@@ -479,8 +540,26 @@ impl FilterStore {
         self.load_table(&mut tables, meta)
     }
 
+    /// The names of all tables, sorted.
+    pub fn list_tables(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.table_records()?.into_iter().map(|m| m.name).collect())
+    }
+
+    /// Opens table `name`, creating it sized by `spec` if it does not exist
+    /// (one step, under the catalog lock: two threads calling this at once
+    /// get the same table). An existing table keeps its own parameters;
+    /// `spec` is then ignored.
+    pub fn open_or_create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
+        validate_name(name)?;
+        let _guard = self.inner.catalog_lock.lock();
+        match self.open_table(name) {
+            Err(StoreError::NoSuchTable(_)) => self.create_locked(name, spec),
+            other => other,
+        }
+    }
+
     /// The catalog records of all tables, sorted by name.
-    pub fn list_tables(&self) -> Result<Vec<TableMeta>, StoreError> {
+    fn table_records(&self) -> Result<Vec<TableMeta>, StoreError> {
         self.inner
             .catalog
             .scan_prefix([TABLE_PREFIX])
@@ -540,6 +619,26 @@ impl FilterStore {
         for t in open {
             t.write_pending()?;
         }
+        self.inner.db.flush().map_err(sled_err("flushing"))?;
+        Ok(())
+    }
+
+    /// The base and differential-file trees of guard storage `name`
+    /// ([`SledDiffStorage`](crate::SledDiffStorage)), in this database.
+    pub(crate) fn guard_trees(&self, name: &str) -> Result<(sled::Tree, sled::Tree), StoreError> {
+        validate_name(name)?;
+        let open = |part: &str| {
+            self.inner
+                .db
+                .open_tree(format!("{GUARD_TREE_PREFIX}{name}/{part}"))
+                .map_err(sled_err("opening guard storage"))
+        };
+        Ok((open("base")?, open("diff")?))
+    }
+
+    /// Flushes the database (sled's flush: an fsync), without writing the
+    /// tables' buffers: what guard storage needs after its own writes.
+    pub(crate) fn flush_storage(&self) -> Result<(), StoreError> {
         self.inner.db.flush().map_err(sled_err("flushing"))?;
         Ok(())
     }

@@ -336,13 +336,13 @@ fn write_new_record(
 ) -> Result<TableMeta, StoreError> {
     let record = current_record(store, meta)?;
     if record.generation != old.meta.generation {
-        return Err(StoreError::Storage {
-            op: "regenerating a table",
-            detail: format!(
+        return Err(StoreError::storage(
+            "regenerating a table",
+            format!(
                 "the catalog names generation {} of table {:?}, expected {}",
                 record.generation, meta.name, old.meta.generation
             ),
-        });
+        ));
     }
     let new_meta = TableMeta {
         m: b.params.m(),

@@ -43,7 +43,7 @@ impl GenerationState {
 
     pub(crate) fn encode(&self, table: &str) -> Result<Vec<u8>, StoreError> {
         meta::encode(Kind::TableState, self)
-            .map_err(|e| StoreError::corrupt(format!("state record of table {table:?}"), e))
+            .map_err(|e| StoreError::encode(format!("state record of table {table:?}"), e))
     }
 }
 

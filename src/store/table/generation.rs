@@ -78,9 +78,11 @@ impl Generation {
                 // folded first, so that open's memory stays bounded.
                 let mut ignored = 0;
                 fold_log(&tree, &params, &name, &mut state, &mut ignored)?;
-                derive()?.ok_or_else(|| StoreError::Storage {
-                    op: "opening a table",
-                    detail: "the log is still longer than one fold pass after folding".into(),
+                derive()?.ok_or_else(|| {
+                    StoreError::storage(
+                        "opening a table",
+                        "the log is still longer than one fold pass after folding".into(),
+                    )
                 })?
             }
         };

@@ -18,7 +18,8 @@ use super::StoreInner;
 use crate::filter::bloom::{BitFilter, BloomRead};
 use crate::filter::counting::{counter_bytes, CountingFilter, COUNTER_BLOCK_BYTES};
 use crate::filter::drift::ObservedFp;
-use crate::filter::params::FilterParams;
+use crate::filter::hash::HashAlgo;
+use crate::filter::params::{FilterParams, Layout};
 use arc_swap::ArcSwap;
 use fold::scan_absolute;
 use parking_lot::Mutex;
@@ -26,19 +27,35 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Statistics of one table, as printed by `filterstore stats`.
+/// Serializes [`TableStats`]' enums by name, as the CLI's JSON always had.
+mod by_name {
+    use super::{HashAlgo, Layout};
+    use serde::Serializer;
+
+    pub(super) fn layout<S: Serializer>(l: &Layout, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(l.name())
+    }
+
+    pub(super) fn hash<S: Serializer>(h: &HashAlgo, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(h.name())
+    }
+}
+
+/// Statistics of one table ([`Table::stats`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TableStats {
     /// Table name.
     pub name: String,
-    /// `"blocked"` or `"standard"`.
-    pub layout: &'static str,
+    /// The layout (serialized as its [name](Layout::name)).
+    #[serde(serialize_with = "by_name::layout")]
+    pub layout: Layout,
     /// Bits (and counters).
     pub m_bits: u64,
     /// Hash functions.
     pub k: u32,
-    /// Hash algorithm name.
-    pub hash: &'static str,
+    /// The hash algorithm (serialized as its [name](HashAlgo::name)).
+    #[serde(serialize_with = "by_name::hash")]
+    pub hash: HashAlgo,
     /// Hash seed.
     pub seed: u64,
     /// Inserts minus removes (never negative).
@@ -222,8 +239,25 @@ impl Table {
     }
 
     /// The table's catalog record in force.
-    pub fn meta(&self) -> TableMeta {
+    pub(crate) fn meta(&self) -> TableMeta {
         self.inner.meta.lock().clone()
+    }
+
+    /// The generation in force (1 when created; each regeneration adds one).
+    pub fn generation(&self) -> u64 {
+        self.current().meta.generation
+    }
+
+    /// The number of keys the table is sized for: as created, as last set by
+    /// [`set_params`](Table::set_params), or as a regeneration sized it.
+    pub fn expected_keys(&self) -> u64 {
+        self.inner.meta.lock().expected_keys
+    }
+
+    /// The false-positive rate the table is sized for (or was set to by
+    /// [`set_params`](Table::set_params)).
+    pub fn target_fp(&self) -> f64 {
+        self.inner.meta.lock().target_fp
     }
 
     /// The live bit filter of the generation in force, read-only: every
@@ -268,7 +302,12 @@ impl Table {
             insert: false,
             hash: self.params().hash().hash(key),
         };
-        self.inner.apply_ops(&[op], Durability::Buffered)
+        match self.inner.apply_ops(&[op], Durability::Buffered) {
+            Err(StoreError::NotPresent { table, .. }) => {
+                Err(StoreError::NotPresent { table, index: None })
+            }
+            other => other,
+        }
     }
 
     /// Applies `batch` atomically: all of its operations, in order, or none
@@ -327,10 +366,10 @@ impl Table {
         let bits = &g.bits;
         Ok(TableStats {
             name: m.name.clone(),
-            layout: p.layout().name(),
+            layout: p.layout(),
             m_bits: p.m(),
             k: p.k(),
-            hash: p.hash().algo.name(),
+            hash: p.hash().algo,
             seed: p.hash().seed,
             live_keys: g.live.load(Ordering::Relaxed).max(0) as u64,
             expected_keys: m.expected_keys,

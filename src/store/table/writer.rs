@@ -242,7 +242,7 @@ impl Generation {
                 if !present {
                     return Err(StoreError::NotPresent {
                         table: self.meta.name.clone(),
-                        index,
+                        index: Some(index),
                     });
                 }
             }
