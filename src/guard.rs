@@ -96,6 +96,33 @@ pub struct GuardStats {
 }
 
 /// A differential-file guard over a host's storage and a filterstore table.
+///
+/// # Examples
+/// ```
+/// use filterstore::{Change, FilterStore, Guard, SledDiffStorage, TableSpec};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = FilterStore::open(dir.path())?;
+/// let storage = SledDiffStorage::open(&store, "accounts")?;
+/// storage.load_base((0..1_000u32).map(|i| (i.to_le_bytes(), *b"100")))?;
+/// let table = store.open_or_create_table("accounts-changed", TableSpec::new(100, 0.01))?;
+/// let guard = Guard::open(storage, table)?;
+/// let changes: Vec<(Vec<u8>, Change)> = (0..1_000u32)
+///     .step_by(10)
+///     .map(|i| (i.to_le_bytes().to_vec(), Change::Put(b"250".to_vec())))
+///     .collect();
+/// guard.write(&changes)?; // filter inserts durable first, then the changes
+/// for i in 0..1_000u32 {
+///     let want: &[u8] = if i % 10 == 0 { b"250" } else { b"100" };
+///     assert_eq!(guard.read(&i.to_le_bytes())?.as_deref(), Some(want));
+/// }
+/// let s = guard.stats();
+/// assert_eq!(s.reads, 1_000);
+/// // 900 reads had no change; the filter skipped all but its false positives.
+/// assert_eq!(s.diff_reads_avoided + s.false_positives, 900);
+/// assert!(s.false_positives < 45, "{}", s.false_positives);
+/// # Ok(()) }
+/// ```
 pub struct Guard<S: DiffStorage> {
     storage: S,
     table: Table,

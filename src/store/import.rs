@@ -37,6 +37,33 @@ impl Table {
     /// live key count as `n`: the bytes `filterstore export` writes. The
     /// counting export folds the log first and holds the counters in memory
     /// (`m/2` bytes) while it encodes them.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{decode_filter, ExportKind, FilterStore, StoreError, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(1_000, 0.01))?;
+    /// for i in 0..500u32 {
+    ///     t.insert(&i.to_le_bytes())?;
+    /// }
+    /// let bits = t.export(ExportKind::Bits)?;
+    /// let counting = t.export(ExportKind::Counting)?;
+    /// let m = t.params().m() as usize;
+    /// assert!(bits.len() > m / 8 && bits.len() < m / 8 + 256); // m/8 bytes plus headers
+    /// assert!(counting.len() > m / 2 && counting.len() < m / 2 + 256);
+    /// assert_eq!(decode_filter(&bits)?.n(), 500);
+    ///
+    /// // A counting file becomes a table with the same counters and seed.
+    /// let copy = store.import("copy", &counting)?;
+    /// assert_eq!((copy.live_keys(), copy.params()), (500, t.params()));
+    /// assert!((0..500u32).all(|i| copy.contains(&i.to_le_bytes())));
+    /// assert_eq!(copy.export(ExportKind::Counting)?, counting);
+    /// // A bit filter cannot become a table.
+    /// assert!(matches!(store.import("bits", &bits), Err(StoreError::NotCounting)));
+    /// # Ok(()) }
+    /// ```
     pub fn export(&self, kind: ExportKind) -> Result<Vec<u8>, StoreError> {
         match kind {
             ExportKind::Counting => {

@@ -331,6 +331,23 @@ fn now_unix_s() -> u64 {
 impl FilterStore {
     /// Opens (or creates) the store in directory `dir` with the default
     /// [`StoreConfig`].
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, StoreError};
+    /// # fn main() -> Result<(), StoreError> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = FilterStore::open(dir.path())?;
+    /// assert!(store.list_tables()?.is_empty()); // a new store has no table
+    /// // One process, one open store per directory: share (clone) the handle.
+    /// assert!(matches!(
+    ///     FilterStore::open(dir.path()),
+    ///     Err(StoreError::AlreadyOpen { .. })
+    /// ));
+    /// drop(store);
+    /// assert_eq!(FilterStore::open(dir.path())?.list_tables()?.len(), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn open(dir: impl AsRef<Path>) -> Result<FilterStore, StoreError> {
         FilterStore::open_with(dir, StoreConfig::default())
     }
@@ -466,6 +483,25 @@ impl FilterStore {
 
     /// Creates a table sized by `spec`. Its catalog record is durable when
     /// this returns.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("orders", TableSpec::new(1_000_000, 0.01).seed(7))?;
+    /// let p = t.params();
+    /// // 9.6 bits per key at 1% (standard layout), a little more for the
+    /// // blocked one (the default), in 512-bit blocks.
+    /// let bits_per_key = p.m() as f64 / 1e6;
+    /// assert!(bits_per_key > 9.5 && bits_per_key < 12.5, "{bits_per_key}");
+    /// assert_eq!(p.m() % 512, 0);
+    /// assert_eq!(p.hash().seed, 7);
+    /// assert_eq!((t.generation(), t.expected_keys(), t.live_keys()), (1, 1_000_000, 0));
+    /// assert!(store.create_table("orders", TableSpec::new(10, 0.01)).is_err()); // exists
+    /// # Ok(()) }
+    /// ```
     pub fn create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
         let _guard = self.inner.catalog_lock.lock();
@@ -549,6 +585,22 @@ impl FilterStore {
     /// (one step, under the catalog lock: two threads calling this at once
     /// get the same table). An existing table keeps its own parameters;
     /// `spec` is then ignored.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let a = store.open_or_create_table("users", TableSpec::new(1_000, 0.01))?;
+    /// a.insert(b"alice")?;
+    /// // The second call opens the same table: the spec is ignored.
+    /// let b = store.open_or_create_table("users", TableSpec::new(5, 0.5))?;
+    /// assert_eq!(b.expected_keys(), 1_000);
+    /// assert!(b.contains(b"alice"));
+    /// assert_eq!(store.list_tables()?, ["users"]);
+    /// # Ok(()) }
+    /// ```
     pub fn open_or_create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
         let _guard = self.inner.catalog_lock.lock();

@@ -212,6 +212,30 @@ impl Table {
     /// obligation). An error from the source (or from storage) before the
     /// commit point leaves the old generation in force, unchanged, and the
     /// partial new one deleted.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, RegenOptions, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// // Sized for 1,000 keys, then given 8,000: far above its 1% target.
+    /// let t = store.create_table("t", TableSpec::new(1_000, 0.01))?;
+    /// let keys: Vec<Vec<u8>> = (0..8_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    /// for k in &keys {
+    ///     t.insert(k)?;
+    /// }
+    /// assert!(t.health()?.needs_regeneration());
+    /// // The host's keys (here a Vec) are the source; errors would abort it.
+    /// let source = || keys.iter().map(Ok::<_, std::io::Error>);
+    /// let report = t.regenerate(source, &RegenOptions::default())?;
+    /// assert_eq!((report.keys_read, report.capacity), (8_000, 8_000));
+    /// assert_eq!((report.old_generation, report.new_generation), (1, 2));
+    /// assert_eq!(t.generation(), 2);
+    /// assert!(keys.iter().all(|k| t.contains(k))); // no key lost
+    /// assert!(t.stats()?.estimated_fp < 0.02); // back near its 1% target
+    /// # Ok(()) }
+    /// ```
     pub fn regenerate<F, I, K, E>(
         &self,
         source: F,

@@ -268,6 +268,23 @@ impl Table {
 
     /// Whether `key` may be in the table; `false` means definitely absent.
     /// Reads only memory: no lock, no I/O.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// for i in 0..1_000u32 {
+    ///     t.insert(&i.to_le_bytes())?;
+    /// }
+    /// // No false negative, and about 1% false positives among absent keys.
+    /// assert!((0..1_000u32).all(|i| t.contains(&i.to_le_bytes())));
+    /// let fp = (1_000..101_000u32).filter(|i| t.contains(&i.to_le_bytes())).count();
+    /// assert!(fp < 1_000, "{fp} false positives in 100,000"); // sized for 10,000 keys
+    /// # Ok(()) }
+    /// ```
     #[inline]
     pub fn contains(&self, key: &[u8]) -> bool {
         self.current().bits.contains(key)
@@ -281,6 +298,21 @@ impl Table {
 
     /// Inserts `key`: visible to lookups when this returns, durable after the
     /// next [`flush`](Table::flush).
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// t.insert(b"k1")?;
+    /// t.insert(b"k1")?; // a multiset: two inserts need two removes
+    /// assert!(t.contains(b"k1"));
+    /// assert_eq!(t.live_keys(), 2);
+    /// t.flush()?; // durable from here on
+    /// # Ok(()) }
+    /// ```
     pub fn insert(&self, key: &[u8]) -> Result<(), StoreError> {
         // The hash does not depend on the generation: a regeneration keeps
         // the seed (see `regen`).
@@ -297,6 +329,26 @@ impl Table {
     /// inserted). A host must remove only keys it inserted: a remove of a
     /// never-inserted key whose counters are all non-zero (a false positive)
     /// cannot be detected and would take counts from other keys.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// use filterstore::StoreError;
+    /// t.insert(b"k1")?;
+    /// t.remove(b"k1")?;
+    /// assert!(!t.contains(b"k1"));
+    /// assert_eq!(t.live_keys(), 0);
+    /// // A key that was never inserted is refused, and nothing changes.
+    /// assert!(matches!(
+    ///     t.remove(b"never"),
+    ///     Err(StoreError::NotPresent { index: None, .. })
+    /// ));
+    /// # Ok(()) }
+    /// ```
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         let op = LogOp {
             insert: false,
@@ -313,6 +365,30 @@ impl Table {
     /// Applies `batch` atomically: all of its operations, in order, or none
     /// (a refused remove refuses the batch). Visible when this returns;
     /// durable when it returns if `durability` is [`Durability::Durable`].
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// use filterstore::StoreError;
+    /// let mut batch = WriteBatch::new();
+    /// batch.insert(b"a").insert(b"b").insert(b"c");
+    /// t.apply(&batch, Durability::Durable)?; // one log record, one flush
+    /// assert_eq!(t.live_keys(), 3);
+    /// // A batch with a bad remove is refused whole: "d" is not inserted.
+    /// let mut bad = WriteBatch::new();
+    /// bad.insert(b"d").remove(b"never");
+    /// assert!(matches!(
+    ///     t.apply(&bad, Durability::Buffered),
+    ///     Err(StoreError::NotPresent { index: Some(1), .. })
+    /// ));
+    /// assert!(!t.contains(b"d"));
+    /// assert_eq!(t.live_keys(), 3);
+    /// # Ok(()) }
+    /// ```
     pub fn apply(&self, batch: &WriteBatch, durability: Durability) -> Result<(), StoreError> {
         let spec = self.params().hash();
         let ops: Vec<LogOp> = batch
@@ -353,6 +429,27 @@ impl Table {
 
     /// Statistics. Folds the log first, so that the count of saturated
     /// counters is exact; the estimates read the whole bit filter (`m/8` bytes).
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, HashAlgo, Layout, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// for i in 0..10_000u32 {
+    ///     t.insert(&i.to_le_bytes())?;
+    /// }
+    /// let s = t.stats()?;
+    /// assert_eq!((s.layout, s.hash), (Layout::Blocked, HashAlgo::Xxh3_128));
+    /// assert_eq!((s.live_keys, s.expected_keys, s.generation), (10_000, 10_000, 1));
+    /// assert_eq!(s.bit_bytes, s.m_bits / 8); // in memory
+    /// assert_eq!(s.counter_bytes, s.m_bits / 2); // on disk, 4 bits per counter
+    /// // Full to its capacity: the estimate is near the 1% target.
+    /// assert!(s.estimated_fp > 0.005 && s.estimated_fp < 0.02, "{}", s.estimated_fp);
+    /// assert_eq!(s.saturated_counters, 0);
+    /// # Ok(()) }
+    /// ```
     pub fn stats(&self) -> Result<TableStats, StoreError> {
         let g = self.inner.gen.load_full();
         let saturated = {
