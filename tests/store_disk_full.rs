@@ -53,7 +53,7 @@ fn main() {
 /// Child mode (the parent sets the environment variable): durable batches
 /// until the store refuses one.
 fn disk_full_child(dir: &str) {
-    let store = match FilterStore::open(&dir) {
+    let store = match FilterStore::open(dir) {
         Ok(s) => s,
         Err(e) => {
             println!("error at open: {e}");

@@ -276,6 +276,28 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
     }
 }
 
+/// Refuses a path that is not a directory, and a non-empty directory
+/// without sled's files (someone else's: better refused than written into).
+fn check_dir(path: &Path) -> Result<(), StoreError> {
+    if path.exists() && !path.is_dir() {
+        return Err(StoreError::NotADirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    if path.is_dir() && !path.join("conf").exists() && !path.join("db").exists() {
+        let mut entries = std::fs::read_dir(path).map_err(|source| StoreError::Io {
+            op: "reading the database directory",
+            source,
+        })?;
+        if entries.next().is_some() {
+            return Err(StoreError::NotAFilterStore {
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The directories of the stores open in this process (canonical paths), so
 /// that a second open of one is told apart from another process's lock.
 static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -359,20 +381,7 @@ impl FilterStore {
         config: StoreConfig,
     ) -> Result<FilterStore, StoreError> {
         let path = dir.as_ref().to_path_buf();
-        if path.exists() && !path.is_dir() {
-            return Err(StoreError::NotADirectory { path });
-        }
-        // A non-empty directory without sled's files is someone else's:
-        // refuse it rather than write a database into it.
-        if path.is_dir() && !path.join("conf").exists() && !path.join("db").exists() {
-            let mut entries = std::fs::read_dir(&path).map_err(|source| StoreError::Io {
-                op: "reading the database directory",
-                source,
-            })?;
-            if entries.next().is_some() {
-                return Err(StoreError::NotAFilterStore { path });
-            }
-        }
+        check_dir(&path)?;
         let db = open_db(&path, &config)?;
         let ours = db.tree_names().iter().any(|n| n == CATALOG_TREE.as_bytes());
         if !ours {
