@@ -1,8 +1,8 @@
 //! `cargo bench --bench diffguard`: the differential-file guard on sled.
 //!
 //! A base of 1,000,000 records (16-byte keys, 64-byte values) and a
-//! differential file holding changes to 10% of them, both sled trees of one
-//! database. Uniformly random point reads, in one run:
+//! differential file holding changes to 10% of them, both trees of the filter
+//! store's own database. Uniformly random point reads, in one run:
 //! * **unguarded**: every read looks in the differential file, then the base;
 //! * **guarded**: the filter of changed keys (1% target) decides;
 //! * **oracle**: an exact in-memory `HashSet` of the changed keys decides —
@@ -20,7 +20,7 @@ mod common;
 
 use criterion::Criterion;
 use filterstore::{Change, DiffStorage, Guard, SledDiffStorage};
-use filterstore::{FilterStore, TableSpec};
+use filterstore::{FilterStore, StoreConfig, TableSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
@@ -71,24 +71,24 @@ fn main() {
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path().join("filters")).unwrap();
-    let db = sled::Config::new()
-        .path(dir.path().join("host"))
-        .cache_capacity(256 << 20)
-        .open()
-        .unwrap();
+    // The base and the differential file live in the store's own database
+    // (one page cache, one flusher), sized for them.
+    let store = FilterStore::open_with(
+        dir.path().join("filters"),
+        StoreConfig::default().cache_capacity(256 << 20),
+    )
+    .unwrap();
     let table = store
         .create_table("changes", TableSpec::new(CHANGED, 0.01))
         .unwrap();
-    let guard = Guard::open(SledDiffStorage::open(&db, "t").unwrap(), table).unwrap();
+    let guard = Guard::open(SledDiffStorage::open(&store, "t").unwrap(), table).unwrap();
 
     let t = Instant::now();
     for chunk in (0..RECORDS).collect::<Vec<_>>().chunks(10_000) {
-        let mut batch = sled::Batch::default();
-        for &i in chunk {
-            batch.insert(&key(i)[..], vec![b'b'; 64]);
-        }
-        guard.storage().base().apply_batch(batch).unwrap();
+        guard
+            .storage()
+            .load_base(chunk.iter().map(|&i| (key(i), [b'b'; 64])))
+            .unwrap();
     }
     let mut rng = StdRng::seed_from_u64(1);
     let mut changed: Vec<u64> = (0..RECORDS).collect();
@@ -104,7 +104,7 @@ fn main() {
             .collect();
         guard.write(&changes).unwrap();
     }
-    db.flush().unwrap();
+    store.flush().unwrap();
     println!(
         "loaded {RECORDS} records and {CHANGED} changes in {:.1} s",
         t.elapsed().as_secs_f64()

@@ -68,9 +68,9 @@ pub use error::{CodecError, Error, FilterError, ParamError};
 // The persistent store (feature `store`).
 #[cfg(feature = "store")]
 pub use store::{
-    Durability, FilterStore, HealthReport, NameError, RegenOptions, RegenReport, StoreConfig,
-    StoreError, Table, TableSpec, TableStats, WriteBatch, DEFAULT_HEADROOM, MAX_NAME_LEN,
-    MAX_RECORD_OPS, STORE_FORMAT_VERSION,
+    Durability, ExportKind, FilterStore, HealthReport, NameError, RegenOptions, RegenReport,
+    StoreConfig, StoreError, Table, TableSpec, TableStats, WriteBatch, DEFAULT_HEADROOM,
+    MAX_NAME_LEN, MAX_RECORD_OPS, STORE_FORMAT_VERSION,
 };
 
 // The differential-file guard (feature `store`).

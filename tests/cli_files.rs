@@ -336,8 +336,8 @@ fn import_of_the_v1_counting_fixtures() {
 fn rans_message() -> Vec<u8> {
     let keys: Vec<Vec<u8>> = (0..2000).map(|i| format!("key{i}").into_bytes()).collect();
     let target = filterstore::MessageTarget::Fp(0.01);
-    let (msg, _) = filterstore::build_message(&keys, target, filterstore::HashSpec::xxh3(5), 1)
-        .unwrap();
+    let (msg, _) =
+        filterstore::build_message(&keys, target, filterstore::HashSpec::xxh3(5), 1).unwrap();
     let m = filterstore::decode_message(&msg).unwrap();
     assert_eq!(m.descriptor.codec.name(), "rans");
     msg
@@ -369,7 +369,9 @@ fn inspect_decodes_and_verifies_a_coded_payload() {
     for at in (0..payload_len).step_by(payload_len / 16 + 1) {
         let bad = reframed(&msg, |b| b[PAYLOAD_AT + at] ^= 0x5a);
         std::fs::write(&path, &bad).unwrap();
-        let probe_fails = !run(&dir.path().join("db"), &["probe", s(&path)], b"").status.success();
+        let probe_fails = !run(&dir.path().join("db"), &["probe", s(&path)], b"")
+            .status
+            .success();
         let err = fails(&run(&dir.path().join("db"), &["inspect", s(&path)], b""));
         assert!(probe_fails, "probe accepted what inspect refused: {err}");
         refused += 1;

@@ -4,6 +4,8 @@
 //! unusable directories and corrupt records.
 #![cfg(feature = "store")]
 
+mod common;
+
 use filterstore::Layout;
 use filterstore::{
     Durability, FilterStore, NameError, StoreConfig, StoreError, Table, TableSpec, WriteBatch,
@@ -17,274 +19,276 @@ fn keys(prefix: &str, n: u32) -> Vec<Vec<u8>> {
 
 /// The names of the store's tables, in catalog order.
 fn names(store: &FilterStore) -> Vec<String> {
-    store
-        .list_tables()
-        .unwrap()
-        .into_iter()
-        .map(|m| m.name)
-        .collect()
+    store.list_tables().unwrap()
 }
 
 #[test]
 fn handles_are_send_and_sync() {
-    fn check<T: Send + Sync + Clone + 'static>() {}
-    check::<FilterStore>();
-    check::<Table>();
+    common::with_timeout(common::TEST_LIMIT, || {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<FilterStore>();
+        check::<Table>();
+    })
 }
 
 #[test]
 fn catalog_create_open_list_drop() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path()).unwrap();
-    assert!(store.list_tables().unwrap().is_empty());
-    let a = store
-        .create_table("alpha", TableSpec::new(1000, 0.01))
-        .unwrap();
-    let b = store
-        .create_table(
-            "beta",
-            TableSpec::new(5000, 0.001)
-                .layout(Layout::Standard)
-                .seed(42),
-        )
-        .unwrap();
-    assert_eq!(a.params().layout(), Layout::Blocked, "blocked by default");
-    assert_eq!(b.params().layout(), Layout::Standard);
-    assert_eq!(b.params().hash().seed, 42);
-    // Random seeds by default: two tables never share one by accident.
-    let c = store
-        .create_table("gamma", TableSpec::new(1000, 0.01))
-        .unwrap();
-    assert_ne!(a.params().hash().seed, c.params().hash().seed);
-    assert!(matches!(
-        store.create_table("alpha", TableSpec::new(10, 0.1)),
-        Err(StoreError::TableExists(_))
-    ));
-    assert_eq!(names(&store), ["alpha", "beta", "gamma"]);
-    // Handles of one table share state.
-    let a2 = store.open_table("alpha").unwrap();
-    a.insert(b"x").unwrap();
-    assert!(a2.contains(b"x"));
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        assert!(store.list_tables().unwrap().is_empty());
+        let a = store
+            .create_table("alpha", TableSpec::new(1000, 0.01))
+            .unwrap();
+        let b = store
+            .create_table(
+                "beta",
+                TableSpec::new(5000, 0.001)
+                    .layout(Layout::Standard)
+                    .seed(42),
+            )
+            .unwrap();
+        assert_eq!(a.params().layout(), Layout::Blocked, "blocked by default");
+        assert_eq!(b.params().layout(), Layout::Standard);
+        assert_eq!(b.params().hash().seed, 42);
+        // Random seeds by default: two tables never share one by accident.
+        let c = store
+            .create_table("gamma", TableSpec::new(1000, 0.01))
+            .unwrap();
+        assert_ne!(a.params().hash().seed, c.params().hash().seed);
+        assert!(matches!(
+            store.create_table("alpha", TableSpec::new(10, 0.1)),
+            Err(StoreError::TableExists(_))
+        ));
+        assert_eq!(names(&store), ["alpha", "beta", "gamma"]);
+        // Handles of one table share state.
+        let a2 = store.open_table("alpha").unwrap();
+        a.insert(b"x").unwrap();
+        assert!(a2.contains(b"x"));
 
-    // Drop removes the table, its data, and refuses writes through old handles.
-    c.insert(b"y").unwrap();
-    store.drop_table("gamma").unwrap();
-    assert!(matches!(
-        store.open_table("gamma"),
-        Err(StoreError::NoSuchTable(_))
-    ));
-    assert!(matches!(c.insert(b"z"), Err(StoreError::TableDropped(_))));
-    assert!(matches!(
-        store.drop_table("gamma"),
-        Err(StoreError::NoSuchTable(_))
-    ));
-    // A new table of the same name starts empty.
-    let c2 = store
-        .create_table("gamma", TableSpec::new(1000, 0.01))
-        .unwrap();
-    assert!(!c2.contains(b"y"));
-    assert_eq!(c2.live_keys(), 0);
-    drop((a, a2, b, c, c2));
-    drop(store);
-    let store = FilterStore::open(dir.path()).unwrap();
-    assert_eq!(store.list_tables().unwrap().len(), 3);
-    assert!(store.open_table("alpha").unwrap().contains(b"x"));
-    assert!(!store.open_table("gamma").unwrap().contains(b"y"));
+        // Drop removes the table, its data, and refuses writes through old handles.
+        c.insert(b"y").unwrap();
+        store.drop_table("gamma").unwrap();
+        assert!(matches!(
+            store.open_table("gamma"),
+            Err(StoreError::NoSuchTable(_))
+        ));
+        assert!(matches!(c.insert(b"z"), Err(StoreError::TableDropped(_))));
+        assert!(matches!(
+            store.drop_table("gamma"),
+            Err(StoreError::NoSuchTable(_))
+        ));
+        // A new table of the same name starts empty.
+        let c2 = store
+            .create_table("gamma", TableSpec::new(1000, 0.01))
+            .unwrap();
+        assert!(!c2.contains(b"y"));
+        assert_eq!(c2.live_keys(), 0);
+        drop((a, a2, b, c, c2));
+        drop(store);
+        let store = FilterStore::open(dir.path()).unwrap();
+        assert_eq!(store.list_tables().unwrap().len(), 3);
+        assert!(store.open_table("alpha").unwrap().contains(b"x"));
+        assert!(!store.open_table("gamma").unwrap().contains(b"y"));
+    })
 }
 
 #[test]
 fn names_and_parameters_are_validated() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path()).unwrap();
-    for (name, why) in [
-        ("", NameError::Empty),
-        ("a b", NameError::InvalidByte { byte: b' ', at: 1 }),
-        ("-x", NameError::BadFirstByte),
-    ] {
-        match store.create_table(name, TableSpec::new(10, 0.1)) {
-            Err(StoreError::InvalidName { source, .. }) => assert_eq!(source, why),
-            other => panic!("{name:?}: {other:?}"),
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        for (name, why) in [
+            ("", NameError::Empty),
+            ("a b", NameError::InvalidByte { byte: b' ', at: 1 }),
+            ("-x", NameError::BadFirstByte),
+        ] {
+            match store.create_table(name, TableSpec::new(10, 0.1)) {
+                Err(StoreError::InvalidName { source, .. }) => assert_eq!(source, why),
+                other => panic!("{name:?}: {other:?}"),
+            }
+            assert!(matches!(
+                store.open_table(name),
+                Err(StoreError::InvalidName { .. })
+            ));
         }
+        let long = "x".repeat(200);
         assert!(matches!(
-            store.open_table(name),
-            Err(StoreError::InvalidName { .. })
+            store.create_table(&long, TableSpec::new(10, 0.1)),
+            Err(StoreError::InvalidName {
+                source: NameError::TooLong { len: 200, .. },
+                ..
+            })
         ));
-    }
-    let long = "x".repeat(200);
-    assert!(matches!(
-        store.create_table(&long, TableSpec::new(10, 0.1)),
-        Err(StoreError::InvalidName {
-            source: NameError::TooLong { len: 200, .. },
-            ..
-        })
-    ));
-    assert!(matches!(
-        store.create_table("t", TableSpec::new(0, 0.1)),
-        Err(StoreError::Params(_))
-    ));
-    assert!(matches!(
-        store.create_table("t", TableSpec::new(10, 1.5)),
-        Err(StoreError::Params(_))
-    ));
-    assert!(
-        store.list_tables().unwrap().is_empty(),
-        "nothing was created"
-    );
+        assert!(matches!(
+            store.create_table("t", TableSpec::new(0, 0.1)),
+            Err(StoreError::Params(_))
+        ));
+        assert!(matches!(
+            store.create_table("t", TableSpec::new(10, 1.5)),
+            Err(StoreError::Params(_))
+        ));
+        assert!(
+            store.list_tables().unwrap().is_empty(),
+            "nothing was created"
+        );
+    })
 }
 
 #[test]
 fn durable_writes_survive_reopen_and_stats_are_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = StoreConfig::default().fold_threshold(3000);
-    let all = keys("k", 10_000);
-    {
-        let store = FilterStore::open_with(dir.path(), cfg).unwrap();
-        let t = store
-            .create_table("t", TableSpec::new(10_000, 0.01).seed(7))
-            .unwrap();
-        for chunk in all.chunks(1000) {
-            let mut b = WriteBatch::new();
-            for k in chunk {
-                b.insert(k);
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig::default().fold_threshold(3000);
+        let all = keys("k", 10_000);
+        {
+            let store = FilterStore::open_with(dir.path(), cfg).unwrap();
+            let t = store
+                .create_table("t", TableSpec::new(10_000, 0.01).seed(7))
+                .unwrap();
+            for chunk in all.chunks(1000) {
+                let mut b = WriteBatch::new();
+                for k in chunk {
+                    b.insert(k);
+                }
+                t.apply(&b, Durability::Durable).unwrap();
             }
-            t.apply(&b, Durability::Durable).unwrap();
+            for k in &all[..2000] {
+                t.remove(k).unwrap();
+            }
+            t.flush().unwrap();
+            assert!(t.pending_log_ops() < 3000 + 4096);
         }
-        for k in &all[..2000] {
-            t.remove(k).unwrap();
+        let store = FilterStore::open_with(dir.path(), cfg).unwrap();
+        let t = store.open_table("t").unwrap();
+        assert!(all[2000..].iter().all(|k| t.contains(k)));
+        let hits = t.contains_many(&all[2000..]);
+        assert!(hits.iter().all(|&h| h));
+        assert_eq!(t.live_keys(), 8000);
+        let s = t.stats().unwrap();
+        assert_eq!(s.live_keys, 8000);
+        assert_eq!(s.generation, 1);
+        assert_eq!(s.layout, filterstore::Layout::Blocked);
+        assert_eq!(s.expected_keys, 10_000);
+        assert_eq!(t.pending_log_ops(), 0, "stats folds the log");
+        // The estimate follows the live keys: with 8,000 of the 10,000 keys the
+        // table was sized for, the FP rate is below target.
+        assert!(s.estimated_fp < 0.01, "{}", s.estimated_fp);
+        // Measured FP on 100,000 absent keys agrees with the estimate within
+        // 5σ of a binomial count (σ = sqrt(n·p)).
+        let absent = keys("absent", 100_000);
+        let fp = t.contains_many(&absent).iter().filter(|&&h| h).count() as f64;
+        let expected = s.estimated_fp * 100_000.0;
+        assert!(
+            (fp - expected).abs() < 5.0 * expected.sqrt() + 5.0,
+            "measured {fp}, estimated {expected}"
+        );
+        // The bits are exactly the non-zero counters.
+        let counting = t.counting_snapshot().unwrap();
+        let derived = counting.to_bit_filter().unwrap();
+        use filterstore::BloomRead;
+        for i in 0..t.params().num_words() {
+            assert_eq!(t.bloom().word(i), derived.word(i));
         }
-        t.flush().unwrap();
-        assert!(t.pending_log_ops() < 3000 + 4096);
-    }
-    let store = FilterStore::open_with(dir.path(), cfg).unwrap();
-    let t = store.open_table("t").unwrap();
-    assert!(all[2000..].iter().all(|k| t.contains(k)));
-    let hits = t.contains_many(&all[2000..]);
-    assert!(hits.iter().all(|&h| h));
-    assert_eq!(t.live_keys(), 8000);
-    let s = t.stats().unwrap();
-    assert_eq!(s.live_keys, 8000);
-    assert_eq!(s.generation, 1);
-    assert_eq!(s.layout, "blocked");
-    assert_eq!(s.expected_keys, 10_000);
-    assert_eq!(t.pending_log_ops(), 0, "stats folds the log");
-    // The estimate follows the live keys: with 8,000 of the 10,000 keys the
-    // table was sized for, the FP rate is below target.
-    assert!(s.estimated_fp < 0.01, "{}", s.estimated_fp);
-    // Measured FP on 100,000 absent keys agrees with the estimate within
-    // 5σ of a binomial count (σ = sqrt(n·p)).
-    let absent = keys("absent", 100_000);
-    let fp = t.contains_many(&absent).iter().filter(|&&h| h).count() as f64;
-    let expected = s.estimated_fp * 100_000.0;
-    assert!(
-        (fp - expected).abs() < 5.0 * expected.sqrt() + 5.0,
-        "measured {fp}, estimated {expected}"
-    );
-    // The bits are exactly the non-zero counters.
-    let counting = t.counting_snapshot().unwrap();
-    let derived = counting.to_bit_filter().unwrap();
-    use filterstore::BloomRead;
-    for i in 0..t.params().num_words() {
-        assert_eq!(t.bloom().word(i), derived.word(i));
-    }
+    })
 }
 
 #[test]
 fn a_batch_with_a_bad_remove_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path()).unwrap();
-    let t = store
-        .create_table("t", TableSpec::new(100_000, 0.001).seed(3))
-        .unwrap();
-    t.insert(b"present").unwrap();
-    let before: Vec<u64> = {
-        use filterstore::BloomRead;
-        (0..t.params().num_words())
-            .map(|i| t.bloom().word(i))
-            .collect()
-    };
-    let mut b = WriteBatch::new();
-    b.insert(b"new-1")
-        .remove(b"present")
-        .remove(b"never-inserted");
-    match t.apply(&b, Durability::Durable) {
-        Err(StoreError::NotPresent { index, table }) => {
-            assert_eq!(index, 2);
-            assert_eq!(table, "t");
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        let t = store
+            .create_table("t", TableSpec::new(100_000, 0.001).seed(3))
+            .unwrap();
+        t.insert(b"present").unwrap();
+        let before: Vec<u64> = {
+            use filterstore::BloomRead;
+            (0..t.params().num_words())
+                .map(|i| t.bloom().word(i))
+                .collect()
+        };
+        let mut b = WriteBatch::new();
+        b.insert(b"new-1")
+            .remove(b"present")
+            .remove(b"never-inserted");
+        match t.apply(&b, Durability::Durable) {
+            Err(StoreError::NotPresent { index, table }) => {
+                assert_eq!(index, Some(2));
+                assert_eq!(table, "t");
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
-    }
-    assert!(t.contains(b"present"));
-    assert!(!t.contains(b"new-1"));
-    assert_eq!(t.live_keys(), 1);
-    let after: Vec<u64> = {
-        use filterstore::BloomRead;
-        (0..t.params().num_words())
-            .map(|i| t.bloom().word(i))
-            .collect()
-    };
-    assert_eq!(before, after);
-    assert!(matches!(
-        t.remove(b"never-inserted"),
-        Err(StoreError::NotPresent { index: 0, .. })
-    ));
-    // Insert and remove of one key inside one batch is fine.
-    let mut b = WriteBatch::new();
-    b.insert(b"temp").remove(b"temp").remove(b"present");
-    t.apply(&b, Durability::Durable).unwrap();
-    assert_eq!(t.live_keys(), 0);
-    assert!(!t.contains(b"present"));
-    assert!(!t.contains(b"temp"));
+        assert!(t.contains(b"present"));
+        assert!(!t.contains(b"new-1"));
+        assert_eq!(t.live_keys(), 1);
+        let after: Vec<u64> = {
+            use filterstore::BloomRead;
+            (0..t.params().num_words())
+                .map(|i| t.bloom().word(i))
+                .collect()
+        };
+        assert_eq!(before, after);
+        assert!(matches!(
+            t.remove(b"never-inserted"),
+            Err(StoreError::NotPresent { index: None, .. })
+        ));
+        // Insert and remove of one key inside one batch is fine.
+        let mut b = WriteBatch::new();
+        b.insert(b"temp").remove(b"temp").remove(b"present");
+        t.apply(&b, Durability::Durable).unwrap();
+        assert_eq!(t.live_keys(), 0);
+        assert!(!t.contains(b"present"));
+        assert!(!t.contains(b"temp"));
+    })
 }
 
 #[test]
 fn unusable_directories_are_typed_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    // A regular file where the directory should be.
-    let file = dir.path().join("file");
-    std::fs::write(&file, b"not a database").unwrap();
-    assert!(matches!(
-        FilterStore::open(&file),
-        Err(StoreError::NotADirectory { .. })
-    ));
-    // A second open of a directory in use.
-    let db = dir.path().join("db");
-    let store = FilterStore::open(&db).unwrap();
-    assert!(matches!(
-        FilterStore::open(&db),
-        Err(StoreError::Locked { .. })
-    ));
-    drop(store);
-    // A directory holding other files.
-    let other = dir.path().join("other");
-    std::fs::create_dir(&other).unwrap();
-    std::fs::write(other.join("notes.txt"), b"mine").unwrap();
-    assert!(matches!(
-        FilterStore::open(&other),
-        Err(StoreError::NotAFilterStore { .. })
-    ));
-    assert_eq!(
-        std::fs::read_dir(&other).unwrap().count(),
-        1,
-        "nothing written"
-    );
-    // A sled database that is not a filterstore.
-    let foreign = dir.path().join("foreign");
-    {
-        let db = sled::open(&foreign).unwrap();
-        db.insert(b"k", b"v").unwrap();
-        db.flush().unwrap();
-    }
-    let mut result = FilterStore::open(&foreign);
-    for _ in 0..100 {
-        if !matches!(result, Err(StoreError::Locked { .. })) {
-            break;
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        // A regular file where the directory should be.
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"not a database").unwrap();
+        assert!(matches!(
+            FilterStore::open(&file),
+            Err(StoreError::NotADirectory { .. })
+        ));
+        // A second open of a directory in use.
+        let db = dir.path().join("db");
+        let store = FilterStore::open(&db).unwrap();
+        assert!(matches!(
+            FilterStore::open(&db),
+            Err(StoreError::AlreadyOpen { .. })
+        ));
+        drop(store);
+        // A directory holding other files.
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+        assert!(matches!(
+            FilterStore::open(&other),
+            Err(StoreError::NotAFilterStore { .. })
+        ));
+        assert_eq!(
+            std::fs::read_dir(&other).unwrap().count(),
+            1,
+            "nothing written"
+        );
+        // A sled database that is not a filterstore.
+        let foreign = dir.path().join("foreign");
+        {
+            let db = sled::open(&foreign).unwrap();
+            db.insert(b"k", b"v").unwrap();
+            db.flush().unwrap();
         }
-        result = FilterStore::open(&foreign);
-    }
-    assert!(
-        matches!(result, Err(StoreError::NotAFilterStore { .. })),
-        "{result:?}"
-    );
+        // sled releases the foreign database's lock a moment after the drop.
+        let result = common::open_with_retry(&foreign, filterstore::StoreConfig::default());
+        assert!(
+            matches!(result, Err(StoreError::NotAFilterStore { .. })),
+            "{result:?}"
+        );
+    })
 }
 
 /// Flips one byte in the value of every record whose key starts with
@@ -329,71 +333,71 @@ fn reopen_table(dir: &std::path::Path) -> Result<Table, StoreError> {
 
 #[test]
 fn corrupt_records_are_typed_errors() {
-    // 1 = counter pages, 2 = log records.
-    for prefix in [1u8, 2] {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            let store = FilterStore::open(dir.path()).unwrap();
-            let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
-            for k in keys("k", 500) {
-                t.insert(&k).unwrap();
+    common::with_timeout(common::TEST_LIMIT, || {
+        // 1 = counter pages, 2 = log records.
+        for prefix in [1u8, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let store = FilterStore::open(dir.path()).unwrap();
+                let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
+                for k in keys("k", 500) {
+                    t.insert(&k).unwrap();
+                }
+                if prefix == 1 {
+                    t.fold().unwrap();
+                }
+                t.flush().unwrap();
             }
-            if prefix == 1 {
-                t.fold().unwrap();
+            corrupt(dir.path(), prefix);
+            match reopen_table(dir.path()) {
+                Err(StoreError::Corrupt { what, source }) => {
+                    assert!(!what.is_empty());
+                    assert!(matches!(
+                        source,
+                        filterstore::CodecError::ChecksumMismatch { .. }
+                    ));
+                }
+                other => panic!("prefix {prefix}: {other:?}"),
             }
-            t.flush().unwrap();
         }
-        corrupt(dir.path(), prefix);
-        match reopen_table(dir.path()) {
-            Err(StoreError::Corrupt { what, source }) => {
-                assert!(!what.is_empty());
-                assert!(matches!(
-                    source,
-                    filterstore::CodecError::ChecksumMismatch { .. }
-                ));
-            }
-            other => panic!("prefix {prefix}: {other:?}"),
-        }
-    }
+    })
 }
 
 #[test]
 fn data_of_a_table_whose_drop_was_interrupted_is_collected() {
-    // Simulate a crash between the catalog removal (the commit point of a
-    // drop) and the deletion of the table's data: remove only the catalog
-    // record, through sled directly. The next open deletes the orphan tree.
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let store = FilterStore::open(dir.path()).unwrap();
-        let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
-        t.insert(b"k").unwrap();
-        t.flush().unwrap();
-        store.create_table("kept", TableSpec::new(10, 0.1)).unwrap();
-    }
-    let data_trees = |db: &sled::Db| {
-        db.tree_names()
-            .into_iter()
-            .filter(|n| n.starts_with(b"filterstore/table/"))
-            .count()
-    };
-    {
+    common::with_timeout(common::TEST_LIMIT, || {
+        // Simulate a crash between the catalog removal (the commit point of a
+        // drop) and the deletion of the table's data: remove only the catalog
+        // record, through sled directly. The next open deletes the orphan tree.
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = FilterStore::open(dir.path()).unwrap();
+            let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
+            t.insert(b"k").unwrap();
+            t.flush().unwrap();
+            store.create_table("kept", TableSpec::new(10, 0.1)).unwrap();
+        }
+        let data_trees = |db: &sled::Db| {
+            db.tree_names()
+                .into_iter()
+                .filter(|n| n.starts_with(b"filterstore/table/"))
+                .count()
+        };
+        {
+            let db = open_sled(dir.path());
+            assert_eq!(data_trees(&db), 2);
+            let catalog = db.open_tree("filterstore/catalog").unwrap();
+            assert!(catalog.remove(b"\x01t").unwrap().is_some());
+            db.flush().unwrap();
+        }
+        {
+            assert_eq!(names(&reopen(dir.path())), ["kept"]);
+        }
         let db = open_sled(dir.path());
-        assert_eq!(data_trees(&db), 2);
-        let catalog = db.open_tree("filterstore/catalog").unwrap();
-        assert!(catalog.remove(b"\x01t").unwrap().is_some());
-        db.flush().unwrap();
-    }
-    {
-        assert_eq!(names(&reopen(dir.path())), ["kept"]);
-    }
-    let db = open_sled(dir.path());
-    assert_eq!(data_trees(&db), 1, "the orphan tree was not collected");
+        assert_eq!(data_trees(&db), 1, "the orphan tree was not collected");
+    })
 }
 
 fn reopen(dir: &std::path::Path) -> FilterStore {
-    let mut attempt = FilterStore::open(dir);
-    while matches!(attempt, Err(StoreError::Locked { .. })) {
-        attempt = FilterStore::open(dir);
-    }
-    attempt.unwrap()
+    common::reopen(dir, "reopen")
 }

@@ -13,6 +13,8 @@
 //! `FILTERSTORE_CORRUPTION_FULL=1`): one flip costs a copy and two sled opens.
 #![cfg(feature = "store")]
 
+mod common;
+
 mod store_fixture_common;
 
 use filterstore::{FilterStore, StoreError};
@@ -169,25 +171,35 @@ fn flips_and_truncations(record: Record) {
 
 #[test]
 fn store_header_corruption_is_refused() {
-    flips_and_truncations(Record::Header);
+    common::with_timeout(common::TEST_LIMIT, || {
+        flips_and_truncations(Record::Header);
+    })
 }
 
 #[test]
 fn catalog_record_corruption_is_refused() {
-    flips_and_truncations(Record::Meta);
+    common::with_timeout(common::TEST_LIMIT, || {
+        flips_and_truncations(Record::Meta);
+    })
 }
 
 #[test]
 fn state_record_corruption_is_refused() {
-    flips_and_truncations(Record::State);
+    common::with_timeout(common::TEST_LIMIT, || {
+        flips_and_truncations(Record::State);
+    })
 }
 
 #[test]
 fn counter_page_corruption_is_refused() {
-    flips_and_truncations(Record::Page);
+    common::with_timeout(common::TEST_LIMIT, || {
+        flips_and_truncations(Record::Page);
+    })
 }
 
 #[test]
 fn log_record_corruption_is_refused() {
-    flips_and_truncations(Record::Log);
+    common::with_timeout(common::TEST_LIMIT, || {
+        flips_and_truncations(Record::Log);
+    })
 }

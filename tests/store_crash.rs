@@ -1,4 +1,6 @@
-//! Crash test: a child process (this test binary, re-run in child mode)
+//! Crash test (`harness = false`: the child mode is this binary's `main`,
+//! not a test that passes trivially): a child process (this test binary,
+//! re-run in child mode)
 //! writes batches to a table and prints `durable <n>` once batch `n` is
 //! durable; the parent kills it with SIGKILL at a random moment, reopens the
 //! store, and checks that
@@ -29,6 +31,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+mod common;
 
 const CHILD_ENV: &str = "FILTERSTORE_CRASH_CHILD";
 const TABLE: &str = "crash";
@@ -87,13 +91,25 @@ fn batch(plan: &Plan, b: u64) -> (WriteBatch, i64) {
     (w, plan.batch_keys as i64 - removed)
 }
 
-/// Child mode: write batches until killed. Runs only when the parent sets
-/// the environment variable; as a normal test it returns at once.
-#[test]
-fn crash_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The whole test may take this long before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(1800);
+
+fn main() {
+    match std::env::var(CHILD_ENV) {
+        Ok(spec) => crash_child(&spec),
+        Err(_) => common::run_main(
+            &[(
+                "kill_9_never_loses_a_durable_key",
+                kill_9_never_loses_a_durable_key,
+            )],
+            LIMIT,
+        ),
+    }
+}
+
+/// Child mode (the parent sets the environment variable): write batches
+/// until killed.
+fn crash_child(spec: &str) {
     let (dir, plan) = spec.split_once('|').unwrap();
     let plan = Plan::decode(plan);
     let store = FilterStore::open_with(dir, plan.config()).unwrap();
@@ -136,17 +152,10 @@ fn rounds() -> u64 {
 /// Opens the store (waiting for the killed child's lock to go, which the
 /// kernel releases when the process is reaped).
 fn open(dir: &std::path::Path, cfg: StoreConfig) -> FilterStore {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match FilterStore::open_with(dir, cfg) {
-            Ok(s) => return s,
-            Err(StoreError::Locked { .. }) if Instant::now() < deadline => {}
-            Err(e) => panic!("store does not open after a crash: {e}"),
-        }
-    }
+    common::open_with_retry(dir, cfg)
+        .unwrap_or_else(|e| panic!("store does not open after a crash: {e}"))
 }
 
-#[test]
 fn kill_9_never_loses_a_durable_key() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
@@ -173,7 +182,6 @@ fn kill_9_never_loses_a_durable_key() {
         let extra = Duration::from_micros(rng.gen_range(0..2000));
         let stderr_path = dir.path().join(format!("child-{round}.stderr"));
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, format!("{}|{}", db.display(), plan.encode()))
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_path).unwrap())

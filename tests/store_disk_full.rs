@@ -1,5 +1,6 @@
-//! A full disk, simulated with a file-size limit: the child process (this
-//! test binary in child mode) runs under `ulimit -f` with `SIGXFSZ` ignored,
+//! A full disk, simulated with a file-size limit (`harness = false`: the
+//! child mode is this binary's `main`, not a test that passes trivially):
+//! the child process (this test binary in child mode) runs under `ulimit -f` with `SIGXFSZ` ignored,
 //! so every write past the limit fails with `EFBIG`, as writes to a full
 //! disk fail with `ENOSPC`. It writes durable batches until the store
 //! returns an error, which must be typed (no panic, normal exit). The parent
@@ -13,7 +14,9 @@
 
 use filterstore::{Durability, FilterStore, StoreError, TableSpec, WriteBatch};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 const CHILD_ENV: &str = "FILTERSTORE_DISK_FULL_CHILD";
 
@@ -25,12 +28,32 @@ fn batch(b: u32) -> WriteBatch {
     w
 }
 
-#[test]
-fn disk_full_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let store = match FilterStore::open(&dir) {
+/// Each test may take this long before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(600);
+
+fn main() {
+    match std::env::var(CHILD_ENV) {
+        Ok(dir) => disk_full_child(&dir),
+        Err(_) => common::run_main(
+            &[
+                (
+                    "a_full_disk_is_a_typed_error_and_loses_nothing_durable",
+                    a_full_disk_is_a_typed_error_and_loses_nothing_durable,
+                ),
+                (
+                    "a_read_only_directory_is_a_typed_error",
+                    a_read_only_directory_is_a_typed_error,
+                ),
+            ],
+            LIMIT,
+        ),
+    }
+}
+
+/// Child mode (the parent sets the environment variable): durable batches
+/// until the store refuses one.
+fn disk_full_child(dir: &str) {
+    let store = match FilterStore::open(dir) {
         Ok(s) => s,
         Err(e) => {
             println!("error at open: {e}");
@@ -60,17 +83,13 @@ fn disk_full_child() {
     }
 }
 
-#[test]
 fn a_full_disk_is_a_typed_error_and_loses_nothing_durable() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let exe = std::env::current_exe().unwrap();
     // 16 MiB in 512-byte blocks: room for the store to open and take a few
     // hundred durable batches, then writes fail.
-    let script = format!(
-        "trap '' XFSZ; ulimit -f 32768; exec \"{}\" --exact disk_full_child --nocapture --test-threads=1",
-        exe.display()
-    );
+    let script = format!("trap '' XFSZ; ulimit -f 32768; exec \"{}\"", exe.display());
     let out = Command::new("sh")
         .args(["-c", &script])
         .env(CHILD_ENV, &db)
@@ -100,20 +119,9 @@ fn a_full_disk_is_a_typed_error_and_loses_nothing_durable() {
         durable.len() > 10,
         "too few durable batches before the disk filled: {stdout}"
     );
-    eprintln!(
-        "{} durable batches, then: {}",
-        durable.len(),
-        error.trim_start_matches("test disk_full_child ... ")
-    );
+    eprintln!("{} durable batches, then: {}", durable.len(), error);
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let store = loop {
-        match FilterStore::open(&db) {
-            Ok(s) => break s,
-            Err(StoreError::Locked { .. }) if Instant::now() < deadline => {}
-            Err(e) => panic!("store does not open after the disk filled: {e}"),
-        }
-    };
+    let store = common::reopen(&db, "after the disk filled");
     let t = store.open_table("t").unwrap();
     for &b in &durable {
         for i in 0..1000 {
@@ -127,7 +135,6 @@ fn a_full_disk_is_a_typed_error_and_loses_nothing_durable() {
     t.apply(&batch(1_000_000), Durability::Durable).unwrap();
 }
 
-#[test]
 fn a_read_only_directory_is_a_typed_error() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();

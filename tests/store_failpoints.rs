@@ -7,19 +7,14 @@
 //! scenarios one after the other.
 #![cfg(feature = "store")]
 
+mod common;
+
 use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 fn open(dir: &Path) -> FilterStore {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match FilterStore::open_with(dir, StoreConfig::default().fold_threshold(2000)) {
-            Ok(s) => return s,
-            Err(StoreError::Locked { .. }) if Instant::now() < deadline => {}
-            Err(e) => panic!("store does not open after an I/O failure: {e}"),
-        }
-    }
+    common::open_with_retry(dir, StoreConfig::default().fold_threshold(2000))
+        .unwrap_or_else(|e| panic!("store does not open after an I/O failure: {e}"))
 }
 
 fn batch(b: u32) -> WriteBatch {
@@ -94,12 +89,14 @@ fn scenario(failpoint: &'static str) -> bool {
 
 #[test]
 fn injected_io_failures_are_typed_and_lose_nothing_durable() {
-    // The two failpoints on sled's log writes: before and after the bytes
-    // reach the file. sled's other failpoints sit on segment GC, snapshots
-    // (every million operations) and config writes, which a workload of a
-    // few hundred writes does not reach; the disk-full test
-    // (`store_disk_full.rs`) covers failures wherever they fall.
-    for fp in ["buffer write", "buffer write post"] {
-        assert!(scenario(fp), "failpoint {fp:?} produced no error");
-    }
+    common::with_timeout(common::TEST_LIMIT, || {
+        // The two failpoints on sled's log writes: before and after the bytes
+        // reach the file. sled's other failpoints sit on segment GC, snapshots
+        // (every million operations) and config writes, which a workload of a
+        // few hundred writes does not reach; the disk-full test
+        // (`store_disk_full.rs`) covers failures wherever they fall.
+        for fp in ["buffer write", "buffer write post"] {
+            assert!(scenario(fp), "failpoint {fp:?} produced no error");
+        }
+    })
 }

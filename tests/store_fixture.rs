@@ -60,19 +60,14 @@ fn v1_store_fixture_reads_with_every_key_and_exact_exports() {
     }
     let copy = copy_fixture();
     let store = FilterStore::open(copy.path()).unwrap();
-    let names: Vec<String> = store
-        .list_tables()
-        .unwrap()
-        .into_iter()
-        .map(|m| m.name)
-        .collect();
+    let names: Vec<String> = store.list_tables().unwrap();
     assert_eq!(names, ["blocked", "standard"]);
     for (name, layout) in TABLES {
         let t = store.open_table(name).unwrap();
         let p = t.params();
         assert_eq!(p.layout(), layout);
         assert_eq!(p.hash(), HashSpec::xxh3(SEED));
-        assert_eq!(t.meta().generation, 1);
+        assert_eq!(t.generation(), 1);
         // The log was not folded when the fixture was closed.
         assert_eq!(t.pending_log_ops(), logged_inserts().len() as u64, "{name}");
         for k in live_keys() {
@@ -112,6 +107,6 @@ fn fixture_tables_have_the_pinned_shape() {
     for (name, m, k) in PINNED {
         let t = store.open_table(name).unwrap();
         assert_eq!((t.params().m(), t.params().k()), (m, k), "{name}");
-        assert_eq!(t.meta().expected_keys, 400);
+        assert_eq!(t.expected_keys(), 400);
     }
 }

@@ -1,5 +1,6 @@
-//! Crash test of regeneration: a child process (this test binary in child
-//! mode) alternates durable batches of fresh keys with regenerations of the
+//! Crash test of regeneration (`harness = false`: the child mode is this
+//! binary's `main`, not a test that passes trivially): a child process (this
+//! test binary in child mode) alternates durable batches of fresh keys with regenerations of the
 //! whole table (`clear` is the same code path with an empty source) and is
 //! killed with SIGKILL at a random moment — inside a build, a
 //! page write, the commit, the deletion of the old tree or a write. The
@@ -24,7 +25,9 @@ use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 const CHILD_ENV: &str = "FILTERSTORE_REGEN_CRASH_CHILD";
 const TABLE: &str = "regen";
@@ -44,12 +47,25 @@ fn all_keys(prev: &[u64], round: u64, upto: u64) -> impl Iterator<Item = Vec<u8>
         .flat_map(|(r, b)| (0..BATCH_KEYS).map(move |i| key(r, b, i)))
 }
 
-/// Child mode: write and regenerate until killed.
-#[test]
-fn regen_crash_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
+/// The whole test may take this long before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(1800);
+
+fn main() {
+    match std::env::var(CHILD_ENV) {
+        Ok(spec) => regen_crash_child(&spec),
+        Err(_) => common::run_main(
+            &[(
+                "kill_9_during_regeneration_never_loses_a_durable_key",
+                kill_9_during_regeneration_never_loses_a_durable_key,
+            )],
+            LIMIT,
+        ),
+    }
+}
+
+/// Child mode (the parent sets the environment variable): write and
+/// regenerate until killed.
+fn regen_crash_child(spec: &str) {
     let mut parts = spec.split('|');
     let dir = parts.next().unwrap();
     let round: u64 = parts.next().unwrap().parse().unwrap();
@@ -100,17 +116,9 @@ fn rounds() -> u64 {
 }
 
 fn open(dir: &std::path::Path) -> FilterStore {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match FilterStore::open(dir) {
-            Ok(s) => return s,
-            Err(StoreError::Locked { .. }) if Instant::now() < deadline => {}
-            Err(e) => panic!("store does not open after a crash: {e}"),
-        }
-    }
+    common::reopen(dir, "after a crash")
 }
 
-#[test]
 fn kill_9_during_regeneration_never_loses_a_durable_key() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
@@ -125,12 +133,6 @@ fn kill_9_during_regeneration_never_loses_a_durable_key() {
         let prev_list: Vec<String> = prev.iter().map(u64::to_string).collect();
         let stderr_path = dir.path().join(format!("child-{round}.stderr"));
         let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "regen_crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
             .env(
                 CHILD_ENV,
                 format!("{}|{round}|{}", db.display(), prev_list.join(",")),
@@ -176,7 +178,7 @@ fn kill_9_during_regeneration_never_loses_a_durable_key() {
             Err(e) => panic!("round {round}: table does not open after a crash: {e}"),
         };
         let stats = table.stats().unwrap();
-        assert_eq!(stats.generation, table.meta().generation);
+        assert_eq!(stats.generation, table.generation());
         generations_seen.insert(stats.generation);
         for (r, d) in durable.iter().enumerate() {
             let Some(l) = d else { continue };

@@ -117,7 +117,7 @@ fn customer(i: u64) -> Vec<u8> {
 fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     println!("2. Per-table filters on disk: counting filter in sled, bit filter in memory");
     for name in ["customers", "orders"] {
-        if store.list_tables()?.iter().any(|m| m.name == name) {
+        if store.list_tables()?.iter().any(|m| *m == name) {
             store.drop_table(name)?;
         }
     }
@@ -167,7 +167,7 @@ fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
             s.m_bits,
             s.k,
             s.live_keys,
-            t.meta().target_fp * 100.0,
+            t.target_fp() * 100.0,
             s.estimated_fp * 100.0
         );
     }
@@ -267,7 +267,7 @@ fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
     println!("6. Crash safety: a writer process is killed with SIGKILL mid-write");
     {
         let store = FilterStore::open(dir)?;
-        if store.list_tables()?.iter().any(|m| m.name == CRASH_TABLE) {
+        if store.list_tables()?.iter().any(|m| m == CRASH_TABLE) {
             store.drop_table(CRASH_TABLE)?;
         }
     }
@@ -324,23 +324,21 @@ fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
 }
 
 /// Section 3: guarding a differential file of changed records.
-fn guarded_reads(store: &FilterStore, dir: &Path) -> Result<(), Box<dyn Error>> {
+fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>> {
     println!("3. Guarded reads: skip the differential file unless the filter says \"maybe\"");
     const RECORDS: u64 = 100_000;
-    if store.list_tables()?.iter().any(|m| m.name == "changed") {
+    if store.list_tables()?.iter().any(|m| m == "changed") {
         store.drop_table("changed")?;
     }
     let table = store.create_table("changed", TableSpec::new(RECORDS / 10, 0.01))?;
-    let host = sled::open(dir.join("host"))?;
-    let storage = SledDiffStorage::open(&host, "accounts")?;
-    storage.base().clear()?;
-    storage.diff().clear()?;
+    // The host's records live in the store's own database: one page cache,
+    // one flusher.
+    let storage = SledDiffStorage::open(store, "accounts")?;
+    storage.clear()?;
     let guard = Guard::open(storage, table)?;
-    let mut batch = sled::Batch::default();
-    for i in 0..RECORDS {
-        batch.insert(customer(i), &b"balance=100"[..]);
-    }
-    guard.storage().base().apply_batch(batch)?;
+    guard
+        .storage()
+        .load_base((0..RECORDS).map(|i| (customer(i), &b"balance=100"[..])))?;
     let changes: Vec<(Vec<u8>, Change)> = (0..RECORDS)
         .step_by(10)
         .map(|i| (customer(i), Change::Put(b"balance=250".to_vec())))
@@ -386,7 +384,7 @@ fn guarded_reads(store: &FilterStore, dir: &Path) -> Result<(), Box<dyn Error>> 
 /// Section 5: drift detection and online regeneration.
 fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     println!("5. Drift and regeneration: a table sized for 20,000 keys receives 8x that");
-    if store.list_tables()?.iter().any(|m| m.name == "events") {
+    if store.list_tables()?.iter().any(|m| m == "events") {
         store.drop_table("events")?;
     }
     let table = store.create_table("events", TableSpec::new(20_000, 0.01))?;

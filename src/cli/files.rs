@@ -9,10 +9,10 @@ use super::output::Out;
 use super::{open_existing, Failure, Outcome};
 use filterstore::FilterStore;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
-use filterstore::{encode_bit_filter, encode_counting_filter, DecodedMessage};
 use filterstore::{encode_message, FilterParams, ReceivedFilter};
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use filterstore::{CodecChoice, MessageTarget};
+use filterstore::{DecodedMessage, ExportKind};
 use filterstore::{Frame, FrameKind as Kind};
 use std::path::Path;
 
@@ -47,9 +47,8 @@ pub fn export(
     let store = open_existing(dir)?;
     let t = store.open_table(table)?;
     let (bytes, what) = if opts.counting {
-        // A snapshot folds the log first, so the counters are complete.
-        let c = t.counting_snapshot()?;
-        (encode_counting_filter(&c, t.live_keys()), "counting filter")
+        // The export folds the log first, so the counters are complete.
+        (t.export(ExportKind::Counting)?, "counting filter")
     } else if opts.compressed {
         match opts.keys {
             Some(file) => {
@@ -60,7 +59,7 @@ pub fn export(
                 let keys = read_all_keys(file)?;
                 let target = match opts.budget {
                     Some(b) => MessageTarget::Budget(b),
-                    None => MessageTarget::Fp(t.meta().target_fp),
+                    None => MessageTarget::Fp(t.target_fp()),
                 };
                 let (msg, _) = build_message(&keys, target, HashSpec::random(), 1)?;
                 (msg, "exchange message built from the keys")
@@ -79,7 +78,7 @@ pub fn export(
             }
         }
     } else {
-        (encode_bit_filter(&*t.bloom(), t.live_keys()), "bit filter")
+        (t.export(ExportKind::Bits)?, "bit filter")
     };
     match output {
         Some(path) if path != Path::new("-") => {
@@ -197,7 +196,7 @@ fn load(path: &Path, peeked: Peeked<'_>) -> Result<Loaded, Failure> {
 }
 
 /// `filterstore import`: a table from a counting filter file. A bit filter is
-/// refused: see `store::FilterStore::import_counting` for why.
+/// refused: see `FilterStore::import` for why.
 pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
     let bytes = read_file(file)?;
     let d = decode_filter(&bytes).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
@@ -207,9 +206,8 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
             file.display()
         )));
     };
-    let counters = view.to_counting_filter()?;
     let store = FilterStore::open(dir)?;
-    let t = store.import_counting(table, &counters, d.n())?;
+    let t = store.import(table, &bytes)?;
     let p = t.params();
     out.line(&format!(
         "imported table {table} from {}: {} layout, m = {}, k = {}, seed {:#018x}, {} live keys, {} saturated counters (durable)",

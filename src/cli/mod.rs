@@ -230,9 +230,21 @@ enum Command {
 /// A command's failure: one line for standard error.
 struct Failure(String);
 
-impl<E: std::fmt::Display> From<E> for Failure {
+impl<E: std::fmt::Display + 'static> From<E> for Failure {
     fn from(e: E) -> Failure {
-        Failure(e.to_string())
+        let store = (&e as &dyn std::any::Any).downcast_ref::<StoreError>();
+        Failure(store.and_then(cli_hint).unwrap_or_else(|| e.to_string()))
+    }
+}
+
+/// The library's errors speak to any host; the tool adds its own commands.
+fn cli_hint(e: &StoreError) -> Option<String> {
+    match e {
+        StoreError::NoSuchTable(_) => Some(format!("{e}; list the tables with `filterstore list`")),
+        StoreError::Corrupt { what, source } => Some(format!(
+            "corrupt {what}: {source}; rebuild the table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup"
+        )),
+        _ => None,
     }
 }
 
@@ -324,8 +336,8 @@ fn run(cli: Cli) -> Outcome {
             output::stats(&open_existing(&dir)?, table, json, &mut out)
         }
         Command::List => {
-            for m in open_existing(&dir)?.list_tables()? {
-                out.line(&m.name)?;
+            for name in open_existing(&dir)?.list_tables()? {
+                out.line(&name)?;
             }
             Ok(())
         }
@@ -391,10 +403,10 @@ fn run(cli: Cli) -> Outcome {
         } => {
             let t = open_existing(&dir)?.open_table(&table)?;
             t.set_params(expected, fp)?;
-            let m = t.meta();
             out.line(&format!(
                 "table {table}: target fp {}, expected {} keys; marked for regeneration",
-                m.target_fp, m.expected_keys
+                t.target_fp(),
+                t.expected_keys()
             ))
         }
     };
@@ -482,7 +494,9 @@ fn remove(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out) -> Outcom
         }
         match t.apply(&batch, Durability::Buffered) {
             Ok(()) => total += batch.len() as u64,
-            Err(StoreError::NotPresent { index, .. }) => {
+            Err(StoreError::NotPresent {
+                index: Some(index), ..
+            }) => {
                 // Apply the keys before the refused one, so that the outcome
                 // is simply "every line before N", and make them durable.
                 let mut prefix = WriteBatch::new();

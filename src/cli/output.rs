@@ -96,7 +96,7 @@ impl Out {
 pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut Out) -> Outcome {
     let names: Vec<String> = match &table {
         Some(t) => vec![t.clone()],
-        None => store.list_tables()?.into_iter().map(|m| m.name).collect(),
+        None => store.list_tables()?,
     };
     let mut all: Vec<StatsRow> = Vec::with_capacity(names.len());
     for n in &names {
@@ -132,7 +132,7 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
             let s = &row.stats;
             [
                 s.name.clone(),
-                s.layout.to_string(),
+                s.layout.name().to_string(),
                 s.m_bits.to_string(),
                 s.k.to_string(),
                 s.live_keys.to_string(),

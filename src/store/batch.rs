@@ -31,6 +31,25 @@ pub(crate) struct BatchOp {
 /// Keys are copied into one buffer, so building a batch costs one copy per
 /// key and no allocation per key. A batch may be applied to any table (it is
 /// hashed with that table's seed when applied) and applied again.
+///
+/// # Examples
+/// ```
+/// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut batch = WriteBatch::with_capacity(2, 16);
+/// batch.insert(b"order:1").insert(b"order:2").remove(b"order:1");
+/// assert_eq!(batch.len(), 3);
+/// let ops: Vec<(bool, &[u8])> = batch.iter().collect();
+/// assert_eq!(ops[2], (false, &b"order:1"[..]));
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = FilterStore::open(dir.path())?;
+/// let t = store.create_table("orders", TableSpec::new(1_000, 0.01))?;
+/// t.apply(&batch, Durability::Durable)?; // in order: order:1 in, order:2 in, order:1 out
+/// assert_eq!(t.live_keys(), 1);
+/// assert!(t.contains(b"order:2"));
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct WriteBatch {
     pub(crate) bytes: Vec<u8>,

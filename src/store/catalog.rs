@@ -1,14 +1,8 @@
 //! The catalog: one sled tree holding the store header (format version, next
 //! table id) and one metadata record per table, each framed and versioned by
-//! [`codec::meta`](crate::codec::meta).
-//!
-//! ```text
-//! tree "filterstore/catalog"
-//!   0x00 "header"     → Kind::Catalog   StoreHeader { format_version, next_table_id }
-//!   0x01 ‖ name bytes → Kind::TableMeta TableMeta   { id, name, params, generation, ... }
-//! tree "filterstore/table/<id:016x>/gen/<generation:016x>"  (one per table generation)
-//!   counter chunks, log records, state: see `pages`, `wal`, `table`
-//! ```
+//! [`codec::meta`](crate::codec::meta). The trees, keys and records are
+//! specified in `docs/FORMAT.md` §8 (catalog record) and §9 (table metadata
+//! record); a table generation's own tree in §10 and §11.
 //!
 //! All data of a table generation lives in its own tree, so dropping a table
 //! (or retiring a generation) is one catalog write followed by dropping trees;
@@ -77,7 +71,7 @@ pub(crate) struct StoreHeader {
 
 impl StoreHeader {
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
-        meta::encode(Kind::Catalog, self).map_err(|e| StoreError::corrupt("store header", e))
+        meta::encode(Kind::Catalog, self).map_err(|e| StoreError::encode("store header", e))
     }
 
     /// Decodes a header of any format version (the migrations read it).
@@ -188,7 +182,7 @@ impl TableMeta {
 
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
         meta::encode(Kind::TableMeta, self)
-            .map_err(|e| StoreError::corrupt(format!("catalog record of {:?}", self.name), e))
+            .map_err(|e| StoreError::encode(format!("catalog record of {:?}", self.name), e))
     }
 
     pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<TableMeta, StoreError> {

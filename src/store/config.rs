@@ -33,10 +33,11 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
 /// The threshold trades write cost against open cost. A fold rewrites each
 /// counter chunk it touches, up to the whole counting filter (`m/2` bytes):
 /// at 1M operations a 10M-key table (48 MiB of counters) is rewritten for
-/// about 48 bytes per key, ≈ 0.25 µs per key here. The unfolded log is
+/// about 48 bytes per key, ≈ 0.25 µs per key on the 2-core machine of
+/// `cargo bench --bench store`. The unfolded log is
 /// replayed when the table is opened, and the replay's memory (16 bytes per
 /// operation, plus sled's copy of the log records) shows in the RSS after
-/// open. Measured on a 10M-key table (this machine, shared): at 2M operations
+/// open. Measured on a 10M-key table (a shared 2-core machine): at 2M operations
 /// durable batches of 1,000 ran at 13.4× sled's single inserts but the
 /// reopen with a full log took 0.95 s and 99.7 MiB; at 1M, see the bench.
 pub const DEFAULT_FOLD_MEMORY: u64 = 16 << 20;
@@ -64,8 +65,8 @@ impl StoreConfig {
     /// passed to sled's `Config::cache_capacity`. sled evicts cached tree
     /// pages beyond this bound, but it counts the pages' *serialized* size,
     /// not the memory they take, and its own structures come on top (sled
-    /// issues #986 and #1410 report the same). Measured here: after opening a
-    /// 10M-key table (a scan of its 48 MiB of counters), the RSS was 66 MiB
+    /// issues #986 and #1410 report the same). Measured on a 2-core machine:
+    /// after opening a 10M-key table (a scan of its 48 MiB of counters), the RSS was 66 MiB
     /// with a cache capacity of 1, 8, 32 or 64 MiB alike — about the bit
     /// filter plus the data scanned. So this knob bounds the steady state of
     /// a long-running store, not the memory of one scan.

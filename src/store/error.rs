@@ -57,22 +57,31 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// Another process (or another `FilterStore` in this process) holds the
-    /// database open.
+    /// Another process holds the database open (sled's file lock).
     #[error("database {path:?} is locked by another process; close it first")]
     Locked {
+        /// The database directory.
+        path: PathBuf,
+    },
+    /// A [`FilterStore`](super::FilterStore) of this process already has the
+    /// database open. A store is cheap to clone and `Send + Sync`: share
+    /// that handle instead of opening the directory again.
+    #[error("database {path:?} is already open in this process; share its FilterStore handle (clone it) instead of opening it again")]
+    AlreadyOpen {
         /// The database directory.
         path: PathBuf,
     },
     /// The storage engine (sled) reported an error other than plain I/O:
     /// corruption of its own files, an unsupported operation, or an earlier
     /// failure that made it refuse further writes. Reopen the store.
-    #[error("storage engine error while {op}: {detail}; reopen the store (it recovers to the last durable state)")]
+    #[error("storage engine error while {op}: {source}; reopen the store (it recovers to the last durable state)")]
     Storage {
         /// What the store was doing.
         op: &'static str,
-        /// The engine's message.
-        detail: String,
+        /// The engine's error (its type is not part of the API: the engine
+        /// is an implementation detail of the store).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The directory holds a sled database that is not a filterstore.
     #[error("{path:?} is not a filterstore database; choose another directory")]
@@ -105,7 +114,7 @@ pub enum StoreError {
     },
     /// A persisted record failed its checks (checksum, framing, field values).
     /// A table's filter can always be rebuilt from the table's keys.
-    #[error("corrupt {what}: {source}; rebuild the table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup")]
+    #[error("corrupt {what}: {source}; rebuild the table from its keys (drop it, create it again and insert every key, or import an exported counting filter), or restore the database from a backup")]
     Corrupt {
         /// Which record.
         what: String,
@@ -126,7 +135,7 @@ pub enum StoreError {
     #[error("table {0:?} already exists; drop it first or choose another name")]
     TableExists(String),
     /// No table of this name exists.
-    #[error("no table named {0:?}; list the tables with `filterstore list`")]
+    #[error("no table named {0:?}")]
     NoSuchTable(String),
     /// The table was dropped after this handle was opened; writes are refused.
     #[error("table {0:?} was dropped; open or create it again")]
@@ -137,12 +146,13 @@ pub enum StoreError {
     /// A remove was refused because one of the key's counters is zero: the key
     /// was never inserted (or was already removed). The whole batch was
     /// refused and nothing changed.
-    #[error("operation {index} of the batch removes a key that is not in table {table:?}; the batch was refused and nothing changed")]
+    #[error("{}", not_present_text(table, *index))]
     NotPresent {
         /// The table.
         table: String,
-        /// Index of the refused operation within its batch (0 for single removes).
-        index: usize,
+        /// Index of the refused operation within its batch; `None` for a
+        /// single [`Table::remove`](super::Table::remove).
+        index: Option<usize>,
     },
     /// The bit filter of a table could not be allocated.
     #[error("not enough memory for the {bytes}-byte bit filter of table {table:?}")]
@@ -162,6 +172,25 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A record could not be encoded (a value the format cannot represent);
+    /// nothing was written.
+    #[error("cannot encode {what}: {source}; nothing was written")]
+    Encode {
+        /// Which record.
+        what: String,
+        /// Why.
+        #[source]
+        source: CodecError,
+    },
+    /// The bytes given to [`FilterStore::import`](super::FilterStore::import)
+    /// are not a valid filter file (FORMAT.md §3-7).
+    #[error("not a valid filter file: {0}")]
+    BadFilterFile(#[source] CodecError),
+    /// [`FilterStore::import`](super::FilterStore::import) was given a bit
+    /// filter: a table needs counters to check and apply removes, and a bit
+    /// filter does not say how many keys set each bit.
+    #[error("a bit filter cannot become a table: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; import a counting filter (Table::export with ExportKind::Counting)")]
+    NotCounting,
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]
     BatchTooLarge {
@@ -172,15 +201,39 @@ pub enum StoreError {
     },
 }
 
+fn not_present_text(table: &str, index: Option<usize>) -> String {
+    match index {
+        Some(i) => format!("operation {i} of the batch removes a key that is not in table {table:?}; the batch was refused and nothing changed"),
+        None => format!("the key to remove is not in table {table:?}; nothing changed"),
+    }
+}
+
 impl StoreError {
-    /// Maps a sled error, naming the operation that failed.
+    /// Maps a sled error, naming the operation that failed; the sled error
+    /// stays reachable as the [`source`](std::error::Error::source).
     pub(crate) fn sled(op: &'static str, e: sled::Error) -> StoreError {
         match e {
             sled::Error::Io(source) => StoreError::Io { op, source },
             other => StoreError::Storage {
                 op,
-                detail: other.to_string(),
+                source: Box::new(other),
             },
+        }
+    }
+
+    /// A storage failure the store itself detected (not the engine's).
+    pub(crate) fn storage(op: &'static str, detail: String) -> StoreError {
+        StoreError::Storage {
+            op,
+            source: detail.into(),
+        }
+    }
+
+    /// A record that could not be encoded.
+    pub(crate) fn encode(what: impl Into<String>, source: CodecError) -> StoreError {
+        StoreError::Encode {
+            what: what.into(),
+            source,
         }
     }
 

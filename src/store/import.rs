@@ -1,4 +1,6 @@
-//! Creating a table from an exported counting filter (`filterstore import`).
+//! Filter files in and out of the store: [`Table::export`] writes a table's
+//! filter as a filter file (`docs/FORMAT.md` §3-7), [`FilterStore::import`]
+//! creates a table from a counting filter file.
 //!
 //! Only a **counting** filter can become a table: a table's removes must be
 //! checked against its counters (a remove of a key whose counters include a
@@ -15,9 +17,87 @@ use super::keys::STATE_KEY;
 use super::pages;
 use super::table::GenerationState;
 use super::{sled_err, validate_name, FilterStore, Table};
+use crate::codec::filter_file::{decode_filter, encode_bit_filter, encode_counting_filter};
+use crate::error::CodecError;
 use crate::filter::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
 
+/// Which filter [`Table::export`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportKind {
+    /// The bit filter (`m/8` bytes): for lookups elsewhere; it cannot become
+    /// a table again.
+    Bits,
+    /// The counting filter (`m/2` bytes, 4-bit counters): what
+    /// [`FilterStore::import`] takes to make a table with the same counters.
+    Counting,
+}
+
+impl Table {
+    /// The table's filter as a filter file (`docs/FORMAT.md` §3-7), with its
+    /// live key count as `n`: the bytes `filterstore export` writes. The
+    /// counting export folds the log first and holds the counters in memory
+    /// (`m/2` bytes) while it encodes them.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{decode_filter, ExportKind, FilterStore, StoreError, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(1_000, 0.01))?;
+    /// for i in 0..500u32 {
+    ///     t.insert(&i.to_le_bytes())?;
+    /// }
+    /// let bits = t.export(ExportKind::Bits)?;
+    /// let counting = t.export(ExportKind::Counting)?;
+    /// let m = t.params().m() as usize;
+    /// assert!(bits.len() > m / 8 && bits.len() < m / 8 + 256); // m/8 bytes plus headers
+    /// assert!(counting.len() > m / 2 && counting.len() < m / 2 + 256);
+    /// assert_eq!(decode_filter(&bits)?.n(), 500);
+    ///
+    /// // A counting file becomes a table with the same counters and seed.
+    /// let copy = store.import("copy", &counting)?;
+    /// assert_eq!((copy.live_keys(), copy.params()), (500, t.params()));
+    /// assert!((0..500u32).all(|i| copy.contains(&i.to_le_bytes())));
+    /// assert_eq!(copy.export(ExportKind::Counting)?, counting);
+    /// // A bit filter cannot become a table.
+    /// assert!(matches!(store.import("bits", &bits), Err(StoreError::NotCounting)));
+    /// # Ok(()) }
+    /// ```
+    pub fn export(&self, kind: ExportKind) -> Result<Vec<u8>, StoreError> {
+        match kind {
+            ExportKind::Counting => {
+                let counters = self.counting_snapshot()?;
+                Ok(encode_counting_filter(&counters, self.live_keys()))
+            }
+            ExportKind::Bits => {
+                let g = self.current();
+                Ok(encode_bit_filter(&g.bits, self.live_keys()))
+            }
+        }
+    }
+}
+
 impl FilterStore {
+    /// Creates table `name` from a counting filter file (what
+    /// [`Table::export`] writes with [`ExportKind::Counting`]): same
+    /// parameters, seed and counters, `n` live keys. A bit filter file is
+    /// refused with [`StoreError::NotCounting`] (see the module docs for
+    /// why), bytes that are not a valid filter file with
+    /// [`StoreError::BadFilterFile`]. Durable when this returns.
+    pub fn import(&self, name: &str, file: &[u8]) -> Result<Table, StoreError> {
+        validate_name(name)?;
+        let d = decode_filter(file).map_err(StoreError::BadFilterFile)?;
+        let view = d.counters().ok_or(StoreError::NotCounting)?;
+        let counters = view.to_counting_filter().map_err(|e| {
+            StoreError::BadFilterFile(CodecError::InvalidField {
+                field: "counters",
+                reason: e.to_string(),
+            })
+        })?;
+        self.import_counting(name, &counters, d.n())
+    }
+
     /// Creates table `name` holding exactly the counters of `counters`, with
     /// `live_keys` live keys (the file's `n`). The table's parameters (layout,
     /// `m`, `k`, hash and seed) are the filter's; it is recorded as sized for

@@ -1,12 +1,9 @@
 //! The key space of a table generation's sled tree: one prefix byte per
 //! kind of record, then a big-endian number, so that a prefix scan returns
 //! the records of one kind in numeric order.
-//!
-//! ```text
-//! 0x00                  → state record (Kind::TableState)
-//! 0x01 ‖ chunk (u64 BE) → counter chunk (Kind::CounterPage), see `pages`
-//! 0x02 ‖ seq (u64 BE)   → log record (Kind::LogRecord), see `wal`
-//! ```
+//! The key table is in `docs/FORMAT.md` §10; the records are the state
+//! (§11), counter pages ([`pages`](super::pages)) and log records
+//! ([`wal`](super::wal)).
 
 use crate::error::CodecError;
 

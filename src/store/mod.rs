@@ -34,13 +34,9 @@
 //!   cut power).
 //!
 //! # Layout in sled
-//! See [`catalog`] for the trees. Each table generation's tree holds:
-//!
-//! ```text
-//! 0x00                        → Kind::TableState  { live keys folded, next log seq }
-//! 0x01 ‖ chunk index (u64 BE) → Kind::CounterPage 64 counter blocks (16 KiB)
-//! 0x02 ‖ log seq (u64 BE)     → Kind::LogRecord   key hashes of whole batches
-//! ```
+//! `docs/FORMAT.md` specifies every byte: the catalog tree (§8, §9), and in
+//! each table generation's own tree the counter pages and log records (§10)
+//! and the generation state (§11).
 //!
 //! # Write path: a log of key hashes, folded into counter pages
 //! Updating a key's counters in place would cost one sled read and write per
@@ -55,6 +51,18 @@
 //! (to refuse a key that was never inserted, and to clear bits whose counter
 //! reaches zero); those blocks are read and kept in memory until the next fold
 //! (see [`table`] for the invariant that keeps the bits exact).
+//!
+//! # The storage engine stays inside
+//! sled is an implementation detail: no sled type appears in the public API
+//! of any feature, and a sled error reaches a host only as the
+//! [`source`](std::error::Error::source) of a [`StoreError`]. A host cannot
+//! hand the store its own `sled::Db`; a host that wants one page cache and
+//! one flusher for its guarded data and its filters keeps that data *in the
+//! store's database* instead, through
+//! [`SledDiffStorage::open`](crate::SledDiffStorage::open). The reason: the
+//! reliability work on sled 0.34.7 (its writer deadlock, full disks, power
+//! loss) may move the high-volume traffic off sled, and that must not break
+//! a host that was never given a sled type.
 //!
 //! # Memory
 //! The bit filters of the open tables, plus sled's page cache
@@ -74,6 +82,27 @@
 //! wait for the swap. [`Table::health`] reports drift (estimated and
 //! observed false-positive rate, saturated counters, load); see [`regen`]
 //! for the consistency the key source must have and the crash argument.
+//!
+//! # Lock order
+//! Every site that holds two of the store's locks takes them in this order
+//! (a lock may be skipped, never taken out of order):
+//!
+//! 1. a [`Guard`](crate::Guard)'s writer lock (guarded writes and merges);
+//! 2. a table's regeneration lock (`TableInner::regen_lock`: one
+//!    regeneration at a time per table);
+//! 3. the catalog lock (`StoreInner::catalog_lock`: create, import, drop,
+//!    `set_params`, a regeneration's commit);
+//! 4. the open-tables map (`StoreInner::tables`);
+//! 5. a generation's writer lock (`Generation::writer`: every write, fold
+//!    and flush of the table's buffer).
+//!
+//! Leaves, never held while another lock is taken: a table's catalog record
+//! in memory (`TableInner::meta`), the drift policy and the health callback
+//! (`StoreInner::policy`, `StoreInner::regen_hook`; the callback is cloned
+//! and called with no lock held). Lookups take no lock at all. The sites:
+//! `create_table` and `import` (3 → 4), `drop_table` (3 → 4 → 5),
+//! `open_table` (4), `flush` (4, released, then 5 per table),
+//! `regenerate` (2 → 5, released; later 2 → 3 → 5 for the swap).
 //!
 //! # Open
 //! Opening a table scans its counter chunks once (`m/2` bytes) merged with the
@@ -96,9 +125,11 @@ pub mod table;
 mod wal;
 
 pub use batch::{Durability, WriteBatch};
-pub use catalog::{validate_name, TableMeta, MAX_NAME_LEN, STORE_FORMAT_VERSION};
+pub(crate) use catalog::TableMeta;
+pub use catalog::{validate_name, MAX_NAME_LEN, STORE_FORMAT_VERSION};
 pub use config::StoreConfig;
 pub use error::{NameError, StoreError};
+pub use import::ExportKind;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
 pub use table::{Table, TableStats};
 pub use wal::MAX_RECORD_OPS;
@@ -106,9 +137,13 @@ pub use wal::MAX_RECORD_OPS;
 use crate::filter::hash::HashSpec;
 use crate::filter::params::{FilterParams, Layout};
 use catalog::{StoreHeader, CATALOG_TREE, HEADER_KEY, TABLE_PREFIX, TABLE_TREE_PREFIX};
+
+/// Prefix of the trees of guard storage ([`crate::SledDiffStorage`]): never
+/// a table tree, so garbage collection leaves them alone.
+const GUARD_TREE_PREFIX: &str = "filterstore/guard/";
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use table::TableInner;
 
@@ -149,6 +184,8 @@ impl TableSpec {
 
 pub(crate) struct StoreInner {
     db: sled::Db,
+    /// The directory, canonical, as registered in [`OPEN_DIRS`].
+    dir: PathBuf,
     catalog: sled::Tree,
     config: StoreConfig,
     /// Serialises catalog changes (create, drop, set, a regeneration's swap).
@@ -171,6 +208,15 @@ pub(crate) struct StoreInner {
 #[derive(Clone)]
 pub struct FilterStore {
     inner: Arc<StoreInner>,
+}
+
+impl Drop for StoreInner {
+    fn drop(&mut self) {
+        let mut open = open_dirs();
+        if let Some(i) = open.iter().position(|d| *d == self.dir) {
+            open.swap_remove(i);
+        }
+    }
 }
 
 impl std::fmt::Debug for FilterStore {
@@ -196,6 +242,11 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// [`StoreError::Locked`] (another process holding the lock is reported after
 /// the same wait).
 fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
+    if open_here(path) {
+        return Err(StoreError::AlreadyOpen {
+            path: path.to_path_buf(),
+        });
+    }
     let start = std::time::Instant::now();
     let mut pause = std::time::Duration::from_millis(1);
     loop {
@@ -209,8 +260,11 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                 if start.elapsed() >= LOCK_WAIT {
-                    return Err(StoreError::Locked {
-                        path: path.to_path_buf(),
+                    let path = path.to_path_buf();
+                    return Err(if open_here(&path) {
+                        StoreError::AlreadyOpen { path }
+                    } else {
+                        StoreError::Locked { path }
                     });
                 }
                 std::thread::sleep(pause);
@@ -219,6 +273,46 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
             Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
             Err(other) => return Err(StoreError::sled("opening the database", other)),
         }
+    }
+}
+
+/// Refuses a path that is not a directory, and a non-empty directory
+/// without sled's files (someone else's: better refused than written into).
+fn check_dir(path: &Path) -> Result<(), StoreError> {
+    if path.exists() && !path.is_dir() {
+        return Err(StoreError::NotADirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    if path.is_dir() && !path.join("conf").exists() && !path.join("db").exists() {
+        let mut entries = std::fs::read_dir(path).map_err(|source| StoreError::Io {
+            op: "reading the database directory",
+            source,
+        })?;
+        if entries.next().is_some() {
+            return Err(StoreError::NotAFilterStore {
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The directories of the stores open in this process (canonical paths), so
+/// that a second open of one is told apart from another process's lock.
+static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn open_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    OPEN_DIRS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether a store of this process has directory `path` open.
+fn open_here(path: &Path) -> bool {
+    match path.canonicalize() {
+        Ok(p) => open_dirs().contains(&p),
+        Err(_) => false,
     }
 }
 
@@ -259,6 +353,23 @@ fn now_unix_s() -> u64 {
 impl FilterStore {
     /// Opens (or creates) the store in directory `dir` with the default
     /// [`StoreConfig`].
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, StoreError};
+    /// # fn main() -> Result<(), StoreError> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = FilterStore::open(dir.path())?;
+    /// assert!(store.list_tables()?.is_empty()); // a new store has no table
+    /// // One process, one open store per directory: share (clone) the handle.
+    /// assert!(matches!(
+    ///     FilterStore::open(dir.path()),
+    ///     Err(StoreError::AlreadyOpen { .. })
+    /// ));
+    /// drop(store);
+    /// assert_eq!(FilterStore::open(dir.path())?.list_tables()?.len(), 0);
+    /// # Ok(()) }
+    /// ```
     pub fn open(dir: impl AsRef<Path>) -> Result<FilterStore, StoreError> {
         FilterStore::open_with(dir, StoreConfig::default())
     }
@@ -270,20 +381,7 @@ impl FilterStore {
         config: StoreConfig,
     ) -> Result<FilterStore, StoreError> {
         let path = dir.as_ref().to_path_buf();
-        if path.exists() && !path.is_dir() {
-            return Err(StoreError::NotADirectory { path });
-        }
-        // A non-empty directory without sled's files is someone else's:
-        // refuse it rather than write a database into it.
-        if path.is_dir() && !path.join("conf").exists() && !path.join("db").exists() {
-            let mut entries = std::fs::read_dir(&path).map_err(|source| StoreError::Io {
-                op: "reading the database directory",
-                source,
-            })?;
-            if entries.next().is_some() {
-                return Err(StoreError::NotAFilterStore { path });
-            }
-        }
+        check_dir(&path)?;
         let db = open_db(&path, &config)?;
         let ours = db.tree_names().iter().any(|n| n == CATALOG_TREE.as_bytes());
         if !ours {
@@ -316,9 +414,12 @@ impl FilterStore {
                 db.flush().map_err(sled_err("flushing the catalog"))?;
             }
         }
+        let dir = path.canonicalize().unwrap_or(path);
+        open_dirs().push(dir.clone());
         let store = FilterStore {
             inner: Arc::new(StoreInner {
                 db,
+                dir,
                 catalog,
                 config,
                 catalog_lock: Mutex::new(()),
@@ -340,7 +441,7 @@ impl FilterStore {
     /// the damaged table is dropped): the store still opens, the other tables
     /// work, and the damaged one reports [`StoreError::Corrupt`] when opened.
     fn collect_garbage(&self) -> Result<(), StoreError> {
-        let live: HashSet<String> = match self.list_tables() {
+        let live: HashSet<String> = match self.table_records() {
             Ok(tables) => tables.iter().map(|m| m.tree_name(m.generation)).collect(),
             Err(StoreError::Corrupt { .. }) => return Ok(()),
             Err(e) => return Err(e),
@@ -372,10 +473,7 @@ impl FilterStore {
             .catalog
             .get(HEADER_KEY)
             .map_err(sled_err("reading the catalog"))?
-            .ok_or_else(|| StoreError::Storage {
-                op,
-                detail: "the catalog header is missing".into(),
-            })?;
+            .ok_or_else(|| StoreError::storage(op, "the catalog header is missing".into()))?;
         StoreHeader::decode(&bytes)
     }
 
@@ -394,8 +492,34 @@ impl FilterStore {
 
     /// Creates a table sized by `spec`. Its catalog record is durable when
     /// this returns.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("orders", TableSpec::new(1_000_000, 0.01).seed(7))?;
+    /// let p = t.params();
+    /// // 9.6 bits per key at 1% (standard layout), a little more for the
+    /// // blocked one (the default), in 512-bit blocks.
+    /// let bits_per_key = p.m() as f64 / 1e6;
+    /// assert!(bits_per_key > 9.5 && bits_per_key < 12.5, "{bits_per_key}");
+    /// assert_eq!(p.m() % 512, 0);
+    /// assert_eq!(p.hash().seed, 7);
+    /// assert_eq!((t.generation(), t.expected_keys(), t.live_keys()), (1, 1_000_000, 0));
+    /// assert!(store.create_table("orders", TableSpec::new(10, 0.01)).is_err()); // exists
+    /// # Ok(()) }
+    /// ```
     pub fn create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
+        let _guard = self.inner.catalog_lock.lock();
+        self.create_locked(name, spec)
+    }
+
+    /// [`create_table`](FilterStore::create_table) under the catalog lock,
+    /// the name validated.
+    fn create_locked(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         let seed = spec.seed.unwrap_or_else(|| HashSpec::random().seed);
         let params = FilterParams::for_capacity(
             spec.expected_keys,
@@ -403,7 +527,6 @@ impl FilterStore {
             spec.layout,
             HashSpec::xxh3(seed),
         )?;
-        let _guard = self.inner.catalog_lock.lock();
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }
@@ -462,8 +585,42 @@ impl FilterStore {
         self.load_table(&mut tables, meta)
     }
 
+    /// The names of all tables, sorted.
+    pub fn list_tables(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.table_records()?.into_iter().map(|m| m.name).collect())
+    }
+
+    /// Opens table `name`, creating it sized by `spec` if it does not exist
+    /// (one step, under the catalog lock: two threads calling this at once
+    /// get the same table). An existing table keeps its own parameters;
+    /// `spec` is then ignored.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let a = store.open_or_create_table("users", TableSpec::new(1_000, 0.01))?;
+    /// a.insert(b"alice")?;
+    /// // The second call opens the same table: the spec is ignored.
+    /// let b = store.open_or_create_table("users", TableSpec::new(5, 0.5))?;
+    /// assert_eq!(b.expected_keys(), 1_000);
+    /// assert!(b.contains(b"alice"));
+    /// assert_eq!(store.list_tables()?, ["users"]);
+    /// # Ok(()) }
+    /// ```
+    pub fn open_or_create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
+        validate_name(name)?;
+        let _guard = self.inner.catalog_lock.lock();
+        match self.open_table(name) {
+            Err(StoreError::NoSuchTable(_)) => self.create_locked(name, spec),
+            other => other,
+        }
+    }
+
     /// The catalog records of all tables, sorted by name.
-    pub fn list_tables(&self) -> Result<Vec<TableMeta>, StoreError> {
+    fn table_records(&self) -> Result<Vec<TableMeta>, StoreError> {
         self.inner
             .catalog
             .scan_prefix([TABLE_PREFIX])
@@ -523,6 +680,26 @@ impl FilterStore {
         for t in open {
             t.write_pending()?;
         }
+        self.inner.db.flush().map_err(sled_err("flushing"))?;
+        Ok(())
+    }
+
+    /// The base and differential-file trees of guard storage `name`
+    /// ([`SledDiffStorage`](crate::SledDiffStorage)), in this database.
+    pub(crate) fn guard_trees(&self, name: &str) -> Result<(sled::Tree, sled::Tree), StoreError> {
+        validate_name(name)?;
+        let open = |part: &str| {
+            self.inner
+                .db
+                .open_tree(format!("{GUARD_TREE_PREFIX}{name}/{part}"))
+                .map_err(sled_err("opening guard storage"))
+        };
+        Ok((open("base")?, open("diff")?))
+    }
+
+    /// Flushes the database (sled's flush: an fsync), without writing the
+    /// tables' buffers: what guard storage needs after its own writes.
+    pub(crate) fn flush_storage(&self) -> Result<(), StoreError> {
         self.inner.db.flush().map_err(sled_err("flushing"))?;
         Ok(())
     }

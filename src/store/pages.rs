@@ -8,22 +8,13 @@
 //! sled's, per value written: folding 1M logged inserts into a 10M-key table
 //! (48 MiB of counters, every chunk touched) took 450–700 ms with 4 KiB
 //! chunks, 330–400 ms with 8 KiB, 245–300 ms with 16 KiB and 260–280 ms with
-//! 32 KiB on this 2-core machine (`examples`-style measurement, shared
-//! machine). Beyond 16 KiB nothing is gained, while a remove that must read
-//! its block from disk reads and checksums the whole chunk. A chunk that was
+//! 32 KiB on a shared 2-core machine (`examples`-style measurement). Beyond
+//! 16 KiB nothing is gained, while a remove that must read its block from
+//! disk reads and checksums the whole chunk. A chunk that was
 //! never written is all zeros, so creating a table writes nothing.
 //!
-//! Chunk body (inside a [`Kind::CounterPage`] frame, little-endian):
-//!
-//! ```text
-//! offset  size      field
-//!      0     8      chunk index (u64)
-//!      8     4      block count b (u32; 64, or fewer in the last chunk)
-//!     12     4      reserved, zero
-//!     16     256·b  packed 4-bit counters of blocks 64·index .. 64·index + b
-//! ```
-//!
-//! Sled key: `0x01 ‖ chunk index (u64, big-endian)`.
+//! The chunk's bytes and its key are specified in `docs/FORMAT.md` §10
+//! ("Counter page").
 //!
 //! # Entries
 //! A fold (and an open) turns logged operations into *entries*: one per key
@@ -38,6 +29,7 @@
 //! `16·k` bytes (standard).
 
 use crate::codec::frame::{self, Kind};
+use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX};
 use crate::filter::hash::{in_block_position, map_to_range, positions};
@@ -99,15 +91,10 @@ pub(crate) fn decode_chunk<'a>(
             found: body.len() as u64,
         });
     }
-    let mut b8 = [0u8; 8];
-    b8.copy_from_slice(&body[0..8]);
-    let stored_idx = u64::from_le_bytes(b8);
-    let mut b4 = [0u8; 4];
-    b4.copy_from_slice(&body[8..12]);
-    let blocks = u32::from_le_bytes(b4) as u64;
-    if body[12..16] != [0u8; 4] {
-        return Err(CodecError::ReservedNotZero);
-    }
+    let mut r = ByteReader::new(body);
+    let stored_idx = r.u64()?;
+    let blocks = u64::from(r.u32()?);
+    r.reserved::<4>()?;
     if stored_idx != idx {
         return Err(CodecError::InvalidField {
             field: "chunk index",
@@ -123,13 +110,14 @@ pub(crate) fn decode_chunk<'a>(
             ),
         });
     }
-    let counters = &body[CHUNK_HEADER..];
-    if counters.len() as u64 != blocks * COUNTER_BLOCK_BYTES as u64 {
+    if r.remaining() as u64 != blocks * COUNTER_BLOCK_BYTES as u64 {
         return Err(CodecError::InvalidField {
             field: "chunk counters",
-            reason: format!("{} bytes for {blocks} blocks", counters.len()),
+            reason: format!("{} bytes for {blocks} blocks", r.remaining()),
         });
     }
+    let counters = r.take(blocks * COUNTER_BLOCK_BYTES as u64)?;
+    r.finish()?;
     Ok(counters)
 }
 

@@ -5,20 +5,13 @@
 //! a record costs 17 bytes per operation whatever the key length, and folding
 //! it later needs no rehashing.
 //!
-//! Record body (inside a [`Kind::LogRecord`] frame, little-endian):
-//!
-//! ```text
-//! offset  size  field
-//!      0     4  op_count (u32)
-//!      4     4  reserved, zero
-//!      8  17·n  ops: code (u8: 1 = insert, 2 = remove), h1 (u64), h2 (u64)
-//! ```
-//!
-//! Sled key: `0x02 ‖ seq (u64, big-endian)`, so a prefix scan returns the
-//! records in the order they were written.
+//! The record's bytes and its key are specified in `docs/FORMAT.md` §10
+//! ("Log record"); the key orders records by sequence number, so a prefix
+//! scan returns them in the order they were written.
 
 use super::keys::{self, LOG_PREFIX};
 use crate::codec::frame::{self, Kind};
+use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
 use crate::filter::hash::KeyHash;
 
@@ -62,12 +55,6 @@ pub(crate) fn encode(ops: &[LogOp]) -> Vec<u8> {
     frame::encode(Kind::LogRecord, 0, &body)
 }
 
-fn le_u64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(a)
-}
-
 /// Decodes a record, calling `f` with each operation in order. The count is
 /// checked against the bytes present before anything is done.
 pub(crate) fn decode(bytes: &[u8], mut f: impl FnMut(LogOp)) -> Result<usize, CodecError> {
@@ -78,12 +65,9 @@ pub(crate) fn decode(bytes: &[u8], mut f: impl FnMut(LogOp)) -> Result<usize, Co
             found: body.len() as u64,
         });
     }
-    let mut c = [0u8; 4];
-    c.copy_from_slice(&body[..4]);
-    let count = u32::from_le_bytes(c) as usize;
-    if body[4..8] != [0u8; 4] {
-        return Err(CodecError::ReservedNotZero);
-    }
+    let mut r = ByteReader::new(body);
+    let count = r.u32()? as usize;
+    r.reserved::<4>()?;
     let expected = HEADER as u64 + count as u64 * OP_BYTES as u64;
     if expected != body.len() as u64 {
         return Err(CodecError::InvalidField {
@@ -91,8 +75,8 @@ pub(crate) fn decode(bytes: &[u8], mut f: impl FnMut(LogOp)) -> Result<usize, Co
             reason: format!("{count} ops need {expected} bytes, body has {}", body.len()),
         });
     }
-    for op in body[HEADER..].chunks_exact(OP_BYTES) {
-        let insert = match op[0] {
+    for _ in 0..count {
+        let insert = match r.u8()? {
             1 => true,
             2 => false,
             code => {
@@ -102,14 +86,13 @@ pub(crate) fn decode(bytes: &[u8], mut f: impl FnMut(LogOp)) -> Result<usize, Co
                 })
             }
         };
+        let (h1, h2) = (r.u64()?, r.u64()?);
         f(LogOp {
             insert,
-            hash: KeyHash {
-                h1: le_u64(&op[1..9]),
-                h2: le_u64(&op[9..17]),
-            },
+            hash: KeyHash { h1, h2 },
         });
     }
+    r.finish()?;
     Ok(count)
 }
 

@@ -1,0 +1,385 @@
+//! The write path of a table generation: the writer state behind its lock,
+//! and staging, buffering and folding operations.
+//!
+//! # State, and the invariant that keeps lookups exact
+//! The *absolute* counters of the table are the counter chunks on disk with
+//! every logged (and buffered) operation applied in log order. Each 512-counter
+//! block is in one of three states:
+//!
+//! * **clean** — the chunk on disk is the truth;
+//! * **dirty** — operations are pending in the log, and only inserts (a remove
+//!   on a dirty block first folds the log, so a dirty block never has a
+//!   pending remove); one bit per block in `Writer::dirty`;
+//! * **materialized** — its absolute counters are held in memory
+//!   (`Writer::materialized`, bounded), because a remove needed them; later
+//!   operations on it are applied there too.
+//!
+//! The bit filter always equals "absolute counter ≠ 0", position by position:
+//! an insert into a clean or dirty block sets its bits (a counter going up
+//! never turns a bit off), and every change to a materialized block rewrites
+//! the block's eight words from its counters. So a lookup needs neither I/O
+//! nor a lock, and a key whose insert has returned stays visible until it is
+//! removed.
+//!
+//! # Costs (measured by `cargo bench --bench store`)
+//! An insert costs hashing, setting `k` bits, and 17 bytes appended to the
+//! in-memory buffer; every [`StoreConfig::buffer_ops`] operations (or at a
+//! durable apply, or a flush) the buffer becomes one sled insert. A remove
+//! needs its block's counters: a cached copy, or one sled read of its chunk
+//! (and, if the block is dirty, a fold first). A fold costs one read and one
+//! write of each touched 16 KiB chunk and removes the folded log records, all in
+//! one atomic sled batch.
+
+use super::super::batch::Durability;
+use super::super::error::StoreError;
+use super::super::pages::CHUNK_BLOCKS;
+use super::super::wal::{self, LogOp};
+use super::fold::{fold_log, read_chunk, GenerationState};
+use super::generation::{sled_err, store_block_words, Generation};
+use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
+use crate::filter::hash::positions;
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// Mutable state of the write path, behind the table's writer lock.
+pub(crate) struct Writer {
+    /// Operations applied in memory and not yet written to sled.
+    pub(super) buffer: Vec<LogOp>,
+    /// Operations in log records not yet folded.
+    pub(super) log_ops: u64,
+    /// Sequence number of the next log record.
+    pub(super) next_seq: u64,
+    /// One bit per block: pending inserts not reflected in `materialized`.
+    pub(super) dirty: Vec<u64>,
+    /// Absolute counters of blocks that removes needed (256 bytes each).
+    pub(super) materialized: HashMap<u64, Box<[u8]>>,
+    /// Inserts minus removes, everything included.
+    pub(super) live: i64,
+    /// Inserts minus removes folded into the chunks.
+    pub(super) folded_live: i64,
+    /// Saturated counters in the chunks (exact after a fold or an open).
+    pub(super) saturated: u64,
+    /// While a regeneration runs: every operation staged since it started.
+    pub(crate) journal: Journal,
+}
+
+/// Absolute counters (256 bytes per block) a batch works on, by block.
+type Scratch = HashMap<u64, Box<[u8]>>;
+
+/// The journal of a regeneration: while one runs, every operation staged on
+/// the generation it replaces, in order, so that the new generation can
+/// replay them (see [`regen`](super::super::regen)). Lives in the writer
+/// state: started, drained and finished under the writer lock.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    ops: Option<Vec<LogOp>>,
+}
+
+impl Journal {
+    /// Starts journaling (a regeneration began).
+    pub(crate) fn start(&mut self) {
+        self.ops = Some(Vec::new());
+    }
+
+    /// Stops journaling and discards what was journaled (the regeneration
+    /// failed, or its generation was retired).
+    pub(crate) fn stop(&mut self) {
+        self.ops = None;
+    }
+
+    /// Records staged operations, if a regeneration runs.
+    fn record(&mut self, ops: &[LogOp]) {
+        if let Some(journal) = &mut self.ops {
+            journal.extend_from_slice(ops);
+        }
+    }
+
+    /// The operations journaled so far; journaling goes on.
+    pub(crate) fn drain(&mut self) -> Vec<LogOp> {
+        self.ops.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// The operations journaled since the last drain; journaling stops.
+    pub(crate) fn finish(&mut self) -> Vec<LogOp> {
+        self.ops.take().unwrap_or_default()
+    }
+}
+
+impl Writer {
+    #[inline]
+    fn is_dirty(&self, block: u64) -> bool {
+        self.dirty[(block / 64) as usize] & (1 << (block % 64)) != 0
+    }
+    #[inline]
+    fn set_dirty(&mut self, block: u64) {
+        self.dirty[(block / 64) as usize] |= 1 << (block % 64);
+    }
+}
+
+/// Sorted, deduplicated blocks of a key's positions, through `f`.
+#[inline]
+fn for_each_block(p: &FilterParams, op: &LogOp, mut f: impl FnMut(u64)) {
+    match p.layout() {
+        Layout::Blocked => f(crate::filter::hash::map_to_range(
+            op.hash.h1,
+            p.num_blocks(),
+        )),
+        Layout::Standard => {
+            let mut last = u64::MAX;
+            for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                let b = pos / BLOCK_BITS;
+                if b != last {
+                    f(b);
+                    last = b;
+                }
+            }
+        }
+    }
+}
+
+impl Generation {
+    /// The 256 bytes of absolute counters of clean block `b`, from disk,
+    /// through `chunks`, which keeps the chunks read by one batch (a batch of
+    /// removes often hits several blocks of one 16 KiB chunk).
+    fn read_block(
+        &self,
+        b: u64,
+        chunks: &mut HashMap<u64, Vec<u8>>,
+    ) -> Result<Box<[u8]>, StoreError> {
+        let chunk = b / CHUNK_BLOCKS;
+        let counters = match chunks.entry(chunk) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(read_chunk(
+                &self.tree,
+                &self.params,
+                &self.meta.name,
+                chunk,
+            )?),
+        };
+        let at = (b % CHUNK_BLOCKS) as usize * COUNTER_BLOCK_BYTES;
+        Ok(counters[at..at + COUNTER_BLOCK_BYTES].into())
+    }
+
+    /// Applies `ops` in memory (bits, dirty map, materialized blocks, buffer),
+    /// or refuses them all, changing nothing, if a remove finds a zero counter.
+    /// Three phases: load the absolute counters the batch must work on,
+    /// check and apply the batch to those copies, then commit to memory
+    /// (nothing fails after the check).
+    fn stage(&self, w: &mut Writer, ops: &[LogOp]) -> Result<(), StoreError> {
+        let mut scratch = self.load_scratch(w, ops)?;
+        if !scratch.is_empty() {
+            self.check_in_scratch(&mut scratch, ops)?;
+        }
+        self.commit_staged(w, ops, scratch);
+        Ok(())
+    }
+
+    /// The absolute counters of the blocks this batch must work on: those of
+    /// its removes (read from disk after folding the log if one is dirty),
+    /// and the materialized blocks its inserts touch (kept exact).
+    fn load_scratch(&self, w: &mut Writer, ops: &[LogOp]) -> Result<Scratch, StoreError> {
+        let p = &self.params;
+        let mut scratch = Scratch::new();
+        if ops.iter().any(|o| !o.insert) {
+            let mut needs_fold = false;
+            for op in ops.iter().filter(|o| !o.insert) {
+                for_each_block(p, op, |b| needs_fold |= w.is_dirty(b));
+            }
+            if needs_fold {
+                self.fold(w)?;
+            }
+            let mut chunks = HashMap::new();
+            for op in ops.iter().filter(|o| !o.insert) {
+                let mut err = None;
+                for_each_block(p, op, |b| {
+                    if err.is_some() || scratch.contains_key(&b) {
+                        return;
+                    }
+                    let block = match w.materialized.get(&b) {
+                        Some(c) => Ok(c.clone()),
+                        None => self.read_block(b, &mut chunks),
+                    };
+                    match block {
+                        Ok(c) => {
+                            scratch.insert(b, c);
+                        }
+                        Err(e) => err = Some(e),
+                    }
+                });
+                if let Some(e) = err {
+                    return Err(e);
+                }
+            }
+        }
+        if !w.materialized.is_empty() {
+            for op in ops.iter().filter(|o| o.insert) {
+                for_each_block(p, op, |b| {
+                    if let (std::collections::hash_map::Entry::Vacant(slot), Some(c)) =
+                        (scratch.entry(b), w.materialized.get(&b))
+                    {
+                        slot.insert(c.clone());
+                    }
+                });
+            }
+        }
+        Ok(scratch)
+    }
+
+    /// Applies `ops` in order to the counters in `scratch`; refuses the batch
+    /// at the first remove that finds a zero counter (every block of a
+    /// remove is in `scratch`).
+    fn check_in_scratch(&self, scratch: &mut Scratch, ops: &[LogOp]) -> Result<(), StoreError> {
+        let p = &self.params;
+        for (index, op) in ops.iter().enumerate() {
+            let pos = positions(p.layout(), p.m(), p.k(), op.hash);
+            if !op.insert {
+                let present = pos.as_slice().iter().all(|&q| {
+                    scratch
+                        .get(&(q / BLOCK_BITS))
+                        .is_some_and(|c| nibble::get(c, (q % BLOCK_BITS) as usize) > 0)
+                });
+                if !present {
+                    return Err(StoreError::NotPresent {
+                        table: self.meta.name.clone(),
+                        index: Some(index),
+                    });
+                }
+            }
+            for &q in pos.as_slice() {
+                if let Some(c) = scratch.get_mut(&(q / BLOCK_BITS)) {
+                    if op.insert {
+                        nibble::inc(c, (q % BLOCK_BITS) as usize);
+                    } else {
+                        nibble::dec(c, (q % BLOCK_BITS) as usize);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits a checked batch to memory: buffer, journal, bits, dirty map,
+    /// materialized blocks (from `scratch`) and the live count.
+    fn commit_staged(&self, w: &mut Writer, ops: &[LogOp], scratch: Scratch) {
+        let p = &self.params;
+        w.buffer.extend_from_slice(ops);
+        w.journal.record(ops);
+        let mut delta = 0i64;
+        for op in ops {
+            if !op.insert {
+                delta -= 1;
+                continue;
+            }
+            delta += 1;
+            if scratch.is_empty() {
+                for_each_block(p, op, |b| w.set_dirty(b));
+                self.bits.insert_hash(op.hash);
+            } else {
+                for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                    let b = q / BLOCK_BITS;
+                    if !scratch.contains_key(&b) {
+                        w.set_dirty(b);
+                        self.bits.set_bit(q);
+                    }
+                }
+            }
+        }
+        for (b, c) in scratch {
+            store_block_words(&self.bits, b, &c);
+            w.materialized.insert(b, c);
+        }
+        w.live += delta;
+        self.live.store(w.live, Ordering::Relaxed);
+    }
+
+    /// Writes the buffer as one log record (not flushed).
+    fn write_buffer(&self, w: &mut Writer) -> Result<(), StoreError> {
+        if w.buffer.is_empty() {
+            return Ok(());
+        }
+        let record = wal::encode(&w.buffer);
+        self.tree
+            .insert(wal::log_key(w.next_seq), record)
+            .map_err(sled_err("writing the log"))?;
+        w.next_seq += 1;
+        w.log_ops += w.buffer.len() as u64;
+        w.buffer.clear();
+        self.pending.store(w.log_ops, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Folds the buffer and the log into the counter chunks; afterwards every
+    /// block is clean.
+    pub(crate) fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
+        self.write_buffer(w)?;
+        if w.log_ops > 0 {
+            let mut state = GenerationState {
+                live_keys: w.folded_live,
+                next_seq: w.next_seq,
+            };
+            let result = fold_log(
+                &self.tree,
+                &self.params,
+                &self.meta.name,
+                &mut state,
+                &mut w.saturated,
+            );
+            // Passes that completed before an error are on disk: keep the
+            // state they wrote. (The dirty map and log count stay as they
+            // were; they are conservative until the next successful fold.)
+            w.folded_live = state.live_keys;
+            result?;
+            w.log_ops = 0;
+            self.pending.store(0, Ordering::Relaxed);
+            w.dirty.fill(0);
+        }
+        w.materialized.clear();
+        Ok(())
+    }
+
+    /// Applies `ops`; `Ok(false)`, having done nothing, when this generation
+    /// was retired by a regeneration (the caller retries on the new one).
+    pub(super) fn apply_ops(
+        &self,
+        ops: &[LogOp],
+        durability: Durability,
+    ) -> Result<bool, StoreError> {
+        {
+            let mut w = self.writer.lock();
+            if self.retired.load(Ordering::Acquire) {
+                return Ok(false);
+            }
+            self.check_live()?;
+            if !ops.is_empty() {
+                // A batch never straddles two log records: write what is
+                // buffered first if this batch would overflow it.
+                if w.buffer.len() + ops.len() > self.config.buffer_ops {
+                    self.write_buffer(&mut w)?;
+                }
+                self.stage(&mut w, ops)?;
+            }
+            if durability == Durability::Durable || w.buffer.len() >= self.config.buffer_ops {
+                self.write_buffer(&mut w)?;
+            }
+            if w.log_ops >= self.config.fold_threshold_ops(&self.params)
+                || w.materialized.len() > self.config.materialized_blocks
+            {
+                self.fold(&mut w)?;
+            }
+        }
+        if durability == Durability::Durable {
+            self.db.flush().map_err(sled_err("flushing"))?;
+        }
+        Ok(true)
+    }
+
+    /// Writes the buffer to sled (without flushing); used by the store-wide flush.
+    pub(crate) fn write_pending(&self) -> Result<(), StoreError> {
+        let mut w = self.writer.lock();
+        if self.dropped.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.write_buffer(&mut w)
+    }
+}
