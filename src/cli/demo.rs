@@ -9,7 +9,7 @@ use filterstore::{build_message, decode_message, MessageTarget};
 use filterstore::{probe, Refiner};
 use filterstore::{BitFilter, BloomRead, HashSpec, Layout};
 use filterstore::{Change, Guard, SledDiffStorage};
-use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+use filterstore::{Durability, FilterStore, Table, TableSpec, WriteBatch};
 use std::error::Error;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -129,6 +129,27 @@ fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         "orders",
         TableSpec::new(100_000, 0.001).layout(Layout::Standard),
     )?;
+    fill_tables(&customers, &orders)?;
+    print_tables(&[&customers, &orders])?;
+    let probes: Vec<Vec<u8>> = (200_000..300_000u64).map(customer).collect();
+    let fp = customers
+        .contains_many(&probes)
+        .iter()
+        .filter(|b| **b)
+        .count();
+    let gone = (0..10_000u64)
+        .filter(|i| orders.contains(format!("order:{i:08}").as_bytes()))
+        .count();
+    println!(
+        "   100,000 absent customers: {fp} answered \"maybe\" ({:.2}%); removed orders still answering \"maybe\": {gone} of 10,000 (false positives, never negatives)\n",
+        fp as f64 / 1000.0
+    );
+    Ok(())
+}
+
+/// Section 2's writes: 200,000 customers in durable batches of 1,000;
+/// 50,000 orders, 10,000 of them removed again.
+fn fill_tables(customers: &Table, orders: &Table) -> Result<(), Box<dyn Error>> {
     let t = Instant::now();
     let mut batch = WriteBatch::new();
     for chunk in (0..200_000u64).collect::<Vec<_>>().chunks(1000) {
@@ -154,11 +175,16 @@ fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     }
     orders.apply(&removed, Durability::Durable)?;
     println!("   inserted 50,000 orders and removed 10,000 of them (a remove of a key never inserted is refused)");
+    Ok(())
+}
+
+/// Section 2's table of parameters and estimated rates.
+fn print_tables(tables: &[&Table]) -> Result<(), Box<dyn Error>> {
     println!(
         "   {:<10} {:>9} {:>10} {:>3} {:>10} {:>11} {:>12}",
         "table", "layout", "m (bits)", "k", "live keys", "target FP", "estimated FP"
     );
-    for t in [&customers, &orders] {
+    for t in tables {
         let s = t.stats()?;
         println!(
             "   {:<10} {:>9} {:>10} {:>3} {:>10} {:>10.3}% {:>11.4}%",
@@ -171,19 +197,6 @@ fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
             s.estimated_fp * 100.0
         );
     }
-    let probes: Vec<Vec<u8>> = (200_000..300_000u64).map(customer).collect();
-    let fp = customers
-        .contains_many(&probes)
-        .iter()
-        .filter(|b| **b)
-        .count();
-    let gone = (0..10_000u64)
-        .filter(|i| orders.contains(format!("order:{i:08}").as_bytes()))
-        .count();
-    println!(
-        "   100,000 absent customers: {fp} answered \"maybe\" ({:.2}%); removed orders still answering \"maybe\": {gone} of 10,000 (false positives, never negatives)\n",
-        fp as f64 / 1000.0
-    );
     Ok(())
 }
 
@@ -382,13 +395,14 @@ fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>>
 }
 
 /// Section 5: drift detection and online regeneration.
-fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
-    println!("5. Drift and regeneration: a table sized for 20,000 keys receives 8x that");
-    if store.list_tables()?.iter().any(|m| m == "events") {
-        store.drop_table("events")?;
-    }
-    let table = store.create_table("events", TableSpec::new(20_000, 0.01))?;
-    let event = |i: u64| format!("event:{i:08}").into_bytes();
+/// Keys of the demo's events table.
+fn event(i: u64) -> Vec<u8> {
+    format!("event:{i:08}").into_bytes()
+}
+
+/// Section 5's overload: 160,000 inserts into a table sized for 20,000
+/// keys, then 100,000 of them removed (60,000 live).
+fn overload(table: &Table) -> Result<(), Box<dyn Error>> {
     let mut batch = WriteBatch::new();
     for i in 0..160_000u64 {
         batch.insert(&event(i));
@@ -399,6 +413,16 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         gone.remove(&event(i));
     }
     table.apply(&gone, Durability::Durable)?;
+    Ok(())
+}
+
+fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
+    println!("5. Drift and regeneration: a table sized for 20,000 keys receives 8x that");
+    if store.list_tables()?.iter().any(|m| m == "events") {
+        store.drop_table("events")?;
+    }
+    let table = store.create_table("events", TableSpec::new(20_000, 0.01))?;
+    overload(&table)?;
     let measure = |t: &filterstore::Table| {
         let probes: Vec<Vec<u8>> = (1_000_000..1_100_000u64).map(event).collect();
         t.contains_many(&probes).iter().filter(|b| **b).count() as f64 / 100_000.0

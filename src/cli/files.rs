@@ -50,39 +50,52 @@ pub fn export(
         // The export folds the log first, so the counters are complete.
         (t.export(ExportKind::Counting)?, "counting filter")
     } else if opts.compressed {
-        match opts.keys {
-            Some(file) => {
-                // The table's own filter is sized for lookups (about half its
-                // bits set) and does not compress; a filter built for
-                // transmission from the keys is 20-40% smaller at equal FP
-                // (see `exchange::optimize`).
-                let keys = read_all_keys(file)?;
-                let target = match opts.budget {
-                    Some(b) => MessageTarget::Budget(b),
-                    None => MessageTarget::Fp(t.target_fp()),
-                };
-                let (msg, _) = build_message(&keys, target, HashSpec::random(), 1)?;
-                (msg, "exchange message built from the keys")
-            }
-            None => {
-                let msg = encode_message(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
-                if let Some(b) = opts.budget {
-                    if msg.len() as u64 > b {
-                        return Err(Failure(format!(
-                            "the table's filter encodes to {} bytes, over the budget of {b}; pass --keys FILE (the table's keys) to build a smaller filter sized for transmission",
-                            msg.len()
-                        )));
-                    }
-                }
-                (msg, "exchange message of the table's filter")
-            }
-        }
+        export_message(&t, opts)?
     } else {
         (t.export(ExportKind::Bits)?, "bit filter")
     };
+    write_output(output, &bytes, what, table, out)
+}
+
+/// The exchange message `export --compressed` writes, and what it is.
+fn export_message(
+    t: &filterstore::Table,
+    opts: &ExportOptions<'_>,
+) -> Result<(Vec<u8>, &'static str), Failure> {
+    let Some(file) = opts.keys else {
+        let msg = encode_message(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
+        if let Some(b) = opts.budget.filter(|&b| msg.len() as u64 > b) {
+            return Err(Failure(format!(
+                "the table's filter encodes to {} bytes, over the budget of {b}; pass --keys FILE (the table's keys) to build a smaller filter sized for transmission",
+                msg.len()
+            )));
+        }
+        return Ok((msg, "exchange message of the table's filter"));
+    };
+    // The table's own filter is sized for lookups (about half its bits set)
+    // and does not compress; a filter built for transmission from the keys
+    // is 20-40% smaller at equal FP (see `plan_for_fp`).
+    let keys = read_all_keys(file)?;
+    let target = match opts.budget {
+        Some(b) => MessageTarget::Budget(b),
+        None => MessageTarget::Fp(t.target_fp()),
+    };
+    let (msg, _) = build_message(&keys, target, HashSpec::random(), 1)?;
+    Ok((msg, "exchange message built from the keys"))
+}
+
+/// Writes an export to `output` atomically, or to standard output unless it
+/// is a terminal.
+fn write_output(
+    output: Option<&Path>,
+    bytes: &[u8],
+    what: &str,
+    table: &str,
+    out: &mut Out,
+) -> Outcome {
     match output {
         Some(path) if path != Path::new("-") => {
-            write_atomically(path, &bytes)?;
+            write_atomically(path, bytes)?;
             // stdout stays free for the data when no file is named.
             eprintln!(
                 "filterstore: wrote the {what} of {table} to {} ({} bytes)",
@@ -98,7 +111,7 @@ pub fn export(
                     "the {what} is binary: write it to a file with -o FILE, or redirect standard output"
                 )));
             }
-            out.bytes(&bytes)
+            out.bytes(bytes)
         }
     }
 }

@@ -296,13 +296,33 @@ fn one_line(rendered: &str) -> String {
 }
 
 fn run(cli: Cli) -> Outcome {
+    let dir = match (&cli.command, cli.db) {
+        (Command::Demo | Command::DemoChild | Command::Plot { .. }, db) => {
+            return run_tool(cli.command, db)
+        }
+        (_, db) => db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB)),
+    };
+    let mut out = Out::stdout();
     match cli.command {
-        Command::Demo => return demo::run(cli.db).map_err(|e| Failure(e.to_string())),
+        cmd @ (Command::Inspect { .. } | Command::Probe { .. } | Command::Estimate { .. }) => {
+            run_file_command(cmd, &mut out)?
+        }
+        cmd @ (Command::Export { .. } | Command::Import { .. }) => {
+            run_transfer_command(&dir, cmd, &mut out)?
+        }
+        cmd => run_table_command(&dir, cmd, &mut out)?,
+    }
+    out.finish()
+}
+
+/// `demo`, its crash child and `plot`: commands that do not open `--db` the
+/// usual way and print as they go.
+fn run_tool(command: Command, db: Option<PathBuf>) -> Outcome {
+    match command {
+        Command::Demo => demo::run(db).map_err(|e| Failure(e.to_string())),
         Command::DemoChild => {
-            let dir = cli
-                .db
-                .ok_or_else(|| Failure("demo-child needs --db".into()))?;
-            return demo::crash_child(&dir).map_err(|e| Failure(e.to_string()));
+            let dir = db.ok_or_else(|| Failure("demo-child needs --db".into()))?;
+            demo::crash_child(&dir).map_err(|e| Failure(e.to_string()))
         }
         Command::Plot {
             output,
@@ -313,39 +333,38 @@ fn run(cli: Cli) -> Outcome {
             std::fs::write(&output, plot::render_svg(&curves, keys, probes))
                 .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
             println!("wrote {}", output.display());
-            return Ok(());
+            Ok(())
         }
-        _ => {}
+        _ => Ok(()),
     }
-    let dir = cli.db.unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
-    let mut out = Out::stdout();
-    let result = match cli.command {
-        Command::Create {
-            table,
-            expected,
-            fp,
-            layout,
-            seed,
-        } => create(&dir, &table, expected, fp, layout.into(), seed, &mut out),
-        Command::Insert { table, file } => insert(&dir, &table, file.as_deref(), &mut out),
-        Command::Remove { table, file } => remove(&dir, &table, file.as_deref(), &mut out),
-        Command::Query { table, file, count } => {
-            query(&dir, &table, file.as_deref(), count, &mut out)
-        }
-        Command::Stats { table, json } => {
-            output::stats(&open_existing(&dir)?, table, json, &mut out)
-        }
-        Command::List => {
-            for name in open_existing(&dir)?.list_tables()? {
-                out.line(&name)?;
-            }
-            Ok(())
-        }
-        Command::Drop { table } => {
-            open_existing(&dir)?.drop_table(&table)?;
-            out.line(&format!("dropped table {table}"))?;
-            Ok(())
-        }
+}
+
+/// `inspect`, `probe` and `estimate`: files only, no database.
+fn run_file_command(command: Command, out: &mut Out) -> Outcome {
+    match command {
+        Command::Inspect {
+            file,
+            json,
+            max_filter_mib,
+        } => files::inspect(&file, json, mib_to_bits(max_filter_mib), out),
+        Command::Probe {
+            filter,
+            keys,
+            max_filter_mib,
+        } => files::probe(&filter, keys.as_deref(), mib_to_bits(max_filter_mib), out),
+        Command::Estimate {
+            file_a,
+            file_b,
+            json,
+            max_filter_mib,
+        } => files::estimate(&file_a, &file_b, json, mib_to_bits(max_filter_mib), out),
+        _ => Ok(()),
+    }
+}
+
+/// `export` and `import`: between a table and a file.
+fn run_transfer_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
+    match command {
         Command::Export {
             table,
             output,
@@ -360,48 +379,46 @@ fn run(cli: Cli) -> Outcome {
                 budget,
                 keys: keys.as_deref(),
             };
-            files::export(&dir, &table, output.as_deref(), &opts, &mut out)
+            files::export(dir, &table, output.as_deref(), &opts, out)
         }
-        Command::Import { table, file } => files::import(&dir, &table, &file, &mut out),
-        Command::Inspect {
-            file,
-            json,
-            max_filter_mib,
-        } => files::inspect(&file, json, mib_to_bits(max_filter_mib), &mut out),
-        Command::Probe {
-            filter,
-            keys,
-            max_filter_mib,
-        } => files::probe(
-            &filter,
-            keys.as_deref(),
-            mib_to_bits(max_filter_mib),
-            &mut out,
-        ),
-        Command::Estimate {
-            file_a,
-            file_b,
-            json,
-            max_filter_mib,
-        } => files::estimate(
-            &file_a,
-            &file_b,
-            json,
-            mib_to_bits(max_filter_mib),
-            &mut out,
-        ),
-        Command::Demo | Command::DemoChild | Command::Plot { .. } => Ok(()),
+        Command::Import { table, file } => files::import(dir, &table, &file, out),
+        _ => Ok(()),
+    }
+}
+
+/// The commands on the tables of the database in `dir`.
+fn run_table_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
+    match command {
+        Command::Create {
+            table,
+            expected,
+            fp,
+            layout,
+            seed,
+        } => create(dir, &table, expected, fp, layout.into(), seed, out),
+        Command::Insert { table, file } => insert(dir, &table, file.as_deref(), out),
+        Command::Remove { table, file } => remove(dir, &table, file.as_deref(), out),
+        Command::Query { table, file, count } => query(dir, &table, file.as_deref(), count, out),
+        Command::Stats { table, json } => output::stats(&open_existing(dir)?, table, json, out),
+        Command::List => open_existing(dir)?
+            .list_tables()?
+            .iter()
+            .try_for_each(|name| out.line(name)),
+        Command::Drop { table } => {
+            open_existing(dir)?.drop_table(&table)?;
+            out.line(&format!("dropped table {table}"))
+        }
         Command::Regenerate {
             table,
             file,
             headroom,
-        } => regenerate(&dir, &table, &file, headroom, &mut out),
+        } => regenerate(dir, &table, &file, headroom, out),
         Command::Set {
             table,
             fp,
             expected,
         } => {
-            let t = open_existing(&dir)?.open_table(&table)?;
+            let t = open_existing(dir)?.open_table(&table)?;
             t.set_params(expected, fp)?;
             out.line(&format!(
                 "table {table}: target fp {}, expected {} keys; marked for regeneration",
@@ -409,9 +426,8 @@ fn run(cli: Cli) -> Outcome {
                 t.expected_keys()
             ))
         }
-    };
-    result?;
-    out.finish()
+        _ => Ok(()),
+    }
 }
 
 /// Opens a store that must already exist (only `create` makes a new one, so

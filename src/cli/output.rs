@@ -112,41 +112,54 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
     if all.is_empty() {
         return out.line("no tables");
     }
-    let header = [
-        "name",
-        "layout",
-        "m_bits",
-        "k",
-        "live_keys",
-        "expected",
-        "target_fp",
-        "est_fp",
-        "saturated",
-        "gen",
-        "memory",
-        "regenerate",
-    ];
-    let rows: Vec<[String; 12]> = all
-        .iter()
-        .map(|row| {
-            let s = &row.stats;
-            [
-                s.name.clone(),
-                s.layout.name().to_string(),
-                s.m_bits.to_string(),
-                s.k.to_string(),
-                s.live_keys.to_string(),
-                s.expected_keys.to_string(),
-                format!("{:.4}%", 100.0 * s.target_fp),
-                format!("{:.4}%", 100.0 * s.estimated_fp),
-                s.saturated_counters.to_string(),
-                s.generation.to_string(),
-                format!("{} KiB", s.bit_bytes.div_ceil(1024)),
-                if row.needs_regeneration { "yes" } else { "no" }.to_string(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
+    print_table(&all, out)?;
+    for row in &all {
+        if let Some(reason) = &row.reason {
+            out.line(&format!("{}: needs regeneration: {reason}", row.stats.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The columns of `stats` without `--json`.
+const STATS_HEADER: [&str; 12] = [
+    "name",
+    "layout",
+    "m_bits",
+    "k",
+    "live_keys",
+    "expected",
+    "target_fp",
+    "est_fp",
+    "saturated",
+    "gen",
+    "memory",
+    "regenerate",
+];
+
+/// One row of `stats` without `--json`.
+fn stats_cells(row: &StatsRow) -> [String; 12] {
+    let s = &row.stats;
+    [
+        s.name.clone(),
+        s.layout.name().to_string(),
+        s.m_bits.to_string(),
+        s.k.to_string(),
+        s.live_keys.to_string(),
+        s.expected_keys.to_string(),
+        format!("{:.4}%", 100.0 * s.target_fp),
+        format!("{:.4}%", 100.0 * s.estimated_fp),
+        s.saturated_counters.to_string(),
+        s.generation.to_string(),
+        format!("{} KiB", s.bit_bytes.div_ceil(1024)),
+        if row.needs_regeneration { "yes" } else { "no" }.to_string(),
+    ]
+}
+
+/// Prints the rows as aligned columns: names left-aligned, figures right.
+fn print_table(all: &[StatsRow], out: &mut Out) -> Outcome {
+    let rows: Vec<[String; 12]> = all.iter().map(stats_cells).collect();
+    let mut widths = STATS_HEADER.map(str::len);
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.len());
@@ -167,15 +180,10 @@ pub fn stats(store: &FilterStore, table: Option<String>, json: bool, out: &mut O
             .collect::<Vec<_>>()
             .join("  ")
     };
-    out.line(&fmt_row(&header))?;
+    out.line(&fmt_row(&STATS_HEADER))?;
     for r in &rows {
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
         out.line(&fmt_row(&cells))?;
-    }
-    for row in &all {
-        if let Some(reason) = &row.reason {
-            out.line(&format!("{}: needs regeneration: {reason}", row.stats.name))?;
-        }
     }
     Ok(())
 }

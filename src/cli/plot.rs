@@ -64,117 +64,155 @@ fn key(i: u64, tag: u8) -> [u8; 9] {
     k
 }
 
-/// Renders the curves as an SVG document.
-pub fn render_svg(curves: &[(Layout, Vec<FpPoint>)], n: u64, probes: u64) -> String {
+/// The plot's canvas: size, margins and the two axis mappings.
+struct Canvas {
+    max_x: f64,
+}
+
+impl Canvas {
     const W: f64 = 760.0;
     const H: f64 = 480.0;
     const L: f64 = 70.0;
     const R: f64 = 20.0;
     const T: f64 = 40.0;
     const B: f64 = 60.0;
+    /// Decades of the logarithmic y axis.
+    const LO_EXP: i32 = -6;
+    const HI_EXP: i32 = 0;
+
+    /// x position of `bits_per_key`.
+    fn x(&self, v: f64) -> f64 {
+        Self::L + v / self.max_x * (Self::W - Self::L - Self::R)
+    }
+
+    /// y position of a rate on the logarithmic axis.
+    fn y(&self, v: f64) -> f64 {
+        let e = v.max(10f64.powi(Self::LO_EXP)).log10();
+        Self::T
+            + (Self::HI_EXP as f64 - e) / (Self::HI_EXP - Self::LO_EXP) as f64
+                * (Self::H - Self::T - Self::B)
+    }
+}
+
+/// Renders the curves as an SVG document.
+pub fn render_svg(curves: &[(Layout, Vec<FpPoint>)], n: u64, probes: u64) -> String {
     let max_x = curves
         .iter()
         .flat_map(|(_, p)| p.iter().map(|p| p.bits_per_key))
         .fold(2.0f64, f64::max)
         .ceil();
-    let (lo_exp, hi_exp) = (-6i32, 0i32);
-    let x = |v: f64| L + (v - 0.0) / max_x * (W - L - R);
-    let y = |v: f64| {
-        let e = v.max(10f64.powi(lo_exp)).log10();
-        T + (hi_exp as f64 - e) / (hi_exp - lo_exp) as f64 * (H - T - B)
-    };
+    let c = Canvas { max_x };
     let mut s = String::new();
+    axes(&mut s, &c, n, probes);
+    for (i, (layout, points)) in curves.iter().enumerate() {
+        curve(&mut s, &c, i, *layout, points);
+    }
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+        r##"<text x="{}" y="{:.1}" fill="#555">blocked: {BLOCK_BITS}-bit blocks, Poisson-mixture model; standard: (1-(1-1/m)^kn)^k</text>"##,
+        Canvas::L,
+        Canvas::H - 4.0
     );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The document header, title, grid and axis labels.
+fn axes(s: &mut String, c: &Canvas, n: u64, probes: u64) {
+    let (w, h, l, r, t, b) = (
+        Canvas::W,
+        Canvas::H,
+        Canvas::L,
+        Canvas::R,
+        Canvas::T,
+        Canvas::B,
+    );
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
     let _ = writeln!(
         s,
         r#"<text x="{}" y="22" text-anchor="middle" font-size="15">False-positive rate against bits per key ({n} keys, {probes} absent probes per point)</text>"#,
-        W / 2.0
+        w / 2.0
     );
-    for e in lo_exp..=hi_exp {
-        let yy = y(10f64.powi(e));
+    for e in Canvas::LO_EXP..=Canvas::HI_EXP {
+        let yy = c.y(10f64.powi(e));
         let _ = writeln!(
             s,
-            r##"<line x1="{L}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">1e{e}</text>"##,
-            W - R,
-            L - 6.0,
+            r##"<line x1="{l}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">1e{e}</text>"##,
+            w - r,
+            l - 6.0,
             yy + 4.0
         );
     }
     let mut tick = 0.0;
-    while tick <= max_x {
-        let xx = x(tick);
+    while tick <= c.max_x {
+        let xx = c.x(tick);
         let _ = writeln!(
             s,
-            r##"<line x1="{xx:.1}" y1="{T}" x2="{xx:.1}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{tick}</text>"##,
-            H - B,
-            H - B + 16.0
+            r##"<line x1="{xx:.1}" y1="{t}" x2="{xx:.1}" y2="{:.1}" stroke="#eee"/><text x="{xx:.1}" y="{:.1}" text-anchor="middle">{tick}</text>"##,
+            h - b,
+            h - b + 16.0
         );
         tick += 4.0;
     }
     let _ = writeln!(
         s,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">bits per key (m/n), k chosen by the PlanetP rule</text>"#,
-        (L + W - R) / 2.0,
-        H - 18.0
+        (l + w - r) / 2.0,
+        h - 18.0
     );
     let _ = writeln!(
         s,
         r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">false-positive rate (log scale)</text>"#,
-        (T + H - B) / 2.0
+        (t + h - b) / 2.0
     );
-    for (i, (layout, points)) in curves.iter().enumerate() {
-        let color = if i == 0 { "#1f77b4" } else { "#d62728" };
-        let path: Vec<String> = points
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", x(p.bits_per_key), y(p.theory)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            path.join(" ")
-        );
-        for p in points {
-            if let Some(m) = p.measured {
-                let _ = writeln!(
-                    s,
-                    r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="none" stroke="{color}" stroke-width="1.5"><title>{layout} {:.2} bits/key k={}: measured {m:.3e}, theory {:.3e}</title></circle>"#,
-                    x(p.bits_per_key),
-                    y(m),
-                    p.bits_per_key,
-                    p.k,
-                    p.theory
-                );
-            }
-        }
-        let ly = T + 20.0 + 36.0 * i as f64;
-        let lx = W - R - 250.0;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{layout}: model (line)</text>"#,
-            lx + 24.0,
-            lx + 30.0,
-            ly + 4.0
-        );
-        let _ = writeln!(
-            s,
-            r#"<circle cx="{}" cy="{}" r="3.5" fill="none" stroke="{color}" stroke-width="1.5"/><text x="{}" y="{}">{layout}: measured (circles)</text>"#,
-            lx + 12.0,
-            ly + 16.0,
-            lx + 30.0,
-            ly + 20.0
-        );
-    }
+}
+
+/// One layout's model line, measured points and legend entry.
+fn curve(s: &mut String, c: &Canvas, i: usize, layout: Layout, points: &[FpPoint]) {
+    let color = if i == 0 { "#1f77b4" } else { "#d62728" };
+    let path: Vec<String> = points
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", c.x(p.bits_per_key), c.y(p.theory)))
+        .collect();
     let _ = writeln!(
         s,
-        r##"<text x="{L}" y="{:.1}" fill="#555">blocked: {BLOCK_BITS}-bit blocks, Poisson-mixture model; standard: (1-(1-1/m)^kn)^k</text>"##,
-        H - 4.0
+        r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+        path.join(" ")
     );
-    s.push_str("</svg>\n");
-    s
+    for p in points {
+        if let Some(m) = p.measured {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="none" stroke="{color}" stroke-width="1.5"><title>{layout} {:.2} bits/key k={}: measured {m:.3e}, theory {:.3e}</title></circle>"#,
+                c.x(p.bits_per_key),
+                c.y(m),
+                p.bits_per_key,
+                p.k,
+                p.theory
+            );
+        }
+    }
+    let ly = Canvas::T + 20.0 + 36.0 * i as f64;
+    let lx = Canvas::W - Canvas::R - 250.0;
+    let _ = writeln!(
+        s,
+        r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{layout}: model (line)</text>"#,
+        lx + 24.0,
+        lx + 30.0,
+        ly + 4.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<circle cx="{}" cy="{}" r="3.5" fill="none" stroke="{color}" stroke-width="1.5"/><text x="{}" y="{}">{layout}: measured (circles)</text>"#,
+        lx + 12.0,
+        ly + 16.0,
+        lx + 30.0,
+        ly + 20.0
+    );
 }
 
 #[cfg(test)]
