@@ -297,3 +297,31 @@ fn keys_with_tabs_and_backslashes_are_escaped_in_query_output() {
     // Every line splits into exactly two fields at its TAB.
     assert!(lines.iter().all(|l| l.split('\t').count() == 2), "{out}");
 }
+
+#[test]
+fn an_absurd_table_is_refused_before_allocating_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&run(&db, &["create", "keep", "--expected", "100"], b""));
+    // 5·10^10 keys at 1%: a 62 GB bit filter, over a quarter of any machine
+    // with less than 248 GB of memory.
+    let err = fails(&run(
+        &db,
+        &["create", "e", "--expected", "50000000000"],
+        b"",
+    ));
+    assert!(err.contains("--allow-large"), "{err}");
+    // With the limit lifted but 4 GB of address space, the 4.9 GB filter
+    // cannot be allocated: the create fails and leaves no table behind.
+    let script = format!(
+        "ulimit -v 4000000; \"{}\" --db \"{}\" create e --expected 4000000000 --allow-large",
+        env!("CARGO_BIN_EXE_filterstore"),
+        db.display()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let err = fails(&run_command(cmd, b""));
+    assert!(err.contains("not enough memory"), "{err}");
+    assert_eq!(ok(&run(&db, &["list"], b"")), "keep\n");
+    ok(&run(&db, &["create", "e", "--expected", "1000"], b""));
+}

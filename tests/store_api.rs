@@ -136,6 +136,41 @@ fn names_and_parameters_are_validated() {
 }
 
 #[test]
+fn a_table_over_the_memory_limit_is_refused_before_anything_is_written() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        // 10,000 keys at 1%: a 12,416-byte bit filter, over a 10,000-byte limit.
+        let cfg = StoreConfig::default().max_filter_bytes(Some(10_000));
+        let store = FilterStore::open_with(dir.path(), cfg).unwrap();
+        match store.create_table("big", TableSpec::new(10_000, 0.01)) {
+            Err(StoreError::TooLarge { bytes, limit, .. }) => {
+                assert!(bytes > limit && limit == 10_000, "{bytes} {limit}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let small = store
+            .create_table("small", TableSpec::new(1_000, 0.01))
+            .unwrap();
+        small.insert(b"k").unwrap();
+        // An import of a filter over the limit is refused the same way.
+        let other = tempfile::tempdir().unwrap();
+        let big = FilterStore::open(other.path())
+            .unwrap()
+            .create_table("big", TableSpec::new(10_000, 0.01))
+            .unwrap();
+        let file = big.export(filterstore::ExportKind::Counting).unwrap();
+        assert!(matches!(
+            store.import("big", &file),
+            Err(StoreError::TooLarge { .. })
+        ));
+        assert_eq!(names(&store), ["small"]);
+        drop((store, small));
+        let store = common::reopen(dir.path(), "after refused creates");
+        assert_eq!(names(&store), ["small"], "nothing was left behind");
+    })
+}
+
+#[test]
 fn durable_writes_survive_reopen_and_stats_are_exact() {
     common::with_timeout(common::TEST_LIMIT, || {
         let dir = tempfile::tempdir().unwrap();

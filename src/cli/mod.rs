@@ -10,7 +10,9 @@ mod plot;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use filterstore::Layout;
-use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};
+use filterstore::{
+    Durability, FilterStore, RegenOptions, StoreConfig, StoreError, TableSpec, WriteBatch,
+};
 use keys::KeyReader;
 use output::Out;
 use std::path::{Path, PathBuf};
@@ -76,6 +78,9 @@ enum Command {
         /// Hash seed (random by default).
         #[arg(long)]
         seed: Option<u64>,
+        /// Allow a bit filter larger than a quarter of this machine's memory.
+        #[arg(long)]
+        allow_large: bool,
     },
     /// Insert keys, one per line; exit status 0 means every key is durable.
     Insert {
@@ -241,6 +246,9 @@ impl<E: std::fmt::Display + 'static> From<E> for Failure {
 fn cli_hint(e: &StoreError) -> Option<String> {
     match e {
         StoreError::NoSuchTable(_) => Some(format!("{e}; list the tables with `filterstore list`")),
+        StoreError::TooLarge { table, bytes, limit } => Some(format!(
+            "the bit filter of table {table:?} would take {bytes} bytes, over the limit of {limit} bytes (a quarter of this machine's memory); size it for fewer keys or a higher --fp, or pass --allow-large"
+        )),
         StoreError::Corrupt { what, source } => Some(format!(
             "corrupt {what}: {source}; rebuild the table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup"
         )),
@@ -395,7 +403,14 @@ fn run_table_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
             fp,
             layout,
             seed,
-        } => create(dir, &table, expected, fp, layout.into(), seed, out),
+            allow_large,
+        } => {
+            let mut spec = TableSpec::new(expected, fp).layout(layout.into());
+            if let Some(s) = seed {
+                spec = spec.seed(s);
+            }
+            create(dir, &table, spec, allow_large, out)
+        }
         Command::Insert { table, file } => insert(dir, &table, file.as_deref(), out),
         Command::Remove { table, file } => remove(dir, &table, file.as_deref(), out),
         Command::Query { table, file, count } => query(dir, &table, file.as_deref(), count, out),
@@ -442,20 +457,12 @@ fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {
     Ok(FilterStore::open(dir)?)
 }
 
-fn create(
-    dir: &Path,
-    table: &str,
-    expected: u64,
-    fp: f64,
-    layout: Layout,
-    seed: Option<u64>,
-    out: &mut Out,
-) -> Outcome {
-    let store = FilterStore::open(dir)?;
-    let mut spec = TableSpec::new(expected, fp).layout(layout);
-    if let Some(s) = seed {
-        spec = spec.seed(s);
+fn create(dir: &Path, table: &str, spec: TableSpec, allow_large: bool, out: &mut Out) -> Outcome {
+    let mut config = StoreConfig::default();
+    if allow_large {
+        config = config.max_filter_bytes(Some(u64::MAX));
     }
+    let store = FilterStore::open_with(dir, config)?;
     let t = store.create_table(table, spec)?;
     let p = t.params();
     out.line(&format!(

@@ -20,6 +20,7 @@ pub struct StoreConfig {
     pub(crate) buffer_ops: usize,
     pub(crate) materialized_blocks: usize,
     pub(crate) flush_every_ms: Option<u64>,
+    pub(crate) max_filter_bytes: Option<u64>,
 }
 
 /// Default sled page-cache size: 64 MiB. sled's own default is 1 GiB, far more
@@ -48,6 +49,21 @@ pub const DEFAULT_BUFFER_OPS: usize = 4096;
 /// between folds: 16,384 (4 MiB).
 pub const DEFAULT_MATERIALIZED_BLOCKS: usize = 16_384;
 
+/// Share of physical memory one table's bit filter may take by default: a
+/// quarter. A larger filter is almost always a mistyped `expected` (10^10 keys at
+/// 1% is a 12 GB filter), and allocating it would push the host into swap or
+/// the out-of-memory killer; a host that means it raises the limit.
+pub const DEFAULT_FILTER_MEMORY_SHARE: f64 = 0.25;
+
+/// The machine's physical memory in bytes (`MemTotal` of `/proc/meminfo`),
+/// where it can be read.
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
@@ -56,6 +72,7 @@ impl Default for StoreConfig {
             buffer_ops: DEFAULT_BUFFER_OPS,
             materialized_blocks: DEFAULT_MATERIALIZED_BLOCKS,
             flush_every_ms: None,
+            max_filter_bytes: None,
         }
     }
 }
@@ -114,6 +131,25 @@ impl StoreConfig {
     pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
         self.flush_every_ms = ms;
         self
+    }
+
+    /// The largest bit filter a new table may have, in bytes: a create or an
+    /// import asking for more is refused with [`StoreError::TooLarge`]
+    /// before anything is allocated or written. `None` (the default) means
+    /// [`DEFAULT_FILTER_MEMORY_SHARE`] of the machine's physical memory (no
+    /// limit where that cannot be read); `Some(u64::MAX)` lifts the limit.
+    ///
+    /// [`StoreError::TooLarge`]: super::StoreError::TooLarge
+    pub fn max_filter_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_filter_bytes = bytes;
+        self
+    }
+
+    /// The limit [`max_filter_bytes`](StoreConfig::max_filter_bytes) sets,
+    /// resolved: `None` when there is none.
+    pub(crate) fn filter_bytes_limit(&self) -> Option<u64> {
+        self.max_filter_bytes
+            .or_else(|| physical_memory().map(|m| (m as f64 * DEFAULT_FILTER_MEMORY_SHARE) as u64))
     }
 
     /// The configured size of sled's page cache, in bytes.

@@ -154,6 +154,18 @@ pub enum StoreError {
         /// single [`Table::remove`](super::Table::remove).
         index: Option<usize>,
     },
+    /// A new table's bit filter would exceed the store's memory limit
+    /// ([`StoreConfig::max_filter_bytes`](super::StoreConfig::max_filter_bytes));
+    /// nothing was allocated or written.
+    #[error("the bit filter of table {table:?} would take {bytes} bytes, over the limit of {limit} bytes for one table (a quarter of the machine's memory unless configured); size the table for fewer keys or a higher rate, or raise StoreConfig::max_filter_bytes")]
+    TooLarge {
+        /// The table.
+        table: String,
+        /// Bytes its bit filter would take.
+        bytes: u64,
+        /// The limit in force.
+        limit: u64,
+    },
     /// The bit filter of a table could not be allocated.
     #[error("not enough memory for the {bytes}-byte bit filter of table {table:?}")]
     OutOfMemory {

@@ -116,6 +116,7 @@ impl FilterStore {
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }
+        self.check_filter_memory(name, &p)?;
         let mut header = self.read_header("importing a table")?;
         let expected_keys = live_keys.max(1);
         let meta = TableMeta::new_table(
@@ -160,7 +161,6 @@ impl FilterStore {
         batch.insert(catalog::table_key(name), meta.encode()?);
         batch.insert(HEADER_KEY, header.encode()?);
         // One flush covers the pages and the catalog.
-        self.commit_catalog(batch)?;
-        self.load_table(&mut self.inner.tables.lock(), meta)
+        self.commit_new_table(batch, meta)
     }
 }

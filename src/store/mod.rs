@@ -530,6 +530,7 @@ impl FilterStore {
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }
+        self.check_filter_memory(name, &params)?;
         let mut header = self.read_header("creating a table")?;
         let meta = TableMeta::new_table(
             header.next_table_id,
@@ -542,8 +543,45 @@ impl FilterStore {
         let mut batch = sled::Batch::default();
         batch.insert(catalog::table_key(name), meta.encode()?);
         batch.insert(HEADER_KEY, header.encode()?);
+        self.commit_new_table(batch, meta)
+    }
+
+    /// Refuses a new table whose bit filter exceeds the configured limit,
+    /// before anything is allocated or written.
+    pub(crate) fn check_filter_memory(
+        &self,
+        name: &str,
+        params: &FilterParams,
+    ) -> Result<(), StoreError> {
+        match self.inner.config.filter_bytes_limit() {
+            Some(limit) if params.bit_bytes() > limit => Err(StoreError::TooLarge {
+                table: name.to_string(),
+                bytes: params.bit_bytes(),
+                limit,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Commits a new table's catalog record (with `batch`) and loads the
+    /// table. If loading fails (its bit filter cannot be allocated), the
+    /// record is removed again, durably: a failed create leaves no table.
+    pub(crate) fn commit_new_table(
+        &self,
+        batch: sled::Batch,
+        meta: TableMeta,
+    ) -> Result<Table, StoreError> {
+        let name = meta.name.clone();
         self.commit_catalog(batch)?;
-        self.load_table(&mut self.inner.tables.lock(), meta)
+        let loaded = self.load_table(&mut self.inner.tables.lock(), meta);
+        if loaded.is_err() {
+            let mut undo = sled::Batch::default();
+            undo.remove(catalog::table_key(&name));
+            // The error that matters is the load's; a failed undo leaves an
+            // empty, valid table that the host can drop.
+            let _ = self.commit_catalog(undo);
+        }
+        loaded
     }
 
     /// Applies `batch` to the catalog and makes it durable.
