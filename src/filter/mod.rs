@@ -5,5 +5,6 @@
 pub mod bloom;
 pub mod counting;
 pub mod drift;
+pub mod geometry;
 pub mod hash;
 pub mod params;
