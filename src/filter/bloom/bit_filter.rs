@@ -8,6 +8,19 @@ use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Bloom filter held in memory, safe to share between threads.
+///
+/// # Examples
+/// ```
+/// use filterstore::{BitFilter, FilterParams, HashSpec, Layout};
+/// let p = FilterParams::for_capacity(1_000, 0.01, Layout::Blocked, HashSpec::xxh3(7))?;
+/// let f = BitFilter::new(p)?;
+/// assert!(f.insert(b"apple"), "new bits were set");
+/// assert!(!f.insert(b"apple"), "the second insert sets nothing");
+/// assert!(f.contains(b"apple"));
+/// assert!(!f.contains(b"pear"));
+/// assert_eq!(f.contains_many(&[&b"pear"[..], b"apple"]), [false, true]);
+/// # Ok::<(), filterstore::ParamError>(())
+/// ```
 pub struct BitFilter {
     pub(super) params: FilterParams,
     /// `num_words()` words starting at `offset`, which is chosen so that they
@@ -158,22 +171,13 @@ impl BitFilter {
 
     /// Sets bit `pos`; returns whether it was clear. `pos < m`.
     #[inline]
-    pub fn set_bit(&self, pos: u64) -> bool {
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    pub(crate) fn set_bit(&self, pos: u64) -> bool {
         let bit = 1u64 << (pos % 64);
         self.atomic_word((pos / 64) as usize)
             .fetch_or(bit, Ordering::Relaxed)
             & bit
             == 0
-    }
-
-    /// Clears bit `pos`. Only the counting layer may call this, after its
-    /// counter for `pos` reached zero: clearing a bit of a live key creates a
-    /// false negative.
-    #[inline]
-    pub fn clear_bit(&self, pos: u64) {
-        let bit = 1u64 << (pos % 64);
-        self.atomic_word((pos / 64) as usize)
-            .fetch_and(!bit, Ordering::Relaxed);
     }
 
     /// Whether bit `pos` is set.
@@ -182,7 +186,7 @@ impl BitFilter {
     }
 
     /// Overwrites word `i` (used when deriving the filter from counters).
-    pub fn store_word(&self, i: usize, w: u64) {
+    pub(crate) fn store_word(&self, i: usize, w: u64) {
         self.atomic_word(i).store(w, Ordering::Relaxed);
     }
 

@@ -7,6 +7,20 @@ use crate::filter::params::{FilterParams, BLOCK_BITS};
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
+///
+/// # Examples
+/// ```
+/// use filterstore::{BitFilter, FilterParams, FilterView, HashSpec, Layout};
+/// let p = FilterParams::for_capacity(1_000, 0.01, Layout::Standard, HashSpec::xxh3(7))?;
+/// let f = BitFilter::new(p)?;
+/// f.insert(b"apple");
+/// let bytes = f.to_le_bytes();
+/// assert_eq!(bytes.len() as u64, p.bit_bytes());
+/// let view = FilterView::new(p, &bytes)?;
+/// assert!(view.contains(b"apple") && !view.contains(b"pear"));
+/// assert!(FilterView::new(p, &bytes[1..]).is_err(), "the length is checked");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct FilterView<'a> {
     params: FilterParams,
