@@ -89,4 +89,5 @@ pub mod __internals {
     pub use crate::codec::meta;
     pub use crate::exchange::entropy;
     pub use crate::filter::hash::map_to_range;
+    pub use crate::filter::simd::{block_has_all, scalar_block_has_all, uses_avx2};
 }

@@ -8,3 +8,5 @@ pub mod drift;
 pub mod geometry;
 pub mod hash;
 pub mod params;
+#[allow(unsafe_code)]
+pub(crate) mod simd;

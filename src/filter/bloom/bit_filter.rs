@@ -1,6 +1,6 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
-use super::probe::{block_of, or_into, prefetch, probe_block, probe_standard};
+use super::probe::{block_of, or_into, prefetch, probe_standard};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, in_block_masks, KeyHash};
@@ -65,9 +65,9 @@ impl BloomRead for BitFilter {
         })
     }
     #[inline(always)]
-    fn block_has_all(&self, block: usize, h2: u64, k: u32) -> bool {
+    fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
         let b = self.block(block);
-        probe_block(h2, k, |w| b[w].load(Ordering::Relaxed))
+        std::array::from_fn(|w| b[w].load(Ordering::Relaxed))
     }
 }
 

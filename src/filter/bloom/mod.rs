@@ -49,6 +49,7 @@
 
 mod batch;
 mod bit_filter;
+mod jobs;
 mod probe;
 mod setops;
 #[cfg(test)]
@@ -62,8 +63,8 @@ pub use view::FilterView;
 use crate::error::FilterError;
 use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
-use batch::{blocked_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
-use probe::{block_of, probe_block, probe_standard};
+use crate::filter::simd;
+use probe::{probe_block, probe_standard};
 
 /// Read access to a filter's bits, shared by the owned [`BitFilter`] and the
 /// borrowed [`FilterView`]: every query and estimator is written once, here.
@@ -77,25 +78,20 @@ pub trait BloomRead {
     fn prefetch_word(&self, _i: usize) {}
 
     /// Whether `key` may be in the set. `false` means definitely absent.
+    ///
+    /// On x86-64 CPUs with AVX2 the blocked layout tests eight probes at a
+    /// time (`filter::simd`); the answer is the same bit for bit.
     #[inline(always)]
     fn contains(&self, key: &[u8]) -> bool {
+        // Hashed here, inlined into the caller (which may know the key's
+        // length); only the probe runs behind the dispatch.
         self.contains_hash(self.params().hash().hash(key))
     }
 
     /// [`BloomRead::contains`] for a key hashed with this filter's [`crate::HashSpec`].
-    ///
-    /// Always inlined: a lookup is ~100 instructions, and a call with its
-    /// register saves adds ~15 more. Out-of-order execution overlaps as many
-    /// lookups (and their cache misses) as fit in its window, so on a filter
-    /// larger than the cache fewer instructions per lookup is directly more
-    /// lookups per second.
     #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
-        let p = self.params();
-        match p.layout() {
-            Layout::Standard => self.standard_has_all(h),
-            Layout::Blocked => self.block_has_all(block_of(p, h), h.h2, p.k()),
-        }
+        simd::dispatch(jobs::ContainsHash { f: self, h })
     }
 
     /// Whether the `k` standard-layout positions of `h` are all set. The
@@ -107,14 +103,22 @@ pub trait BloomRead {
         probe_standard(h, p.m(), p.k(), |i| self.word(i))
     }
 
+    /// The eight words of block `block` (`< params().num_blocks()`), read
+    /// one by one (relaxed loads for a shared filter). The default reads
+    /// through [`BloomRead::word`]; implementors override it to check the
+    /// block's bounds once.
+    #[inline]
+    fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
+        let base = block * WORDS_PER_BLOCK;
+        std::array::from_fn(|w| self.word(base + w))
+    }
+
     /// Whether the `k` in-block positions of `h2` are all set in block
-    /// `block` (`< params().num_blocks()`). The default reads through
-    /// [`BloomRead::word`]; implementors override it to check the block's
-    /// bounds once per lookup instead of once per probe.
+    /// `block` (`< params().num_blocks()`): the scalar probe, the reference
+    /// the SIMD probe is tested against.
     #[inline]
     fn block_has_all(&self, block: usize, h2: u64, k: u32) -> bool {
-        let base = block * WORDS_PER_BLOCK;
-        probe_block(h2, k, |w| self.word(base + w))
+        probe_block(&self.block_words(block), h2, k)
     }
 
     /// Batched lookup: `out[i] = contains(keys[i])`, the same answers as one
@@ -125,7 +129,7 @@ pub trait BloomRead {
     /// lookup will read are prefetched some keys before it is tested, so the
     /// lines have had that many lookups' time to arrive. A single lookup
     /// cannot do this: out-of-order execution overlaps only as many lookups
-    /// as fit in the reorder buffer, two or three of ours. Filters up to
+    /// as fit in the reorder buffer, two to four of ours. Filters up to
     /// 1 MiB are looked up key by key (they sit in the L2 cache, where the
     /// pipeline only adds work).
     ///
@@ -134,18 +138,7 @@ pub trait BloomRead {
     fn contains_many_into<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut [bool]) {
         assert!(out.len() >= keys.len(), "output slice shorter than keys");
         let out = &mut out[..keys.len()];
-        let p = *self.params();
-        let spec = p.hash();
-        if p.bit_bytes() <= PIPELINE_MIN_BYTES {
-            for (o, key) in out.iter_mut().zip(keys) {
-                *o = self.contains_hash(spec.hash(key.as_ref()));
-            }
-            return;
-        }
-        match p.layout() {
-            Layout::Standard => standard_pipeline(self, keys, out),
-            Layout::Blocked => blocked_pipeline(self, keys, out),
-        }
+        simd::dispatch(jobs::ContainsMany { f: self, keys, out });
     }
 
     /// Batched lookup returning a new vector.

@@ -1,7 +1,7 @@
 //! The probes of one key: which block, which bits, and the prefetch hint.
 
-use crate::filter::hash::{in_block_position, map_to_range, KeyHash, StandardProbes};
-use crate::filter::params::{FilterParams, BLOCK_BITS, MAX_K};
+use crate::filter::hash::{map_to_range, KeyHash, StandardProbes};
+use crate::filter::params::{FilterParams, BLOCK_BITS};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The block of `h` in the blocked layout, whose `m` is a multiple of 512.
@@ -44,26 +44,10 @@ pub(super) fn probe_standard(h: KeyHash, m: u64, k: u32, word: impl Fn(usize) ->
     true
 }
 
-/// Whether the `k` in-block positions of `h2` are all set, `word(w)` being
-/// word `w < 8` of the block.
-///
-/// Branch-free on purpose: at 10 bits per key half the bits are set, so an
-/// early exit would mispredict on about every other absent key (~15 cycles
-/// each) and stop the next lookups' loads from overlapping with this one;
-/// all probes hit the one cache line already being loaded. Each probe is a
-/// multiply, two shifts, a load and an AND, accumulated in a register (the
-/// first version OR-ed the probes into eight masks on the stack and measured
-/// 3x slower: store-to-load forwarding through variable addresses).
-#[inline(always)]
-pub(super) fn probe_block(h2: u64, k: u32, word: impl Fn(usize) -> u64) -> bool {
-    let mut acc = 1u64;
-    // `k ≤ MAX_K` by construction; the min lets the salt lookups go unchecked.
-    for i in 0..(k as usize).min(MAX_K as usize) {
-        let pos = in_block_position(h2, i);
-        acc &= word((pos / 64) as usize) >> (pos % 64);
-    }
-    acc & 1 == 1
-}
+/// Whether the `k` in-block positions of `h2` are all set in the block's
+/// words: the scalar probe (see `filter::simd` for why it is branch-free and
+/// for the AVX2 one).
+pub(super) use crate::filter::simd::scalar_block_has_all as probe_block;
 
 /// Sets the bits of `mask` in `word`; returns whether any was clear. Reads
 /// before writing (see [`BitFilter::insert_hash`]).
@@ -73,19 +57,4 @@ pub(super) fn or_into(word: &AtomicU64, mask: u64) -> bool {
         && word.fetch_or(mask, Ordering::Relaxed) & mask != mask
 }
 
-/// Issues a prefetch of the cache line holding `*p`.
-#[inline(always)]
-pub(super) fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    #[allow(unsafe_code)]
-    // SAFETY: `_mm_prefetch` is a hint: it never faults, reads nothing into the
-    // program and writes nothing; the pointer comes from a live reference. It
-    // is `unsafe` only because it carries `#[target_feature(enable = "sse")]`,
-    // which every x86-64 CPU has. Exercised by every batched-lookup test.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p as *const T as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub(super) use crate::filter::simd::prefetch;

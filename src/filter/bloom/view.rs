@@ -1,9 +1,9 @@
 //! [`FilterView`]: a read-only filter over borrowed bytes.
 
-use super::probe::{prefetch, probe_block};
+use super::probe::prefetch;
 use super::{BitFilter, BloomRead};
 use crate::error::{FilterError, ParamError};
-use crate::filter::params::{FilterParams, BLOCK_BITS};
+use crate::filter::params::{FilterParams, BLOCK_BITS, WORDS_PER_BLOCK};
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
@@ -79,7 +79,7 @@ impl BloomRead for FilterView<'_> {
         }
     }
     #[inline(always)]
-    fn block_has_all(&self, block: usize, h2: u64, k: u32) -> bool {
+    fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
         const BLOCK_BYTES: usize = (BLOCK_BITS / 8) as usize;
         let start = block * BLOCK_BYTES;
         match self
@@ -87,14 +87,15 @@ impl BloomRead for FilterView<'_> {
             .get(start..start + BLOCK_BYTES)
             .and_then(|b| <&[u8; BLOCK_BYTES]>::try_from(b).ok())
         {
-            Some(b) => probe_block(h2, k, |w| {
+            Some(b) => std::array::from_fn(|w| {
                 let mut x = [0u8; 8];
                 x.copy_from_slice(&b[w * 8..w * 8 + 8]);
                 u64::from_le_bytes(x)
             }),
             // Unreachable: `new` checked the length against the parameters.
-            // "Maybe" is the answer that can never be a false negative.
-            None => true,
+            // All ones ("maybe") is the answer that can never be a false
+            // negative.
+            None => [u64::MAX; WORDS_PER_BLOCK],
         }
     }
 }
