@@ -382,8 +382,11 @@ fn build_round(r: &mut Results, round: usize, keys: &Keys) -> Result<(), ParamEr
     Ok(())
 }
 
+/// One figure of one subject.
+type Cell = (Figure, &'static str);
+
 /// The goals of issue 13, as `(row, numerator, denominator)`.
-const RATIOS: [(&str, (Figure, &str), (Figure, &str)); 8] = [
+const RATIOS: [(&str, Cell, Cell); 8] = [
     (
         "lookup_absent_blocked_vs_sbbf",
         (Figure::LookupAbsentNs, "filterstore_blocked"),
