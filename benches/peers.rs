@@ -40,27 +40,32 @@
 
 #[path = "peers/harness.rs"]
 mod harness;
+#[path = "peers/plot.rs"]
+mod plot;
 #[path = "peers/subjects.rs"]
 mod subjects;
 
 use criterion::Criterion;
 use filterstore::{BitFilter, CountingFilter, FilterParams, HashSpec, Layout, ParamError};
-use harness::{env_f64, loadavg, time_once, Bench, Figure, Key, Keys, Results};
+use harness::{env_f64, load1, loadavg, time_once, Bench, Figure, Key, Keys, Results};
 use std::hash::BuildHasher;
-use std::time::Duration;
-use subjects::{hash64, Batched, Counting, Dynamic, Lookup, HASH_SEED};
+use std::time::{Duration, Instant};
+use subjects::{hash64, Batched, Counting, Dynamic, Lookup, SbbfPrefetch, HASH_SEED};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 7] = [
+const BIT_FILTERS: [&str; 10] = [
     "filterstore_standard",
     "filterstore_blocked",
+    "filterstore_blocked_bulk",
+    "filterstore_blocked_many",
     "fastbloom",
     "fastbloom_fasthash",
     "sbbf",
+    "sbbf_prefetch",
     "xorf_bfuse8",
     "bloomfilter",
 ];
@@ -142,7 +147,7 @@ fn bench_lookups(
             |_, seg| f.hits(seg),
             |_, _, _| {},
         );
-        r.add(figure, name, &samples);
+        r.add_round(figure, name, round, &samples);
     }
 }
 
@@ -209,7 +214,7 @@ fn bench_counting<F: Counting>(
     for (what, op, inverse, figure) in updates {
         let id = format!("counting_{what}/{name}");
         let samples = b.per_key(&id, f, &keys.present, SEGMENT, apply(op), undo(inverse));
-        r.add(figure, name, &samples);
+        r.add_round(figure, name, 0, &samples);
     }
     let lookup = b.per_key(
         &format!("counting_lookup/{name}"),
@@ -219,7 +224,7 @@ fn bench_counting<F: Counting>(
         |f, seg| seg.iter().map(|k| f.contains(k) as u64).sum(),
         |_, _, _| {},
     );
-    r.add(Figure::CountingLookupNs, name, &lookup);
+    r.add_round(Figure::CountingLookupNs, name, 0, &lookup);
     let fp = keys.absent.iter().filter(|k| f.contains(k)).count();
     r.add(
         Figure::CountingFp,
@@ -253,6 +258,7 @@ fn counting_filters(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<(), P
 struct Subjects {
     standard: Option<BitFilter>,
     blocked: Option<BitFilter>,
+    sbbf: Option<sbbf_rs_safe::Filter>,
     others: Vec<(&'static str, Box<dyn Lookup>)>,
 }
 
@@ -281,6 +287,14 @@ fn build_all(
         };
     let standard = filterstore(Layout::Standard, "filterstore_standard")?;
     let blocked = filterstore(Layout::Blocked, "filterstore_blocked")?;
+    let mut sbbf = None;
+    if run("sbbf") {
+        let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
+        bench_inserts(b, r, "sbbf", keys, &mut f);
+        accuracy(r, "sbbf", keys, &f);
+        accuracy(r, "sbbf_prefetch", keys, &f);
+        sbbf = Some(f);
+    }
     let mut others: Vec<(&'static str, Box<dyn Lookup>)> = Vec::new();
     let mut dynamic = |name: &'static str, mut f: Box<dyn DynLookup>| {
         f.bench_inserts(b, r, name, keys);
@@ -297,12 +311,6 @@ fn build_all(
             .hasher(foldhash::fast::FixedState::with_seed(HASH_SEED))
             .expected_items(n);
         dynamic("fastbloom_fasthash", Box::new(f));
-    }
-    if run("sbbf") {
-        dynamic(
-            "sbbf",
-            Box::new(sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n)),
-        );
     }
     if run("bloomfilter") {
         let mut seed = [0u8; 32];
@@ -329,8 +337,112 @@ fn build_all(
     Ok(Subjects {
         standard,
         blocked,
+        sbbf,
         others,
     })
+}
+
+/// One round of whole builds from empty, interleaved with the lookups:
+/// sbbf's insert loop, our `&mut` bulk build and our shared `insert_many`.
+fn build_round(r: &mut Results, round: usize, keys: &Keys) -> Result<(), ParamError> {
+    let n = keys.n();
+    let params = FilterParams::with_bits_per_key(
+        n as u64,
+        BITS_PER_KEY,
+        Layout::Blocked,
+        HashSpec::xxh3(HASH_SEED),
+    )?;
+    let per_key = |start: Instant| start.elapsed().as_nanos() as f64 / n as f64;
+    let mut sbbf = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
+    let start = Instant::now();
+    keys.insert.iter().for_each(|k| {
+        sbbf.insert_hash(hash64(k));
+    });
+    r.add_round(Figure::InsertNs, "sbbf", round, &[per_key(start)]);
+    drop(sbbf);
+    let mut f = BitFilter::new(params)?;
+    let start = Instant::now();
+    f.insert_many_mut(&keys.insert);
+    r.add_round(
+        Figure::InsertNs,
+        "filterstore_blocked_bulk",
+        round,
+        &[per_key(start)],
+    );
+    drop(f);
+    let f = BitFilter::new(params)?;
+    let start = Instant::now();
+    f.insert_many(&keys.insert);
+    r.add_round(
+        Figure::InsertNs,
+        "filterstore_blocked_many",
+        round,
+        &[per_key(start)],
+    );
+    Ok(())
+}
+
+/// One figure of one subject.
+type Cell = (Figure, &'static str);
+
+/// The goals of issue 13, as `(row, numerator, denominator)`.
+const RATIOS: [(&str, Cell, Cell); 8] = [
+    (
+        "lookup_absent_blocked_vs_sbbf",
+        (Figure::LookupAbsentNs, "filterstore_blocked"),
+        (Figure::LookupAbsentNs, "sbbf"),
+    ),
+    (
+        "lookup_present_blocked_vs_sbbf",
+        (Figure::LookupPresentNs, "filterstore_blocked"),
+        (Figure::LookupPresentNs, "sbbf"),
+    ),
+    (
+        "lookup_standard_vs_fastbloom_fasthash",
+        (Figure::LookupAbsentNs, "filterstore_standard"),
+        (Figure::LookupAbsentNs, "fastbloom_fasthash"),
+    ),
+    (
+        "lookup_batch_vs_sbbf_prefetch",
+        (Figure::LookupBatchNs, "filterstore_blocked"),
+        (Figure::LookupBatchNs, "sbbf_prefetch"),
+    ),
+    (
+        "insert_bulk_vs_sbbf",
+        (Figure::InsertNs, "filterstore_blocked_bulk"),
+        (Figure::InsertNs, "sbbf"),
+    ),
+    (
+        "insert_many_vs_sbbf",
+        (Figure::InsertNs, "filterstore_blocked_many"),
+        (Figure::InsertNs, "sbbf"),
+    ),
+    (
+        "counting_lookup_vs_fastbloom_rs",
+        (Figure::CountingLookupNs, "filterstore"),
+        (Figure::CountingLookupNs, "fastbloom_rs"),
+    ),
+    (
+        "counting_remove_vs_fastbloom_rs",
+        (Figure::CountingRemoveNs, "filterstore"),
+        (Figure::CountingRemoveNs, "fastbloom_rs"),
+    ),
+];
+
+/// `RESULT ratio.<row> <median> x` per goal, each after a comment line
+/// with the spread over rounds and the 1-minute load average.
+fn ratio_lines(r: &Results) -> String {
+    let mut s = String::new();
+    for (row, a, b) in RATIOS {
+        if let Some((median, lo, hi)) = r.ratio(a, b) {
+            s += &format!(
+                "# ratio.{row}: median of per-round ratios {median:.3} (min {lo:.3}, max {hi:.3}); load1 {}\n",
+                load1()
+            );
+            s += &format!("RESULT ratio.{row} {median} x\n");
+        }
+    }
+    s
 }
 
 /// Object-safe access to a dynamic filter for [`build_all`]: the insert
@@ -357,7 +469,13 @@ fn main() -> Result<(), ParamError> {
     // `cargo bench` passes --bench; without it (`cargo test --benches`)
     // criterion runs every benchmark once as a smoke test: keep that quick.
     let benching = std::env::args().any(|a| a == "--bench");
-    let n = env_f64("PEERS_N", if benching { 10_000_000.0 } else { 100_000.0 }) as usize;
+    // 10M by default; FILTERSTORE_PEERS_100M=1 for the 100M point (needs
+    // ~10 GB); PEERS_N for any other (1M for the chart's small point).
+    let default_n = match std::env::var("FILTERSTORE_PEERS_100M").as_deref() {
+        Ok("1") => 100_000_000.0,
+        _ => 10_000_000.0,
+    };
+    let n = env_f64("PEERS_N", if benching { default_n } else { 100_000.0 }) as usize;
     let rounds = env_f64("PEERS_ROUNDS", 4.0) as usize;
     let measure = Duration::from_secs_f64(env_f64("PEERS_MEASURE_SECS", 2.0));
     let warm_up = Duration::from_secs_f64(env_f64("PEERS_WARMUP_SECS", 0.5));
@@ -394,8 +512,24 @@ fn main() -> Result<(), ParamError> {
             bench_lookups(&mut b, &mut r, round, name, &keys, f, false);
             bench_lookups(&mut b, &mut r, round, name, &keys, &Batched(f), true);
         }
+        if let Some(f) = &subjects.sbbf {
+            bench_lookups(&mut b, &mut r, round, "sbbf", &keys, f, false);
+            let batched = SbbfPrefetch(f);
+            bench_lookups(
+                &mut b,
+                &mut r,
+                round,
+                "sbbf_prefetch",
+                &keys,
+                &batched,
+                true,
+            );
+        }
         for (name, f) in &subjects.others {
             bench_lookups(&mut b, &mut r, round, name, &keys, f.as_ref(), false);
+        }
+        if run("blocked") && run("sbbf") {
+            build_round(&mut r, round, &keys)?;
         }
     }
     drop(subjects);
@@ -411,5 +545,32 @@ fn main() -> Result<(), ParamError> {
     );
     print!("{}", r.table(&BIT_FILTERS, &COUNTING_FILTERS, &header));
     print!("{}", r.result_lines());
+    print!("{}", ratio_lines(&r));
+    if benching {
+        let points =
+            std::env::var("PEERS_POINTS").unwrap_or_else(|_| "target/peers_points.csv".into());
+        let svg = std::env::var("PEERS_SVG").unwrap_or_else(|_| "docs/peers_ns_per_key.svg".into());
+        let rows: Vec<(&str, f64)> = BIT_FILTERS
+            .iter()
+            .filter_map(|&name| Some((name, r.get(Figure::LookupAbsentNs, name)?)))
+            .chain(
+                r.get(Figure::LookupBatchNs, "filterstore_blocked")
+                    .map(|v| ("filterstore_blocked_batch", v)),
+            )
+            .chain(
+                r.get(Figure::LookupBatchNs, "sbbf_prefetch")
+                    .map(|v| ("sbbf_prefetch_batch", v)),
+            )
+            .collect();
+        let title = format!(
+            "absent-key lookups, ns/key, 10 bits/key (load1 {})",
+            load1()
+        );
+        if let Err(e) =
+            plot::append_points(&points, n, &rows).and_then(|()| plot::draw(&points, &svg, &title))
+        {
+            eprintln!("peers: could not write {points} / {svg}: {e}");
+        }
+    }
     Ok(())
 }

@@ -22,10 +22,11 @@ mod store;
 // Filters, their parameters and hashing.
 pub use filter::bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
 pub use filter::counting::{counter_bytes, CountingFilter, InsertOutcome, COUNTER_MAX};
+pub use filter::geometry::{Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS};
 pub use filter::hash::{positions, HashAlgo, HashSpec, KeyHash, Positions};
 pub use filter::params::{
     counter_overflow_bound, fp_blocked, fp_for, fp_standard, fp_standard_approx, optimal_k,
-    space_lower_bound_bits, FilterParams, Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS,
+    space_lower_bound_bits, FilterParams,
 };
 
 // Drift: health signals and the regeneration policy.
@@ -91,4 +92,5 @@ pub mod __internals {
     pub use crate::codec::meta;
     pub use crate::exchange::entropy;
     pub use crate::filter::hash::map_to_range;
+    pub use crate::filter::simd::{block_has_all, scalar_block_has_all, uses_avx2};
 }

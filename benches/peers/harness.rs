@@ -111,6 +111,8 @@ impl Figure {
 #[derive(Default)]
 pub struct Results {
     samples: BTreeMap<(Figure, &'static str), Vec<f64>>,
+    /// The median of each (figure, filter) per interleaved round, for ratios.
+    rounds: BTreeMap<(Figure, &'static str), BTreeMap<usize, f64>>,
     k: BTreeMap<&'static str, String>,
 }
 
@@ -122,19 +124,47 @@ impl Results {
             .extend_from_slice(samples);
     }
 
+    /// Records the samples of one round: pooled as [`Results::add`], and
+    /// their median kept for the per-round ratios.
+    pub fn add_round(
+        &mut self,
+        figure: Figure,
+        filter: &'static str,
+        round: usize,
+        samples: &[f64],
+    ) {
+        self.add(figure, filter, samples);
+        if let Some(m) = median(samples) {
+            self.rounds
+                .entry((figure, filter))
+                .or_default()
+                .insert(round, m);
+        }
+    }
+
+    /// The per-round ratios `a / b` (rounds where both were measured):
+    /// their median, minimum and maximum.
+    pub fn ratio(
+        &self,
+        a: (Figure, &'static str),
+        b: (Figure, &'static str),
+    ) -> Option<(f64, f64, f64)> {
+        let (ra, rb) = (self.rounds.get(&a)?, self.rounds.get(&b)?);
+        let ratios: Vec<f64> = ra
+            .iter()
+            .filter_map(|(round, x)| Some(x / rb.get(round)?))
+            .collect();
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(0.0, f64::max);
+        Some((median(&ratios)?, lo, hi))
+    }
+
     pub fn set_k(&mut self, filter: &'static str, k: String) {
         self.k.insert(filter, k);
     }
 
     pub fn get(&self, figure: Figure, filter: &'static str) -> Option<f64> {
-        let mut v = self.samples.get(&(figure, filter))?.clone();
-        v.sort_by(|a, b| a.total_cmp(b));
-        let mid = v.len() / 2;
-        match v.len() {
-            0 => None,
-            len if len % 2 == 1 => Some(v[mid]),
-            _ => Some((v[mid - 1] + v[mid]) / 2.0),
-        }
+        median(self.samples.get(&(figure, filter))?)
     }
 
     /// `RESULT <figure>.<filter> <value> <unit>`, one line per figure.
@@ -302,12 +332,33 @@ impl Bench {
     }
 }
 
+/// The median of `v`, `None` if empty.
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let mid = v.len() / 2;
+    match v.len() {
+        0 => None,
+        len if len % 2 == 1 => Some(v[mid]),
+        _ => Some((v[mid - 1] + v[mid]) / 2.0),
+    }
+}
+
 /// Times `f` once and records it as ns per key of `n`.
 pub fn time_once(r: &mut Results, figure: Figure, name: &'static str, n: usize, f: impl FnOnce()) {
     let start = Instant::now();
     f();
     let ns = start.elapsed().as_nanos() as f64 / n as f64;
     r.add(figure, name, &[ns]);
+}
+
+/// The 1-minute load average.
+pub fn load1() -> String {
+    loadavg()
+        .split_whitespace()
+        .next()
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 /// The 1-, 5- and 15-minute load averages.

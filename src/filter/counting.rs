@@ -1,9 +1,9 @@
 //! Counting Bloom filter with packed 4-bit saturating counters (Summary Cache,
 //! Fan et al. §V).
 //!
-//! * Counter `i` lives in byte `i / 2` of the counter array: the low nibble for
-//!   even `i`, the high nibble for odd `i`. A 512-counter block (the blocked
-//!   layout's unit) is therefore 256 contiguous bytes: one counter page.
+//! * Counters are packed two to a byte (docs/FORMAT.md §10 draws the bytes),
+//!   so a 512-counter block, the blocked layout's unit, is 256 contiguous
+//!   bytes: one counter page.
 //! * 4 bits suffice: with the optimal `k` the chance that any counter ever
 //!   reaches 16 is below `1.37e−15·m` ([`crate::filter::params::counter_overflow_bound`]).
 //!   Should one reach 15 anyway it *sticks*: never incremented past, never
@@ -109,6 +109,22 @@ pub struct InsertOutcome {
 }
 
 /// A counting Bloom filter held in memory: 4 bits per position.
+///
+/// # Examples
+/// ```
+/// use filterstore::{CountingFilter, FilterError, FilterParams, HashSpec, Layout};
+/// let p = FilterParams::for_capacity(1_000, 0.01, Layout::Blocked, HashSpec::xxh3(7))?;
+/// let mut c = CountingFilter::new(p)?;
+/// let first = c.insert(b"apple");
+/// assert_eq!(first.new_bits, p.k(), "k = {}: every counter went 0 -> 1", p.k());
+/// assert_eq!(c.insert(b"apple").new_bits, 0, "the second insert counts to 2");
+/// assert_eq!(c.remove(b"apple")?, Vec::<u64>::new(), "counters back at 1");
+/// assert!(c.contains(b"apple"));
+/// assert_eq!(c.remove(b"apple")?.len(), p.k() as usize, "all bits clear");
+/// assert!(!c.contains(b"apple"));
+/// assert_eq!(c.remove(b"apple"), Err(FilterError::NotPresent));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct CountingFilter {
     params: FilterParams,

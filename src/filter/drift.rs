@@ -179,6 +179,29 @@ impl Assessment {
 
 impl DriftPolicy {
     /// Decides whether the table should be regenerated, and why.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{DriftPolicy, DriftReason, HealthSignals, ObservedCounts};
+    /// let healthy = HealthSignals {
+    ///     target_fp: 0.01,
+    ///     estimated_fp: 0.011,
+    ///     observed: ObservedCounts { false_positives: 110, trials: 10_000 },
+    ///     saturated_counters: 0,
+    ///     live_keys: 1_000,
+    ///     capacity: 1_000,
+    ///     parameters_changed: false,
+    /// };
+    /// let policy = DriftPolicy::default(); // band 75%..125% of the target
+    /// assert!(!policy.assess(&healthy).needs_regeneration());
+    /// // 1.3% is above 125% of 1%.
+    /// let drifted = HealthSignals { estimated_fp: 0.013, ..healthy };
+    /// let verdict = policy.assess(&drifted);
+    /// assert!(matches!(
+    ///     verdict.reason(),
+    ///     Some(DriftReason::EstimatedFpHigh { limit, .. }) if (*limit - 0.0125).abs() < 1e-12
+    /// ));
+    /// ```
     pub fn assess(&self, s: &HealthSignals) -> Assessment {
         let mut reasons = Vec::new();
         if s.parameters_changed {

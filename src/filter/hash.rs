@@ -24,7 +24,7 @@
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
 
-use crate::filter::params::{MAX_K, WORDS_PER_BLOCK};
+use crate::filter::geometry::{Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 /// Identifies a hash algorithm in persisted headers.
@@ -57,6 +57,16 @@ impl HashAlgo {
 }
 
 /// An algorithm and its seed: everything needed to hash keys the same way again.
+///
+/// # Examples
+/// The output is part of the file format: it is the same on every platform
+/// and in every release.
+/// ```
+/// use filterstore::HashSpec;
+/// let h = HashSpec::xxh3(42).hash(b"key");
+/// assert_eq!((h.h1, h.h2), (0x6719_7794_b225_585e, 0x26c0_feb9_b96a_e472));
+/// assert_ne!(HashSpec::xxh3(43).hash(b"key"), h, "the seed matters");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct HashSpec {
     /// The algorithm.
@@ -252,21 +262,21 @@ impl Positions {
 }
 
 /// The distinct positions of a key, for either layout.
-pub fn positions(layout: crate::filter::params::Layout, m: u64, k: u32, h: KeyHash) -> Positions {
+pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
     let mut buf = [0u64; MAX_K as usize];
     let mut len = 0;
     match layout {
-        crate::filter::params::Layout::Standard => for_each_standard_position(h, m, k, |p| {
+        Layout::Standard => for_each_standard_position(h, m, k, |p| {
             buf[len] = p;
             len += 1;
             true
         }),
-        crate::filter::params::Layout::Blocked => {
+        Layout::Blocked => {
             // Read off the block's masks in order: sorted and distinct as
             // they come, no sort (whose mispredicts cost more than the
             // probes themselves at k = 7).
-            let blocks = m / crate::filter::params::BLOCK_BITS;
-            let base = map_to_range(h.h1, blocks) * crate::filter::params::BLOCK_BITS;
+            let blocks = m / BLOCK_BITS;
+            let base = map_to_range(h.h1, blocks) * BLOCK_BITS;
             for (w, mut mask) in (0u64..).zip(in_block_masks(h.h2, k)) {
                 while mask != 0 {
                     buf[len] = base + w * 64 + u64::from(mask.trailing_zeros());
@@ -292,7 +302,6 @@ pub fn positions(layout: crate::filter::params::Layout, m: u64, k: u32, h: KeyHa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::params::Layout;
 
     #[test]
     fn salts_are_odd_and_distinct() {

@@ -5,5 +5,8 @@
 pub mod bloom;
 pub mod counting;
 pub mod drift;
+pub mod geometry;
 pub mod hash;
 pub mod params;
+#[allow(unsafe_code)]
+pub(crate) mod simd;

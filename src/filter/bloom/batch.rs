@@ -1,0 +1,128 @@
+//! The batched lookups: software pipelines that hash ahead and prefetch.
+
+use super::probe::block_of;
+use super::BloomRead;
+use crate::filter::hash::{KeyHash, StandardProbes};
+use crate::filter::params::WORDS_PER_BLOCK;
+use crate::filter::simd::Probe;
+
+/// Keys in flight in the batched lookup's pipeline (its ring of hashes).
+pub(super) const RING: usize = 16;
+
+/// Filters up to this size are looked up one key after the other even in a
+/// batch: they sit in the L2 cache, where the pipeline's prefetches and ring
+/// only add work (measured at 200,000 keys, 250 KB: 19 ns/key pipelined
+/// against 12 ns/key one by one).
+pub(super) const PIPELINE_MIN_BYTES: u64 = 1 << 20;
+
+/// The batched lookup of the blocked layout: key `i + RING` is hashed and
+/// its block prefetched while key `i` is tested (measured at 10M keys:
+/// 16 ahead as fast as 32, 8 ahead leaves misses exposed).
+#[inline(always)]
+pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+    f: &F,
+    probe: P,
+    keys: &[K],
+    out: &mut [bool],
+) {
+    let p = *f.params();
+    let (spec, k) = (p.hash(), p.k());
+    // The ring carries what the test needs, block index and `h2`: the
+    // range map runs once per key, at entry.
+    let enter = |key: &K| {
+        let h = spec.hash(key.as_ref());
+        let block = block_of(&p, h);
+        f.prefetch_word(block * WORDS_PER_BLOCK);
+        (block, h.h2)
+    };
+    let mut ring = [(0usize, 0u64); RING];
+    for (slot, key) in ring.iter_mut().zip(keys) {
+        *slot = enter(key);
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        let slot = &mut ring[i % RING];
+        let (block, h2) = *slot;
+        if let Some(next) = keys.get(i + RING) {
+            *slot = enter(next);
+        }
+        *o = probe.block_has_all(&f.block_words(block), h2, k);
+    }
+}
+
+/// One key in the standard layout's batched lookup.
+#[derive(Clone, Copy)]
+struct StandardSlot {
+    /// Positions 0 and 1 (0 twice when `k = 1`).
+    first: [u64; 2],
+    /// The probe sequence, advanced past `first`.
+    rest: StandardProbes,
+    /// Whether `first` are both set: only then are the rest read.
+    maybe: bool,
+}
+
+/// The batched lookup of the standard layout, in three stages, so that
+/// absent keys (3/4 of which are settled by their first two probes) never
+/// fetch the lines of their later probes:
+///
+/// 1. `RING` keys ahead: hash, prefetch the lines of probes 0 and 1;
+/// 2. `RING / 2` keys ahead: test probes 0 and 1; if both are set, prefetch
+///    the lines of the other `k − 2` probes;
+/// 3. test the other probes of the keys that passed stage 2.
+///
+/// Measured at 10M keys against prefetching all `k` lines 16 keys ahead:
+/// present keys as fast, absent keys ~10% faster while fetching 2 lines
+/// instead of 7 (memory bandwidth left to the other cores).
+#[inline(always)]
+pub(super) fn standard_pipeline<F: BloomRead + ?Sized, K: AsRef<[u8]>>(
+    f: &F,
+    keys: &[K],
+    out: &mut [bool],
+) {
+    let p = *f.params();
+    let (m, k, spec) = (p.m(), u64::from(p.k()), p.hash());
+    let bit = |pos: u64| f.word((pos / 64) as usize) >> (pos % 64) & 1 == 1;
+    let prefetch = |pos: u64| f.prefetch_word((pos / 64) as usize);
+    let empty = StandardSlot {
+        first: [0; 2],
+        rest: StandardProbes::new(KeyHash { h1: 0, h2: 0 }, m),
+        maybe: false,
+    };
+    let mut ring = [empty; RING];
+    const STAGE2: usize = RING / 2;
+    for step in 0..keys.len() + RING {
+        // Stage 3 for key `step − RING`, whose slot stage 1 reuses below.
+        if let Some(i) = step.checked_sub(RING) {
+            let slot = &mut ring[i % RING];
+            let mut rest = slot.rest;
+            let mut all = slot.maybe;
+            while all && rest.taken() < k {
+                all = bit(rest.next_position());
+            }
+            out[i] = all;
+        }
+        // Stage 2 for key `step − STAGE2`.
+        if let Some(i) = step.checked_sub(STAGE2).filter(|&i| i < keys.len()) {
+            let slot = &mut ring[i % RING];
+            slot.maybe = bit(slot.first[0]) & bit(slot.first[1]);
+            if slot.maybe {
+                let mut rest = slot.rest;
+                while rest.taken() < k {
+                    prefetch(rest.next_position());
+                }
+            }
+        }
+        // Stage 1 for key `step`.
+        if let Some(key) = keys.get(step) {
+            let mut rest = StandardProbes::new(spec.hash(key.as_ref()), m);
+            let p0 = rest.next_position();
+            let p1 = if k >= 2 { rest.next_position() } else { p0 };
+            prefetch(p0);
+            prefetch(p1);
+            ring[step % RING] = StandardSlot {
+                first: [p0, p1],
+                rest,
+                maybe: false,
+            };
+        }
+    }
+}

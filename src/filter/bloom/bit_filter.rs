@@ -1,0 +1,339 @@
+//! [`BitFilter`]: the owned filter of atomic words, with its inserts.
+
+use super::probe::{block_of, or_into, prefetch, probe_standard};
+use super::BloomRead;
+use crate::error::{FilterError, ParamError};
+use crate::filter::hash::{for_each_standard_position, in_block_masks, in_block_position, KeyHash};
+use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
+/// batched lookup's depth: 16 ahead hides a miss behind the work of 16 keys).
+pub(crate) const INSERT_AHEAD: usize = 16;
+
+/// A Bloom filter held in memory, safe to share between threads.
+///
+/// # Examples
+/// ```
+/// use filterstore::{BitFilter, FilterParams, HashSpec, Layout};
+/// let p = FilterParams::for_capacity(1_000, 0.01, Layout::Blocked, HashSpec::xxh3(7))?;
+/// let f = BitFilter::new(p)?;
+/// assert!(f.insert(b"apple"), "new bits were set");
+/// assert!(!f.insert(b"apple"), "the second insert sets nothing");
+/// assert!(f.contains(b"apple"));
+/// assert!(!f.contains(b"pear"));
+/// assert_eq!(f.contains_many(&[&b"pear"[..], b"apple"]), [false, true]);
+/// # Ok::<(), filterstore::ParamError>(())
+/// ```
+pub struct BitFilter {
+    pub(super) params: FilterParams,
+    /// `num_words()` words starting at `offset`, which is chosen so that they
+    /// start on a 64-byte boundary (every block is one cache line), plus
+    /// `WORDS_PER_BLOCK - 1` words of slack that stay zero. One flat slice
+    /// rather than a slice of aligned 64-byte blocks: a standard-layout probe
+    /// is then one bounds check and one load at `offset + pos / 64`, where
+    /// nested indexing (block, then word) cost five more instructions per
+    /// probe.
+    storage: Box<[AtomicU64]>,
+    offset: usize,
+}
+
+impl std::fmt::Debug for BitFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BitFilter")
+            .field("params", &self.params)
+            .field("ones", &self.count_ones())
+            .finish()
+    }
+}
+
+impl BloomRead for BitFilter {
+    fn params(&self) -> &FilterParams {
+        &self.params
+    }
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        self.atomic_word(i).load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    fn prefetch_word(&self, i: usize) {
+        if let Some(w) = self.storage.get(self.offset + i) {
+            prefetch(w);
+        }
+    }
+    #[inline(always)]
+    fn standard_has_all(&self, h: KeyHash) -> bool {
+        let words = &self.storage[self.offset..];
+        probe_standard(h, self.params.m(), self.params.k(), |i| {
+            words[i].load(Ordering::Relaxed)
+        })
+    }
+    #[inline(always)]
+    fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
+        let b = self.block(block);
+        std::array::from_fn(|w| b[w].load(Ordering::Relaxed))
+    }
+}
+
+impl BitFilter {
+    /// An empty filter. Fails only if the memory cannot be allocated.
+    pub fn new(params: FilterParams) -> Result<Self, ParamError> {
+        let n = params.num_words() + WORDS_PER_BLOCK - 1;
+        let mut v: Vec<AtomicU64> = Vec::new();
+        v.try_reserve_exact(n)
+            .map_err(|_| ParamError::AllocationFailed {
+                bytes: params.bit_bytes(),
+            })?;
+        v.resize_with(n, AtomicU64::default);
+        let storage = v.into_boxed_slice();
+        // Words to skip to reach a 64-byte boundary: 0..=7 for an 8-aligned
+        // pointer. Should the standard library ever answer "cannot align"
+        // (it may, in principle), blocks straddle two lines: slower, still
+        // correct.
+        let offset = match storage.as_ptr().align_offset(64) {
+            o if o < WORDS_PER_BLOCK => o,
+            _ => 0,
+        };
+        Ok(BitFilter {
+            params,
+            storage,
+            offset,
+        })
+    }
+
+    /// A filter holding the given words (as produced by [`BitFilter::to_words`]).
+    pub fn from_words(params: FilterParams, words: &[u64]) -> Result<Self, FilterError> {
+        if words.len() != params.num_words() {
+            return Err(FilterError::LengthMismatch {
+                expected: params.bit_bytes(),
+                found: words.len() as u64 * 8,
+            });
+        }
+        let f = BitFilter::new(params).map_err(|_| FilterError::LengthMismatch {
+            expected: params.bit_bytes(),
+            found: 0,
+        })?;
+        for (i, w) in words.iter().enumerate() {
+            f.store_word(i, *w);
+        }
+        Ok(f)
+    }
+
+    /// Whether `key` may be in the set (inherent shortcut for [`BloomRead::contains`]).
+    #[inline]
+    pub fn contains(&self, key: &[u8]) -> bool {
+        BloomRead::contains(self, key)
+    }
+
+    /// Batched lookup (inherent shortcut for [`BloomRead::contains_many`]).
+    pub fn contains_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<bool> {
+        BloomRead::contains_many(self, keys)
+    }
+
+    /// Adds `key`. Returns `true` if at least one bit was newly set (so `false`
+    /// means the key was already reported as present).
+    #[inline]
+    pub fn insert(&self, key: &[u8]) -> bool {
+        self.insert_hash(self.params.hash().hash(key))
+    }
+
+    /// [`BitFilter::insert`] for a key already hashed with this filter's spec.
+    #[inline]
+    pub fn insert_hash(&self, h: KeyHash) -> bool {
+        let p = self.params;
+        let mut changed = false;
+        // A locked read-modify-write is a full barrier on x86-64: no later
+        // load starts before it completes. Hence (1) a word is read first
+        // and only written if it lacks a bit (a key inserted twice, or whose
+        // bits other keys already set, costs no locked operation), and (2)
+        // the standard layout prefetches its k lines before the first write,
+        // so the k misses overlap instead of queueing behind each barrier.
+        // Skipping a write whose bits are already set is safe: bits are only
+        // cleared by `clear`, `intersect_with` and the counting layer's
+        // removals, which the store orders under its page locks, and any
+        // lookup that happens after this insert sees what this read saw.
+        match p.layout() {
+            Layout::Standard => {
+                for_each_standard_position(h, p.m(), p.k(), |pos| {
+                    self.prefetch_word((pos / 64) as usize);
+                    true
+                });
+                for_each_standard_position(h, p.m(), p.k(), |pos| {
+                    changed |= or_into(self.atomic_word((pos / 64) as usize), 1 << (pos % 64));
+                    true
+                });
+            }
+            Layout::Blocked => {
+                let block = self.block(block_of(&p, h));
+                for (word, mask) in block.iter().zip(in_block_masks(h.h2, p.k())) {
+                    changed |= or_into(word, mask);
+                }
+            }
+        }
+        changed
+    }
+
+    /// Adds every key of `keys` to a filter that may be shared: the same
+    /// bits as one [`BitFilter::insert`] per key, set with the same atomic
+    /// operations, but each key is hashed and its line prefetched
+    /// 16 keys (`INSERT_AHEAD`) before its bits are set, so the cache misses of
+    /// many inserts overlap. Returns how many keys set at least one new bit.
+    pub fn insert_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> u64 {
+        let spec = self.params.hash();
+        self.insert_hashes_with(keys.len(), |i| spec.hash(keys[i].as_ref()))
+    }
+
+    /// [`BitFilter::insert_many`] for keys already hashed with this filter's spec.
+    pub fn insert_hashes(&self, hashes: &[KeyHash]) -> u64 {
+        self.insert_hashes_with(hashes.len(), |i| hashes[i])
+    }
+
+    /// Adds every key of `keys` to a filter no other thread can see yet
+    /// (`&mut`: a bulk build, an import, a regeneration): the same bits as
+    /// one [`BitFilter::insert`] per key, written with plain loads and
+    /// stores instead of atomic read-modify-writes, each key's line
+    /// prefetched 16 keys (`INSERT_AHEAD`) before its bits are set.
+    pub fn insert_many_mut<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
+        let spec = self.params.hash();
+        self.insert_hashes_mut_with(keys.len(), |i| spec.hash(keys[i].as_ref()));
+    }
+
+    /// [`BitFilter::insert_many_mut`] for keys already hashed with this filter's spec.
+    pub fn insert_hashes_mut(&mut self, hashes: &[KeyHash]) {
+        self.insert_hashes_mut_with(hashes.len(), |i| hashes[i]);
+    }
+
+    /// The shared-filter bulk insert: a ring of hashes `INSERT_AHEAD` deep.
+    fn insert_hashes_with(&self, n: usize, hash: impl Fn(usize) -> KeyHash) -> u64 {
+        let mut ring = [KeyHash { h1: 0, h2: 0 }; INSERT_AHEAD];
+        let mut changed = 0;
+        for i in 0..n + INSERT_AHEAD {
+            let slot = &mut ring[i % INSERT_AHEAD];
+            if i >= INSERT_AHEAD {
+                changed += u64::from(self.insert_hash(*slot));
+            }
+            if i < n {
+                *slot = hash(i);
+                self.prefetch_key(*slot);
+            }
+        }
+        changed
+    }
+
+    /// The exclusive bulk insert: plain stores, same ring.
+    fn insert_hashes_mut_with(&mut self, n: usize, hash: impl Fn(usize) -> KeyHash) {
+        let p = self.params;
+        let mut ring = [KeyHash { h1: 0, h2: 0 }; INSERT_AHEAD];
+        for i in 0..n + INSERT_AHEAD {
+            let slot = &mut ring[i % INSERT_AHEAD];
+            if i >= INSERT_AHEAD {
+                let h = *slot;
+                let words = &mut self.storage[self.offset..];
+                match p.layout() {
+                    Layout::Blocked => {
+                        let base = block_of(&p, h) * WORDS_PER_BLOCK;
+                        let block = &mut words[base..base + WORDS_PER_BLOCK];
+                        for i in 0..p.k() as usize {
+                            let pos = in_block_position(h.h2, i);
+                            *block[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
+                        }
+                    }
+                    Layout::Standard => {
+                        for_each_standard_position(h, p.m(), p.k(), |pos| {
+                            *words[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
+                            true
+                        });
+                    }
+                }
+            }
+            if i < n {
+                *slot = hash(i);
+                self.prefetch_key(*slot);
+            }
+        }
+    }
+
+    /// Prefetches the line(s) `h` will write: its block, or its first two
+    /// standard positions (the rest are prefetched by `insert_hash`).
+    #[inline(always)]
+    fn prefetch_key(&self, h: KeyHash) {
+        let p = &self.params;
+        match p.layout() {
+            Layout::Blocked => self.prefetch_word(block_of(p, h) * WORDS_PER_BLOCK),
+            Layout::Standard => for_each_standard_position(h, p.m(), p.k(), |pos| {
+                self.prefetch_word((pos / 64) as usize);
+                true
+            }),
+        }
+    }
+
+    /// Sets bit `pos`; returns whether it was clear. `pos < m`.
+    #[inline]
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    pub(crate) fn set_bit(&self, pos: u64) -> bool {
+        let bit = 1u64 << (pos % 64);
+        self.atomic_word((pos / 64) as usize)
+            .fetch_or(bit, Ordering::Relaxed)
+            & bit
+            == 0
+    }
+
+    /// Whether bit `pos` is set.
+    pub fn bit(&self, pos: u64) -> bool {
+        self.word((pos / 64) as usize) & (1 << (pos % 64)) != 0
+    }
+
+    /// Overwrites word `i` (used when deriving the filter from counters).
+    pub(crate) fn store_word(&self, i: usize, w: u64) {
+        self.atomic_word(i).store(w, Ordering::Relaxed);
+    }
+
+    /// Word `i`. Indexes up to seven past `num_words()` reach the zero slack
+    /// instead of panicking; every caller stays below `num_words()`.
+    #[inline(always)]
+    pub(super) fn atomic_word(&self, i: usize) -> &AtomicU64 {
+        &self.storage[self.offset + i]
+    }
+
+    /// The eight words of block `block` (one cache line).
+    #[inline(always)]
+    fn block(&self, block: usize) -> &[AtomicU64; WORDS_PER_BLOCK] {
+        let start = self.offset + block * WORDS_PER_BLOCK;
+        let words = &self.storage[start..start + WORDS_PER_BLOCK];
+        match words.try_into() {
+            Ok(b) => b,
+            // The range above has exactly WORDS_PER_BLOCK elements.
+            Err(_) => unreachable!("a block is {WORDS_PER_BLOCK} words"),
+        }
+    }
+
+    /// Clears every bit.
+    pub fn clear(&self) {
+        for w in self.storage.iter() {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot of the words (concurrent inserts may or may not be included).
+    pub fn to_words(&self) -> Vec<u64> {
+        (0..self.params.num_words()).map(|i| self.word(i)).collect()
+    }
+
+    /// The bit array as little-endian bytes, padding included.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.params.bit_bytes() as usize);
+        for i in 0..self.params.num_words() {
+            out.extend_from_slice(&self.word(i).to_le_bytes());
+        }
+        out
+    }
+
+    /// A copy of this filter.
+    pub fn try_clone(&self) -> Result<BitFilter, ParamError> {
+        let f = BitFilter::new(self.params)?;
+        for i in 0..self.params.num_words() {
+            f.store_word(i, self.word(i));
+        }
+        Ok(f)
+    }
+}

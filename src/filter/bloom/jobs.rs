@@ -1,0 +1,58 @@
+//! The lookups as [`Job`]s: each is compiled once per block probe (scalar,
+//! and AVX2 on x86-64) and run with the best one this CPU has, so the
+//! whole lookup, hash included, is compiled with the probe's instruction
+//! set and pays one dispatch.
+
+use super::batch::{blocked_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
+use super::probe::block_of;
+use super::BloomRead;
+use crate::filter::hash::KeyHash;
+use crate::filter::params::Layout;
+use crate::filter::simd::{Job, Probe};
+
+/// One lookup of a hashed key.
+pub(super) struct ContainsHash<'a, F: ?Sized> {
+    pub f: &'a F,
+    pub h: KeyHash,
+}
+
+impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
+    type Out = bool;
+    #[inline(always)]
+    fn run<P: Probe>(self, probe: P) -> bool {
+        let (f, h) = (self.f, self.h);
+        let p = f.params();
+        match p.layout() {
+            Layout::Standard => f.standard_has_all(h),
+            Layout::Blocked => probe.block_has_all(&f.block_words(block_of(p, h)), h.h2, p.k()),
+        }
+    }
+}
+
+/// A batch of lookups.
+pub(super) struct ContainsMany<'a, F: ?Sized, K> {
+    pub f: &'a F,
+    pub keys: &'a [K],
+    /// As long as `keys`.
+    pub out: &'a mut [bool],
+}
+
+impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
+    type Out = ();
+    #[inline(always)]
+    fn run<P: Probe>(self, probe: P) {
+        let (f, keys, out) = (self.f, self.keys, self.out);
+        let p = *f.params();
+        if p.bit_bytes() <= PIPELINE_MIN_BYTES {
+            for (o, key) in out.iter_mut().zip(keys) {
+                let h = p.hash().hash(key.as_ref());
+                *o = ContainsHash { f, h }.run(probe);
+            }
+            return;
+        }
+        match p.layout() {
+            Layout::Standard => standard_pipeline(f, keys, out),
+            Layout::Blocked => blocked_pipeline(f, probe, keys, out),
+        }
+    }
+}

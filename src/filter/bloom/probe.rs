@@ -1,0 +1,60 @@
+//! The probes of one key: which block, which bits, and the prefetch hint.
+
+use crate::filter::hash::{map_to_range, KeyHash, StandardProbes};
+use crate::filter::params::{FilterParams, BLOCK_BITS};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The block of `h` in the blocked layout, whose `m` is a multiple of 512.
+#[inline(always)]
+pub(super) fn block_of(p: &FilterParams, h: KeyHash) -> usize {
+    map_to_range(h.h1, p.m() / BLOCK_BITS) as usize
+}
+
+/// Whether the `k` standard-layout positions of `h` are all set in `m` bits,
+/// `word(i)` being word `i`.
+///
+/// The first two probes are read unconditionally and tested together; only
+/// then does the lookup exit early. With half the bits set, one probe
+/// settles an absent key half of the time: an exit after every probe is a
+/// coin flip for the branch predictor, and each mispredict also holds up the
+/// loads of the lookups that follow. Two probes tested together settle 3/4
+/// of absent keys behind one well-predicted branch (measured at 10M keys:
+/// absent lookups 2x faster than exiting after each probe).
+#[inline(always)]
+pub(super) fn probe_standard(h: KeyHash, m: u64, k: u32, word: impl Fn(usize) -> u64) -> bool {
+    let mut probes = StandardProbes::new(h, m);
+    let bit = |probes: &mut StandardProbes| {
+        let pos = probes.next_position();
+        word((pos / 64) as usize) >> (pos % 64) & 1
+    };
+    // `k ≥ 1` by construction.
+    let k = k as u64;
+    let mut all = bit(&mut probes);
+    if k >= 2 {
+        all &= bit(&mut probes);
+    }
+    if all == 0 {
+        return false;
+    }
+    while probes.taken() < k {
+        if bit(&mut probes) == 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether the `k` in-block positions of `h2` are all set in the block's
+/// words: the scalar probe (see `filter::simd` for why it is branch-free and
+/// for the AVX2 one).
+pub(super) use crate::filter::simd::scalar_block_has_all as probe_block;
+
+/// Sets the bits of `mask` in `word`; returns whether any was clear. Reads
+/// before writing (see [`BitFilter::insert_hash`]).
+#[inline(always)]
+pub(super) fn or_into(word: &AtomicU64, mask: u64) -> bool {
+    word.load(Ordering::Relaxed) & mask != mask
+        && word.fetch_or(mask, Ordering::Relaxed) & mask != mask
+}
+
+pub(super) use crate::filter::simd::prefetch;

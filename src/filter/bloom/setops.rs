@@ -1,0 +1,126 @@
+//! Set operations between compatible filters: union, intersection, halving.
+
+use super::{BitFilter, BloomRead, BloomReadDyn};
+use crate::error::FilterError;
+use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
+use std::sync::atomic::Ordering;
+
+pub(crate) fn check_compatible(a: &FilterParams, b: &FilterParams) -> Result<(), FilterError> {
+    if a == b {
+        return Ok(());
+    }
+    let mut diffs = Vec::new();
+    if a.layout() != b.layout() {
+        diffs.push(format!("layout {} vs {}", a.layout(), b.layout()));
+    }
+    if a.m() != b.m() {
+        diffs.push(format!("m {} vs {}", a.m(), b.m()));
+    }
+    if a.k() != b.k() {
+        diffs.push(format!("k {} vs {}", a.k(), b.k()));
+    }
+    if a.hash() != b.hash() {
+        diffs.push(format!(
+            "hash {}/{:#x} vs {}/{:#x}",
+            a.hash().algo.name(),
+            a.hash().seed,
+            b.hash().algo.name(),
+            b.hash().seed
+        ));
+    }
+    Err(FilterError::Incompatible(diffs.join(", ")))
+}
+
+impl BitFilter {
+    /// Adds every key of `other` (bitwise OR). Afterwards this filter answers
+    /// "maybe" for the union of both sets: exactly the filter that inserting
+    /// both sets would have built.
+    pub fn union_with(&self, other: &dyn BloomReadDyn) -> Result<(), FilterError> {
+        check_compatible(&self.params, other.params_dyn())?;
+        for i in 0..self.params.num_words() {
+            self.atomic_word(i)
+                .fetch_or(other.word_dyn(i), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Bitwise AND with `other`. Every key of the intersection of the two sets
+    /// stays present (no false negative); the result may hold more bits than a
+    /// filter built from the intersection alone, so it can have a higher FP rate.
+    pub fn intersect_with(&self, other: &dyn BloomReadDyn) -> Result<(), FilterError> {
+        check_compatible(&self.params, other.params_dyn())?;
+        for i in 0..self.params.num_words() {
+            self.atomic_word(i)
+                .fetch_and(other.word_dyn(i), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Halves the filter by OR-ing pairs (survey §2.4). Positions are mapped to
+    /// a range by multiply-high, so when `m` is a power of two a position is
+    /// its top bits, and halving `m` drops one bit: positions `2j` and `2j+1`
+    /// fold onto `j` (adjacent pairs, not the two halves as with `mod m`).
+    ///
+    /// * Standard layout: needs `m` a power of two, `m ≥ 128`.
+    /// * Blocked layout: needs a power-of-two number of blocks, at least 2;
+    ///   whole blocks `2j` and `2j+1` fold onto block `j`, in-block positions
+    ///   are unchanged, so every key stays present.
+    ///
+    /// The result answers "maybe" for every key this filter held, with a higher
+    /// false-positive rate.
+    pub fn halve(&self) -> Result<BitFilter, FilterError> {
+        let p = self.params;
+        let new_m = p.m() / 2;
+        match p.layout() {
+            Layout::Standard => {
+                if !p.m().is_power_of_two() || p.m() < 128 {
+                    return Err(FilterError::NotHalvable(
+                        "standard layout needs m to be a power of two, at least 128",
+                    ));
+                }
+            }
+            Layout::Blocked => {
+                if !p.num_blocks().is_power_of_two() || p.num_blocks() < 2 {
+                    return Err(FilterError::NotHalvable(
+                        "blocked layout needs a power-of-two number of blocks, at least 2",
+                    ));
+                }
+            }
+        }
+        let np = FilterParams::new(p.layout(), new_m, p.k(), p.hash())
+            .map_err(|_| FilterError::NotHalvable("the halved filter would be too small"))?;
+        let out = BitFilter::new(np)
+            .map_err(|_| FilterError::NotHalvable("could not allocate the halved filter"))?;
+        match p.layout() {
+            Layout::Standard => {
+                for i in 0..(new_m.div_ceil(64)) as usize {
+                    let lo = fold_pairs(self.word(2 * i));
+                    let hi = fold_pairs(self.word(2 * i + 1));
+                    out.store_word(i, lo as u64 | ((hi as u64) << 32));
+                }
+            }
+            Layout::Blocked => {
+                for j in 0..np.num_blocks() as usize {
+                    for w in 0..WORDS_PER_BLOCK {
+                        let a = self.word(2 * j * WORDS_PER_BLOCK + w);
+                        let b = self.word((2 * j + 1) * WORDS_PER_BLOCK + w);
+                        out.store_word(j * WORDS_PER_BLOCK + w, a | b);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Bit `j` of the result is bit `2j` OR bit `2j+1` of `x`.
+pub(super) fn fold_pairs(x: u64) -> u32 {
+    // OR each pair into its even bit, then compact the even bits.
+    let mut v = (x | (x >> 1)) & 0x5555_5555_5555_5555;
+    v = (v | (v >> 1)) & 0x3333_3333_3333_3333;
+    v = (v | (v >> 2)) & 0x0f0f_0f0f_0f0f_0f0f;
+    v = (v | (v >> 4)) & 0x00ff_00ff_00ff_00ff;
+    v = (v | (v >> 8)) & 0x0000_ffff_0000_ffff;
+    v = (v | (v >> 16)) & 0x0000_0000_ffff_ffff;
+    v as u32
+}

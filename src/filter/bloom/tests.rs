@@ -1,0 +1,170 @@
+//! Tests of the bit filter's lookups, inserts and set operations.
+
+use super::batch::{PIPELINE_MIN_BYTES, RING};
+use super::setops::fold_pairs;
+use super::*;
+use crate::filter::hash::HashSpec;
+use crate::filter::params::{FilterParams, Layout};
+
+fn keys(range: std::ops::Range<u64>) -> Vec<[u8; 8]> {
+    range.map(|i| i.to_le_bytes()).collect()
+}
+
+#[test]
+fn fold_pairs_folds() {
+    assert_eq!(fold_pairs(0b11), 1);
+    assert_eq!(fold_pairs(0b10), 1);
+    assert_eq!(fold_pairs(0b100), 0b10);
+    assert_eq!(fold_pairs(1 << 63), 1 << 31);
+    assert_eq!(fold_pairs(u64::MAX), u32::MAX);
+    assert_eq!(fold_pairs(0), 0);
+}
+
+/// The optimised lookups (branch-free block probe, pipelined batch, the
+/// view's block reader) must answer exactly as the reference: a key is
+/// present when every one of its positions from `hash::positions` is set.
+fn assert_lookups_match_reference(f: &BitFilter, probe: &[[u8; 8]]) -> Vec<bool> {
+    let p = *f.params();
+    let layout = p.layout();
+    let bytes = f.to_le_bytes();
+    let view = FilterView::new(p, &bytes).unwrap();
+    let reference: Vec<bool> = probe
+        .iter()
+        .map(|k| {
+            crate::filter::hash::positions(layout, p.m(), p.k(), p.hash().hash(k))
+                .as_slice()
+                .iter()
+                .all(|&pos| f.bit(pos))
+        })
+        .collect();
+    let single: Vec<bool> = probe.iter().map(|k| f.contains(k)).collect();
+    let view_single: Vec<bool> = probe.iter().map(|k| view.contains(k)).collect();
+    assert_eq!(single, reference, "{layout}: contains");
+    assert_eq!(view_single, reference, "{layout}: view contains");
+    // Batch lengths around both pipeline depths, and a long one.
+    let lens = [0, 1, 7, 8, 9, RING - 1, RING, RING + 1, 2 * RING + 3];
+    for len in lens.into_iter().chain([probe.len()]) {
+        let want = &reference[..len];
+        assert_eq!(
+            f.contains_many(&probe[..len]),
+            want,
+            "{layout}: batch {len}"
+        );
+        assert_eq!(
+            BloomRead::contains_many(&view, &probe[..len]),
+            want,
+            "{layout}: view batch {len}"
+        );
+    }
+    reference
+}
+
+/// A small filter (batches looked up key by key) filled by inserts to
+/// 10 bits per key, so both answers occur.
+#[test]
+fn lookups_match_the_reference_positions() {
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let p = FilterParams::with_bits_per_key(2_000, 10.0, layout, HashSpec::xxh3(9)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        for k in keys(0..2_000) {
+            f.insert(&k);
+        }
+        let reference = assert_lookups_match_reference(&f, &keys(0..20_000));
+        assert!(
+            reference[..2_000].iter().all(|&x| x),
+            "{layout}: false negative"
+        );
+        // Expected 148 (standard, 0.82%) or 175 (blocked, 0.97%) of
+        // 18,000, σ ≈ 13: the band is more than 7σ wide on each side.
+        let fp = reference[2_000..].iter().filter(|&&x| x).count();
+        assert!(
+            (50..500).contains(&fp),
+            "{layout}: {fp} false positives of 18000"
+        );
+    }
+}
+
+/// A filter above `PIPELINE_MIN_BYTES` (batches go through the prefetch
+/// pipeline), its words filled at random with 7/8 of the bits set so that
+/// about (7/8)^7 = 39% of keys are reported present.
+#[test]
+fn pipelined_lookups_match_the_reference_positions() {
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let m = 4 * PIPELINE_MIN_BYTES * 8;
+        let p = FilterParams::new(layout, m, 7, HashSpec::xxh3(11)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        for i in 0..p.num_words() {
+            f.store_word(i, rng.next_u64() | rng.next_u64() | rng.next_u64());
+        }
+        let reference = assert_lookups_match_reference(&f, &keys(0..20_000));
+        // 39% of 20,000 = 7,850, σ ≈ 70.
+        let present = reference.iter().filter(|&&x| x).count();
+        assert!((7_000..8_700).contains(&present), "{layout}: {present}");
+    }
+}
+
+/// `insert` reads before it writes; its answer must still say whether a
+/// bit changed, and the bits it skipped must be set.
+#[test]
+fn insert_reports_new_bits_only() {
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let p = FilterParams::new(layout, 512 * 64, 7, HashSpec::xxh3(2)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        let mut fresh = 0;
+        for k in keys(0..500) {
+            fresh += f.insert(&k) as u32;
+            assert!(!f.insert(&k), "{layout}: second insert changed bits");
+            assert!(f.contains(&k), "{layout}: inserted key missing");
+        }
+        // Later keys may find all their bits set already (a false
+        // positive at insert time), but at 500 keys in 32,768 bits that
+        // is rare: the expected count is below 1.
+        assert!(fresh >= 495, "{layout}: {fresh}");
+        let ones = f.count_ones();
+        for k in keys(0..500) {
+            f.insert(&k);
+        }
+        assert_eq!(f.count_ones(), ones);
+    }
+}
+
+#[test]
+fn view_and_owned_agree() {
+    for layout in [Layout::Standard, Layout::Blocked] {
+        let p = FilterParams::for_capacity(1000, 0.01, layout, HashSpec::xxh3(3)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        for k in keys(0..1000) {
+            f.insert(&k);
+        }
+        let bytes = f.to_le_bytes();
+        let v = FilterView::new(p, &bytes).unwrap();
+        let probe = keys(0..5000);
+        assert_eq!(
+            f.contains_many(&probe),
+            BloomRead::contains_many(&v, &probe)
+        );
+        assert!(FilterView::new(p, &bytes[1..]).is_err());
+    }
+}
+
+#[test]
+fn incompatible_union_is_refused() {
+    let a = FilterParams::new(Layout::Standard, 1024, 3, HashSpec::xxh3(1)).unwrap();
+    let b = FilterParams::new(Layout::Standard, 1024, 3, HashSpec::xxh3(2)).unwrap();
+    let fa = BitFilter::new(a).unwrap();
+    let fb = BitFilter::new(b).unwrap();
+    let err = fa.union_with(&fb).unwrap_err();
+    assert!(matches!(err, FilterError::Incompatible(ref s) if s.contains("hash")));
+}
+
+#[test]
+fn halving_refuses_non_powers_of_two() {
+    let p = FilterParams::new(Layout::Standard, 1000, 3, HashSpec::xxh3(1)).unwrap();
+    assert!(BitFilter::new(p).unwrap().halve().is_err());
+    let p = FilterParams::new(Layout::Blocked, 512 * 3, 3, HashSpec::xxh3(1)).unwrap();
+    assert!(BitFilter::new(p).unwrap().halve().is_err());
+    let p = FilterParams::new(Layout::Blocked, 512, 3, HashSpec::xxh3(1)).unwrap();
+    assert!(BitFilter::new(p).unwrap().halve().is_err());
+}

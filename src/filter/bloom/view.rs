@@ -1,0 +1,101 @@
+//! [`FilterView`]: a read-only filter over borrowed bytes.
+
+use super::probe::prefetch;
+use super::{BitFilter, BloomRead};
+use crate::error::{FilterError, ParamError};
+use crate::filter::params::{FilterParams, BLOCK_BITS, WORDS_PER_BLOCK};
+
+/// A read-only filter over borrowed little-endian bytes (for instance the body
+/// of a decoded message or a memory-mapped file): queried without copying.
+///
+/// # Examples
+/// ```
+/// use filterstore::{BitFilter, FilterParams, FilterView, HashSpec, Layout};
+/// let p = FilterParams::for_capacity(1_000, 0.01, Layout::Standard, HashSpec::xxh3(7))?;
+/// let f = BitFilter::new(p)?;
+/// f.insert(b"apple");
+/// let bytes = f.to_le_bytes();
+/// assert_eq!(bytes.len() as u64, p.bit_bytes());
+/// let view = FilterView::new(p, &bytes)?;
+/// assert!(view.contains(b"apple") && !view.contains(b"pear"));
+/// assert!(FilterView::new(p, &bytes[1..]).is_err(), "the length is checked");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct FilterView<'a> {
+    params: FilterParams,
+    bytes: &'a [u8],
+}
+
+impl<'a> FilterView<'a> {
+    /// A view of `bytes`, which must hold exactly `params.bit_bytes()` bytes.
+    pub fn new(params: FilterParams, bytes: &'a [u8]) -> Result<Self, FilterError> {
+        if bytes.len() as u64 != params.bit_bytes() {
+            return Err(FilterError::LengthMismatch {
+                expected: params.bit_bytes(),
+                found: bytes.len() as u64,
+            });
+        }
+        Ok(FilterView { params, bytes })
+    }
+
+    /// Whether `key` may be in the set.
+    #[inline]
+    pub fn contains(&self, key: &[u8]) -> bool {
+        BloomRead::contains(self, key)
+    }
+
+    /// The borrowed bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// An owned copy.
+    pub fn to_owned_filter(&self) -> Result<BitFilter, ParamError> {
+        let f = BitFilter::new(self.params)?;
+        for i in 0..self.params.num_words() {
+            f.store_word(i, self.word(i));
+        }
+        Ok(f)
+    }
+}
+
+impl BloomRead for FilterView<'_> {
+    fn params(&self) -> &FilterParams {
+        &self.params
+    }
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        let mut w = [0u8; 8];
+        if let Some(s) = self.bytes.get(i * 8..i * 8 + 8) {
+            w.copy_from_slice(s);
+        }
+        u64::from_le_bytes(w)
+    }
+    #[inline(always)]
+    fn prefetch_word(&self, i: usize) {
+        if let Some(b) = self.bytes.get(i * 8) {
+            prefetch(b);
+        }
+    }
+    #[inline(always)]
+    fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
+        const BLOCK_BYTES: usize = (BLOCK_BITS / 8) as usize;
+        let start = block * BLOCK_BYTES;
+        match self
+            .bytes
+            .get(start..start + BLOCK_BYTES)
+            .and_then(|b| <&[u8; BLOCK_BYTES]>::try_from(b).ok())
+        {
+            Some(b) => std::array::from_fn(|w| {
+                let mut x = [0u8; 8];
+                x.copy_from_slice(&b[w * 8..w * 8 + 8]);
+                u64::from_le_bytes(x)
+            }),
+            // Unreachable: `new` checked the length against the parameters.
+            // All ones ("maybe") is the answer that can never be a false
+            // negative.
+            None => [u64::MAX; WORDS_PER_BLOCK],
+        }
+    }
+}
