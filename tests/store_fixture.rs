@@ -11,6 +11,8 @@
 //! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test store_fixture`.
 #![cfg(feature = "store")]
 
+mod common;
+
 mod store_fixture_common;
 
 use filterstore::{encode_bit_filter, encode_counting_filter};
@@ -55,6 +57,13 @@ fn write_fixture() {
 
 #[test]
 fn v1_store_fixture_reads_with_every_key_and_exact_exports() {
+    common::with_timeout(
+        common::TEST_LIMIT,
+        v1_store_fixture_reads_with_every_key_and_exact_exports_body,
+    )
+}
+
+fn v1_store_fixture_reads_with_every_key_and_exact_exports_body() {
     if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
         write_fixture();
     }
@@ -102,6 +111,13 @@ fn v1_store_fixture_reads_with_every_key_and_exact_exports() {
 
 #[test]
 fn fixture_tables_have_the_pinned_shape() {
+    common::with_timeout(
+        common::TEST_LIMIT,
+        fixture_tables_have_the_pinned_shape_body,
+    )
+}
+
+fn fixture_tables_have_the_pinned_shape_body() {
     let copy = copy_fixture();
     let store = FilterStore::open(copy.path()).unwrap();
     for (name, m, k) in PINNED {

@@ -6,6 +6,8 @@
 //! this test builds, not taken from the encoder.
 #![cfg(feature = "store")]
 
+mod common;
+
 mod store_fixture_common;
 
 use filterstore::{FilterParams, HashSpec, Layout};
@@ -31,6 +33,13 @@ fn tree_name(id: u64) -> String {
 
 #[test]
 fn v1_store_records_are_the_specified_bytes() {
+    common::with_timeout(
+        common::TEST_LIMIT,
+        v1_store_records_are_the_specified_bytes_body,
+    )
+}
+
+fn v1_store_records_are_the_specified_bytes_body() {
     let copy = copy_fixture();
     let db = sled::open(copy.path()).unwrap();
     let catalog = db.open_tree("filterstore/catalog").unwrap();
