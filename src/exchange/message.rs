@@ -151,10 +151,9 @@ pub fn build_from_keys<K: AsRef<[u8]>>(
     let n = (keys.len() as u64).max(1);
     let build = |plan: &optimize::Plan| -> Result<BitFilter, ExchangeError> {
         let params = FilterParams::new(Layout::Standard, plan.m_bits.max(64), plan.k, hash)?;
-        let f = BitFilter::new(params)?;
-        for k in keys {
-            f.insert(k.as_ref());
-        }
+        let mut f = BitFilter::new(params)?;
+        // Not shared yet: the bulk build with plain stores (same bits).
+        f.insert_many_mut(keys);
         Ok(f)
     };
     match target {
