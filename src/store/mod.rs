@@ -127,7 +127,10 @@ mod wal;
 pub use batch::{Durability, WriteBatch};
 pub(crate) use catalog::TableMeta;
 pub use catalog::{validate_name, MAX_NAME_LEN, STORE_FORMAT_VERSION};
-pub use config::StoreConfig;
+pub use config::{
+    StoreConfig, DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE,
+    DEFAULT_FOLD_MEMORY, DEFAULT_MATERIALIZED_BLOCKS,
+};
 pub use error::{NameError, StoreError};
 pub use import::ExportKind;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};

@@ -58,7 +58,7 @@ pub enum Codec {
     /// The array as stored in memory: bit filters as little-endian `u64`
     /// words, counting filters as packed nibbles. Id 0.
     Raw,
-    /// The bit array entropy-coded by [`crate::exchange::entropy`] (two-lane
+    /// The bit array entropy-coded by the exchange's coder (two-lane
     /// rANS over bytes, model from the exact count of one bits). Id 1. Used by
     /// exchange messages only; filter files are always raw.
     Rans,

@@ -97,13 +97,13 @@ pub struct Encoded {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum EntropyError {
-    /// `m_bits` exceeds [`MAX_BITS`] (or this platform's address space), so
+    /// `m_bits` exceeds the coder's limit of 2^36 bits (or this platform's address space), so
     /// the array is refused before anything is allocated.
     #[error("bit array of {m_bits} bits exceeds the limit of {max} bits")]
     TooManyBits {
         /// The requested array size in bits.
         m_bits: u64,
-        /// The limit, [`MAX_BITS`].
+        /// The limit, 2^36 bits.
         max: u64,
     },
     /// The header claims more one bits than the array has bits.

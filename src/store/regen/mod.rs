@@ -52,27 +52,9 @@
 //! new generation needs the same seed. A fresh seed would defeat adversarial
 //! keys, but would require journaling whole keys; left out.
 //!
-//! ## Consistency required of the key source
-//! Let S be the moment the journal starts (inside `regenerate`, before the
-//! source factory is called), T ≥ S the moment the source's view is taken,
-//! and C the commit point. The source must yield **every key live at T** (a
-//! snapshot taken after the factory is called; a scan that also sees later
-//! changes is fine as long as it sees every key live at T: extra keys only
-//! add false positives). And the snapshot must not split a host write from
-//! its filter write, in either direction:
+//! The host's obligation is on [`Table::regenerate`] (§ Consistency
+//! required of the key source), and the sizing rule on it too (§ Sizing).
 //!
-//! * an insert applied to the filter before S whose record is committed
-//!   after T is in neither the snapshot nor the journal: a false negative;
-//! * a deletion committed before T whose filter remove is applied after C
-//!   reaches the new generation, which never counted the key: it takes
-//!   counts from other keys (a false negative, or [`StoreError::NotPresent`]).
-//!
-//! So: **take the snapshot under the lock that makes each (filter write,
-//! record write) pair atomic** for it — the host's commit lock held across
-//! the filter insert and the record commit, and across the record deletion
-//! and the filter remove. `tests/store_regen.rs` does exactly this; without
-//! the lock it fails now and then on a loaded machine, in both ways above.
-
 //! ## Why the journal's removes are only applied against journaled inserts
 //! The danger is under-counting: a remove applied for a key the source did
 //! not yield takes counts from other keys (false negatives). We cannot tell
@@ -87,16 +69,6 @@
 //! before T: `P ≤ I_before + R_after`, hence ours ≥ truth. Skipped removes
 //! leave extra counts: false positives only, until the next regeneration.
 //!
-//! ## Sizing
-//! The new generation holds `n` = the table's live keys at S (inserts minus
-//! removes, exact when the host removes only what it inserted); it is sized
-//! for `⌈n·headroom⌉`, or the expected size set by [`Table::set_params`] if
-//! larger. The default headroom is [`DEFAULT_HEADROOM`] = 1.0: the
-//! ScyllaDB band is narrow (a filter at 80% of its capacity already has an
-//! estimated rate below 75% of target, which the policy reports as
-//! oversized), so a regenerated table is sized for what it holds, and
-//! insert-heavy tables should pass a larger headroom along with a policy
-//! that tolerates it.
 
 mod build;
 mod health;
@@ -113,7 +85,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Default headroom of a regenerated table: sized for exactly the keys it
-/// holds (see the [module docs](self#sizing)).
+/// holds (see [`Table::regenerate`], § Sizing).
 pub const DEFAULT_HEADROOM: f64 = 1.0;
 
 /// The callback of [`FilterStore::on_needs_regeneration`].
@@ -207,11 +179,42 @@ impl Table {
     /// Rebuilds the table's filter from `source`, online: lookups never
     /// wait, writes go on (briefly serialised at the swap), and nothing they
     /// do is lost. `source` is called once the journal has started, and must
-    /// return every key live at that moment or later (see the [module
-    /// docs](self#consistency-required-of-the-key-source) for the exact
+    /// return every key live at that moment or later (see [below](#consistency-required-of-the-key-source) for the exact
     /// obligation). An error from the source (or from storage) before the
     /// commit point leaves the old generation in force, unchanged, and the
     /// partial new one deleted.
+    ///
+    /// # Consistency required of the key source
+    /// Let S be the moment the journal starts (inside `regenerate`, before the
+    /// source factory is called), T ≥ S the moment the source's view is taken,
+    /// and C the commit point. The source must yield **every key live at T** (a
+    /// snapshot taken after the factory is called; a scan that also sees later
+    /// changes is fine as long as it sees every key live at T: extra keys only
+    /// add false positives). And the snapshot must not split a host write from
+    /// its filter write, in either direction:
+    ///
+    /// * an insert applied to the filter before S whose record is committed
+    ///   after T is in neither the snapshot nor the journal: a false negative;
+    /// * a deletion committed before T whose filter remove is applied after C
+    ///   reaches the new generation, which never counted the key: it takes
+    ///   counts from other keys (a false negative, or [`StoreError::NotPresent`]).
+    ///
+    /// So: **take the snapshot under the lock that makes each (filter write,
+    /// record write) pair atomic** for it — the host's commit lock held across
+    /// the filter insert and the record commit, and across the record deletion
+    /// and the filter remove. `tests/store_regen.rs` does exactly this; without
+    /// the lock it fails now and then on a loaded machine, in both ways above.
+    ///
+    /// # Sizing
+    /// The new generation holds `n` = the table's live keys at S (inserts minus
+    /// removes, exact when the host removes only what it inserted); it is sized
+    /// for `⌈n·headroom⌉`, or the expected size set by [`Table::set_params`] if
+    /// larger. The default headroom is [`DEFAULT_HEADROOM`] = 1.0: the
+    /// ScyllaDB band is narrow (a filter at 80% of its capacity already has an
+    /// estimated rate below 75% of target, which the policy reports as
+    /// oversized), so a regenerated table is sized for what it holds, and
+    /// insert-heavy tables should pass a larger headroom along with a policy
+    /// that tolerates it.
     ///
     /// # Examples
     /// ```

@@ -85,7 +85,7 @@ pub struct TableStats {
 /// writes to one table are serialised by a lock that lookups never take.
 ///
 /// Ordering rule for the host database (see the [durability
-/// contract](super#durability-contract)): make a key's insert durable
+/// contract](crate#durability-contract)): make a key's insert durable
 /// ([`flush`](Table::flush), or [`Durability::Durable`]) **before** committing
 /// the record it protects, and commit a record's deletion **before** calling
 /// [`remove`](Table::remove). Then a crash leaves only false positives.
@@ -419,7 +419,7 @@ impl Table {
     }
 
     /// Folds the log into the counter pages now (it is otherwise folded when
-    /// it reaches [`StoreConfig::fold_threshold`] operations). Does not flush.
+    /// it reaches [`StoreConfig::fold_threshold`](crate::StoreConfig::fold_threshold) operations). Does not flush.
     pub fn fold(&self) -> Result<(), StoreError> {
         let g = self.inner.gen.load_full();
         let mut w = g.writer.lock();
