@@ -141,7 +141,7 @@ impl DescriptorV1 {
     /// Reads and fully validates a descriptor. For [`Codec::Raw`] the declared
     /// payload length must equal the one the parameters imply; whether that
     /// many bytes follow is the caller's check (`ByteReader::take`).
-    pub fn read(r: &mut ByteReader<'_>) -> Result<Self, CodecError> {
+    pub(crate) fn read(r: &mut ByteReader<'_>) -> Result<Self, CodecError> {
         let layout_id = r.u8()?;
         let hash_id = r.u8()?;
         let width_id = r.u8()?;
