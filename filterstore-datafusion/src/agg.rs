@@ -191,8 +191,13 @@ struct Limits {
 
 #[derive(Debug)]
 enum Mode {
-    Exact { fp: f64, hashes: HashSet<(u64, u64)> },
-    Fixed { filter: BitFilter },
+    Exact {
+        fp: f64,
+        hashes: HashSet<(u64, u64)>,
+    },
+    Fixed {
+        filter: BitFilter,
+    },
 }
 
 #[derive(Debug)]
@@ -224,7 +229,9 @@ impl Accumulator for BloomAccumulator {
             return Ok(());
         };
         for i in 0..states.len() {
-            let Some(bytes) = array_bytes(states, i) else { continue };
+            let Some(bytes) = array_bytes(states, i) else {
+                continue;
+            };
             match &mut self.mode {
                 Mode::Exact { hashes, .. } => merge_hashes(hashes, bytes)?,
                 Mode::Fixed { filter } => merge_filter(filter, bytes)?,
@@ -281,7 +288,11 @@ fn check_exact_len(len: usize) -> Result<()> {
 
 fn merge_hashes(hashes: &mut HashSet<(u64, u64)>, bytes: &[u8]) -> Result<()> {
     if bytes.len() % 16 != 0 {
-        return Err(bad(format!("a partial state of {} bytes is not whole key hashes", bytes.len())).into());
+        return Err(bad(format!(
+            "a partial state of {} bytes is not whole key hashes",
+            bytes.len()
+        ))
+        .into());
     }
     for c in bytes.chunks_exact(16) {
         let mut h1 = [0u8; 8];
@@ -305,7 +316,9 @@ fn merge_filter(filter: &BitFilter, bytes: &[u8]) -> Result<()> {
         }
         .into());
     }
-    filter.union_with(&other.filter).map_err(|e| core(e.into()))?;
+    filter
+        .union_with(&other.filter)
+        .map_err(|e| core(e.into()))?;
     Ok(())
 }
 
@@ -363,7 +376,8 @@ fn fixed_message(filter: &BitFilter, limits: Limits) -> Result<Vec<u8>> {
 /// every bit set (108 bytes, entropy-coded to an empty payload). Every key
 /// is "maybe": applying it changes no result.
 pub fn pass_all_message() -> Result<Vec<u8>> {
-    let params = FilterParams::new(Layout::Standard, 64, 1, AGG_HASH).map_err(|e| core(e.into()))?;
+    let params =
+        FilterParams::new(Layout::Standard, 64, 1, AGG_HASH).map_err(|e| core(e.into()))?;
     let f = BitFilter::new(params).map_err(|e| core(e.into()))?;
     f.store_word(0, u64::MAX);
     Ok(encode_message(&f, 0, 0, CodecChoice::Auto).map_err(core)?)

@@ -14,8 +14,8 @@ use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_distributed::{
-    grpc, ChannelResolver, DistributedExt, SessionStateBuilderExt, Worker, WorkerChannel,
-    WorkerQueryContext, WorkerResolver,
+    grpc, ChannelResolver, DistributedConfig, DistributedExt, SessionStateBuilderExt, Worker,
+    WorkerChannel, WorkerQueryContext, WorkerResolver,
 };
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Endpoint, Server};
@@ -58,7 +58,7 @@ pub fn in_memory_cluster(
 /// side under 1 MiB / 128k rows by default, and datafusion-distributed then
 /// broadcasts it, so both thresholds go to zero and broadcast is switched off.
 pub fn partitioned_join_config(target_partitions: usize) -> Result<SessionConfig, DataFusionError> {
-    let mut config = SessionConfig::new().with_target_partitions(target_partitions);
+    let mut config = distributed_config(target_partitions)?;
     let opts = config.options_mut();
     opts.optimizer.hash_join_single_partition_threshold = 0;
     opts.optimizer.hash_join_single_partition_threshold_rows = 0;
@@ -68,9 +68,20 @@ pub fn partitioned_join_config(target_partitions: usize) -> Result<SessionConfig
 /// DataFusion's defaults with broadcast joins on: a small build side is
 /// collected and broadcast to every probe task.
 pub fn broadcast_join_config(target_partitions: usize) -> Result<SessionConfig, DataFusionError> {
-    SessionConfig::new()
-        .with_target_partitions(target_partitions)
-        .with_distributed_broadcast_joins(true)
+    distributed_config(target_partitions)?.with_distributed_broadcast_joins(true)
+}
+
+/// A config that carries datafusion-distributed's options (its setters
+/// refuse a config without them), with every file scan spread over as many
+/// tasks as there are workers (as datafusion-distributed's own in-memory
+/// tests do: otherwise a scan of a few megabytes stays in one task and the
+/// plan is not distributed at all), and workers' metrics sent home.
+fn distributed_config(target_partitions: usize) -> Result<SessionConfig, DataFusionError> {
+    let mut config = SessionConfig::new().with_target_partitions(target_partitions);
+    config.set_distributed_option_extension(DistributedConfig::default());
+    config
+        .with_distributed_file_scan_config_bytes_per_partition(1)?
+        .with_distributed_metrics_collection(true)
 }
 
 #[derive(Clone)]
@@ -82,8 +93,8 @@ impl InMemoryChannelResolver {
     fn new(functions: WorkerFunctions) -> Result<Self, DataFusionError> {
         let (client, server) = tokio::io::duplex(1024 * 1024);
         let mut client = Some(client);
-        let endpoint = Endpoint::try_from(DUMMY_URL)
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let endpoint =
+            Endpoint::try_from(DUMMY_URL).map_err(|e| DataFusionError::External(Box::new(e)))?;
         let channel = endpoint.connect_with_connector_lazy(tower::service_fn(move |_| {
             let client = client.take();
             async move {

@@ -49,11 +49,17 @@ pub fn bloom_contains_udf() -> Arc<ScalarUDF> {
 
 /// Whether `t` can carry a filter message.
 pub(crate) fn is_binary(t: &DataType) -> bool {
-    matches!(t, DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::Null)
+    matches!(
+        t,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::Null
+    )
 }
 
 /// The bytes of a binary scalar; `None` for null.
-pub(crate) fn scalar_bytes<'a>(function: &'static str, v: &'a ScalarValue) -> Result<Option<&'a [u8]>> {
+pub(crate) fn scalar_bytes<'a>(
+    function: &'static str,
+    v: &'a ScalarValue,
+) -> Result<Option<&'a [u8]>> {
     match v {
         ScalarValue::Binary(b) | ScalarValue::LargeBinary(b) | ScalarValue::BinaryView(b) => {
             Ok(b.as_deref())
@@ -90,7 +96,10 @@ impl ScalarUDFImpl for BloomContains {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        let bad = |reason: String| BloomUdfError::BadArgument { function: NAME, reason };
+        let bad = |reason: String| BloomUdfError::BadArgument {
+            function: NAME,
+            reason,
+        };
         if !is_binary(&arg_types[0]) {
             return Err(bad(format!("the filter must be BINARY, found {}", arg_types[0])).into());
         }
@@ -106,12 +115,11 @@ impl ScalarUDFImpl for BloomContains {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
-        let [filter, key] = <[ColumnarValue; 2]>::try_from(args.args).map_err(|_| {
-            BloomUdfError::BadArgument {
+        let [filter, key] =
+            <[ColumnarValue; 2]>::try_from(args.args).map_err(|_| BloomUdfError::BadArgument {
                 function: NAME,
                 reason: "takes two arguments: (filter, key)".into(),
-            }
-        })?;
+            })?;
         let scalar_key = matches!(key, ColumnarValue::Scalar(_));
         let keys = key.into_array(if scalar_key { 1 } else { rows })?;
         let answers = match filter {
@@ -122,7 +130,9 @@ impl ScalarUDFImpl for BloomContains {
             ColumnarValue::Array(messages) => contains_per_row(&messages, &keys)?,
         };
         if scalar_key {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&answers, 0)?));
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+                &answers, 0,
+            )?));
         }
         Ok(ColumnarValue::Array(Arc::new(answers)))
     }

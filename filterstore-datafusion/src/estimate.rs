@@ -79,10 +79,14 @@ impl BloomEstimate {
 
 /// The three estimate functions as registrable UDFs.
 pub fn estimate_udfs() -> Vec<Arc<ScalarUDF>> {
-    [EstimateKind::Count, EstimateKind::Intersection, EstimateKind::JoinSize]
-        .into_iter()
-        .map(|k| Arc::new(ScalarUDF::new_from_impl(BloomEstimate::new(k))))
-        .collect()
+    [
+        EstimateKind::Count,
+        EstimateKind::Intersection,
+        EstimateKind::JoinSize,
+    ]
+    .into_iter()
+    .map(|k| Arc::new(ScalarUDF::new_from_impl(BloomEstimate::new(k))))
+    .collect()
 }
 
 impl ScalarUDFImpl for BloomEstimate {
@@ -108,7 +112,10 @@ impl ScalarUDFImpl for BloomEstimate {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let rows = if all_scalar { 1 } else { args.number_rows };
         let arrays = args
             .args
@@ -132,14 +139,23 @@ impl ScalarUDFImpl for BloomEstimate {
 }
 
 impl BloomEstimate {
-    fn estimate_row(&self, filters: &[ArrayRef], counts: &[ArrayRef], i: usize) -> Result<Option<f64>> {
+    fn estimate_row(
+        &self,
+        filters: &[ArrayRef],
+        counts: &[ArrayRef],
+        i: usize,
+    ) -> Result<Option<f64>> {
         let name = self.kind.name();
-        let Some(a) = array_bytes(&filters[0], i) else { return Ok(None) };
+        let Some(a) = array_bytes(&filters[0], i) else {
+            return Ok(None);
+        };
         let a = cache::decoded(name, a)?;
         if self.kind == EstimateKind::Count {
             return Ok(Some(a.filter.estimate_len()));
         }
-        let Some(b) = array_bytes(&filters[1], i) else { return Ok(None) };
+        let Some(b) = array_bytes(&filters[1], i) else {
+            return Ok(None);
+        };
         let b = cache::decoded(name, b)?;
         let both = a
             .filter

@@ -78,16 +78,40 @@ pub trait KeyVisitor {
 }
 
 /// Dispatches `array` to `visitor` by type; refuses types without an encoding.
-pub fn visit(function: &'static str, array: &ArrayRef, visitor: &mut impl KeyVisitor) -> Result<()> {
+pub fn visit(
+    function: &'static str,
+    array: &ArrayRef,
+    visitor: &mut impl KeyVisitor,
+) -> Result<()> {
     let len = array.len();
     match array.data_type() {
-        DataType::Int8 => visit_ints(visitor, array.as_primitive::<Int8Type>().values(), |v| v as i64 as u64),
-        DataType::Int16 => visit_ints(visitor, array.as_primitive::<Int16Type>().values(), |v| v as i64 as u64),
-        DataType::Int32 => visit_ints(visitor, array.as_primitive::<Int32Type>().values(), |v| v as i64 as u64),
-        DataType::Int64 => visit_ints(visitor, array.as_primitive::<Int64Type>().values(), |v| v as u64),
-        DataType::UInt8 => visit_ints(visitor, array.as_primitive::<UInt8Type>().values(), u64::from),
-        DataType::UInt16 => visit_ints(visitor, array.as_primitive::<UInt16Type>().values(), u64::from),
-        DataType::UInt32 => visit_ints(visitor, array.as_primitive::<UInt32Type>().values(), u64::from),
+        DataType::Int8 => visit_ints(visitor, array.as_primitive::<Int8Type>().values(), |v| {
+            v as i64 as u64
+        }),
+        DataType::Int16 => visit_ints(visitor, array.as_primitive::<Int16Type>().values(), |v| {
+            v as i64 as u64
+        }),
+        DataType::Int32 => visit_ints(visitor, array.as_primitive::<Int32Type>().values(), |v| {
+            v as i64 as u64
+        }),
+        DataType::Int64 => visit_ints(visitor, array.as_primitive::<Int64Type>().values(), |v| {
+            v as u64
+        }),
+        DataType::UInt8 => visit_ints(
+            visitor,
+            array.as_primitive::<UInt8Type>().values(),
+            u64::from,
+        ),
+        DataType::UInt16 => visit_ints(
+            visitor,
+            array.as_primitive::<UInt16Type>().values(),
+            u64::from,
+        ),
+        DataType::UInt32 => visit_ints(
+            visitor,
+            array.as_primitive::<UInt32Type>().values(),
+            u64::from,
+        ),
         DataType::UInt64 => visit_ints(visitor, array.as_primitive::<UInt64Type>().values(), |v| v),
         DataType::Utf8 => {
             let a = array.as_string::<i32>();

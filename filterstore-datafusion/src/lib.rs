@@ -34,7 +34,9 @@ pub use agg::{bloom_agg_udaf, is_pass_all, pass_all_message, BloomAgg};
 pub use contains::{bloom_contains_udf, BloomContains};
 pub use error::BloomUdfError;
 pub use estimate::{estimate_udfs, BloomEstimate, EstimateKind};
-pub use prefilter::{semi_join_prefilter, BloomPrefilterPlanner, Decision, Prefilter, PrefilterPlan, SkipReason};
+pub use prefilter::{
+    semi_join_prefilter, BloomPrefilterPlanner, Decision, Prefilter, PrefilterPlan, SkipReason,
+};
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};

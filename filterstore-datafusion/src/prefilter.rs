@@ -144,7 +144,11 @@ pub struct PendingPrefilter {
 
 /// Plans `sql` on `ctx` with a Bloom semi-join prefilter where it pays (see
 /// the module documentation); otherwise returns DataFusion's plan unchanged.
-pub async fn semi_join_prefilter(ctx: &SessionContext, sql: &str, prefilter: &Prefilter) -> Result<PrefilterPlan> {
+pub async fn semi_join_prefilter(
+    ctx: &SessionContext,
+    sql: &str,
+    prefilter: &Prefilter,
+) -> Result<PrefilterPlan> {
     let logical = ctx.sql(sql).await?.logical_plan().clone();
     let state = ctx.state();
     let plan = state.create_physical_plan(&logical).await?;
@@ -164,7 +168,12 @@ pub async fn semi_join_prefilter(ctx: &SessionContext, sql: &str, prefilter: &Pr
     let selected_fraction = build_rows.map(|rows| decoded.n as f64 / rows.max(1) as f64);
     let too_many = |f: &f64| *f > prefilter.max_selected_fraction && !prefilter.force;
     if let Some(f) = selected_fraction.filter(too_many) {
-        return Ok(skipped(plan, SkipReason::NotSelective { selected_fraction: f }));
+        return Ok(skipped(
+            plan,
+            SkipReason::NotSelective {
+                selected_fraction: f,
+            },
+        ));
     }
     let decision = Decision::Applied {
         message_bytes: message.len(),
@@ -206,8 +215,13 @@ async fn plan_with(
 async fn run_build_query(ctx: &SessionContext, sql: &str) -> Result<Vec<u8>> {
     let batches = ctx.sql(sql).await?.collect().await?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    let bad = |reason: &str| BloomUdfError::Prefilter(format!("query 1 must return one BINARY value: {reason}"));
-    let batch = batches.iter().find(|b| b.num_rows() > 0).ok_or_else(|| bad("no row"))?;
+    let bad = |reason: &str| {
+        BloomUdfError::Prefilter(format!("query 1 must return one BINARY value: {reason}"))
+    };
+    let batch = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .ok_or_else(|| bad("no row"))?;
     if rows != 1 || batch.num_columns() != 1 {
         return Err(bad(&format!("{rows} rows of {} columns", batch.num_columns())).into());
     }
@@ -231,7 +245,10 @@ enum Shape {
 
 /// Which side of `join` has a key column named `column`: `Some(true)` left.
 fn probe_side(join: &HashJoinExec, column: &str) -> Option<bool> {
-    let named = |e: &Arc<dyn PhysicalExpr>| e.downcast_ref::<Column>().is_some_and(|c| c.name() == column);
+    let named = |e: &Arc<dyn PhysicalExpr>| {
+        e.downcast_ref::<Column>()
+            .is_some_and(|c| c.name() == column)
+    };
     let left = join.on().iter().any(|(l, _)| named(l));
     let right = join.on().iter().any(|(_, r)| named(r));
     let allowed = |probe_left: bool| match join.join_type() {
@@ -259,7 +276,11 @@ fn join_shape(plan: &Arc<dyn ExecutionPlan>, column: &str) -> Result<Shape> {
         let Some(probe_left) = probe_side(join, column) else {
             return Ok(TreeNodeRecursion::Continue);
         };
-        let probe = if probe_left { join.left() } else { join.right() };
+        let probe = if probe_left {
+            join.left()
+        } else {
+            join.right()
+        };
         let shuffled = probe.exists(|n| Ok(n.is::<NetworkShuffleExec>()))?;
         shape = if *join.partition_mode() == PartitionMode::Partitioned && shuffled {
             Shape::PartitionedShuffle
@@ -275,7 +296,11 @@ fn join_shape(plan: &Arc<dyn ExecutionPlan>, column: &str) -> Result<Shape> {
 /// single-node plan (whole Parquet files: exact), when every scan knows them.
 /// The distributed plan's scans cover file ranges per task, whose counts are
 /// estimates.
-async fn build_table_rows(state: &SessionState, logical: &LogicalPlan, column: &str) -> Result<Option<u64>> {
+async fn build_table_rows(
+    state: &SessionState,
+    logical: &LogicalPlan,
+    column: &str,
+) -> Result<Option<u64>> {
     let optimized = state.optimize(logical)?;
     let plan = DefaultPhysicalPlanner::default()
         .create_physical_plan(&optimized, state)
@@ -288,14 +313,21 @@ async fn build_table_rows(state: &SessionState, logical: &LogicalPlan, column: &
         let Some(probe_left) = probe_side(join, column) else {
             return Ok(TreeNodeRecursion::Continue);
         };
-        rows = leaf_rows(if probe_left { join.right() } else { join.left() });
+        rows = leaf_rows(if probe_left {
+            join.right()
+        } else {
+            join.left()
+        });
         Ok(TreeNodeRecursion::Stop)
     })?;
     Ok(rows)
 }
 
 /// Rows of the leaves under `plan` when every leaf knows its count.
-#[expect(deprecated, reason = "a leaf's own statistics; StatisticsContext walks whole trees")]
+#[expect(
+    deprecated,
+    reason = "a leaf's own statistics; StatisticsContext walks whole trees"
+)]
 fn leaf_rows(plan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
     if plan.children().is_empty() {
         let stats = plan.partition_statistics(None).ok()?;
@@ -384,12 +416,15 @@ fn filter_leaves(
             return Ok(Transformed::no(node));
         };
         let args: Vec<Arc<dyn PhysicalExpr>> = vec![
-            Arc::new(Literal::new(ScalarValue::Binary(Some(pending.message.clone())))),
+            Arc::new(Literal::new(ScalarValue::Binary(Some(
+                pending.message.clone(),
+            )))),
             Arc::new(Column::new(&pending.probe_column, index)),
         ];
         let predicate =
             ScalarFunctionExpr::try_new(bloom_contains_udf(), args, &schema, Arc::clone(options))?;
-        let filter: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(Arc::new(predicate), node)?);
+        let filter: Arc<dyn ExecutionPlan> =
+            Arc::new(FilterExec::try_new(Arc::new(predicate), node)?);
         Ok(Transformed::yes(filter))
     })?;
     Ok(out.data)

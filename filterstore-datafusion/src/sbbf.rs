@@ -50,7 +50,8 @@ pub fn export_bit_filter(filter: &impl BloomRead) -> Result<Sbbf> {
 /// [`Sbbf::write`] writes it) as a bit filter with `params`, when they allow;
 /// with the core's layouts they never do. A malformed SBBF is reported first.
 pub fn import_sbbf(bytes: &[u8], params: &FilterParams) -> Result<BitFilter> {
-    Sbbf::from_bytes(bytes).map_err(|e| BloomUdfError::Sbbf(format!("malformed split-block Bloom filter: {e}")))?;
+    Sbbf::from_bytes(bytes)
+        .map_err(|e| BloomUdfError::Sbbf(format!("malformed split-block Bloom filter: {e}")))?;
     Err(incompatible(params).into())
 }
 

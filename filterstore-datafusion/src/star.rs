@@ -68,7 +68,9 @@ impl StarData {
     /// Sum over the *unselected* keys of (fact rows of the key)²: the
     /// variance scale of the false-positive row count.
     pub fn unselected_sum_sq(&self, percent: i32) -> f64 {
-        self.rows_where(percent, false).map(|c| f64::from(c) * f64::from(c)).sum()
+        self.rows_where(percent, false)
+            .map(|c| f64::from(c) * f64::from(c))
+            .sum()
     }
 
     fn rows_where(&self, percent: i32, selected: bool) -> impl Iterator<Item = u32> + '_ {
@@ -91,7 +93,9 @@ fn splitmix(state: &mut u64) -> u64 {
 /// Writes `dir/fact/part-*.parquet` and `dir/dim/part-*.parquet`.
 pub fn write_star(dir: &Path, spec: StarSpec) -> Result<StarData> {
     let mut rng = spec.seed;
-    let dim_cat: Vec<i32> = (0..spec.dim_rows).map(|_| (splitmix(&mut rng) % 100) as i32).collect();
+    let dim_cat: Vec<i32> = (0..spec.dim_rows)
+        .map(|_| (splitmix(&mut rng) % 100) as i32)
+        .collect();
     let keys: Vec<i64> = (0..spec.dim_rows as i64).collect();
     let dim_schema = Arc::new(Schema::new(vec![
         Field::new("d_key", DataType::Int64, false),
@@ -114,22 +118,31 @@ pub fn write_star(dir: &Path, spec: StarSpec) -> Result<StarData> {
             k as i64
         })
         .collect();
-    let vals: Vec<i64> = (0..spec.fact_rows).map(|_| (splitmix(&mut rng) % 1_000) as i64).collect();
+    let vals: Vec<i64> = (0..spec.fact_rows)
+        .map(|_| (splitmix(&mut rng) % 1_000) as i64)
+        .collect();
     let fact_schema = Arc::new(Schema::new(vec![
         Field::new("f_id", DataType::Int64, false),
         Field::new("f_dkey", DataType::Int64, false),
         Field::new("f_val", DataType::Int64, false),
     ]));
-    write_files(&dir.join("fact"), spec.fact_files, spec.fact_rows, |range| {
-        RecordBatch::try_new(
-            fact_schema.clone(),
-            vec![
-                Arc::new(Int64Array::from_iter_values(range.start as i64..range.end as i64)),
-                Arc::new(Int64Array::from(dkeys[range.clone()].to_vec())),
-                Arc::new(Int64Array::from(vals[range].to_vec())),
-            ],
-        )
-    })?;
+    write_files(
+        &dir.join("fact"),
+        spec.fact_files,
+        spec.fact_rows,
+        |range| {
+            RecordBatch::try_new(
+                fact_schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(
+                        range.start as i64..range.end as i64,
+                    )),
+                    Arc::new(Int64Array::from(dkeys[range.clone()].to_vec())),
+                    Arc::new(Int64Array::from(vals[range].to_vec())),
+                ],
+            )
+        },
+    )?;
     Ok(StarData {
         fact_rows_per_key,
         dim_cat,
@@ -140,7 +153,9 @@ fn write_files(
     dir: &Path,
     files: usize,
     rows: usize,
-    batch: impl Fn(std::ops::Range<usize>) -> std::result::Result<RecordBatch, datafusion::arrow::error::ArrowError>,
+    batch: impl Fn(
+        std::ops::Range<usize>,
+    ) -> std::result::Result<RecordBatch, datafusion::arrow::error::ArrowError>,
 ) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let per_file = rows.div_ceil(files.max(1)).max(1);

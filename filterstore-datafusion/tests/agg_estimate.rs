@@ -16,7 +16,12 @@ fn table(keys: impl Iterator<Item = i64>, parts: usize) -> Arc<MemTable> {
     let chunk = keys.len().div_ceil(parts).max(1);
     let partitions = keys
         .chunks(chunk)
-        .map(|c| vec![RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(c.to_vec()))]).unwrap()])
+        .map(|c| {
+            vec![
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(c.to_vec()))])
+                    .unwrap(),
+            ]
+        })
         .collect();
     Arc::new(MemTable::try_new(schema, partitions).unwrap())
 }
@@ -27,7 +32,8 @@ fn ctx() -> SessionContext {
     ctx.register_table("a", table(0..10_000, 4)).unwrap();
     ctx.register_table("a1", table(0..10_000, 1)).unwrap();
     // b: keys 5,000..15,000, each twice (20,000 rows).
-    ctx.register_table("b", table((5_000..15_000).chain(5_000..15_000), 3)).unwrap();
+    ctx.register_table("b", table((5_000..15_000).chain(5_000..15_000), 3))
+        .unwrap();
     ctx
 }
 
@@ -66,7 +72,10 @@ async fn exact_mode_sized_for_distinct_keys() {
     let ctx = ctx();
     let msg = bytes(&ctx, "SELECT bloom_agg(k) FROM b").await;
     let d = filterstore::decode_message(&msg).unwrap();
-    assert_eq!(d.descriptor.n, 10_000, "b has 10,000 distinct keys in 20,000 rows");
+    assert_eq!(
+        d.descriptor.n, 10_000,
+        "b has 10,000 distinct keys in 20,000 rows"
+    );
     // The core's optimiser reaches ~7-8 bits per key at 1% (exchange bench:
     // 7.00 bits/key at 2%); 10 bits per key is a loose ceiling.
     assert!(msg.len() <= 10_000 * 10 / 8 + 200, "{} bytes", msg.len());
@@ -77,10 +86,18 @@ async fn estimates_from_sql() {
     let ctx = ctx();
     let a = "(SELECT bloom_agg(k, 0.01, 20000) AS f FROM a)";
     let b = "(SELECT bloom_agg(k, 0.01, 20000) AS f FROM b)";
-    let count = float(&ctx, &format!("SELECT bloom_estimate_count(x.f) FROM {a} x")).await;
+    let count = float(
+        &ctx,
+        &format!("SELECT bloom_estimate_count(x.f) FROM {a} x"),
+    )
+    .await;
     // The core measured <1% error at this fill; 3% leaves room.
     assert!((count - 10_000.0).abs() < 300.0, "count {count}");
-    let both = float(&ctx, &format!("SELECT bloom_estimate_intersection(x.f, y.f) FROM {a} x, {b} y")).await;
+    let both = float(
+        &ctx,
+        &format!("SELECT bloom_estimate_intersection(x.f, y.f) FROM {a} x, {b} y"),
+    )
+    .await;
     // The error scales with the set sizes (0.2% of 100k in the core's test);
     // 5% of 10,000 is a loose bound.
     assert!((both - 5_000.0).abs() < 500.0, "intersection {both}");
@@ -98,7 +115,14 @@ async fn incompatible_filters_are_an_error() {
     let ctx = ctx();
     let sql = "SELECT bloom_estimate_intersection(x.f, y.f) FROM \
                (SELECT bloom_agg(k) AS f FROM a) x, (SELECT bloom_agg(k) AS f FROM b WHERE k < 6000) y";
-    let err = ctx.sql(sql).await.unwrap().collect().await.unwrap_err().to_string();
+    let err = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("same fp and expected_n"), "{err}");
 }
 
@@ -110,9 +134,17 @@ async fn overfilled_filter_is_pass_all() {
     let msg = bytes(&ctx, "SELECT bloom_agg(k, 0.01, 10) FROM a").await;
     assert!(is_pass_all(&filter_of(&msg)));
     assert_eq!(msg.len(), filterstore::MESSAGE_OVERHEAD);
-    let sql = format!("SELECT count(*) FROM b WHERE bloom_contains(X'{}', k)", hex(&msg));
+    let sql = format!(
+        "SELECT count(*) FROM b WHERE bloom_contains(X'{}', k)",
+        hex(&msg)
+    );
     let b = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
-    assert_eq!(b[0].column(0).as_primitive::<datafusion::arrow::datatypes::Int64Type>().value(0), 20_000);
+    assert_eq!(
+        b[0].column(0)
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0),
+        20_000
+    );
 }
 
 fn hex(b: &[u8]) -> String {
@@ -130,6 +162,9 @@ async fn budget_is_respected() {
         assert!(msg.len() as u64 <= budget, "{} > {budget}", msg.len());
         let f = filter_of(&msg);
         assert_eq!(is_pass_all(&f), pass_all);
-        assert!((0..10_000i64).all(|k| f.contains(&k.to_le_bytes())), "no false negative");
+        assert!(
+            (0..10_000i64).all(|k| f.contains(&k.to_le_bytes())),
+            "no false negative"
+        );
     }
 }

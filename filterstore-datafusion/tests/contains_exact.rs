@@ -20,8 +20,21 @@ use std::sync::Arc;
 fn key_types() -> Vec<DataType> {
     use DataType::*;
     vec![
-        Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Utf8, LargeUtf8, Utf8View, Binary,
-        LargeBinary, BinaryView, FixedSizeBinary(8),
+        Int8,
+        Int16,
+        Int32,
+        Int64,
+        UInt8,
+        UInt16,
+        UInt32,
+        UInt64,
+        Utf8,
+        LargeUtf8,
+        Utf8View,
+        Binary,
+        LargeBinary,
+        BinaryView,
+        FixedSizeBinary(8),
     ]
 }
 
@@ -39,7 +52,15 @@ fn keys_of(values: &[Option<i64>], t: &DataType) -> ArrayRef {
             Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(it, 8).unwrap())
         }
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
-            let b = BinaryArray::from(values.iter().map(|v| v.map(|x| x.to_le_bytes().to_vec())).collect::<Vec<_>>().iter().map(|o| o.as_deref()).collect::<Vec<_>>());
+            let b = BinaryArray::from(
+                values
+                    .iter()
+                    .map(|v| v.map(|x| x.to_le_bytes().to_vec()))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(|o| o.as_deref())
+                    .collect::<Vec<_>>(),
+            );
             cast(&b, t).unwrap()
         }
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
@@ -50,7 +71,11 @@ fn keys_of(values: &[Option<i64>], t: &DataType) -> ArrayRef {
 }
 
 fn table(keys: ArrayRef) -> Arc<MemTable> {
-    let schema = Arc::new(Schema::new(vec![Field::new("k", keys.data_type().clone(), true)]));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "k",
+        keys.data_type().clone(),
+        true,
+    )]));
     let batch = RecordBatch::try_new(schema.clone(), vec![keys]).unwrap();
     Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap())
 }
@@ -62,13 +87,22 @@ async fn probe_with_sql(build: ArrayRef, probe: ArrayRef) -> (Vec<u8>, Vec<Optio
     register_functions(&ctx);
     ctx.register_table("build", table(build)).unwrap();
     ctx.register_table("probe", table(probe)).unwrap();
-    let agg = ctx.sql("SELECT bloom_agg(k) FROM build").await.unwrap().collect().await.unwrap();
+    let agg = ctx
+        .sql("SELECT bloom_agg(k) FROM build")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     let msg = agg[0].column(0).as_binary::<i32>().value(0).to_vec();
     let hits = ctx
         .table("probe")
         .await
         .unwrap()
-        .select(vec![bloom_contains_udf().call(vec![lit(ScalarValue::Binary(Some(msg.clone()))), col("k")])])
+        .select(vec![bloom_contains_udf().call(vec![
+            lit(ScalarValue::Binary(Some(msg.clone()))),
+            col("k"),
+        ])])
         .unwrap()
         .collect()
         .await
@@ -81,7 +115,10 @@ async fn probe_with_sql(build: ArrayRef, probe: ArrayRef) -> (Vec<u8>, Vec<Optio
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// Zero false negatives and null for null, for every type, including empty
@@ -90,15 +127,25 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn no_false_negatives_any_type() {
     let rt = runtime();
-    let config = Config { cases: 24, ..Config::default() };
-    let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let config = Config {
+        cases: 24,
+        ..Config::default()
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let value = prop::option::weighted(0.9, -5_000i64..5_000);
-    let strategy = (prop::collection::vec(value.clone(), 0..300), prop::collection::vec(value, 0..600));
+    let strategy = (
+        prop::collection::vec(value.clone(), 0..300),
+        prop::collection::vec(value, 0..600),
+    );
     runner
         .run(&strategy, |(build, probe)| {
             for t in key_types() {
                 let (b, p) = (keys_of(&build, &t), keys_of(&probe, &t));
-                let members: HashSet<Vec<u8>> = (0..b.len()).filter(|&i| b.is_valid(i)).map(|i| row_bytes(&b, i)).collect();
+                let members: HashSet<Vec<u8>> = (0..b.len())
+                    .filter(|&i| b.is_valid(i))
+                    .map(|i| row_bytes(&b, i))
+                    .collect();
                 let (_, hits) = rt.block_on(probe_with_sql(b, p.clone()));
                 prop_assert_eq!(hits.len(), p.len());
                 for (i, hit) in hits.iter().enumerate() {
@@ -118,7 +165,9 @@ fn no_false_negatives_any_type() {
 
 /// A row's value as comparable bytes (its display string suffices).
 fn row_bytes(a: &ArrayRef, i: usize) -> Vec<u8> {
-    datafusion::arrow::util::display::array_value_to_string(a, i).unwrap().into_bytes()
+    datafusion::arrow::util::display::array_value_to_string(a, i)
+        .unwrap()
+        .into_bytes()
 }
 
 /// Same answers through SQL with the filter as a column (the per-row path)
@@ -131,17 +180,27 @@ async fn sql_matches_exact_in() {
     register_functions(&ctx);
     let build: Vec<Option<i64>> = (0..2_000).map(|i| Some(i * 7)).chain([None]).collect();
     let probe: Vec<Option<i64>> = (0..20_000).map(Some).chain([None, None]).collect();
-    ctx.register_table("build", table(keys_of(&build, &DataType::Int32))).unwrap();
-    ctx.register_table("probe", table(keys_of(&probe, &DataType::Int64))).unwrap();
+    ctx.register_table("build", table(keys_of(&build, &DataType::Int32)))
+        .unwrap();
+    ctx.register_table("probe", table(keys_of(&probe, &DataType::Int64)))
+        .unwrap();
     let sql = "SELECT count(*) FILTER (WHERE exact AND NOT hit), count(*) FILTER (WHERE exact), \
                count(*) FILTER (WHERE hit), count(*) FILTER (WHERE hit IS NULL) FROM ( \
                SELECT e.k IS NOT NULL AS exact, bloom_contains(f.msg, p.k) AS hit \
                FROM probe p LEFT JOIN (SELECT DISTINCT k FROM build WHERE k IS NOT NULL) e ON p.k = e.k \
                CROSS JOIN (SELECT bloom_agg(k) AS msg FROM build) f)";
     let b = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    let get = |c: usize| b[0].column(c).as_primitive::<datafusion::arrow::datatypes::Int64Type>().value(0);
+    let get = |c: usize| {
+        b[0].column(c)
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0)
+    };
     assert_eq!(get(0), 0, "false negatives");
-    assert_eq!(get(1), 2_000, "every build key (Int32) is a probe key (Int64)");
+    assert_eq!(
+        get(1),
+        2_000,
+        "every build key (Int32) is a probe key (Int64)"
+    );
     // False positives among the 18,000 absent keys: bloom_agg plans 1% for
     // exactly 2,000 keys, so their number is about Poisson(180); 5 sigma
     // (RocksDB's bound for checks run often) plus 5% for the planner's
