@@ -1,0 +1,229 @@
+//! The semi-join on datafusion-distributed's in-memory cluster (3 workers, no
+//! ports): a 1M-row fact table and a 50k-row dimension with ~10% of its keys
+//! selected, as 8 + 6 Parquet files, the join forced partitioned.
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion_distributed::{
+    display_plan_ascii, rewrite_distributed_plan_with_metrics, DistributedMetricsFormat,
+    NetworkBoundaryExt, NetworkShuffleExec,
+};
+use filterstore_datafusion::cluster::{
+    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
+};
+use filterstore_datafusion::metrics::{is_bloom_filter, is_shuffle_of, sum_metric};
+use filterstore_datafusion::prefilter::has_bloom_filter;
+use filterstore_datafusion::star::{write_star, StarData, StarSpec};
+use filterstore_datafusion::{
+    register_functions, semi_join_prefilter, Decision, Prefilter, SkipReason,
+};
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const SELECTED: i32 = 10;
+const QUERY: &str = "SELECT count(*), sum(f.f_val), sum(f.f_id) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < 10";
+const BUILD: &str = "SELECT bloom_agg(d_key) FROM dim WHERE d_cat < 10";
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Fails the test instead of hanging it.
+async fn within<T>(secs: u64, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .expect("test timed out")
+}
+
+async fn register(ctx: &SessionContext, dir: &Path) -> datafusion::error::Result<()> {
+    for t in ["fact", "dim"] {
+        let path = dir.join(t);
+        ctx.register_parquet(
+            t,
+            path.to_str().unwrap_or_default(),
+            ParquetReadOptions::default(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+fn data() -> (tempfile::TempDir, StarData) {
+    let dir = tempfile::tempdir().unwrap();
+    let star = write_star(dir.path(), StarSpec::default()).unwrap();
+    (dir, star)
+}
+
+/// (count, sum of values, sum of ids) of the query's single row.
+async fn run(
+    plan: Arc<dyn ExecutionPlan>,
+    ctx: &SessionContext,
+) -> datafusion::error::Result<(i64, String, String)> {
+    let b = collect(plan, ctx.task_ctx()).await?;
+    let row = &b[0];
+    let n = row.column(0).as_primitive::<Int64Type>().value(0);
+    let s = |c: usize| {
+        datafusion::arrow::util::display::array_value_to_string(row.column(c), 0)
+            .unwrap_or_default()
+    };
+    Ok((n, s(1), s(2)))
+}
+
+/// The undistributed exact join.
+async fn exact(dir: &Path) -> (i64, String, String) {
+    let ctx = SessionContext::new();
+    register(&ctx, dir).await.unwrap();
+    let plan = ctx
+        .sql(QUERY)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    run(plan, &ctx).await.unwrap()
+}
+
+/// The shuffle whose stage reads the fact table, and its bloom filters.
+fn fact_shuffle(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let mut found = None;
+    let _ = plan.apply(|n| {
+        if is_shuffle_of(n.as_ref(), "f_dkey") && reads_fact(n) {
+            found = Some(Arc::clone(n));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    found
+}
+
+fn reads_fact(n: &Arc<dyn ExecutionPlan>) -> bool {
+    n.exists(|c| Ok(c.children().is_empty() && c.schema().index_of("f_dkey").is_ok()))
+        .unwrap_or(false)
+}
+
+fn is_bloom(n: &dyn ExecutionPlan) -> bool {
+    is_bloom_filter(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_join_is_prefiltered() -> TestResult {
+    within(180, async {
+        let (dir, star) = data();
+        let expected = exact(dir.path()).await;
+        assert_eq!(expected.0 as u64, star.selected_fact_rows(SELECTED));
+
+        let ctx = in_memory_cluster(3, WorkerFunctions::Registered, partitioned_join_config(3)?)?;
+        register(&ctx, dir.path()).await?;
+        // Baseline: the same cluster, DataFusion's plan.
+        let base = ctx.sql(QUERY).await?.create_physical_plan().await?;
+        assert!(fact_shuffle(&base).is_some(), "forced partitioned join must shuffle the fact side:\n{}", display_plan_ascii(base.as_ref(), false));
+        assert_eq!(run(Arc::clone(&base), &ctx).await?, expected);
+        let base = rewrite_distributed_plan_with_metrics(base, DistributedMetricsFormat::Aggregated).await?;
+
+        let r = semi_join_prefilter(&ctx, QUERY, &Prefilter::new(BUILD, "f_dkey")).await?;
+        let Decision::Applied { message_bytes, keys, estimated_fp, .. } = r.decision.clone() else {
+            panic!("not applied: {:?}", r.decision);
+        };
+        let shuffle = fact_shuffle(&r.plan).expect("fact shuffle");
+        let shown = display_plan_ascii(r.plan.as_ref(), false);
+        // bloom_contains sits below the fact side's network shuffle, and
+        // nowhere else (not inferred onto the build side).
+        let below: usize = count(&shuffle, is_bloom);
+        assert!(below >= 1, "{shown}");
+        assert_eq!(count(&r.plan, is_bloom), below, "a bloom filter outside the fact stage:\n{shown}");
+        let filters_on_fact = shuffle.as_network_boundary().map(|b| b.input_stage().task_count()).unwrap_or(0);
+
+        assert_eq!(run(Arc::clone(&r.plan), &ctx).await?, expected, "result equals the exact join");
+        let plan = rewrite_distributed_plan_with_metrics(Arc::clone(&r.plan), DistributedMetricsFormat::Aggregated).await?;
+
+        // Rows entering the fact shuffle: the filters' output.
+        let passed = sum_metric(&plan, "output_rows", is_bloom)? as u64;
+        let selected = star.selected_fact_rows(SELECTED);
+        let unselected = 1_000_000 - selected;
+        // False-positive rows: each unselected key passes with probability p
+        // (the filter's FP rate, exact in expectation from its fill for the
+        // standard layout) and brings its c_k rows: mean p * sum(c_k),
+        // variance p(1-p) * sum(c_k^2). Bound: mean + 5 sigma.
+        let p = estimated_fp;
+        let bound = selected as f64 + p * unselected as f64 + 5.0 * (p * star.unselected_sum_sq(SELECTED)).sqrt();
+        assert!(passed >= selected, "false negatives: {passed} < {selected}");
+        assert!((passed as f64) <= bound, "{passed} rows passed, bound {bound:.0} (p = {p:.4})");
+        assert_eq!(keys as usize, star.selected_keys(SELECTED));
+        // Message within budget: the optimiser's ~8 bits per key, 10 allowed.
+        assert!(message_bytes <= keys as usize * 10 / 8 + 108, "{message_bytes} bytes for {keys} keys");
+
+        let shuffled = |p: &Arc<dyn ExecutionPlan>| -> datafusion::error::Result<usize> {
+            let s = fact_shuffle(p).expect("fact shuffle");
+            sum_metric(&s, "bytes_transferred", |n| is_shuffle_of(n, "f_dkey"))
+        };
+        let plan_bytes = |p: &Arc<dyn ExecutionPlan>| sum_metric(p, "plan_bytes_sent", |_| true);
+        let (b0, b1) = (plan_bytes(&base)?, plan_bytes(&plan)?);
+        println!(
+            "fact shuffle rows 1000000 -> {passed} (selected {selected}, p {p:.4}); bytes {} -> {}; message {message_bytes} B for {keys} keys; plan bytes sent {b0} -> {b1} ({filters_on_fact} fact tasks)",
+            shuffled(&base)?,
+            shuffled(&plan)?
+        );
+        // The literal is copied into each fact task's plan once, not into
+        // the build side's: growth at most 1.5x message per fact task + 4 KB.
+        assert!(b1 <= b0 + (message_bytes * filters_on_fact * 3) / 2 + 4096, "plan bytes {b0} -> {b1}");
+        assert!(shuffled(&plan)? * 4 < shuffled(&base)?, "shuffle bytes must fall with the rows");
+        Ok(())
+    })
+    .await
+}
+
+fn count(plan: &Arc<dyn ExecutionPlan>, pred: fn(&dyn ExecutionPlan) -> bool) -> usize {
+    let mut n = 0;
+    let _ = plan.apply(|c| {
+        n += usize::from(pred(c.as_ref()));
+        Ok(TreeNodeRecursion::Continue)
+    });
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcast_and_single_node_plans_are_left_alone() -> TestResult {
+    within(120, async {
+        let (dir, _) = data();
+        let ctx = in_memory_cluster(3, WorkerFunctions::Registered, broadcast_join_config(3)?)?;
+        register(&ctx, dir.path()).await?;
+        let own = ctx.sql(QUERY).await?.create_physical_plan().await?;
+        let r = semi_join_prefilter(&ctx, QUERY, &Prefilter::new(BUILD, "f_dkey")).await?;
+        assert_eq!(r.decision, Decision::Skipped(SkipReason::NotPartitioned));
+        assert_eq!(
+            display_plan_ascii(r.plan.as_ref(), false),
+            display_plan_ascii(own.as_ref(), false)
+        );
+        assert!(!has_bloom_filter(&r.plan)?);
+
+        let single = SessionContext::new();
+        register_functions(&single);
+        register(&single, dir.path()).await?;
+        let r = semi_join_prefilter(&single, QUERY, &Prefilter::new(BUILD, "f_dkey")).await?;
+        assert_eq!(r.decision, Decision::Skipped(SkipReason::SingleNode));
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_without_the_udf_fails_loudly() -> TestResult {
+    within(120, async {
+        let (dir, _) = data();
+        let ctx = in_memory_cluster(3, WorkerFunctions::Missing, partitioned_join_config(3)?)?;
+        register(&ctx, dir.path()).await?;
+        let err = match semi_join_prefilter(&ctx, QUERY, &Prefilter::new(BUILD, "f_dkey")).await {
+            Err(e) => e.to_string(),
+            Ok(r) => match run(r.plan, &ctx).await {
+                Err(e) => e.to_string(),
+                Ok(v) => panic!("a worker without bloom_contains answered {v:?}"),
+            },
+        };
+        assert!(err.contains("bloom_"), "{err}");
+        Ok(())
+    })
+    .await
+}
