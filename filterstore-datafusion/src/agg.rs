@@ -378,8 +378,7 @@ fn fixed_message(filter: &BitFilter, limits: Limits) -> Result<Vec<u8>> {
 pub fn pass_all_message() -> Result<Vec<u8>> {
     let params =
         FilterParams::new(Layout::Standard, 64, 1, AGG_HASH).map_err(|e| core(e.into()))?;
-    let f = BitFilter::new(params).map_err(|e| core(e.into()))?;
-    f.store_word(0, u64::MAX);
+    let f = BitFilter::from_words(params, &[u64::MAX]).map_err(|e| core(e.into()))?;
     Ok(encode_message(&f, 0, 0, CodecChoice::Auto).map_err(core)?)
 }
 
