@@ -25,7 +25,6 @@
 //! Keys are hashed with [`AGG_HASH`], one fixed seed, so that filters built
 //! anywhere with `bloom_agg` can be compared.
 
-use crate::cache;
 use crate::contains::array_bytes;
 use crate::error::{BloomUdfError, Result};
 use crate::keys;
@@ -39,8 +38,8 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::expressions::Literal;
 use datafusion::physical_expr::PhysicalExpr;
 use filterstore::{
-    encode_message, plan_for_budget, plan_for_fp, CodecChoice, ExchangeError, TransmitPlan as Plan,
-    MESSAGE_OVERHEAD,
+    decode_message, encode_message, plan_for_budget, plan_for_fp, CodecChoice, ExchangeError,
+    TransmitPlan as Plan, MESSAGE_OVERHEAD,
 };
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, KeyHash, Layout};
 use std::collections::HashSet;
@@ -287,7 +286,7 @@ fn check_exact_len(len: usize) -> Result<()> {
 }
 
 fn merge_hashes(hashes: &mut HashSet<(u64, u64)>, bytes: &[u8]) -> Result<()> {
-    if bytes.len() % 16 != 0 {
+    if !bytes.len().is_multiple_of(16) {
         return Err(bad(format!(
             "a partial state of {} bytes is not whole key hashes",
             bytes.len()
@@ -305,8 +304,14 @@ fn merge_hashes(hashes: &mut HashSet<(u64, u64)>, bytes: &[u8]) -> Result<()> {
 }
 
 fn merge_filter(filter: &BitFilter, bytes: &[u8]) -> Result<()> {
-    let other = cache::decode(NAME, bytes, filter.params().bit_bytes().max(64))?;
-    let (a, b) = (filter.params(), other.filter.params());
+    // The header is checked before the payload is decoded: a state of other
+    // parameters is refused without allocating its filter.
+    let unreadable = |source| BloomUdfError::Unreadable {
+        function: NAME,
+        source,
+    };
+    let msg = decode_message(bytes).map_err(unreadable)?;
+    let (a, b) = (filter.params(), msg.params());
     if a != b {
         return Err(BloomUdfError::MismatchedState {
             m_a: a.m(),
@@ -316,9 +321,8 @@ fn merge_filter(filter: &BitFilter, bytes: &[u8]) -> Result<()> {
         }
         .into());
     }
-    filter
-        .union_with(&other.filter)
-        .map_err(|e| core(e.into()))?;
+    let other = msg.filter().map_err(unreadable)?;
+    filter.union_with(&other).map_err(|e| core(e.into()))?;
     Ok(())
 }
 
@@ -436,7 +440,7 @@ mod tests {
     fn pass_all_is_a_small_valid_message() {
         let m = pass_all_message().unwrap();
         assert_eq!(m.len(), MESSAGE_OVERHEAD);
-        let d = cache::decode(NAME, &m, 1 << 20).unwrap();
+        let d = crate::cache::decode(NAME, &m, 1 << 20).unwrap();
         assert!(is_pass_all(&d.filter));
         assert!(d.filter.contains(b"anything"));
     }

@@ -17,7 +17,7 @@
 //! answers from a filter it could not hold.
 
 use crate::error::{BloomUdfError, Result};
-use filterstore::{decode_message_with_limit, ExchangeError, ReceivedFilter};
+use filterstore::{decode_message_with_limit, ExchangeError};
 use filterstore::{BitFilter, BloomRead};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -180,12 +180,11 @@ pub fn decode(function: &'static str, bytes: &[u8], budget: u64) -> Result<Decod
         .into());
     }
     let unreadable = |source| BloomUdfError::Unreadable { function, source };
-    let filter = match msg.filter().map_err(unreadable)? {
-        ReceivedFilter::Owned(f) => f,
-        ReceivedFilter::Borrowed(v) => v
-            .to_owned_filter()
-            .map_err(|e| unreadable(ExchangeError::Param(e)))?,
-    };
+    let filter = msg
+        .filter()
+        .map_err(unreadable)?
+        .into_owned()
+        .map_err(|e| unreadable(ExchangeError::Param(e)))?;
     Ok(DecodedFilter {
         filter,
         n: msg.descriptor.n,

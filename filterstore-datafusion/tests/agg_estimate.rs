@@ -49,10 +49,7 @@ async fn float(ctx: &SessionContext, sql: &str) -> f64 {
 
 fn filter_of(msg: &[u8]) -> filterstore::BitFilter {
     let d = filterstore::decode_message(msg).unwrap();
-    match d.filter().unwrap() {
-        filterstore::ReceivedFilter::Owned(f) => f,
-        filterstore::ReceivedFilter::Borrowed(v) => v.to_owned_filter().unwrap(),
-    }
+    d.filter().unwrap().into_owned().unwrap()
 }
 
 /// Fixed-size states merged by OR give the very filter one partition builds.

@@ -9,7 +9,7 @@ use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use datafusion_distributed::{
     display_plan_ascii, rewrite_distributed_plan_with_metrics, DistributedMetricsFormat,
-    NetworkBoundaryExt, NetworkShuffleExec,
+    NetworkBoundaryExt,
 };
 use filterstore_datafusion::cluster::{
     broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,

@@ -356,6 +356,20 @@ pub enum ReceivedFilter<'a> {
     Owned(BitFilter),
 }
 
+impl ReceivedFilter<'_> {
+    /// The filter as an owned [`BitFilter`], detached from the message bytes:
+    /// what a receiver keeps beyond the message's lifetime (a cache of
+    /// decoded filters shared by queries). A borrowed filter is copied once;
+    /// an owned one is returned as is. Fails only if the copy cannot be
+    /// allocated.
+    pub fn into_owned(self) -> Result<BitFilter, ParamError> {
+        match self {
+            ReceivedFilter::Borrowed(v) => v.to_owned_filter(),
+            ReceivedFilter::Owned(f) => Ok(f),
+        }
+    }
+}
+
 impl BloomRead for ReceivedFilter<'_> {
     fn params(&self) -> &FilterParams {
         match self {
@@ -602,5 +616,29 @@ impl<'a> DecodedMessage<'a> {
             .map(|(i, x)| base.word(i) ^ x)
             .collect();
         Ok(BitFilter::from_words(self.descriptor.params, &words)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain (borrowed) and coded (owned) messages give the same owned filter.
+    #[test]
+    fn into_owned_detaches_both_kinds() {
+        let keys: Vec<[u8; 8]> = (0..500u64).map(|k| k.to_le_bytes()).collect();
+        let (_, built) = build_from_keys(&keys, Target::Fp(0.01), HashSpec::xxh3(5), 1).unwrap();
+        for choice in [CodecChoice::Plain, CodecChoice::Auto] {
+            let bytes = encode_full(&built, 500, 1, choice).unwrap();
+            let received = decode(&bytes).unwrap().filter().unwrap();
+            assert_eq!(
+                matches!(received, ReceivedFilter::Borrowed(_)),
+                choice == CodecChoice::Plain
+            );
+            let owned = received.into_owned().unwrap();
+            drop(bytes);
+            assert_eq!(owned.to_words(), built.to_words());
+            assert!(keys.iter().all(|k| owned.contains(k)));
+        }
     }
 }
