@@ -9,7 +9,7 @@ use super::output::Out;
 use super::{open_existing, Failure, Outcome};
 use filterstore::FilterStore;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
-use filterstore::{encode_message, FilterParams, ReceivedFilter};
+use filterstore::{encode_message, FilterParams};
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use filterstore::{CodecChoice, MessageTarget};
 use filterstore::{DecodedMessage, ExportKind};
@@ -196,10 +196,8 @@ fn load(path: &Path, peeked: Peeked<'_>) -> Result<Loaded, Failure> {
         }),
         Peeked::Message(m) => {
             // A delta is an XOR against a filter this file does not hold.
-            let filter = match m.filter().map_err(|e| defect(&e))? {
-                ReceivedFilter::Owned(f) => f,
-                ReceivedFilter::Borrowed(v) => v.to_owned_filter().map_err(|e| defect(&e))?,
-            };
+            let received = m.filter().map_err(|e| defect(&e))?;
+            let filter = received.into_owned().map_err(|e| defect(&e))?;
             Ok(Loaded {
                 filter,
                 n: m.descriptor.n,
