@@ -382,7 +382,10 @@ fn fixed_message(filter: &BitFilter, limits: Limits) -> Result<Vec<u8>> {
 pub fn pass_all_message() -> Result<Vec<u8>> {
     let params =
         FilterParams::new(Layout::Standard, 64, 1, AGG_HASH).map_err(|e| core(e.into()))?;
-    let f = BitFilter::from_words(params, &[u64::MAX]).map_err(|e| core(e.into()))?;
+    // Word 0 holds all 64 bits; the rest of the 512-bit storage block is padding.
+    let mut words = vec![0u64; params.num_words()];
+    words[0] = u64::MAX;
+    let f = BitFilter::from_words(params, &words).map_err(|e| core(e.into()))?;
     Ok(encode_message(&f, 0, 0, CodecChoice::Auto).map_err(core)?)
 }
 
