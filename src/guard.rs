@@ -37,6 +37,7 @@
 //! durable (every guard write is), so a hot key cannot drive its counters to
 //! saturation.
 
+use crate::store::engine;
 use crate::store::{Durability, FilterStore, StoreError, Table, WriteBatch};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -233,8 +234,8 @@ impl<S: DiffStorage> Guard<S> {
 #[derive(Clone, Debug)]
 pub struct SledDiffStorage {
     store: FilterStore,
-    base: sled::Tree,
-    diff: sled::Tree,
+    base: engine::Tree,
+    diff: engine::Tree,
 }
 
 impl SledDiffStorage {
@@ -284,7 +285,7 @@ impl SledDiffStorage {
         K: AsRef<[u8]>,
         V: AsRef<[u8]>,
     {
-        let mut batch = sled::Batch::default();
+        let mut batch = engine::Batch::default();
         for (k, v) in records {
             batch.insert(k.as_ref(), v.as_ref());
         }
@@ -364,7 +365,7 @@ impl DiffStorage for SledDiffStorage {
     }
 
     fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), SledDiffError> {
-        let mut batch = sled::Batch::default();
+        let mut batch = engine::Batch::default();
         for (key, change) in changes {
             match change {
                 Change::Put(v) => {
@@ -383,14 +384,14 @@ impl DiffStorage for SledDiffStorage {
     }
 
     fn merge(&self) -> Result<u64, SledDiffError> {
-        use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
-        let changes: Vec<(sled::IVec, sled::IVec)> = self
+        use sled::transaction::{ConflictableTransactionError, TransactionError};
+        let changes: Vec<(engine::IVec, engine::IVec)> = self
             .diff
             .iter()
             .collect::<Result<_, _>>()
             .map_err(sled_err("reading the differential file"))?;
         let n = changes.len() as u64;
-        let result = (&self.base, &self.diff).transaction(|(base, diff)| {
+        let result = self.base.transaction2(&self.diff, |base, diff| {
             for (key, value) in &changes {
                 match decode_change(value) {
                     Ok(Change::Put(v)) => {

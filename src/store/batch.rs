@@ -8,9 +8,8 @@ pub enum Durability {
     /// Until then the batch may sit in the table's in-memory buffer (up to
     /// [`StoreConfig::buffer_ops`](super::StoreConfig::buffer_ops) operations,
     /// written to sled as one record when full, at a flush, or when the last
-    /// handle of the table is dropped), then in sled's buffers (written at the
-    /// next flush, or within sled's flush interval when
-    /// [`StoreConfig::flush_every_ms`](super::StoreConfig::flush_every_ms) is set).
+    /// handle of the table is dropped); once written to sled it is durable
+    /// (every sled write is flushed at once).
     Buffered,
     /// Visible at once and durable when `apply` returns: the batch (with any
     /// buffered writes before it) is written as one log record and the

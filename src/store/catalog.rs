@@ -17,8 +17,10 @@ use crate::filter::params::{FilterParams, Layout};
 use serde::{Deserialize, Serialize};
 
 /// The store format version this build writes (kept in the catalog header).
-/// Version 1: the layout described in the module docs of `store`.
-pub const STORE_FORMAT_VERSION: u32 = 1;
+/// Version 1: the layout described in the module docs of `store`; version
+/// 2: a generation's state record may carry the marks of a fold under way
+/// (`docs/FORMAT.md` §11, §15).
+pub const STORE_FORMAT_VERSION: u32 = 2;
 /// The longest table name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 

@@ -118,16 +118,13 @@ impl StoreConfig {
         self
     }
 
-    /// How often sled writes its buffers to disk in the background (`None`,
-    /// no background flusher, by default; sled's own default is 500 ms).
-    /// Durability is promised only after [`flush`](super::Table::flush) or a
-    /// durable apply, which flush explicitly, so the store does not need the
-    /// flusher. It is off by default because sled 0.34.7's background "log
-    /// flusher" thread took part in a rare hang seen under heavy concurrent
-    /// writes with regeneration (the flusher blocked on a lock while a writer
-    /// waited inside sled; sled issue #1412 reports deadlocks of 0.34.7 under
-    /// load). Turning it on bounds how long non-durable writes handed to sled
-    /// stay only in memory.
+    /// Ignored: kept so that existing callers still build. Every write that
+    /// reaches sled is now flushed at once, and sled's background flusher is
+    /// always off, because it is one of the threads that could close sled
+    /// 0.34.7's writer deadlock (see the store's module docs, "The storage
+    /// engine stays inside"). A write is durable when it reaches sled: at a
+    /// durable apply, a flush, a full buffer, or a fold.
+    #[deprecated(note = "ignored: every write that reaches sled is flushed at once")]
     pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
         self.flush_every_ms = ms;
         self

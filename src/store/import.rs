@@ -12,6 +12,7 @@
 //! sticky.
 
 use super::catalog::{self, TableMeta, HEADER_KEY};
+use super::engine;
 use super::error::StoreError;
 use super::keys::STATE_KEY;
 use super::pages;
@@ -150,14 +151,11 @@ impl FilterStore {
                 .map_err(sled_err("writing counter pages"))?;
             }
         }
-        let state = GenerationState {
-            live_keys: i64::try_from(live_keys).unwrap_or(i64::MAX),
-            next_seq: 0,
-        };
+        let state = GenerationState::settled(i64::try_from(live_keys).unwrap_or(i64::MAX), 0);
         tree.insert(STATE_KEY, state.encode(name)?)
             .map_err(sled_err("writing table state"))?;
         header.next_table_id += 1;
-        let mut batch = sled::Batch::default();
+        let mut batch = engine::Batch::default();
         batch.insert(catalog::table_key(name), meta.encode()?);
         batch.insert(HEADER_KEY, header.encode()?);
         // One flush covers the pages and the catalog.

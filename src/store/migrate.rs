@@ -8,9 +8,10 @@
 //! this module by a `#[path]` include, and [`STEPS`] lists them in order.
 //! The framework below (reading the version, running the steps in order, the
 //! atomic switch, the typed error for a newer store) is ordinary crate code.
-//! Format version 1 is the first, so the registry is empty today; the
-//! framework is tested with a test-only step (below), never by bumping the
-//! real version: the v1 fixtures are bytes on users' disks, kept forever.
+//! The framework is tested with a test-only step from the current version
+//! (below); the real steps are tested on the fixtures of the versions they
+//! read (`tests/store_fixture.rs`): those are bytes on users' disks, kept
+//! forever.
 //!
 //! # What a step does
 //! A step from version N **builds** the version-N+1 form of everything it
@@ -25,6 +26,7 @@
 //! Old trees that the switch stops naming are collected the same way.
 
 use super::catalog::{StoreHeader, HEADER_KEY, STORE_FORMAT_VERSION};
+use super::engine;
 use super::error::StoreError;
 
 /// One migration step, from format version `from` to `from + 1`.
@@ -33,11 +35,17 @@ pub(crate) struct Step {
     pub from: u32,
     /// Builds the new form; returns the catalog writes that switch to it
     /// (the framework adds the header).
-    pub build: fn(&sled::Db, &sled::Tree) -> Result<sled::Batch, StoreError>,
+    pub build: fn(&engine::Db, &engine::Tree) -> Result<engine::Batch, StoreError>,
 }
 
-/// The steps of this build, in order of `from` (none: version 1 is the first).
-pub(crate) const STEPS: &[Step] = &[];
+#[path = "../../migrations/steps/v1_to_v2.rs"]
+mod v1_to_v2;
+
+/// The steps of this build, in order of `from`.
+pub(crate) const STEPS: &[Step] = &[Step {
+    from: 1,
+    build: v1_to_v2::v1_to_v2,
+}];
 
 /// Where a test may stop a migration (crash injection).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +59,8 @@ pub(crate) enum StopAt {
 /// Brings the store whose header is `header` to [`STORE_FORMAT_VERSION`].
 /// Returns the header in force afterwards.
 pub(crate) fn upgrade(
-    db: &sled::Db,
-    catalog: &sled::Tree,
+    db: &engine::Db,
+    catalog: &engine::Tree,
     header: StoreHeader,
 ) -> Result<StoreHeader, StoreError> {
     upgrade_with(
@@ -68,8 +76,8 @@ pub(crate) fn upgrade(
 /// [`upgrade`] to version `current` with the steps `steps` (tests use their
 /// own).
 pub(crate) fn upgrade_with(
-    db: &sled::Db,
-    catalog: &sled::Tree,
+    db: &engine::Db,
+    catalog: &engine::Tree,
     mut header: StoreHeader,
     current: u32,
     steps: &[Step],
@@ -127,14 +135,14 @@ mod tests {
     use crate::store::catalog::{TableMeta, CATALOG_TREE, TABLE_PREFIX};
     use crate::store::{FilterStore, TableSpec};
 
-    /// A test-only step "1 → 2": moves every table's data to a new
+    /// A test-only step "V → V+1" (V the current version): moves every table's data to a new
     /// generation tree (a copy), the shape of a real step that rewrites
     /// pages in a new form.
     fn copy_to_next_generation(
-        db: &sled::Db,
-        catalog: &sled::Tree,
-    ) -> Result<sled::Batch, StoreError> {
-        let mut switch = sled::Batch::default();
+        db: &engine::Db,
+        catalog: &engine::Tree,
+    ) -> Result<engine::Batch, StoreError> {
+        let mut switch = engine::Batch::default();
         for entry in catalog.scan_prefix([TABLE_PREFIX]) {
             let (key, value) = entry.map_err(|e| StoreError::sled("test", e))?;
             let mut meta = TableMeta::decode(&key, &value)?;
@@ -159,8 +167,10 @@ mod tests {
         Ok(switch)
     }
 
+    const V: u32 = STORE_FORMAT_VERSION;
+
     const TEST_STEPS: &[Step] = &[Step {
-        from: 1,
+        from: V,
         build: copy_to_next_generation,
     }];
 
@@ -184,12 +194,12 @@ mod tests {
         t.flush().unwrap();
     }
 
-    fn raw(dir: &std::path::Path) -> (sled::Db, sled::Tree, StoreHeader) {
+    fn raw(dir: &std::path::Path) -> (engine::Db, engine::Tree, StoreHeader) {
         // sled releases a dropped database's directory lock a few
         // milliseconds late: retry, as `FilterStore::open` does.
         let mut tries = 0;
         let db = loop {
-            match sled::open(dir) {
+            match engine::Db::open(sled::Config::new().path(dir)) {
                 Ok(db) => break db,
                 Err(e) if tries < 200 => {
                     tries += 1;
@@ -219,17 +229,24 @@ mod tests {
         make_store(dir.path());
         {
             let (db, catalog, header) = raw(dir.path());
-            assert_eq!(header.format_version, 1);
-            let h =
-                upgrade_with(&db, &catalog, header, 2, TEST_STEPS, StopAt::BeforeSwitch).unwrap();
-            assert_eq!(h.format_version, 1);
+            assert_eq!(header.format_version, V);
+            let h = upgrade_with(
+                &db,
+                &catalog,
+                header,
+                V + 1,
+                TEST_STEPS,
+                StopAt::BeforeSwitch,
+            )
+            .unwrap();
+            assert_eq!(h.format_version, V);
             // The half-built generation exists but nothing names it.
             assert!(db
                 .tree_names()
                 .iter()
                 .any(|n| n.ends_with(b"gen/0000000000000002")));
         }
-        // Still a v1 store: it opens, every key is there, the stray tree is
+        // Still a version-V store: it opens, every key is there, the stray tree is
         // collected.
         assert_eq!(generation(dir.path()), 1);
         {
@@ -241,8 +258,8 @@ mod tests {
         }
         // Run again, to completion.
         let (db, catalog, header) = raw(dir.path());
-        let h = upgrade_with(&db, &catalog, header, 2, TEST_STEPS, StopAt::Never).unwrap();
-        assert_eq!(h.format_version, 2);
+        let h = upgrade_with(&db, &catalog, header, V + 1, TEST_STEPS, StopAt::Never).unwrap();
+        assert_eq!(h.format_version, V + 1);
         let table = TableMeta::decode(
             &crate::store::catalog::table_key("t"),
             &catalog
@@ -253,14 +270,11 @@ mod tests {
         .unwrap();
         assert_eq!(table.generation, 2);
         drop((db, catalog));
-        // This build supports version 1 only: the migrated store is "newer".
+        // This build supports version V only: the migrated store is "newer".
         match FilterStore::open(dir.path()) {
-            Err(
-                e @ StoreError::UnsupportedFormat {
-                    found: 2,
-                    supported: 1,
-                },
-            ) => {
+            Err(e @ StoreError::UnsupportedFormat { found, supported })
+                if found == V + 1 && supported == V =>
+            {
                 assert!(e.to_string().contains("upgrade filterstore"), "{e}");
             }
             other => panic!("{other:?}"),
@@ -272,9 +286,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         make_store(dir.path());
         let (db, catalog, header) = raw(dir.path());
-        // Current 3 with only a 1 → 2 step: typed error before anything runs.
-        match upgrade_with(&db, &catalog, header, 3, TEST_STEPS, StopAt::Never) {
-            Err(StoreError::NoMigration { from: 2, to: 3 }) => {}
+        // Current V+2 with only a V → V+1 step: typed error before anything runs.
+        match upgrade_with(&db, &catalog, header, V + 2, TEST_STEPS, StopAt::Never) {
+            Err(StoreError::NoMigration { from, to }) if from == V + 1 && to == V + 2 => {}
             other => panic!("{other:?}"),
         }
         let zero = StoreHeader {
@@ -286,8 +300,8 @@ mod tests {
             Err(StoreError::Corrupt { .. })
         ));
         let h = StoreHeader::decode_any(&catalog.get(HEADER_KEY).unwrap().unwrap()).unwrap();
-        assert_eq!(h.format_version, 1);
-        // The real registry is empty and v1 is current: a no-op.
+        assert_eq!(h.format_version, V);
+        // The store is current: a no-op.
         assert_eq!(upgrade(&db, &catalog, header).unwrap(), header);
     }
 }

@@ -45,9 +45,12 @@
 //! buffer is written as **one** sled value per batch group, and the log is
 //! *folded* into the counter pages when it reaches
 //! [`StoreConfig::fold_threshold`] operations: sorted by block, each touched
-//! 16 KiB chunk read, updated and written once, and the folded records removed,
-//! in one atomic sled batch. A durable batch of 1,000 keys is then one sled
-//! insert plus one flush. Removes need the current counters of the key's block
+//! 16 KiB chunk read, updated and written once, and the folded records removed;
+//! each chunk is written together with a mark of the fold's progress in the
+//! generation's state record, so that a crash in the middle of a fold leaves
+//! every chunk saying exactly which log records it holds (`docs/FORMAT.md`
+//! §11). A durable batch of 1,000 keys is then one sled insert plus one
+//! flush. Removes need the current counters of the key's block
 //! (to refuse a key that was never inserted, and to clear bits whose counter
 //! reaches zero); those blocks are read and kept in memory until the next fold
 //! (see [`table`] for the invariant that keeps the bits exact).
@@ -56,13 +59,27 @@
 //! sled is an implementation detail: no sled type appears in the public API
 //! of any feature, and a sled error reaches a host only as the
 //! [`source`](std::error::Error::source) of a [`StoreError`]. A host cannot
-//! hand the store its own `sled::Db`; a host that wants one page cache and
+//! hand the store its own `engine::Db`; a host that wants one page cache and
 //! one flusher for its guarded data and its filters keeps that data *in the
 //! store's database* instead, through
 //! [`SledDiffStorage::open`](crate::SledDiffStorage::open). The reason: the
 //! reliability work on sled 0.34.7 (its writer deadlock, full disks, power
 //! loss) may move the high-volume traffic off sled, and that must not break
 //! a host that was never given a sled type.
+//!
+//! # One sled call at a time
+//! sled 0.34.7 can deadlock a writer against its own thread pool (its issue
+//! #804). Of the routes — bounding what the store hands sled, or moving the
+//! counter pages and the log onto files of our own — the store takes the
+//! first: every sled call goes through [`engine`], which lets one call of the
+//! process run at a time, flushes each call that may have written before the
+//! next, keeps every steady-state call to at most two items of one page, and
+//! turns sled's background flusher off. `engine`'s module docs prove from
+//! sled's code that the deadlock's cycle cannot then close. Chosen because it
+//! keeps sled's atomic batches and crash recovery, which the store's crash
+//! tests rely on, and needs no new file format for pages or log; the cost is
+//! that folds and regenerations write one page per flushed call.
+//! `scripts/hang-loop.sh` loops the test that used to hang.
 //!
 //! # Memory
 //! The bit filters of the open tables, plus sled's page cache
@@ -115,6 +132,7 @@
 pub mod batch;
 pub mod catalog;
 pub mod config;
+pub(crate) mod engine;
 pub mod error;
 mod import;
 mod keys;
@@ -186,10 +204,10 @@ impl TableSpec {
 }
 
 pub(crate) struct StoreInner {
-    db: sled::Db,
+    db: engine::Db,
     /// The directory, canonical, as registered in [`OPEN_DIRS`].
     dir: PathBuf,
-    catalog: sled::Tree,
+    catalog: engine::Tree,
     config: StoreConfig,
     /// Serialises catalog changes (create, drop, set, a regeneration's swap).
     catalog_lock: Mutex<()>,
@@ -244,7 +262,7 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// same process therefore retries for up to [`LOCK_WAIT`] before reporting
 /// [`StoreError::Locked`] (another process holding the lock is reported after
 /// the same wait).
-fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
+fn open_db(path: &Path, config: &StoreConfig) -> Result<engine::Db, StoreError> {
     if open_here(path) {
         return Err(StoreError::AlreadyOpen {
             path: path.to_path_buf(),
@@ -253,12 +271,12 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<sled::Db, StoreError> {
     let start = std::time::Instant::now();
     let mut pause = std::time::Duration::from_millis(1);
     loop {
-        let attempt = sled::Config::new()
-            .path(path)
-            .cache_capacity(config.cache_capacity)
-            .flush_every_ms(config.flush_every_ms)
-            .mode(sled::Mode::HighThroughput)
-            .open();
+        let attempt = engine::Db::open(
+            sled::Config::new()
+                .path(path)
+                .cache_capacity(config.cache_capacity)
+                .mode(sled::Mode::HighThroughput),
+        );
         match attempt {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
@@ -543,7 +561,7 @@ impl FilterStore {
             spec.target_fp,
         );
         header.next_table_id += 1;
-        let mut batch = sled::Batch::default();
+        let mut batch = engine::Batch::default();
         batch.insert(catalog::table_key(name), meta.encode()?);
         batch.insert(HEADER_KEY, header.encode()?);
         self.commit_new_table(batch, meta)
@@ -571,14 +589,14 @@ impl FilterStore {
     /// record is removed again, durably: a failed create leaves no table.
     pub(crate) fn commit_new_table(
         &self,
-        batch: sled::Batch,
+        batch: engine::Batch,
         meta: TableMeta,
     ) -> Result<Table, StoreError> {
         let name = meta.name.clone();
         self.commit_catalog(batch)?;
         let loaded = self.load_table(&mut self.inner.tables.lock(), meta);
         if loaded.is_err() {
-            let mut undo = sled::Batch::default();
+            let mut undo = engine::Batch::default();
             undo.remove(catalog::table_key(&name));
             // The error that matters is the load's; a failed undo leaves an
             // empty, valid table that the host can drop.
@@ -588,7 +606,7 @@ impl FilterStore {
     }
 
     /// Applies `batch` to the catalog and makes it durable.
-    fn commit_catalog(&self, batch: sled::Batch) -> Result<(), StoreError> {
+    fn commit_catalog(&self, batch: engine::Batch) -> Result<(), StoreError> {
         self.inner
             .catalog
             .apply_batch(batch)
@@ -690,7 +708,7 @@ impl FilterStore {
         // The catalog removal is the commit point: once it is durable the
         // table is gone, and its trees are garbage even if a crash stops the
         // deletion below (they are collected at the next open).
-        let mut batch = sled::Batch::default();
+        let mut batch = engine::Batch::default();
         batch.remove(catalog::table_key(name));
         self.commit_catalog(batch)?;
         {
@@ -727,7 +745,10 @@ impl FilterStore {
 
     /// The base and differential-file trees of guard storage `name`
     /// ([`SledDiffStorage`](crate::SledDiffStorage)), in this database.
-    pub(crate) fn guard_trees(&self, name: &str) -> Result<(sled::Tree, sled::Tree), StoreError> {
+    pub(crate) fn guard_trees(
+        &self,
+        name: &str,
+    ) -> Result<(engine::Tree, engine::Tree), StoreError> {
         validate_name(name)?;
         let open = |part: &str| {
             self.inner

@@ -2,6 +2,7 @@
 //! swap that puts it in force (the steps of the [module docs](super)).
 
 use super::super::catalog::{self, TableMeta};
+use super::super::engine;
 use super::super::error::StoreError;
 use super::super::keys::STATE_KEY;
 use super::super::pages::{self, CHUNK_BLOCKS};
@@ -9,7 +10,7 @@ use super::super::table::{sled_err, store_block_words, Generation, GenerationSta
 use super::super::wal::LogOp;
 use super::super::StoreInner;
 use super::health::parameters_changed;
-use super::{current_record, RegenOptions, RegenReport, CHUNKS_PER_BATCH};
+use super::{current_record, RegenOptions, RegenReport};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{counter_bytes, nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::{positions, KeyHash};
@@ -74,32 +75,27 @@ impl Build {
         }
     }
 
-    /// The encoded pages of chunks `chunks`, skipping all-zero ones unless
-    /// `keep_zero` (a rewritten chunk must overwrite its earlier version).
+    /// Writes the pages of chunks `chunks`, one sled call each (see
+    /// [`engine`]), skipping all-zero ones unless `keep_zero` (a rewritten
+    /// chunk must overwrite its earlier version). The tree is not named by
+    /// the catalog yet, so the writes need no common atomicity.
     fn write_chunks(
         &self,
-        tree: &sled::Tree,
+        tree: &engine::Tree,
         chunks: impl Iterator<Item = u64>,
         keep_zero: bool,
-        mut batch: sled::Batch,
-    ) -> Result<sled::Batch, StoreError> {
+    ) -> Result<(), StoreError> {
         let chunk_bytes = CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
-        let mut in_batch = 0;
         for idx in chunks {
             let at = idx as usize * chunk_bytes;
             let len = pages::blocks_in_chunk(&self.params, idx) as usize * COUNTER_BLOCK_BYTES;
             let c = &self.counters[at..at + len];
             if keep_zero || c.iter().any(|&b| b != 0) {
-                batch.insert(&pages::chunk_key(idx), pages::encode_chunk(idx, c));
-                in_batch += 1;
-            }
-            if in_batch == CHUNKS_PER_BATCH {
-                tree.apply_batch(std::mem::take(&mut batch))
+                tree.insert(pages::chunk_key(idx), pages::encode_chunk(idx, c))
                     .map_err(sled_err("writing counter pages"))?;
-                in_batch = 0;
             }
         }
-        Ok(batch)
+        Ok(())
     }
 }
 
@@ -190,44 +186,32 @@ impl Build {
     /// before the locks are taken: the flush under them then writes only the
     /// tail (writers wait milliseconds, not the seconds that `m/2` bytes of
     /// pages take to reach the disk).
-    fn write_new_tree(&self, db: &sled::Db, name: &str) -> Result<sled::Tree, StoreError> {
+    fn write_new_tree(&self, db: &engine::Db, name: &str) -> Result<engine::Tree, StoreError> {
         db.drop_tree(name.as_bytes())
             .map_err(sled_err("clearing a partial generation"))?;
         let tree = db
             .open_tree(name)
             .map_err(sled_err("creating a generation"))?;
-        let batch = self.write_chunks(
-            &tree,
-            0..pages::chunk_count(&self.params),
-            false,
-            sled::Batch::default(),
-        )?;
-        tree.apply_batch(batch)
-            .map_err(sled_err("writing counter pages"))?;
+        self.write_chunks(&tree, 0..pages::chunk_count(&self.params), false)?;
         db.flush().map_err(sled_err("flushing a new generation"))?;
         Ok(tree)
     }
 
     /// Step 4, under the locks: replays the rest of the journal, rewrites the
-    /// chunks it touched and writes the state record (not flushed).
+    /// chunks it touched and writes the state record.
     fn write_tail(
         &mut self,
-        tree: &sled::Tree,
+        tree: &engine::Tree,
         tail: &[LogOp],
         table: &str,
     ) -> Result<(), StoreError> {
         let mut touched = BTreeSet::new();
         self.replay(tail, Some(&mut touched));
         let chunks: BTreeSet<u64> = touched.iter().map(|blk| blk / CHUNK_BLOCKS).collect();
-        let mut batch =
-            self.write_chunks(tree, chunks.into_iter(), true, sled::Batch::default())?;
-        let state = GenerationState {
-            live_keys: self.live,
-            next_seq: 0,
-        };
-        batch.insert(STATE_KEY, state.encode(table)?);
-        tree.apply_batch(batch)
-            .map_err(sled_err("writing counter pages"))
+        self.write_chunks(tree, chunks.into_iter(), true)?;
+        let state = GenerationState::settled(self.live, 0);
+        tree.insert(STATE_KEY, state.encode(table)?)
+            .map_err(sled_err("writing table state"))
     }
 
     /// The bit filter of the finished counters and their saturated count;
@@ -287,7 +271,7 @@ impl Table {
         old: &Arc<Generation>,
         meta: &TableMeta,
         mut b: Build,
-        tree: sled::Tree,
+        tree: engine::Tree,
     ) -> Result<RegenReport, StoreError> {
         let store = &self.inner.store;
         let db = &store.db;
@@ -326,7 +310,7 @@ impl Table {
 }
 
 /// The commit point: checks that the catalog still names the old generation
-/// and writes the record naming the new one (not flushed). Call under the
+/// and writes the record naming the new one. Call under the
 /// catalog lock.
 fn write_new_record(
     store: &StoreInner,

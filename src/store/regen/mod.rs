@@ -91,10 +91,6 @@ pub const DEFAULT_HEADROOM: f64 = 1.0;
 /// The callback of [`FilterStore::on_needs_regeneration`].
 pub(crate) type RegenHook = Arc<dyn Fn(&str, &DriftReason) + Send + Sync>;
 
-/// Chunks written per sled batch while a regeneration writes its pages
-/// (256 × 16 KiB = 4 MiB per batch).
-pub(super) const CHUNKS_PER_BATCH: u64 = 256;
-
 /// How a regeneration sizes the new generation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RegenOptions {

@@ -2,6 +2,7 @@
 //! counter chunks, and scanning the chunks merged with the log (which derives
 //! the bit filter on open).
 
+use super::super::engine;
 use super::super::error::StoreError;
 use super::super::keys::{CHUNK_PREFIX, LOG_PREFIX, STATE_KEY};
 use super::super::pages::{self, CHUNK_BLOCKS, MAX_PASS_OPS};
@@ -19,31 +20,107 @@ use serde::{Deserialize, Serialize};
 pub(crate) const MAX_FOLD_OPS: u64 = MAX_PASS_OPS / 2;
 const _: () = assert!(MAX_FOLD_OPS + MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
 
-/// What a fold leaves behind, in one record per table generation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `folded_below` of a state whose fold finished its chunks (and counted its
+/// keys into `live_keys`).
+pub(crate) const FOLDED_ALL: u64 = u64::MAX;
+
+/// What a fold leaves behind, in one record per table generation
+/// (`docs/FORMAT.md` §11). A fold writes one counter page per sled call (see
+/// [`engine`](super::super::engine)), so while it runs, and after a crash in
+/// the middle, the record says how far it got: log records numbered below
+/// `folded_through` are already applied to every chunk below
+/// `folded_below`, and, when `folded_below` is [`FOLDED_ALL`], to every
+/// chunk and to `live_keys` (the records only wait to be removed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GenerationState {
     /// Inserts minus removes folded into the counter chunks.
     pub(crate) live_keys: i64,
     /// Sequence number of the next log record.
     pub(crate) next_seq: u64,
+    /// Log records numbered below this are (partly) folded already.
+    pub(crate) folded_through: u64,
+    /// Chunks below this hold the records numbered below `folded_through`.
+    pub(crate) folded_below: u64,
+}
+
+impl Default for GenerationState {
+    fn default() -> Self {
+        GenerationState {
+            live_keys: 0,
+            next_seq: 0,
+            folded_through: 0,
+            folded_below: FOLDED_ALL,
+        }
+    }
+}
+
+/// The record of a settled generation (no fold under way): format v1's shape.
+#[derive(Serialize, Deserialize)]
+struct SettledRecord {
+    live_keys: i64,
+    next_seq: u64,
+}
+
+/// The record while a fold is under way (format v2).
+#[derive(Serialize, Deserialize)]
+struct FoldingRecord {
+    live_keys: i64,
+    next_seq: u64,
+    folded_through: u64,
+    folded_below: u64,
 }
 
 impl GenerationState {
-    pub(super) fn read(tree: &sled::Tree, table: &str) -> Result<GenerationState, StoreError> {
-        match tree
-            .get(STATE_KEY)
-            .map_err(|e| StoreError::sled("reading table state", e))?
-        {
-            None => Ok(GenerationState::default()),
-            Some(v) => meta::decode(&v, Kind::TableState)
-                .map(|(s, _)| s)
-                .map_err(|e| StoreError::corrupt(format!("state record of table {table:?}"), e)),
+    /// A state `(live_keys, next_seq)` with no fold under way.
+    pub(crate) fn settled(live_keys: i64, next_seq: u64) -> GenerationState {
+        GenerationState {
+            live_keys,
+            next_seq,
+            ..GenerationState::default()
         }
     }
 
+    fn is_settled(&self) -> bool {
+        self.folded_through == 0 && self.folded_below == FOLDED_ALL
+    }
+
+    pub(crate) fn read(tree: &engine::Tree, table: &str) -> Result<GenerationState, StoreError> {
+        let Some(v) = tree
+            .get(STATE_KEY)
+            .map_err(|e| StoreError::sled("reading table state", e))?
+        else {
+            return Ok(GenerationState::default());
+        };
+        if let Ok((s, _)) = meta::decode::<SettledRecord>(&v, Kind::TableState) {
+            return Ok(GenerationState::settled(s.live_keys, s.next_seq));
+        }
+        let (s, _) = meta::decode::<FoldingRecord>(&v, Kind::TableState)
+            .map_err(|e| StoreError::corrupt(format!("state record of table {table:?}"), e))?;
+        Ok(GenerationState {
+            live_keys: s.live_keys,
+            next_seq: s.next_seq,
+            folded_through: s.folded_through,
+            folded_below: s.folded_below,
+        })
+    }
+
     pub(crate) fn encode(&self, table: &str) -> Result<Vec<u8>, StoreError> {
-        meta::encode(Kind::TableState, self)
-            .map_err(|e| StoreError::encode(format!("state record of table {table:?}"), e))
+        let encoded = if self.is_settled() {
+            let record = SettledRecord {
+                live_keys: self.live_keys,
+                next_seq: self.next_seq,
+            };
+            meta::encode(Kind::TableState, &record)
+        } else {
+            let record = FoldingRecord {
+                live_keys: self.live_keys,
+                next_seq: self.next_seq,
+                folded_through: self.folded_through,
+                folded_below: self.folded_below,
+            };
+            meta::encode(Kind::TableState, &record)
+        };
+        encoded.map_err(|e| StoreError::encode(format!("state record of table {table:?}"), e))
     }
 }
 
@@ -69,33 +146,47 @@ struct LogRead {
     next_seq: u64,
     /// Whether the whole log was read (not stopped by the limit).
     complete: bool,
+    /// Keys of records a finished fold already holds (only their removal
+    /// was interrupted): never applied again.
+    stale: Vec<engine::IVec>,
 }
 
 /// Reads log records in order, turning their operations into position
 /// entries, until the end or until `limit` operations have been read (whole
-/// records only).
+/// records only). Under `state`'s fold marks: records wholly folded are only
+/// listed in `stale`; a fold that stopped among its chunks is resumed by
+/// reading exactly its records, whose entries for the chunks it finished are
+/// dropped.
 fn read_log(
-    tree: &sled::Tree,
+    tree: &engine::Tree,
     params: &FilterParams,
     table: &str,
+    state: &GenerationState,
     limit: u64,
     entries: &mut Vec<pages::Entry>,
-    keys: &mut Vec<sled::IVec>,
+    keys: &mut Vec<engine::IVec>,
 ) -> Result<LogRead, StoreError> {
     let mut r = LogRead {
         ops: 0,
         delta: 0,
         next_seq: 0,
         complete: true,
+        stale: Vec::new(),
     };
+    let resuming = state.folded_below != FOLDED_ALL;
     for item in tree.scan_prefix([LOG_PREFIX]) {
-        if r.ops >= limit {
-            r.complete = false;
-            break;
-        }
         let (k, v) = item.map_err(sled_err("reading the log"))?;
         let seq = wal::seq_of(&k)
             .map_err(|e| StoreError::corrupt(format!("log key of table {table:?}"), e))?;
+        if seq < state.folded_through && !resuming {
+            r.next_seq = seq + 1;
+            r.stale.push(k);
+            continue;
+        }
+        if r.ops >= limit || (resuming && seq >= state.folded_through) {
+            r.complete = false;
+            break;
+        }
         r.next_seq = seq + 1;
         wal::decode(&v, |op| {
             pages::push_entries(params, r.ops, op, entries);
@@ -105,15 +196,22 @@ fn read_log(
         .map_err(|e| StoreError::corrupt(format!("log record {seq} of table {table:?}"), e))?;
         keys.push(k);
     }
+    if resuming {
+        let layout = params.layout();
+        entries.retain(|e| pages::entry_chunk(layout, e) >= state.folded_below);
+    }
     Ok(r)
 }
 
 /// Folds the whole log of a generation into its chunks, in passes of at most
-/// [`MAX_FOLD_OPS`] operations, each one atomic sled batch (chunks written,
-/// records removed, state updated). A crash between passes leaves a shorter
-/// log and chunks that reflect exactly the removed records.
+/// [`MAX_FOLD_OPS`] operations. A pass writes each touched chunk in its own
+/// sled call together with the state record marking the pass's progress,
+/// then the state with the pass's keys counted, then removes the pass's
+/// records and settles the state. A crash anywhere leaves chunks and marks
+/// that say exactly which records each chunk holds ([`GenerationState`]);
+/// the next fold resumes where it stopped.
 pub(super) fn fold_log(
-    tree: &sled::Tree,
+    tree: &engine::Tree,
     params: &FilterParams,
     table: &str,
     state: &mut GenerationState,
@@ -124,42 +222,108 @@ pub(super) fn fold_log(
     loop {
         entries.clear();
         keys.clear();
-        let log = read_log(tree, params, table, MAX_FOLD_OPS, &mut entries, &mut keys)?;
+        let log = read_log(
+            tree,
+            params,
+            table,
+            state,
+            MAX_FOLD_OPS,
+            &mut entries,
+            &mut keys,
+        )?;
+        remove_records(tree, &log.stale)?;
         if keys.is_empty() {
-            return Ok(());
+            return settle(tree, table, state);
         }
+        let through = if state.folded_below == FOLDED_ALL {
+            log.next_seq
+        } else {
+            state.folded_through
+        };
         pages::sort_entries(&mut entries);
-        let mut batch = sled::Batch::default();
-        let mut sat = 0u64;
         for (chunk, run) in pages::by_chunk(params.layout(), &entries) {
             let mut counters = read_chunk(tree, params, table, chunk)?;
-            sat += pages::apply_entries(params, &mut counters, chunk, run);
+            *saturated += pages::apply_entries(params, &mut counters, chunk, run);
+            let mark = GenerationState {
+                folded_through: through,
+                folded_below: chunk + 1,
+                ..*state
+            };
+            let mut batch = engine::Batch::default();
             batch.insert(
-                &pages::chunk_key(chunk),
+                pages::chunk_key(chunk),
                 pages::encode_chunk(chunk, &counters),
             );
+            batch.insert(STATE_KEY, mark.encode(table)?);
+            crash_point()?;
+            tree.apply_batch(batch)
+                .map_err(sled_err("writing folded counter pages"))?;
+            *state = mark;
         }
-        for k in &keys {
-            batch.remove(k);
-        }
-        let new_state = GenerationState {
+        let folded = GenerationState {
             live_keys: state.live_keys + log.delta,
             next_seq: state.next_seq.max(log.next_seq),
+            folded_through: through,
+            folded_below: FOLDED_ALL,
         };
-        batch.insert(STATE_KEY, new_state.encode(table)?);
-        tree.apply_batch(batch)
-            .map_err(sled_err("writing folded counter pages"))?;
-        *state = new_state;
-        *saturated += sat;
+        crash_point()?;
+        tree.insert(STATE_KEY, folded.encode(table)?)
+            .map_err(sled_err("writing table state"))?;
+        *state = folded;
+        remove_records(tree, &keys)?;
+        settle(tree, table, state)?;
         if log.complete {
             return Ok(());
         }
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the number of fold writes to let through before failing the
+    /// next one (a crash between two sled calls, as far as the disk sees).
+    pub(super) static WRITES_BEFORE_CRASH: std::cell::Cell<Option<u32>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Fails when a test's write budget ([`WRITES_BEFORE_CRASH`]) is spent.
+fn crash_point() -> Result<(), StoreError> {
+    #[cfg(test)]
+    if let Some(n) = WRITES_BEFORE_CRASH.get() {
+        if n == 0 {
+            return Err(StoreError::storage("folding", "simulated crash".into()));
+        }
+        WRITES_BEFORE_CRASH.set(Some(n - 1));
+    }
+    Ok(())
+}
+
+/// Removes folded log records, one sled call each.
+fn remove_records(tree: &engine::Tree, keys: &[engine::IVec]) -> Result<(), StoreError> {
+    for k in keys {
+        crash_point()?;
+        tree.remove(k)
+            .map_err(sled_err("removing folded log records"))?;
+    }
+    Ok(())
+}
+
+/// Writes the settled form of a state whose folded records are all removed.
+fn settle(tree: &engine::Tree, table: &str, state: &mut GenerationState) -> Result<(), StoreError> {
+    if state.folded_below != FOLDED_ALL || state.folded_through == 0 {
+        return Ok(());
+    }
+    let settled = GenerationState::settled(state.live_keys, state.next_seq);
+    crash_point()?;
+    tree.insert(STATE_KEY, settled.encode(table)?)
+        .map_err(sled_err("writing table state"))?;
+    *state = settled;
+    Ok(())
+}
+
 /// The absolute on-disk counters of chunk `idx` (zeros if never written).
 pub(super) fn read_chunk(
-    tree: &sled::Tree,
+    tree: &engine::Tree,
     params: &FilterParams,
     table: &str,
     idx: u64,
@@ -186,14 +350,23 @@ pub(super) fn read_chunk(
 /// Returns `None`, having called `f` for nothing, when the log is longer than
 /// one fold pass (it must be folded first, to bound memory).
 pub(super) fn scan_absolute(
-    tree: &sled::Tree,
+    tree: &engine::Tree,
     params: &FilterParams,
     table: &str,
+    state: &GenerationState,
     mut f: impl FnMut(u64, &[u8]),
 ) -> Result<Option<Derived>, StoreError> {
     let mut entries = Vec::new();
     let mut keys = Vec::new();
-    let log = read_log(tree, params, table, MAX_FOLD_OPS, &mut entries, &mut keys)?;
+    let log = read_log(
+        tree,
+        params,
+        table,
+        state,
+        MAX_FOLD_OPS,
+        &mut entries,
+        &mut keys,
+    )?;
     drop(keys);
     if !log.complete {
         return Ok(None);

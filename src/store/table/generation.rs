@@ -3,6 +3,7 @@
 
 use super::super::catalog::TableMeta;
 use super::super::config::StoreConfig;
+use super::super::engine;
 use super::super::error::StoreError;
 use super::super::pages::{self, CHUNK_BLOCKS};
 use super::fold::{fold_log, scan_absolute, GenerationState};
@@ -22,8 +23,8 @@ pub(crate) struct Generation {
     pub(crate) meta: TableMeta,
     pub(crate) params: FilterParams,
     pub(crate) bits: BitFilter,
-    pub(crate) tree: sled::Tree,
-    pub(super) db: sled::Db,
+    pub(crate) tree: engine::Tree,
+    pub(super) db: engine::Db,
     pub(super) config: StoreConfig,
     pub(crate) writer: Mutex<Writer>,
     pub(super) live: AtomicI64,
@@ -50,7 +51,7 @@ impl Generation {
     /// Opens generation `meta.generation` of a table: derives the bit filter
     /// from the chunks and the log (see [`scan_absolute`]).
     pub(crate) fn load(
-        db: &sled::Db,
+        db: &engine::Db,
         meta: TableMeta,
         config: StoreConfig,
     ) -> Result<Generation, StoreError> {
@@ -64,21 +65,22 @@ impl Generation {
             table: name.clone(),
             bytes: params.bit_bytes(),
         })?;
-        let derive = || {
-            scan_absolute(&tree, &params, &name, |idx, counters| {
+        let derive = |state: &GenerationState| {
+            scan_absolute(&tree, &params, &name, state, |idx, counters| {
                 for (i, block) in counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
                     store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
                 }
             })
         };
-        let derived = match derive()? {
+        let derived = match derive(&state)? {
             Some(d) => d,
             None => {
-                // A log longer than one fold pass (left by failed folds) is
-                // folded first, so that open's memory stays bounded.
+                // A log longer than one fold pass (left by failed folds), or
+                // a fold that a crash interrupted, is folded first: open's
+                // memory stays bounded, and the scan sees settled chunks.
                 let mut ignored = 0;
                 fold_log(&tree, &params, &name, &mut state, &mut ignored)?;
-                derive()?.ok_or_else(|| {
+                derive(&state)?.ok_or_else(|| {
                     StoreError::storage(
                         "opening a table",
                         "the log is still longer than one fold pass after folding".into(),
@@ -117,12 +119,12 @@ impl Generation {
     /// A generation from its parts, neither dropped nor retired.
     #[allow(clippy::too_many_arguments)]
     fn assemble(
-        db: &sled::Db,
+        db: &engine::Db,
         meta: TableMeta,
         config: StoreConfig,
         params: FilterParams,
         bits: BitFilter,
-        tree: sled::Tree,
+        tree: engine::Tree,
         writer: Writer,
         pending: u64,
     ) -> Generation {
@@ -145,12 +147,12 @@ impl Generation {
     /// log): what a regeneration builds.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn built(
-        db: &sled::Db,
+        db: &engine::Db,
         meta: TableMeta,
         config: StoreConfig,
         params: FilterParams,
         bits: BitFilter,
-        tree: sled::Tree,
+        tree: engine::Tree,
         live: i64,
         saturated: u64,
     ) -> Generation {

@@ -3,6 +3,8 @@
 //! [`generation`], its write path in [`writer`], the log fold in [`fold`].
 
 mod fold;
+#[cfg(test)]
+mod fold_tests;
 mod generation;
 mod writer;
 
@@ -151,7 +153,8 @@ impl TableInner {
         self.gen.load().mark_dropped();
     }
 
-    /// Writes the buffer of the generation in force to sled (without flushing).
+    /// Writes the buffer of the generation in force to sled (flushed by the
+    /// engine, like every sled write).
     pub(crate) fn write_pending(&self) -> Result<(), StoreError> {
         self.gen.load().write_pending()
     }
@@ -503,8 +506,10 @@ impl Table {
             })?;
         bytes.resize(total, 0);
         let chunk_bytes = CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
-        // The log is empty after the fold, so the scan is never refused.
-        scan_absolute(&g.tree, &p, &g.meta.name, |idx, c| {
+        // The log is empty after the fold, so the scan is never refused; the
+        // state on disk tells which records a cut-short fold already holds.
+        let state = GenerationState::read(&g.tree, &g.meta.name)?;
+        scan_absolute(&g.tree, &p, &g.meta.name, &state, |idx, c| {
             let at = idx as usize * chunk_bytes;
             bytes[at..at + c.len()].copy_from_slice(c);
         })?;

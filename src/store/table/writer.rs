@@ -27,8 +27,8 @@
 //! durable apply, or a flush) the buffer becomes one sled insert. A remove
 //! needs its block's counters: a cached copy, or one sled read of its chunk
 //! (and, if the block is dirty, a fold first). A fold costs one read and one
-//! write of each touched 16 KiB chunk and removes the folded log records, all in
-//! one atomic sled batch.
+//! write of each touched 16 KiB chunk (each write one flushed sled call,
+//! carrying the fold's progress mark) and removes the folded log records.
 
 use super::super::batch::Durability;
 use super::super::error::StoreError;
@@ -293,7 +293,7 @@ impl Generation {
         self.live.store(w.live, Ordering::Relaxed);
     }
 
-    /// Writes the buffer as one log record (not flushed).
+    /// Writes the buffer as one log record (flushed by the engine).
     fn write_buffer(&self, w: &mut Writer) -> Result<(), StoreError> {
         if w.buffer.is_empty() {
             return Ok(());
@@ -314,10 +314,9 @@ impl Generation {
     pub(crate) fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
         self.write_buffer(w)?;
         if w.log_ops > 0 {
-            let mut state = GenerationState {
-                live_keys: w.folded_live,
-                next_seq: w.next_seq,
-            };
+            // The record on disk, not the writer's copy: it also carries the
+            // marks of a fold that an error interrupted.
+            let mut state = GenerationState::read(&self.tree, &self.meta.name)?;
             let result = fold_log(
                 &self.tree,
                 &self.params,
@@ -374,7 +373,7 @@ impl Generation {
         Ok(true)
     }
 
-    /// Writes the buffer to sled (without flushing); used by the store-wide flush.
+    /// Writes the buffer to sled; used by the store-wide flush.
     pub(crate) fn write_pending(&self) -> Result<(), StoreError> {
         let mut w = self.writer.lock();
         if self.dropped.load(Ordering::Acquire) {
