@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loops the test that used to hang inside sled 0.34.7 (issue #804; see
 # src/store/engine.rs) with both cores oversubscribed: LOOPS parallel loops of
-# RUNS runs each, plus one CPU hog per core. A run that exceeds TIMEOUT
+# RUNS runs each, plus HOGS CPU hogs (one per core by default). A run that exceeds TIMEOUT
 # seconds counts as a hang: every thread's backtrace goes to
 # $OUT/hang-<loop>-<run>.txt (gdb) and the run is killed.
 #
@@ -9,13 +9,14 @@
 #   RUNS=100 LOOPS=2 scripts/hang-loop.sh
 #   TEST=some_other_test scripts/hang-loop.sh
 #
-# Prints one line per 100 runs and a summary; exits 1 if any run hung or failed.
+# Prints one line per 50 runs and a summary; exits 1 if any run hung or failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNS="${RUNS:-5000}"
 LOOPS="${LOOPS:-2}"
 TIMEOUT="${TIMEOUT:-120}"
+HOGS="${HOGS:-$(nproc)}"
 TEST="${TEST:-concurrent_writers_during_regeneration_lose_nothing}"
 OUT="${OUT:-target/hang-loop}"
 mkdir -p "$OUT"
@@ -24,22 +25,25 @@ bin=$(cargo test --release -p filterstore --all-features --test store_regen --no
     --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$bin" ] || { echo "could not build the store_regen test binary" >&2; exit 2; }
-echo "binary $bin; $LOOPS loops x $RUNS runs of $TEST, timeout ${TIMEOUT}s; $(nproc) cores"
+# A private copy: a rebuild during the loop must not change what it runs.
+cp "$bin" "$OUT/store_regen.bin"
+bin="$OUT/store_regen.bin"
+echo "binary $bin; $LOOPS loops x $RUNS runs of $TEST, timeout ${TIMEOUT}s; $(nproc) cores, $HOGS hogs"
 
 hogs=()
-for _ in $(seq "$(nproc)"); do
+for _ in $(seq "$HOGS"); do
     (while :; do :; done) &
     hogs+=($!)
 done
-trap 'kill "${hogs[@]}" 2>/dev/null || true' EXIT
+trap '[ ${#hogs[@]} -eq 0 ] || kill "${hogs[@]}" 2>/dev/null || true' EXIT
 
 one_loop() {
     local loop=$1 hangs=0 fails=0
     for run in $(seq "$RUNS"); do
         "$bin" --exact "$TEST" --test-threads 1 >"$OUT/last-$loop.log" 2>&1 &
         local pid=$! waited=0
-        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$TIMEOUT" ]; do
-            sleep 1
+        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$((TIMEOUT * 10))" ]; do
+            sleep 0.1
             waited=$((waited + 1))
         done
         if kill -0 "$pid" 2>/dev/null; then
@@ -53,17 +57,19 @@ one_loop() {
             cp "$OUT/last-$loop.log" "$OUT/fail-$loop-$run.log"
             echo "loop $loop run $run: FAILED (log in $OUT/fail-$loop-$run.log)"
         fi
-        if [ $((run % 100)) -eq 0 ]; then
+        if [ $((run % 50)) -eq 0 ]; then
             echo "loop $loop: $run runs, $hangs hangs, $fails failures ($(date +%T), load $(cut -d' ' -f1 /proc/loadavg))"
         fi
     done
     echo "$hangs $fails" >"$OUT/result-$loop"
 }
 
+loops=()
 for loop in $(seq "$LOOPS"); do
     one_loop "$loop" &
+    loops+=($!)
 done
-wait $(jobs -p | grep -v -F -x -f <(printf '%s\n' "${hogs[@]}")) 2>/dev/null || true
+wait "${loops[@]}"
 
 total_hangs=0
 total_fails=0
