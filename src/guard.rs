@@ -306,13 +306,15 @@ impl SledDiffStorage {
     }
 
     /// Records in the base.
-    pub fn base_len(&self) -> usize {
-        self.base.len()
+    pub fn base_len(&self) -> Result<usize, SledDiffError> {
+        self.base.len().map_err(sled_err("counting the base"))
     }
 
     /// Changes in the differential file.
-    pub fn diff_len(&self) -> usize {
-        self.diff.len()
+    pub fn diff_len(&self) -> Result<usize, SledDiffError> {
+        self.diff
+            .len()
+            .map_err(sled_err("counting the differential file"))
     }
 
     fn flush(&self) -> Result<(), SledDiffError> {
@@ -384,40 +386,37 @@ impl DiffStorage for SledDiffStorage {
     }
 
     fn merge(&self) -> Result<u64, SledDiffError> {
-        use sled::transaction::{ConflictableTransactionError, TransactionError};
+        use sled::transaction::ConflictableTransactionError;
         let changes: Vec<(engine::IVec, engine::IVec)> = self
             .diff
             .iter()
             .collect::<Result<_, _>>()
             .map_err(sled_err("reading the differential file"))?;
         let n = changes.len() as u64;
-        let result = self.base.transaction2(&self.diff, |base, diff| {
-            for (key, value) in &changes {
-                match decode_change(value) {
-                    Ok(Change::Put(v)) => {
-                        base.insert(key, v)?;
+        self.base
+            .transaction2(&self.diff, move |base, diff| {
+                for (key, value) in &changes {
+                    match decode_change(value) {
+                        Ok(Change::Put(v)) => {
+                            base.insert(key, v)?;
+                        }
+                        Ok(Change::Delete) => {
+                            base.remove(key)?;
+                        }
+                        Err(e) => return Err(ConflictableTransactionError::Abort(e)),
                     }
-                    Ok(Change::Delete) => {
-                        base.remove(key)?;
-                    }
-                    Err(e) => return Err(ConflictableTransactionError::Abort(e)),
+                    diff.remove(key)?;
                 }
-                diff.remove(key)?;
-            }
-            Ok(())
-        });
-        match result {
-            Ok(()) => {}
-            Err(TransactionError::Storage(e)) => {
-                return Err(sled_err("merging the differential file")(e))
-            }
-            Err(TransactionError::Abort(e)) => return Err(e),
-        }
+                Ok(())
+            })
+            .map_err(sled_err("merging the differential file"))??;
         self.flush()?;
         Ok(n)
     }
 
     fn diff_is_empty(&self) -> Result<bool, SledDiffError> {
-        Ok(self.diff.is_empty())
+        self.diff
+            .is_empty()
+            .map_err(sled_err("reading the differential file"))
     }
 }

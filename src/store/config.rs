@@ -21,7 +21,12 @@ pub struct StoreConfig {
     pub(crate) materialized_blocks: usize,
     pub(crate) flush_every_ms: Option<u64>,
     pub(crate) max_filter_bytes: Option<u64>,
+    pub(crate) io_timeout: std::time::Duration,
 }
+
+/// How long one call into the storage engine may take before the store
+/// gives up on the database ([`StoreConfig::io_timeout`]): 10 seconds.
+pub const DEFAULT_IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Default sled page-cache size: 64 MiB. sled's own default is 1 GiB, far more
 /// than a store of filters needs: counter pages are read only by removes,
@@ -73,6 +78,7 @@ impl Default for StoreConfig {
             materialized_blocks: DEFAULT_MATERIALIZED_BLOCKS,
             flush_every_ms: None,
             max_filter_bytes: None,
+            io_timeout: DEFAULT_IO_TIMEOUT,
         }
     }
 }
@@ -139,6 +145,20 @@ impl StoreConfig {
     /// [`StoreError::TooLarge`]: super::StoreError::TooLarge
     pub fn max_filter_bytes(mut self, bytes: Option<u64>) -> Self {
         self.max_filter_bytes = bytes;
+        self
+    }
+
+    /// How long one call into the storage engine (sled) may take
+    /// ([`DEFAULT_IO_TIMEOUT`]; at least 1 ms). sled 0.34.7 can wait forever
+    /// on a full or failing disk; when a call takes longer than this, the
+    /// call returns [`StoreError::Io`](super::StoreError::Io) of kind
+    /// `TimedOut`, and the store stops using the database: every later call
+    /// that needs the disk fails at once (lookups keep working), and the
+    /// directory stays locked until the process exits. Raise it for disks
+    /// that legitimately stall longer (one call is one page or one log record
+    /// and its flush, or the open of the database).
+    pub fn io_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.io_timeout = timeout.max(std::time::Duration::from_millis(1));
         self
     }
 

@@ -1,8 +1,11 @@
-//! The one door to sled: every call the store makes into sled 0.34.7 goes
-//! through this module, one at a time per process, and every call that may
-//! have written is flushed before the next one starts. This is what makes
-//! sled's segment-accountant deadlock (sled issue #804) impossible for the
-//! store's own traffic; the argument follows.
+//! The one door to sled: every call the store makes into sled 0.34.7 runs on
+//! one worker thread of the process, one at a time, and every call that may
+//! have written is flushed before the next one starts. This makes sled's
+//! segment-accountant deadlock (sled issue #804) impossible for the store's
+//! own traffic (the argument follows), and it gives every call a deadline
+//! (the last section): a sled call that never returns — as on a full disk —
+//! costs the caller [`StoreConfig::io_timeout`](super::StoreConfig::io_timeout)
+//! and a typed error, not a hang.
 //!
 //! # The deadlock, from sled's code
 //! A writer that fills a log segment asks the segment accountant (SA) for
@@ -30,12 +33,13 @@
 //! segment cleaning, `PageCache::attempt_gc`, which only that thread calls).
 //! The store keeps three rules:
 //!
-//! 1. **One call at a time.** Every sled call of the process's stores takes
-//!    [`GATE`], reads included (a read of an unflushed page can seal a
-//!    buffer). Only the gate holder can reserve log space, so only it can
-//!    be the writer in `bump_tip`; pool tasks never call `SA::next`.
-//! 2. **Flushed before the gate opens.** A call that may have written
-//!    flushes before it releases the gate; `flush` returns once every
+//! 1. **One call at a time.** Every sled call of the process's stores runs on
+//!    the engine's worker thread, reads included (a read of an unflushed
+//!    page can seal a buffer); dropping a handle too. Only the worker
+//!    reserves log space, so only it can be the writer in `bump_tip`; pool
+//!    tasks never call `SA::next`.
+//! 2. **Flushed before the next call.** A call that may have written
+//!    flushes before it returns; `flush` returns once every
 //!    buffer sealed so far has been written (`make_stable`), so those tasks
 //!    have only their `sa_stabilize` left, which needs the SA mutex for a
 //!    moment and nothing else.
@@ -48,7 +52,7 @@
 //!    logs under 1 MiB = 2 segments of 512 KiB: at most 2 buffers sealed
 //!    full, plus the 1 sealed by the flush — 3 tasks per call.
 //!
-//! While the gate holder waits in `bump_tip`, the tasks that exist are its
+//! While the worker waits in `bump_tip`, the tasks that exist are its
 //! own call's (≤ 3) and the previous call's (≤ 3, past `make_stable`); one
 //! more call's worth would need a task to stay parked on the SA mutex across
 //! a whole call of another thread, which ends with an `fsync` — while
@@ -59,140 +63,378 @@
 //! Exceptions, outside the steady state and documented where they occur: a
 //! store migration's switch batch (one item per table, once per store), and
 //! the host records of [`SledDiffStorage`](crate::SledDiffStorage) (the host
-//! sizes its own batches). Both still take the gate.
+//! sizes its own batches). Both still run on the worker.
 //!
 //! The price: sled calls of all stores in one process are serialised and
 //! each write is its own flush. Lookups never call sled, and the write path
 //! already groups operations into log records, so this costs only folds and
 //! regenerations, which write one page per call (`cargo bench --bench
 //! store` measures both).
+//!
+//! # Deadlines, and a full disk
+//! On a full disk sled 0.34.7 can wait forever: a failed snapshot or log
+//! write leaves `flush` (called by every `Tree` drop) waiting for a stable
+//! log position that never comes (reproduced on a 20 MB tmpfs: the 26th
+//! 20k-key insert, and every open afterwards, hung in `Tree::drop` →
+//! `PageCache::flush`). So the caller waits for the worker at most the
+//! database's deadline; if it passes, the database is marked failed, the
+//! stuck worker is abandoned to sled (a fresh one serves other databases),
+//! and the caller gets an I/O error of kind `TimedOut`. Any I/O error,
+//! corruption or sled bug report marks the database failed too (sled keeps
+//! such an error for good). Every later call on a failed database fails at
+//! once, and its handles are leaked rather than dropped, since dropping
+//! flushes and the flush may never return: the directory stays locked
+//! until the process exits. Lookups never call sled and keep working;
+//! nothing durable is lost (sled only ever appends to its log). A sled
+//! panic is caught on the worker and reported as an error.
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub(crate) use sled::IVec;
 
-/// Held for every sled call of this process (see the module docs).
-static GATE: Mutex<()> = parking_lot::const_mutex(());
+type Job = Box<dyn FnOnce() + Send + 'static>;
 
-fn gate() -> MutexGuard<'static, ()> {
-    GATE.lock()
+/// The sender of the process's sled worker; `None` until the first call and
+/// after the worker was abandoned.
+static WORKER: Mutex<Option<mpsc::Sender<Job>>> = parking_lot::const_mutex(None);
+
+/// Queues `job` on the worker, starting one if there is none.
+fn submit(job: Job) -> Result<(), Job> {
+    let mut worker = WORKER.lock();
+    let tx = worker.get_or_insert_with(spawn_worker);
+    tx.send(job).map_err(|e| {
+        *worker = None;
+        e.0
+    })
 }
 
-/// Runs a call that may write, then flushes, under the gate. The call's
-/// error wins over the flush's.
-fn write_call<R>(
-    flush: impl FnOnce() -> sled::Result<usize>,
-    call: impl FnOnce() -> sled::Result<R>,
-) -> sled::Result<R> {
-    let _gate = gate();
-    let result = call();
-    let flushed = flush();
+fn spawn_worker() -> mpsc::Sender<Job> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let spawned = std::thread::Builder::new()
+        .name("filterstore-sled".into())
+        .spawn(move || {
+            for job in rx {
+                // A sled panic must not take the worker with it: the job's
+                // reply channel is dropped, which its caller reports.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            }
+        });
+    // Without a thread the receiver is gone and every send fails: reported.
+    drop(spawned);
+    tx
+}
+
+/// Abandons the worker (stuck in sled): the next call starts a fresh one.
+fn abandon_worker() {
+    *WORKER.lock() = None;
+}
+
+/// What the handles of one database share.
+#[derive(Debug)]
+struct Shared {
+    /// How long a caller waits for one sled call.
+    timeout: Duration,
+    /// Set by a timeout or a fatal error: every later call fails at once.
+    failed: AtomicBool,
+    /// Why it failed.
+    reason: Mutex<String>,
+}
+
+impl Shared {
+    fn new(timeout: Duration) -> Arc<Shared> {
+        Arc::new(Shared {
+            timeout,
+            failed: AtomicBool::new(false),
+            reason: Mutex::new(String::new()),
+        })
+    }
+
+    fn fail(&self, reason: String) {
+        let mut r = self.reason.lock();
+        if !self.failed.swap(true, Ordering::AcqRel) {
+            *r = reason;
+        }
+    }
+
+    fn failed_error(&self) -> sled::Error {
+        io_error(
+            std::io::ErrorKind::Other,
+            format!(
+                "the database failed earlier ({}); reopen the store",
+                self.reason.lock()
+            ),
+        )
+    }
+
+    /// Runs `job` on the worker and waits for it at most the deadline.
+    fn call<R: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> sled::Result<R> + Send + 'static,
+    ) -> sled::Result<R> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.failed_error());
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        let sent = submit(Box::new(move || {
+            let _ = tx.send(job());
+        }));
+        if sent.is_err() {
+            return Err(io_error(
+                std::io::ErrorKind::Other,
+                "could not start the storage engine's thread".into(),
+            ));
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => {
+                if is_fatal(&e) {
+                    self.fail(e.to_string());
+                }
+                Err(e)
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let msg = format!(
+                    "the storage engine did not answer within {:?} (a full or failing disk?)",
+                    self.timeout
+                );
+                self.fail(msg.clone());
+                abandon_worker();
+                Err(io_error(std::io::ErrorKind::TimedOut, msg))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let msg = "the storage engine panicked".to_string();
+                self.fail(msg.clone());
+                Err(sled::Error::ReportableBug(msg))
+            }
+        }
+    }
+
+    /// Drops a handle on the worker (a drop may flush), or leaks it if the
+    /// database failed (that flush may never return).
+    fn release<T: Send + 'static>(&self, handle: T) {
+        if self.failed.load(Ordering::Acquire) {
+            std::mem::forget(handle);
+        } else if let Err(job) = submit(Box::new(move || drop(handle))) {
+            std::mem::forget(job);
+        }
+    }
+}
+
+/// The error of a call on a handle being dropped (which no caller can make).
+fn dropped() -> sled::Error {
+    sled::Error::ReportableBug("a storage handle was used while being dropped".into())
+}
+
+fn io_error(kind: std::io::ErrorKind, msg: String) -> sled::Error {
+    sled::Error::Io(std::io::Error::new(kind, msg))
+}
+
+/// Errors after which sled's database is not to be trusted with more calls.
+fn is_fatal(e: &sled::Error) -> bool {
+    matches!(
+        e,
+        sled::Error::Io(_) | sled::Error::Corruption { .. } | sled::Error::ReportableBug(_)
+    )
+}
+
+/// Flushes after a call that may have written; the call's error wins.
+fn flushed<R>(result: sled::Result<R>, flush: sled::Result<usize>) -> sled::Result<R> {
     let value = result?;
-    flushed?;
+    flush?;
     Ok(value)
 }
 
-/// A sled database reached only through the gate.
-#[derive(Clone, Debug)]
+/// A sled database, reached only through the worker.
+#[derive(Debug)]
 pub(crate) struct Db {
-    inner: sled::Db,
+    inner: Option<sled::Db>,
+    shared: Arc<Shared>,
+}
+
+impl Clone for Db {
+    fn clone(&self) -> Self {
+        Db {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Some(db) = self.inner.take() {
+            self.shared.release(db);
+        }
+    }
 }
 
 impl Db {
-    /// Opens a database with `config`, sled's background flusher disabled.
-    pub(crate) fn open(config: sled::Config) -> sled::Result<Db> {
-        let _gate = gate();
-        let inner = config.flush_every_ms(None).open()?;
-        Ok(Db { inner })
+    /// Opens a database with `config` (sled's background flusher disabled);
+    /// every call on it, the open included, waits at most `timeout`.
+    pub(crate) fn open(config: sled::Config, timeout: Duration) -> sled::Result<Db> {
+        let shared = Shared::new(timeout);
+        let inner = shared.call(move || config.flush_every_ms(None).open())?;
+        Ok(Db {
+            inner: Some(inner),
+            shared,
+        })
+    }
+
+    /// sled's handle (`None` only while this handle is dropped).
+    fn db(&self) -> sled::Result<sled::Db> {
+        self.inner.clone().ok_or_else(dropped)
     }
 
     pub(crate) fn open_tree(&self, name: impl AsRef<[u8]>) -> sled::Result<Tree> {
-        let inner = write_call(|| self.inner.flush(), || self.inner.open_tree(name))?;
-        Ok(Tree { inner })
+        let (db, name) = (self.db()?, name.as_ref().to_vec());
+        let inner = self.shared.call(move || {
+            let tree = db.open_tree(name);
+            flushed(tree, db.flush())
+        })?;
+        Ok(Tree {
+            inner: Some(inner),
+            shared: self.shared.clone(),
+        })
     }
 
     pub(crate) fn drop_tree(&self, name: impl AsRef<[u8]>) -> sled::Result<bool> {
-        write_call(|| self.inner.flush(), || self.inner.drop_tree(name))
+        let (db, name) = (self.db()?, name.as_ref().to_vec());
+        self.shared.call(move || {
+            let dropped = db.drop_tree(name);
+            flushed(dropped, db.flush())
+        })
     }
 
-    pub(crate) fn tree_names(&self) -> Vec<IVec> {
-        let _gate = gate();
-        self.inner.tree_names()
+    pub(crate) fn tree_names(&self) -> sled::Result<Vec<IVec>> {
+        let db = self.db()?;
+        self.shared.call(move || Ok(db.tree_names()))
     }
 
     pub(crate) fn flush(&self) -> sled::Result<()> {
-        let _gate = gate();
-        self.inner.flush().map(drop)
+        let db = self.db()?;
+        self.shared.call(move || db.flush().map(drop))
     }
 
     /// Whether the default tree is empty.
-    pub(crate) fn is_empty(&self) -> bool {
-        let _gate = gate();
-        self.inner.is_empty()
+    pub(crate) fn is_empty(&self) -> sled::Result<bool> {
+        let db = self.db()?;
+        self.shared.call(move || Ok(db.is_empty()))
     }
 
     pub(crate) fn size_on_disk(&self) -> sled::Result<u64> {
-        let _gate = gate();
-        self.inner.size_on_disk()
+        let db = self.db()?;
+        self.shared.call(move || db.size_on_disk())
     }
 }
 
-/// A sled tree reached only through the gate.
-#[derive(Clone, Debug)]
+/// A sled tree, reached only through the worker.
+#[derive(Debug)]
 pub(crate) struct Tree {
-    inner: sled::Tree,
+    inner: Option<sled::Tree>,
+    shared: Arc<Shared>,
 }
+
+impl Clone for Tree {
+    fn clone(&self) -> Self {
+        Tree {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        if let Some(tree) = self.inner.take() {
+            self.shared.release(tree);
+        }
+    }
+}
+
+/// Records fetched per worker call while iterating.
+const ITER_BATCH: usize = 64;
 
 impl Tree {
-    fn write<R>(&self, call: impl FnOnce(&sled::Tree) -> sled::Result<R>) -> sled::Result<R> {
-        write_call(|| self.inner.flush(), || call(&self.inner))
+    /// sled's handle (`None` only while this handle is dropped).
+    fn tree(&self) -> sled::Result<sled::Tree> {
+        self.inner.clone().ok_or_else(dropped)
     }
 
-    fn read<R>(&self, call: impl FnOnce(&sled::Tree) -> R) -> R {
-        let _gate = gate();
-        call(&self.inner)
+    /// A call that may write: flushed before it returns.
+    fn write<R: Send + 'static>(
+        &self,
+        call: impl FnOnce(&sled::Tree) -> sled::Result<R> + Send + 'static,
+    ) -> sled::Result<R> {
+        let tree = self.tree()?;
+        self.shared.call(move || {
+            let result = call(&tree);
+            flushed(result, tree.flush())
+        })
+    }
+
+    fn read<R: Send + 'static>(
+        &self,
+        call: impl FnOnce(&sled::Tree) -> sled::Result<R> + Send + 'static,
+    ) -> sled::Result<R> {
+        let tree = self.tree()?;
+        self.shared.call(move || call(&tree))
     }
 
     pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
-        self.read(|t| t.get(key))
+        let key = IVec::from(key.as_ref());
+        self.read(move |t| t.get(key))
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.read(|t| t.len())
+    pub(crate) fn len(&self) -> sled::Result<usize> {
+        self.read(|t| Ok(t.len()))
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.read(|t| t.is_empty())
+    pub(crate) fn is_empty(&self) -> sled::Result<bool> {
+        self.read(|t| Ok(t.is_empty()))
     }
 
     pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> sled::Result<()> {
-        let (key, value) = (key.as_ref(), value.into());
-        self.write(|t| t.insert(key, value)).map(drop)
+        let (key, value) = (IVec::from(key.as_ref()), value.into());
+        self.write(move |t| t.insert(key, value)).map(drop)
     }
 
     pub(crate) fn remove(&self, key: impl AsRef<[u8]>) -> sled::Result<()> {
-        self.write(|t| t.remove(key)).map(drop)
+        let key = IVec::from(key.as_ref());
+        self.write(move |t| t.remove(key)).map(drop)
     }
 
     pub(crate) fn apply_batch(&self, batch: Batch) -> sled::Result<()> {
-        self.write(|t| t.apply_batch(batch.inner))
+        self.write(move |t| t.apply_batch(batch.inner))
     }
 
     pub(crate) fn clear(&self) -> sled::Result<()> {
         self.write(|t| t.clear())
     }
 
-    /// The records whose keys start with `prefix`, in key order; each step
-    /// takes the gate.
+    /// The records whose keys start with `prefix`, in key order, fetched
+    /// [`ITER_BATCH`] at a time.
     pub(crate) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        let inner = self.read(|t| t.scan_prefix(prefix));
-        Iter { inner }
+        self.iter_from(Start::Prefix(prefix.as_ref().to_vec()))
     }
 
-    /// Every record, in key order; each step takes the gate.
+    /// Every record, in key order.
     pub(crate) fn iter(&self) -> Iter {
-        let inner = self.read(|t| t.iter());
-        Iter { inner }
+        self.iter_from(Start::All)
+    }
+
+    fn iter_from(&self, start: Start) -> Iter {
+        Iter {
+            state: match self.inner.clone() {
+                Some(tree) => IterState::Start(tree, start),
+                None => IterState::Done,
+            },
+            shared: self.shared.clone(),
+            buffered: std::collections::VecDeque::new(),
+        }
     }
 
     /// Runs `f` as one sled transaction over `self` and `other`, flushed.
@@ -200,31 +442,114 @@ impl Tree {
         &self,
         other: &Tree,
         f: impl Fn(
-            &sled::transaction::TransactionalTree,
-            &sled::transaction::TransactionalTree,
-        ) -> sled::transaction::ConflictableTransactionResult<A, E>,
-    ) -> sled::transaction::TransactionResult<A, E> {
-        use sled::transaction::Transactional;
-        let _gate = gate();
-        let result = (&self.inner, &other.inner).transaction(|(a, b)| f(a, b));
-        match (result, self.inner.flush()) {
-            (Ok(_), Err(e)) => Err(sled::transaction::TransactionError::Storage(e)),
-            (result, _) => result,
+                &sled::transaction::TransactionalTree,
+                &sled::transaction::TransactionalTree,
+            ) -> sled::transaction::ConflictableTransactionResult<A, E>
+            + Send
+            + 'static,
+    ) -> sled::Result<Result<A, E>>
+    where
+        A: Send + 'static,
+        E: Send + 'static,
+    {
+        use sled::transaction::{TransactionError, Transactional};
+        let (a, b) = (self.tree()?, other.tree()?);
+        self.shared.call(move || {
+            let result = (&a, &b).transaction(|(x, y)| f(x, y));
+            let flush = a.flush();
+            match result {
+                Ok(value) => flush.map(|_| Ok(value)),
+                Err(TransactionError::Abort(e)) => Ok(Err(e)),
+                Err(TransactionError::Storage(e)) => Err(e),
+            }
+        })
+    }
+}
+
+enum Start {
+    All,
+    Prefix(Vec<u8>),
+}
+
+enum IterState {
+    /// Not started: the tree and where to start.
+    Start(sled::Tree, Start),
+    /// Between batches (the iterator is lent to the worker during one).
+    Running(Box<sled::Iter>),
+    /// Exhausted, failed, or lent to a worker that never returned it.
+    Done,
+}
+
+/// A sled iterator driven by the worker, [`ITER_BATCH`] records per call.
+pub(crate) struct Iter {
+    state: IterState,
+    shared: Arc<Shared>,
+    buffered: std::collections::VecDeque<(IVec, IVec)>,
+}
+
+impl Iter {
+    /// Fetches the next batch into `buffered`; the error of the call if any.
+    fn refill(&mut self) -> Option<sled::Error> {
+        let iter = match std::mem::replace(&mut self.state, IterState::Done) {
+            IterState::Start(tree, Start::All) => Lent::Start(tree, None),
+            IterState::Start(tree, Start::Prefix(p)) => Lent::Start(tree, Some(p)),
+            IterState::Running(iter) => Lent::Running(iter),
+            IterState::Done => return None,
+        };
+        let fetched = self.shared.call(move || {
+            let mut iter = match iter {
+                Lent::Start(tree, None) => Box::new(tree.iter()),
+                Lent::Start(tree, Some(p)) => Box::new(tree.scan_prefix(p)),
+                Lent::Running(iter) => iter,
+            };
+            let mut batch = Vec::with_capacity(ITER_BATCH);
+            while batch.len() < ITER_BATCH {
+                match iter.next() {
+                    Some(item) => batch.push(item?),
+                    None => return Ok((None, batch)),
+                }
+            }
+            Ok((Some(iter), batch))
+        });
+        match fetched {
+            Ok((rest, batch)) => {
+                self.buffered.extend(batch);
+                if let Some(iter) = rest {
+                    self.state = IterState::Running(iter);
+                }
+                None
+            }
+            Err(e) => Some(e),
         }
     }
 }
 
-/// A sled iterator whose every step takes the gate.
-pub(crate) struct Iter {
-    inner: sled::Iter,
+/// What a batch call takes to the worker.
+enum Lent {
+    Start(sled::Tree, Option<Vec<u8>>),
+    Running(Box<sled::Iter>),
 }
 
 impl Iterator for Iter {
     type Item = sled::Result<(IVec, IVec)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let _gate = gate();
-        self.inner.next()
+        if self.buffered.is_empty() {
+            if let Some(e) = self.refill() {
+                return Some(Err(e));
+            }
+        }
+        self.buffered.pop_front().map(Ok)
+    }
+}
+
+impl Drop for Iter {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.state, IterState::Done) {
+            IterState::Start(tree, _) => self.shared.release(tree),
+            IterState::Running(iter) => self.shared.release(iter),
+            IterState::Done => {}
+        }
     }
 }
 

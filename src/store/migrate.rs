@@ -199,7 +199,10 @@ mod tests {
         // milliseconds late: retry, as `FilterStore::open` does.
         let mut tries = 0;
         let db = loop {
-            match engine::Db::open(sled::Config::new().path(dir)) {
+            match engine::Db::open(
+                sled::Config::new().path(dir),
+                crate::store::DEFAULT_IO_TIMEOUT,
+            ) {
                 Ok(db) => break db,
                 Err(e) if tries < 200 => {
                     tries += 1;
@@ -243,6 +246,7 @@ mod tests {
             // The half-built generation exists but nothing names it.
             assert!(db
                 .tree_names()
+                .unwrap()
                 .iter()
                 .any(|n| n.ends_with(b"gen/0000000000000002")));
         }
@@ -253,6 +257,7 @@ mod tests {
             let (db, _, _) = raw(dir.path());
             assert!(!db
                 .tree_names()
+                .unwrap()
                 .iter()
                 .any(|n| n.ends_with(b"gen/0000000000000002")));
         }

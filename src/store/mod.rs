@@ -147,7 +147,7 @@ pub(crate) use catalog::TableMeta;
 pub use catalog::{validate_name, MAX_NAME_LEN, STORE_FORMAT_VERSION};
 pub use config::{
     StoreConfig, DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE,
-    DEFAULT_FOLD_MEMORY, DEFAULT_MATERIALIZED_BLOCKS,
+    DEFAULT_FOLD_MEMORY, DEFAULT_IO_TIMEOUT, DEFAULT_MATERIALIZED_BLOCKS,
 };
 pub use error::{NameError, StoreError};
 pub use import::ExportKind;
@@ -276,6 +276,7 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<engine::Db, StoreError> 
                 .path(path)
                 .cache_capacity(config.cache_capacity)
                 .mode(sled::Mode::HighThroughput),
+            config.io_timeout,
         );
         match attempt {
             Ok(db) => return Ok(db),
@@ -404,13 +405,12 @@ impl FilterStore {
         let path = dir.as_ref().to_path_buf();
         check_dir(&path)?;
         let db = open_db(&path, &config)?;
-        let ours = db.tree_names().iter().any(|n| n == CATALOG_TREE.as_bytes());
+        let names = db.tree_names().map_err(sled_err("reading the database"))?;
+        let ours = names.iter().any(|n| n == CATALOG_TREE.as_bytes());
         if !ours {
-            let foreign_trees = db
-                .tree_names()
-                .iter()
-                .any(|n| n != b"__sled__default".as_slice());
-            if foreign_trees || !db.is_empty() {
+            let foreign_trees = names.iter().any(|n| n != b"__sled__default".as_slice());
+            let empty = db.is_empty().map_err(sled_err("reading the database"))?;
+            if foreign_trees || !empty {
                 return Err(StoreError::NotAFilterStore { path });
             }
         }
@@ -467,7 +467,12 @@ impl FilterStore {
             Err(StoreError::Corrupt { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
-        for name in self.inner.db.tree_names() {
+        let names = self
+            .inner
+            .db
+            .tree_names()
+            .map_err(sled_err("reading the database"))?;
+        for name in names {
             let Ok(name) = std::str::from_utf8(&name) else {
                 continue;
             };
