@@ -23,12 +23,19 @@ mkdir -p "$OUT"
 
 bin=$(cargo test --release -p filterstore --all-features --test store_regen --no-run \
     --message-format=json 2>/dev/null |
+    grep '"name":"store_regen"' | grep '"test":true' |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$bin" ] || { echo "could not build the store_regen test binary" >&2; exit 2; }
 # A private copy: a rebuild during the loop must not change what it runs.
 cp "$bin" "$OUT/store_regen.bin"
 bin="$OUT/store_regen.bin"
 echo "binary $bin; $LOOPS loops x $RUNS runs of $TEST, timeout ${TIMEOUT}s; $(nproc) cores, $HOGS hogs"
+
+# The binary must pass once before the loop means anything.
+"$bin" --exact "$TEST" --test-threads 1 >"$OUT/first.log" 2>&1 ||
+    { echo "the first run failed:" >&2; cat "$OUT/first.log" >&2; exit 2; }
+grep -q "1 passed" "$OUT/first.log" ||
+    { echo "the first run did not run $TEST:" >&2; cat "$OUT/first.log" >&2; exit 2; }
 
 hogs=()
 for _ in $(seq "$HOGS"); do
