@@ -248,7 +248,7 @@ pub fn for_each_standard_position(h: KeyHash, m: u64, k: u32, mut f: impl FnMut(
 /// A key's distinct positions, sorted ascending: what a counting filter
 /// increments, so that inserting and removing a key are exact inverses even
 /// when two probes land on the same position.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Positions {
     buf: [u64; MAX_K as usize],
     len: usize,

@@ -2,6 +2,7 @@
 //! ([`TableInner`]) and its statistics. The state of one generation lives in
 //! [`generation`], its write path in [`writer`], the log fold in [`fold`].
 
+mod bulk;
 mod fold;
 #[cfg(test)]
 mod fold_tests;
@@ -402,6 +403,72 @@ impl Table {
             })
             .collect();
         self.inner.apply_ops(&ops, durability)
+    }
+
+    /// Inserts many keys at once, straight into the counter pages: folds the
+    /// log, reads the counting filter once (`m/2` bytes), adds every key in
+    /// memory and writes each touched 16 KiB page once. Returns how many keys
+    /// it inserted. For loads of many keys (more than one per page of the
+    /// table, `m / 32768`); for fewer, [`apply`](Table::apply) costs less.
+    ///
+    /// Every key is visible as soon as it is added and **durable when this
+    /// returns**. Unlike a [`WriteBatch`], the load is **not atomic**: after a
+    /// crash in the middle some of its keys may be present and others not —
+    /// harmless under the host's rule 1 (records are committed only after
+    /// the load returned), and never a lost key once it returned. While a
+    /// regeneration runs, the keys take the ordinary write path instead.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(100_000, 0.01))?;
+    /// let n = t.bulk_load((0..100_000u32).map(|i| i.to_le_bytes()))?;
+    /// assert_eq!((n, t.live_keys()), (100_000, 100_000));
+    /// assert!(t.contains(&7u32.to_le_bytes()));
+    /// # Ok(()) }
+    /// ```
+    pub fn bulk_load<I>(&self, keys: I) -> Result<u64, StoreError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let mut keys = keys.into_iter();
+        loop {
+            let g = self.inner.gen.load_full();
+            if let Some(n) = g.bulk_insert(&mut keys)? {
+                self.inner.count_for_check(n);
+                return Ok(n);
+            }
+            if !g.retired.load(Ordering::Acquire) {
+                return self.load_by_batches(&mut keys);
+            }
+        }
+    }
+
+    /// [`bulk_load`](Table::bulk_load) through the write path.
+    fn load_by_batches(
+        &self,
+        keys: &mut dyn Iterator<Item = impl AsRef<[u8]>>,
+    ) -> Result<u64, StoreError> {
+        const STEP: usize = 1 << 16;
+        let mut batch = WriteBatch::new();
+        let mut n = 0;
+        loop {
+            batch.clear();
+            for k in keys.take(STEP) {
+                batch.insert(k.as_ref());
+            }
+            if batch.is_empty() {
+                break;
+            }
+            self.apply(&batch, Durability::Buffered)?;
+            n += batch.len() as u64;
+        }
+        self.flush()?;
+        Ok(n)
     }
 
     /// Makes every write applied so far (to any table of the store) durable.

@@ -88,6 +88,11 @@ impl Journal {
         self.ops = None;
     }
 
+    /// Whether a regeneration is journaling.
+    pub(crate) fn is_active(&self) -> bool {
+        self.ops.is_some()
+    }
+
     /// Records staged operations, if a regeneration runs.
     fn record(&mut self, ops: &[LogOp]) {
         if let Some(journal) = &mut self.ops {
