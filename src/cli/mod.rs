@@ -4,6 +4,7 @@
 
 mod demo;
 mod files;
+mod insert;
 mod keys;
 mod output;
 mod plot;
@@ -411,7 +412,7 @@ fn run_table_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
             }
             create(dir, &table, spec, allow_large, out)
         }
-        Command::Insert { table, file } => insert(dir, &table, file.as_deref(), out),
+        Command::Insert { table, file } => insert::insert(dir, &table, file.as_deref(), out),
         Command::Remove { table, file } => remove(dir, &table, file.as_deref(), out),
         Command::Query { table, file, count } => query(dir, &table, file.as_deref(), count, out),
         Command::Stats { table, json } => output::stats(&open_existing(dir)?, table, json, out),
@@ -474,28 +475,6 @@ fn create(dir: &Path, table: &str, spec: TableSpec, allow_large: bool, out: &mut
         p.k(),
         p.hash().seed
     ))
-}
-
-fn insert(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out) -> Outcome {
-    let store = open_existing(dir)?;
-    let t = store.open_table(table)?;
-    let mut reader = KeyReader::open(file)?;
-    let mut batch = WriteBatch::with_capacity(keys::BATCH_KEYS, keys::BATCH_KEYS * 32);
-    let mut total = 0u64;
-    loop {
-        batch.clear();
-        if reader.next_batch(|k, _| {
-            batch.insert(k);
-        })? == 0
-        {
-            break;
-        }
-        t.apply(&batch, Durability::Buffered)?;
-        total += batch.len() as u64;
-    }
-    t.flush()?;
-    reader.finish();
-    out.line(&format!("inserted {total} keys into {table} (durable)"))
 }
 
 fn remove(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out) -> Outcome {
