@@ -29,9 +29,13 @@
 //!   or may not be durable: treat it as not durable (rule 1: do not commit).
 //! * A crash at any moment (kill -9) leaves a store that opens without error
 //!   and answers "maybe" for every key whose insert was durable (tested by
-//!   `tests/store_crash.rs`, which kills a writer process 200 times; a process
-//!   kill is not a power loss: sled's `flush` is an fsync, and the test does not
-//!   cut power).
+//!   `tests/store_crash.rs`, which kills a writer process 200 times; a fold
+//!   cut after any of its writes reopens exact, `table::fold_tests`).
+//! * A full or failing disk is a prompt error, never a hang: each sled call
+//!   is given up after [`StoreConfig::io_timeout`]; after an I/O error or a
+//!   timeout the store refuses further disk work (lookups keep answering)
+//!   until it is reopened, and nothing durable is lost
+//!   (`tests/store_disk_full.rs`, on a real 20 MB tmpfs). See [`engine`].
 //!
 //! # Layout in sled
 //! `docs/FORMAT.md` specifies every byte: the catalog tree (§8, §9), and in
