@@ -6,7 +6,7 @@
 
 use super::keys::KeyReader;
 use super::output::Out;
-use super::{open_existing, Failure, Outcome};
+use super::{open_read_only, Failure, Outcome};
 use filterstore::FilterStore;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
 use filterstore::{encode_message, FilterParams};
@@ -44,7 +44,7 @@ pub fn export(
     if !opts.compressed && (opts.budget.is_some() || opts.keys.is_some()) {
         return Err(Failure("--budget and --keys need --compressed".into()));
     }
-    let store = open_existing(dir)?;
+    let store = open_read_only(dir)?;
     let t = store.open_table(table)?;
     let (bytes, what) = if opts.counting {
         // The export folds the log first, so the counters are complete.

@@ -415,8 +415,8 @@ fn run_table_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
         Command::Insert { table, file } => insert::insert(dir, &table, file.as_deref(), out),
         Command::Remove { table, file } => remove(dir, &table, file.as_deref(), out),
         Command::Query { table, file, count } => query(dir, &table, file.as_deref(), count, out),
-        Command::Stats { table, json } => output::stats(&open_existing(dir)?, table, json, out),
-        Command::List => open_existing(dir)?
+        Command::Stats { table, json } => output::stats(&open_read_only(dir)?, table, json, out),
+        Command::List => open_read_only(dir)?
             .list_tables()?
             .iter()
             .try_for_each(|name| out.line(name)),
@@ -456,6 +456,17 @@ fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {
         )));
     }
     Ok(FilterStore::open(dir)?)
+}
+
+/// Opens an existing store for a command that only reads it: a private copy,
+/// so that nothing in `dir` is created or modified (sled writes on every
+/// open), and a directory that is not a filterstore database is refused
+/// untouched.
+fn open_read_only(dir: &Path) -> Result<FilterStore, Failure> {
+    if !dir.exists() {
+        return open_existing(dir);
+    }
+    Ok(FilterStore::open_snapshot(dir)?)
 }
 
 fn create(dir: &Path, table: &str, spec: TableSpec, allow_large: bool, out: &mut Out) -> Outcome {
@@ -522,7 +533,7 @@ fn remove(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out) -> Outcom
 }
 
 fn query(dir: &Path, table: &str, file: Option<&Path>, count: bool, out: &mut Out) -> Outcome {
-    let store = open_existing(dir)?;
+    let store = open_read_only(dir)?;
     let t = store.open_table(table)?;
     let mut reader = KeyReader::open(file)?;
     let mut keys: Vec<Vec<u8>> = Vec::with_capacity(keys::BATCH_KEYS);

@@ -140,6 +140,7 @@ pub(crate) mod engine;
 pub mod error;
 mod import;
 mod keys;
+mod marker;
 mod migrate;
 mod pages;
 pub mod regen;
@@ -155,6 +156,8 @@ pub use config::{
 };
 pub use error::{NameError, StoreError};
 pub use import::ExportKind;
+use marker::DirKind;
+pub use marker::MARKER_FILE;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
 pub use table::{Table, TableStats};
 pub use wal::MAX_RECORD_OPS;
@@ -224,6 +227,8 @@ pub(crate) struct StoreInner {
     policy: Mutex<crate::filter::drift::DriftPolicy>,
     /// Open tables: one in-memory state per table, shared by all handles.
     tables: Mutex<HashMap<String, Weak<TableInner>>>,
+    /// The private copy a read-only open works on, removed last.
+    _scratch: Option<marker::Scratch>,
 }
 
 /// A store of per-table filters in one sled database directory.
@@ -300,28 +305,6 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<engine::Db, StoreError> 
             Err(other) => return Err(StoreError::sled("opening the database", other)),
         }
     }
-}
-
-/// Refuses a path that is not a directory, and a non-empty directory
-/// without sled's files (someone else's: better refused than written into).
-fn check_dir(path: &Path) -> Result<(), StoreError> {
-    if path.exists() && !path.is_dir() {
-        return Err(StoreError::NotADirectory {
-            path: path.to_path_buf(),
-        });
-    }
-    if path.is_dir() && !path.join("conf").exists() && !path.join("db").exists() {
-        let mut entries = std::fs::read_dir(path).map_err(|source| StoreError::Io {
-            op: "reading the database directory",
-            source,
-        })?;
-        if entries.next().is_some() {
-            return Err(StoreError::NotAFilterStore {
-                path: path.to_path_buf(),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// The directories of the stores open in this process (canonical paths), so
@@ -406,8 +389,71 @@ impl FilterStore {
         dir: impl AsRef<Path>,
         config: StoreConfig,
     ) -> Result<FilterStore, StoreError> {
-        let path = dir.as_ref().to_path_buf();
-        check_dir(&path)?;
+        Self::open_in(dir.as_ref().to_path_buf(), config, None)
+    }
+
+    /// Opens a point-in-time **snapshot** of the store at `dir` for
+    /// reading, without writing anything in `dir`: sled 0.34.7 writes on
+    /// every open (a new snapshot file and log tail, even when nothing
+    /// changes), so this copies the store's files to a private temporary
+    /// directory under the store's lock (a store open elsewhere is
+    /// [`StoreError::Locked`]), opens the copy, and removes it when the
+    /// returned store is dropped. Costs one copy of the store's files.
+    /// Writes to the returned store change only the copy and are lost.
+    /// A directory that is not a filterstore database (no marker, see
+    /// [`MARKER_FILE`]) is [`StoreError::NotAFilterStore`] and left
+    /// byte-for-byte unchanged. The command line's `list`, `stats`, `query`
+    /// and `export` use this.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// store.create_table("t", TableSpec::new(1_000, 0.01))?.insert(b"k")?;
+    /// store.flush()?;
+    /// drop(store);
+    /// let snapshot = FilterStore::open_snapshot(dir.path())?;
+    /// assert!(snapshot.open_table("t")?.contains(b"k"));
+    /// # Ok(()) }
+    /// ```
+    pub fn open_snapshot(dir: impl AsRef<Path>) -> Result<FilterStore, StoreError> {
+        Self::open_snapshot_with(dir.as_ref(), StoreConfig::default())
+    }
+
+    fn open_snapshot_with(dir: &Path, config: StoreConfig) -> Result<FilterStore, StoreError> {
+        match marker::classify(dir)? {
+            DirKind::Marked | DirKind::Legacy => {}
+            DirKind::Missing | DirKind::Empty | DirKind::Foreign => {
+                return Err(StoreError::NotAFilterStore {
+                    path: dir.to_path_buf(),
+                })
+            }
+        }
+        let scratch = marker::copy_store(dir)?;
+        Self::open_in(scratch.path().to_path_buf(), config, Some(scratch))
+    }
+
+    fn open_in(
+        path: PathBuf,
+        config: StoreConfig,
+        scratch: Option<marker::Scratch>,
+    ) -> Result<FilterStore, StoreError> {
+        let kind = marker::classify(&path)?;
+        match kind {
+            DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
+            // The marker first: a crash before the catalog header leaves a
+            // marked, empty database, which the next open completes.
+            DirKind::Missing | DirKind::Empty => {
+                std::fs::create_dir_all(&path).map_err(|source| StoreError::Io {
+                    op: "creating the database directory",
+                    source,
+                })?;
+                marker::write_marker(&path)?;
+            }
+            DirKind::Marked | DirKind::Legacy => {}
+        }
         let db = open_db(&path, &config)?;
         let names = db.tree_names().map_err(sled_err("reading the database"))?;
         let ours = names.iter().any(|n| n == CATALOG_TREE.as_bytes());
@@ -417,6 +463,9 @@ impl FilterStore {
             if foreign_trees || !empty {
                 return Err(StoreError::NotAFilterStore { path });
             }
+        }
+        if kind == DirKind::Legacy {
+            marker::write_marker(&path)?;
         }
         let catalog = db
             .open_tree(CATALOG_TREE)
@@ -452,6 +501,7 @@ impl FilterStore {
                 has_regen_hook: std::sync::atomic::AtomicBool::new(false),
                 policy: Mutex::new(crate::filter::drift::DriftPolicy::default()),
                 tables: Mutex::new(HashMap::new()),
+                _scratch: scratch,
             }),
         };
         store.collect_garbage()?;
