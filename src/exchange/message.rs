@@ -559,18 +559,22 @@ impl<'a> DecodedMessage<'a> {
         self.payload.len()
     }
 
-    /// The transmitted array's words (the filter, or the XOR for a delta).
-    fn words(&self) -> Result<Vec<u64>, ExchangeError> {
+    /// Passes the transmitted array's words (the filter, or the XOR for a
+    /// delta) to `emit(i, word)`: those that may be non-zero, each once.
+    /// Decodes straight into the receiver's storage, so that a message
+    /// costs its filter and nothing more.
+    fn decode_words(&self, mut emit: impl FnMut(usize, u64)) -> Result<(), ExchangeError> {
         let p = self.descriptor.params;
-        let mut words = match self.descriptor.codec {
+        match self.descriptor.codec {
             Codec::Raw => {
                 let v = FilterView::new(p, self.payload)?;
-                (0..p.num_words()).map(|i| v.word(i)).collect()
+                for i in 0..p.num_words() {
+                    emit(i, v.word(i));
+                }
             }
-            Codec::Rans => entropy::decode_bits(self.payload, p.m(), self.ones)?,
-        };
-        words.resize(p.num_words(), 0);
-        Ok(words)
+            Codec::Rans => entropy::decode_bits_into(self.payload, p.m(), self.ones, emit)?,
+        }
+        Ok(())
     }
 
     /// The filter of a full message: borrowed when it was sent plain.
@@ -582,10 +586,11 @@ impl<'a> DecodedMessage<'a> {
             Codec::Raw => {
                 ReceivedFilter::Borrowed(FilterView::new(self.descriptor.params, self.payload)?)
             }
-            _ => ReceivedFilter::Owned(BitFilter::from_words(
-                self.descriptor.params,
-                &self.words()?,
-            )?),
+            _ => {
+                let f = BitFilter::new(self.descriptor.params)?;
+                self.decode_words(|i, w| f.store_word(i, w))?;
+                ReceivedFilter::Owned(f)
+            }
         })
     }
 
@@ -609,13 +614,12 @@ impl<'a> DecodedMessage<'a> {
             });
         }
         check_compatible(base.params(), &self.descriptor.params)?;
-        let xor = self.words()?;
-        let words: Vec<u64> = xor
-            .iter()
-            .enumerate()
-            .map(|(i, x)| base.word(i) ^ x)
-            .collect();
-        Ok(BitFilter::from_words(self.descriptor.params, &words)?)
+        let f = BitFilter::new(self.descriptor.params)?;
+        for i in 0..self.descriptor.params.num_words() {
+            f.store_word(i, base.word(i));
+        }
+        self.decode_words(|i, x| f.store_word(i, f.word(i) ^ x))?;
+        Ok(f)
     }
 }
 

@@ -24,35 +24,116 @@ use super::{EntropyError, Layout, L};
 /// [`EntropyError::TrailingBytes`], [`EntropyError::Corrupt`] and
 /// [`EntropyError::CountMismatch`] for a payload that is not what
 /// [`encode_bits`](super::encode_bits) produced for this `(m_bits, ones)`.
+#[cfg(any(test, feature = "test-internals"))]
 pub fn decode_bits(payload: &[u8], m_bits: u64, ones: u64) -> Result<Vec<u64>, EntropyError> {
+    let layout = Layout::new(m_bits)?;
+    let mut out = vec![0u64; layout.n_words];
+    decode_bits_into(payload, m_bits, ones, |i, w| out[i] = w)?;
+    Ok(out)
+}
+
+/// [`decode_bits`] without an array of its own: calls `emit(i, word)` for
+/// the words of the array that may be non-zero (each at most once, in no
+/// particular order, `i < ⌈m_bits / 64⌉`; the others are zero), so that the
+/// receiver can decode straight into its filter. On an error, some words
+/// may have been emitted: discard them.
+///
+/// # Errors
+/// Those of [`decode_bits`].
+pub fn decode_bits_into(
+    payload: &[u8],
+    m_bits: u64,
+    ones: u64,
+    emit: impl FnMut(usize, u64),
+) -> Result<(), EntropyError> {
     let layout = Layout::new(m_bits)?;
     if ones > m_bits {
         return Err(EntropyError::OnesExceedBits { ones, m_bits });
     }
     if ones == 0 || ones == m_bits {
-        return uniform(payload, &layout, ones == m_bits);
+        return uniform(payload, &layout, ones == m_bits, emit);
     }
     let lanes = split_lanes(payload)?;
     let table = Model::new(m_bits, ones).decode_table();
-    let mut out = vec![0u64; layout.n_words];
-    decode_lanes(lanes, &table, &layout, &mut out)?;
-    check_padding_and_count(&mut out, &layout, m_bits, ones)?;
-    Ok(out)
+    let mut sink = Sink::new(&layout, m_bits, ones, emit);
+    decode_lanes(lanes, &table, &layout, &mut sink)?;
+    sink.finish(ones)
 }
 
 /// The all-zeros or all-ones array, whose payload must be empty.
-fn uniform(payload: &[u8], layout: &Layout, all_ones: bool) -> Result<Vec<u64>, EntropyError> {
+fn uniform(
+    payload: &[u8],
+    layout: &Layout,
+    all_ones: bool,
+    mut emit: impl FnMut(usize, u64),
+) -> Result<(), EntropyError> {
     if !payload.is_empty() {
         return Err(EntropyError::TrailingBytes {
             extra: payload.len() as u64,
         });
     }
-    let fill = if all_ones { u64::MAX } else { 0 };
-    let mut out = vec![fill; layout.n_words];
-    if let Some(last) = out.last_mut() {
-        *last &= layout.last_word_mask;
+    if all_ones {
+        for i in 0..layout.n_words {
+            let last = i + 1 == layout.n_words;
+            emit(
+                i,
+                if last {
+                    layout.last_word_mask
+                } else {
+                    u64::MAX
+                },
+            );
+        }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Where decoded words go: checks the padding of the last coded byte,
+/// clears it, counts the ones, and passes each word on.
+struct Sink<'l, F> {
+    layout: &'l Layout,
+    pad: u64,
+    pad_bits: u64,
+    found: u64,
+    emit: F,
+}
+
+impl<'l, F: FnMut(usize, u64)> Sink<'l, F> {
+    fn new(layout: &'l Layout, m_bits: u64, ones: u64, emit: F) -> Self {
+        Sink {
+            layout,
+            pad: layout.pad_mask(m_bits, ones),
+            pad_bits: layout.last_byte_pad_bits(m_bits),
+            found: 0,
+            emit,
+        }
+    }
+
+    #[inline(always)]
+    fn put(&mut self, i: usize, mut w: u64) -> Result<(), EntropyError> {
+        if i == self.layout.pad_word {
+            if w & self.pad_bits != self.pad {
+                return Err(EntropyError::Corrupt {
+                    what: "padding bits past m_bits",
+                });
+            }
+            w &= !self.pad_bits;
+        }
+        self.found += u64::from(w.count_ones());
+        (self.emit)(i, w);
+        Ok(())
+    }
+
+    /// Checks the popcount against `ones`.
+    fn finish(self, ones: u64) -> Result<(), EntropyError> {
+        if self.found != ones {
+            return Err(EntropyError::CountMismatch {
+                expected: ones,
+                found: self.found,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The two lanes of `varint(len(lane 0)) ‖ lane 0 ‖ lane 1`.
@@ -63,68 +144,40 @@ fn split_lanes(payload: &[u8]) -> Result<[DecLane<'_>; 2], EntropyError> {
     Ok([DecLane::new(bytes0)?, DecLane::new(bytes1)?])
 }
 
-/// Decodes every coded byte into `out` (lane 0 the first `w0` words, lane 1
+/// Decodes every coded byte into `sink` (lane 0 the first `w0` words, lane 1
 /// the rest) and checks that both lanes ended where the encoder started.
-fn decode_lanes(
+fn decode_lanes<F: FnMut(usize, u64)>(
     [mut lane0, mut lane1]: [DecLane<'_>; 2],
     table: &DecTable,
     layout: &Layout,
-    out: &mut [u64],
+    sink: &mut Sink<'_, F>,
 ) -> Result<(), EntropyError> {
-    let (half0, rest) = out.split_at_mut(layout.w0);
-    let (half1, rest) = rest.split_at_mut(layout.w0);
-    for (a, b) in half0.iter_mut().zip(half1.iter_mut()) {
-        (*a, *b) = match (lane0.peek8(), lane1.peek8()) {
-            (Some(w0), Some(w1)) => Block::decode(table, [&mut lane0, &mut lane1], [w0, w1]),
+    let w0 = layout.w0;
+    for i in 0..w0 {
+        let (a, b) = match (lane0.peek8(), lane1.peek8()) {
+            (Some(x0), Some(x1)) => Block::decode(table, [&mut lane0, &mut lane1], [x0, x1]),
             _ => (0..8).fold((0, 0), |(s0, s1), k| {
                 let sym0 = u64::from(lane0.get(table));
                 let sym1 = u64::from(lane1.get(table));
                 (s0 | sym0 << (8 * k), s1 | sym1 << (8 * k))
             }),
         };
+        sink.put(i, a)?;
+        sink.put(w0 + i, b)?;
     }
-    let mut rest = rest.iter_mut();
-    if layout.odd_word {
-        if let Some(w) = rest.next() {
-            *w = (0..8).fold(0, |acc, k| acc | u64::from(lane1.get(table)) << (8 * k));
-        }
+    let mut next = 2 * w0;
+    if layout.odd_word && next < layout.n_words {
+        let w = (0..8).fold(0, |acc, k| acc | u64::from(lane1.get(table)) << (8 * k));
+        sink.put(next, w)?;
+        next += 1;
     }
-    if layout.tail_bytes > 0 {
-        if let Some(w) = rest.next() {
-            *w = (0..layout.tail_bytes)
-                .fold(0, |acc, k| acc | u64::from(lane1.get(table)) << (8 * k));
-        }
+    if layout.tail_bytes > 0 && next < layout.n_words {
+        let w =
+            (0..layout.tail_bytes).fold(0, |acc, k| acc | u64::from(lane1.get(table)) << (8 * k));
+        sink.put(next, w)?;
     }
     lane0.finish()?;
     lane1.finish()
-}
-
-/// Checks that the bits of the last coded byte past `m_bits` are as the
-/// encoder writes them, clears them, and checks the popcount against `ones`.
-fn check_padding_and_count(
-    out: &mut [u64],
-    layout: &Layout,
-    m_bits: u64,
-    ones: u64,
-) -> Result<(), EntropyError> {
-    let pad = layout.pad_mask(m_bits, ones);
-    if let Some(w) = out.get_mut(layout.pad_word) {
-        let pad_bits = layout.last_byte_pad_bits(m_bits);
-        if *w & pad_bits != pad {
-            return Err(EntropyError::Corrupt {
-                what: "padding bits past m_bits",
-            });
-        }
-        *w &= !pad_bits;
-    }
-    let found: u64 = out.iter().map(|w| u64::from(w.count_ones())).sum();
-    if found != ones {
-        return Err(EntropyError::CountMismatch {
-            expected: ones,
-            found,
-        });
-    }
-    Ok(())
 }
 
 /// Fast-path decoding of 8 symbols per lane, given the next 8 words of each

@@ -68,7 +68,9 @@ mod model;
 #[cfg(test)]
 mod tests;
 
+#[cfg(any(test, feature = "test-internals"))]
 pub use decode::decode_bits;
+pub use decode::decode_bits_into;
 pub use encode::encode_bits;
 
 /// Largest bit array accepted: 2^36 bits (an 8 GiB array, 2^30 words).
@@ -77,7 +79,7 @@ pub use encode::encode_bits;
 /// legitimately compresses by a factor of ~10^5, so `m_bits` from an
 /// untrusted header is the only thing bounding that allocation (and the
 /// decoding time, ~40 s at 200 MB/s). Callers with a smaller memory budget
-/// should reject larger `m_bits` themselves before calling [`decode_bits`].
+/// should reject larger `m_bits` themselves before calling [`decode_bits_into`].
 pub const MAX_BITS: u64 = 1 << 36;
 
 /// Lower end of the normalised rANS state interval `[L, 2^32·L)`.
@@ -87,7 +89,7 @@ const L: u64 = 1 << 31;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
     /// Exact number of one bits in the array. The caller must transmit it (in
-    /// the message header, next to `m_bits`) and pass it to [`decode_bits`].
+    /// the message header, next to `m_bits`) and pass it to [`decode_bits_into`].
     pub ones: u64,
     /// The coded bytes; empty when the array is all zeros or all ones.
     pub payload: Vec<u8>,
