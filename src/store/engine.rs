@@ -71,6 +71,16 @@
 //! regenerations, which write one page per call (`cargo bench --bench
 //! store` measures both).
 //!
+//! # Power loss
+//! sled's `flush` makes its log "stable" with `sync_file_range` (`iobuf.rs`
+//! `write_to_log`), which writes the data pages but neither the file's
+//! metadata (its size grows as segments are added) nor the disk's volatile
+//! cache: enough for a process kill, not for a power cut. So
+//! [`Db::flush`] — which every durability point of the store calls (a
+//! durable apply, `Table::flush`, a catalog change, a regeneration's swap,
+//! the end of a bulk load) — adds an `fdatasync` of the log and an `fsync`
+//! of the directories whose entries sled creates (snapshots, blob files).
+//!
 //! # Deadlines, and a full disk
 //! On a full disk sled 0.34.7 can wait forever: a failed snapshot or log
 //! write leaves `flush` (called by every `Tree` drop) waiting for a stable
@@ -89,6 +99,7 @@
 //! panic is caught on the worker and reported as an error.
 
 use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -253,6 +264,8 @@ fn flushed<R>(result: sled::Result<R>, flush: sled::Result<usize>) -> sled::Resu
 pub(crate) struct Db {
     inner: Option<sled::Db>,
     shared: Arc<Shared>,
+    /// The database directory.
+    dir: Arc<PathBuf>,
 }
 
 impl Clone for Db {
@@ -260,8 +273,23 @@ impl Clone for Db {
         Db {
             inner: self.inner.clone(),
             shared: self.shared.clone(),
+            dir: self.dir.clone(),
         }
     }
+}
+
+/// `fdatasync` of sled's log file, `fsync` of the database directory and of
+/// its `blobs/` (sled makes a file there per large value).
+fn sync_files(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir.join("db"))?.sync_data()?;
+    for d in [dir.to_path_buf(), dir.join("blobs")] {
+        match std::fs::File::open(&d) {
+            Ok(f) => f.sync_all()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Db {
@@ -275,12 +303,14 @@ impl Drop for Db {
 impl Db {
     /// Opens a database with `config` (sled's background flusher disabled);
     /// every call on it, the open included, waits at most `timeout`.
-    pub(crate) fn open(config: sled::Config, timeout: Duration) -> sled::Result<Db> {
+    pub(crate) fn open(path: &Path, config: sled::Config, timeout: Duration) -> sled::Result<Db> {
         let shared = Shared::new(timeout);
-        let inner = shared.call(move || config.flush_every_ms(None).open())?;
+        let config = config.path(path).flush_every_ms(None);
+        let inner = shared.call(move || config.open())?;
         Ok(Db {
             inner: Some(inner),
             shared,
+            dir: Arc::new(path.to_path_buf()),
         })
     }
 
@@ -314,9 +344,15 @@ impl Db {
         self.shared.call(move || Ok(db.tree_names()))
     }
 
+    /// Makes everything written so far durable, also against power loss:
+    /// sled's flush, then `fdatasync` of sled's log and `fsync` of the
+    /// directories whose entries sled creates (module docs, "Power loss").
     pub(crate) fn flush(&self) -> sled::Result<()> {
-        let db = self.db()?;
-        self.shared.call(move || db.flush().map(drop))
+        let (db, dir) = (self.db()?, self.dir.clone());
+        self.shared.call(move || {
+            db.flush()?;
+            sync_files(&dir).map_err(sled::Error::Io)
+        })
     }
 
     /// Whether the default tree is empty.

@@ -199,10 +199,7 @@ mod tests {
         // milliseconds late: retry, as `FilterStore::open` does.
         let mut tries = 0;
         let db = loop {
-            match engine::Db::open(
-                sled::Config::new().path(dir),
-                crate::store::DEFAULT_IO_TIMEOUT,
-            ) {
+            match engine::Db::open(dir, sled::Config::new(), crate::store::DEFAULT_IO_TIMEOUT) {
                 Ok(db) => break db,
                 Err(e) if tries < 200 => {
                     tries += 1;

@@ -281,8 +281,8 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<engine::Db, StoreError> 
     let mut pause = std::time::Duration::from_millis(1);
     loop {
         let attempt = engine::Db::open(
+            path,
             sled::Config::new()
-                .path(path)
                 .cache_capacity(config.cache_capacity)
                 .mode(sled::Mode::HighThroughput),
             config.io_timeout,

@@ -71,6 +71,8 @@ impl Generation {
             .insert(STATE_KEY, loaded.encode(&self.meta.name)?)
             .map_err(sled_err("writing table state"))?;
         w.folded_live = loaded.live_keys;
+        // Durable against power loss too (see `engine`, "Power loss").
+        self.db.flush().map_err(sled_err("flushing"))?;
         Ok(Some(load.keys))
     }
 
