@@ -307,6 +307,66 @@ fn open_db(path: &Path, config: &StoreConfig) -> Result<engine::Db, StoreError> 
     }
 }
 
+/// Classifies `path` and refuses what is not ours; marks a new store
+/// before sled creates anything in it (a crash before the catalog header
+/// then leaves a marked, empty database, which the next open completes).
+fn prepare_dir(path: &Path) -> Result<DirKind, StoreError> {
+    let kind = marker::classify(path)?;
+    match kind {
+        DirKind::Foreign => {
+            return Err(StoreError::NotAFilterStore {
+                path: path.to_path_buf(),
+            })
+        }
+        DirKind::Missing | DirKind::Empty => {
+            std::fs::create_dir_all(path).map_err(|source| StoreError::Io {
+                op: "creating the database directory",
+                source,
+            })?;
+            marker::write_marker(path)?;
+        }
+        DirKind::Marked | DirKind::Legacy => {}
+    }
+    Ok(kind)
+}
+
+/// Opens the catalog, refusing a database with other trees or data and no
+/// catalog, and writes the header of a new store or migrates an older one.
+fn open_catalog(db: &engine::Db, path: &Path) -> Result<engine::Tree, StoreError> {
+    let names = db.tree_names().map_err(sled_err("reading the database"))?;
+    if !names.iter().any(|n| n == CATALOG_TREE.as_bytes()) {
+        let foreign_trees = names.iter().any(|n| n != b"__sled__default".as_slice());
+        let empty = db.is_empty().map_err(sled_err("reading the database"))?;
+        if foreign_trees || !empty {
+            return Err(StoreError::NotAFilterStore {
+                path: path.to_path_buf(),
+            });
+        }
+    }
+    let catalog = db
+        .open_tree(CATALOG_TREE)
+        .map_err(sled_err("opening the catalog"))?;
+    match catalog
+        .get(HEADER_KEY)
+        .map_err(sled_err("reading the catalog"))?
+    {
+        Some(v) => {
+            migrate::upgrade(db, &catalog, StoreHeader::decode_any(&v)?)?;
+        }
+        None => {
+            let header = StoreHeader {
+                format_version: STORE_FORMAT_VERSION,
+                next_table_id: 1,
+            };
+            catalog
+                .insert(HEADER_KEY, header.encode()?)
+                .map_err(sled_err("writing the catalog"))?;
+            db.flush().map_err(sled_err("flushing the catalog"))?;
+        }
+    }
+    Ok(catalog)
+}
+
 /// The directories of the stores open in this process (canonical paths), so
 /// that a second open of one is told apart from another process's lock.
 static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -440,53 +500,11 @@ impl FilterStore {
         config: StoreConfig,
         scratch: Option<marker::Scratch>,
     ) -> Result<FilterStore, StoreError> {
-        let kind = marker::classify(&path)?;
-        match kind {
-            DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
-            // The marker first: a crash before the catalog header leaves a
-            // marked, empty database, which the next open completes.
-            DirKind::Missing | DirKind::Empty => {
-                std::fs::create_dir_all(&path).map_err(|source| StoreError::Io {
-                    op: "creating the database directory",
-                    source,
-                })?;
-                marker::write_marker(&path)?;
-            }
-            DirKind::Marked | DirKind::Legacy => {}
-        }
+        let kind = prepare_dir(&path)?;
         let db = open_db(&path, &config)?;
-        let names = db.tree_names().map_err(sled_err("reading the database"))?;
-        let ours = names.iter().any(|n| n == CATALOG_TREE.as_bytes());
-        if !ours {
-            let foreign_trees = names.iter().any(|n| n != b"__sled__default".as_slice());
-            let empty = db.is_empty().map_err(sled_err("reading the database"))?;
-            if foreign_trees || !empty {
-                return Err(StoreError::NotAFilterStore { path });
-            }
-        }
+        let catalog = open_catalog(&db, &path)?;
         if kind == DirKind::Legacy {
             marker::write_marker(&path)?;
-        }
-        let catalog = db
-            .open_tree(CATALOG_TREE)
-            .map_err(sled_err("opening the catalog"))?;
-        match catalog
-            .get(HEADER_KEY)
-            .map_err(sled_err("reading the catalog"))?
-        {
-            Some(v) => {
-                migrate::upgrade(&db, &catalog, StoreHeader::decode_any(&v)?)?;
-            }
-            None => {
-                let header = StoreHeader {
-                    format_version: STORE_FORMAT_VERSION,
-                    next_table_id: 1,
-                };
-                catalog
-                    .insert(HEADER_KEY, header.encode()?)
-                    .map_err(sled_err("writing the catalog"))?;
-                db.flush().map_err(sled_err("flushing the catalog"))?;
-            }
         }
         let dir = path.canonicalize().unwrap_or(path);
         open_dirs().push(dir.clone());

@@ -241,25 +241,13 @@ pub(super) fn fold_log(
             state.folded_through
         };
         pages::sort_entries(&mut entries);
-        for (chunk, run) in pages::by_chunk(params.layout(), &entries) {
-            let mut counters = read_chunk(tree, params, table, chunk)?;
-            *saturated += pages::apply_entries(params, &mut counters, chunk, run);
-            let mark = GenerationState {
-                folded_through: through,
-                folded_below: chunk + 1,
-                ..*state
-            };
-            let mut batch = engine::Batch::default();
-            batch.insert(
-                pages::chunk_key(chunk),
-                pages::encode_chunk(chunk, &counters),
-            );
-            batch.insert(STATE_KEY, mark.encode(table)?);
-            crash_point()?;
-            tree.apply_batch(batch)
-                .map_err(sled_err("writing folded counter pages"))?;
-            *state = mark;
-        }
+        let pass = Pass {
+            tree,
+            params,
+            table,
+            through,
+        };
+        pass.write_pages(&entries, state, saturated)?;
         let folded = GenerationState {
             live_keys: state.live_keys + log.delta,
             next_seq: state.next_seq.max(log.next_seq),
@@ -296,6 +284,48 @@ fn crash_point() -> Result<(), StoreError> {
         WRITES_BEFORE_CRASH.set(Some(n - 1));
     }
     Ok(())
+}
+
+/// One fold pass: its tree and the records it folds (numbered below
+/// `through`).
+struct Pass<'a> {
+    tree: &'a engine::Tree,
+    params: &'a FilterParams,
+    table: &'a str,
+    through: u64,
+}
+
+impl Pass<'_> {
+    /// Writes each page the sorted `entries` touch, in one sled call with
+    /// the state marking it done.
+    fn write_pages(
+        &self,
+        entries: &[pages::Entry],
+        state: &mut GenerationState,
+        saturated: &mut u64,
+    ) -> Result<(), StoreError> {
+        let (tree, params, table) = (self.tree, self.params, self.table);
+        for (chunk, run) in pages::by_chunk(params.layout(), entries) {
+            let mut counters = read_chunk(tree, params, table, chunk)?;
+            *saturated += pages::apply_entries(params, &mut counters, chunk, run);
+            let mark = GenerationState {
+                folded_through: self.through,
+                folded_below: chunk + 1,
+                ..*state
+            };
+            let mut batch = engine::Batch::default();
+            batch.insert(
+                pages::chunk_key(chunk),
+                pages::encode_chunk(chunk, &counters),
+            );
+            batch.insert(STATE_KEY, mark.encode(table)?);
+            crash_point()?;
+            tree.apply_batch(batch)
+                .map_err(sled_err("writing folded counter pages"))?;
+            *state = mark;
+        }
+        Ok(())
+    }
 }
 
 /// Removes folded log records, one sled call each.
