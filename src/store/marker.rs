@@ -135,17 +135,9 @@ impl Drop for Scratch {
 /// Copies the store in `dir` to a new temporary directory, holding the
 /// store's `db` lock meanwhile (a store in use elsewhere is
 /// [`StoreError::Locked`]). Reads `dir`, never writes it.
-pub(crate) fn copy_store(dir: &Path) -> Result<Scratch, StoreError> {
+pub(crate) fn copy_store(dir: &Path, wait: std::time::Duration) -> Result<Scratch, StoreError> {
     let db = File::open(dir.join("db")).map_err(io("reading the database"))?;
-    match db.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            return Err(StoreError::Locked {
-                path: dir.to_path_buf(),
-            })
-        }
-        Err(fs::TryLockError::Error(e)) => return Err(io("locking the database")(e)),
-    }
+    lock(&db, dir, wait)?;
     let scratch = Scratch {
         path: scratch_path(),
     };
@@ -153,6 +145,29 @@ pub(crate) fn copy_store(dir: &Path) -> Result<Scratch, StoreError> {
     copy_tree(dir, &scratch.path)?;
     drop(db); // releases the lock
     Ok(scratch)
+}
+
+/// Takes the exclusive lock of `db`, retrying for up to `wait`: a store
+/// dropped a moment ago in this process lets go of it a few milliseconds
+/// late (as [`FilterStore::open`](super::FilterStore::open) also allows).
+fn lock(db: &File, dir: &Path, wait: std::time::Duration) -> Result<(), StoreError> {
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match db.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if start.elapsed() < wait => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked {
+                    path: dir.to_path_buf(),
+                })
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io("locking the database")(e)),
+        }
+    }
 }
 
 fn scratch_path() -> PathBuf {

@@ -456,8 +456,9 @@ impl FilterStore {
     /// reading, without writing anything in `dir`: sled 0.34.7 writes on
     /// every open (a new snapshot file and log tail, even when nothing
     /// changes), so this copies the store's files to a private temporary
-    /// directory under the store's lock (a store open elsewhere is
-    /// [`StoreError::Locked`]), opens the copy, and removes it when the
+    /// directory under the store's lock (a store open in this process is
+    /// [`StoreError::AlreadyOpen`], in another one [`StoreError::Locked`]),
+    /// opens the copy, and removes it when the
     /// returned store is dropped. Costs one copy of the store's files.
     /// Writes to the returned store change only the copy and are lost.
     /// A directory that is not a filterstore database (no marker, see
@@ -491,7 +492,12 @@ impl FilterStore {
                 })
             }
         }
-        let scratch = marker::copy_store(dir)?;
+        if open_here(dir) {
+            return Err(StoreError::AlreadyOpen {
+                path: dir.to_path_buf(),
+            });
+        }
+        let scratch = marker::copy_store(dir, LOCK_WAIT)?;
         Self::open_in(scratch.path().to_path_buf(), config, Some(scratch))
     }
 
