@@ -76,8 +76,9 @@ impl Generation {
         Ok(Some(load.keys))
     }
 
-    /// The absolute counters on disk (the log is folded).
-    fn read_counters(&self, state: &GenerationState) -> Result<Vec<u8>, StoreError> {
+    /// The absolute counters on disk (the log is folded: a longer log than
+    /// one fold pass is an error).
+    pub(super) fn read_counters(&self, state: &GenerationState) -> Result<Vec<u8>, StoreError> {
         let total = counter_bytes(&self.params);
         let mut counters = Vec::new();
         counters
@@ -97,7 +98,13 @@ impl Generation {
                 let at = idx as usize * chunk_bytes;
                 counters[at..at + c.len()].copy_from_slice(c);
             },
-        )?;
+        )?
+        .ok_or_else(|| {
+            StoreError::storage(
+                "reading counter pages",
+                "the log is longer than one fold pass after a fold".into(),
+            )
+        })?;
         Ok(counters)
     }
 

@@ -15,16 +15,14 @@ pub(crate) use generation::{sled_err, store_block_words, Generation};
 use super::batch::{Durability, WriteBatch};
 use super::catalog::{TableMeta, STORE_FORMAT_VERSION};
 use super::error::StoreError;
-use super::pages::CHUNK_BLOCKS;
 use super::wal::{LogOp, MAX_RECORD_OPS};
 use super::StoreInner;
 use crate::filter::bloom::{BitFilter, BloomRead};
-use crate::filter::counting::{counter_bytes, CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::filter::counting::{counter_bytes, CountingFilter};
 use crate::filter::drift::ObservedFp;
 use crate::filter::hash::HashAlgo;
 use crate::filter::params::{FilterParams, Layout};
 use arc_swap::ArcSwap;
-use fold::scan_absolute;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -563,23 +561,10 @@ impl Table {
             w
         };
         let p = g.params;
-        let mut bytes = Vec::new();
-        let total = counter_bytes(&p);
-        bytes
-            .try_reserve_exact(total)
-            .map_err(|_| StoreError::OutOfMemory {
-                table: g.meta.name.clone(),
-                bytes: total as u64,
-            })?;
-        bytes.resize(total, 0);
-        let chunk_bytes = CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
-        // The log is empty after the fold, so the scan is never refused; the
-        // state on disk tells which records a cut-short fold already holds.
+        // The log is empty after the fold; the state on disk tells which
+        // records a cut-short fold already holds.
         let state = GenerationState::read(&g.tree, &g.meta.name)?;
-        scan_absolute(&g.tree, &p, &g.meta.name, &state, |idx, c| {
-            let at = idx as usize * chunk_bytes;
-            bytes[at..at + c.len()].copy_from_slice(c);
-        })?;
+        let bytes = g.read_counters(&state)?;
         CountingFilter::from_bytes(p, bytes).map_err(|e| {
             StoreError::corrupt(
                 format!("counters of table {:?}", g.meta.name),
