@@ -78,8 +78,10 @@
 //! cache: enough for a process kill, not for a power cut. So
 //! [`Db::flush`] — which every durability point of the store calls (a
 //! durable apply, `Table::flush`, a catalog change, a regeneration's swap,
-//! the end of a bulk load) — adds an `fdatasync` of the log and an `fsync`
-//! of the directories whose entries sled creates (snapshots, blob files).
+//! the end of a bulk load) — adds an `fdatasync` of the log and of every
+//! blob file (sled never syncs those: `blob_io.rs` `write_blob`), and an
+//! `fsync` of the directories whose entries sled creates (snapshots, blob
+//! files).
 //!
 //! # Deadlines, and a full disk
 //! On a full disk sled 0.34.7 can wait forever: a failed snapshot or log
@@ -278,10 +280,24 @@ impl Clone for Db {
     }
 }
 
-/// `fdatasync` of sled's log file, `fsync` of the database directory and of
-/// its `blobs/` (sled makes a file there per large value).
+/// `fdatasync` of sled's log file and of every blob file, `fsync` of the
+/// database directory and of its `blobs/` (sled writes a file there per
+/// value or node over 128 KiB, and never syncs it: `blob_io.rs`
+/// `write_blob`; the log then points at it).
 fn sync_files(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir.join("db"))?.sync_data()?;
+    match std::fs::read_dir(dir.join("blobs")) {
+        Ok(blobs) => {
+            for blob in blobs {
+                let blob = blob?;
+                if blob.file_type()?.is_file() {
+                    std::fs::File::open(blob.path())?.sync_data()?;
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     for d in [dir.to_path_buf(), dir.join("blobs")] {
         match std::fs::File::open(&d) {
             Ok(f) => f.sync_all()?,

@@ -242,6 +242,18 @@ impl Filesystem for Mem {
                     data.resize(o + d.len(), 0);
                 }
                 data[o..o + d.len()].copy_from_slice(d);
+                if std::env::var("PL_TRACE").is_ok() {
+                    eprintln!(
+                        "TRACE write ino={} off={} len={} t={:?}",
+                        ino.0,
+                        offset,
+                        d.len(),
+                        std::time::SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .unwrap()
+                            .as_millis()
+                    );
+                }
                 reply.written(d.len() as u32)
             }
             _ => reply.error(Errno::EISDIR),
@@ -251,6 +263,17 @@ impl Filesystem for Mem {
         let mut s = self.0.lock().unwrap();
         if let Some(Node::File { data, durable }) = s.nodes.get_mut(&ino.0) {
             *durable = data.clone();
+            if std::env::var("PL_TRACE").is_ok() {
+                eprintln!(
+                    "TRACE fsync ino={} len={} t={:?}",
+                    ino.0,
+                    data.len(),
+                    std::time::SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis()
+                );
+            }
         }
         reply.ok()
     }
