@@ -78,10 +78,14 @@
 //! cache: enough for a process kill, not for a power cut. So
 //! [`Db::flush`] — which every durability point of the store calls (a
 //! durable apply, `Table::flush`, a catalog change, a regeneration's swap,
-//! the end of a bulk load) — adds an `fdatasync` of the log and of every
-//! blob file (sled never syncs those: `blob_io.rs` `write_blob`), and an
-//! `fsync` of the directories whose entries sled creates (snapshots, blob
-//! files).
+//! the end of a bulk load) — also syncs, in this order: every new blob
+//! file (sled never syncs those: `blob_io.rs` `write_blob`) with its
+//! directory, then the log (`fdatasync`) and the database directory (sled
+//! creates snapshots there). A blob is thus durable before any durable
+//! record points at it. sled also deletes a replaced blob before the
+//! replacing record is durable; [`blobkeep`](super::blobkeep) keeps a
+//! second name for each blob until then, and puts it back before sled
+//! recovers.
 //!
 //! # Deadlines, and a full disk
 //! On a full disk sled 0.34.7 can wait forever: a failed snapshot or log
@@ -280,35 +284,15 @@ impl Clone for Db {
     }
 }
 
-/// `fdatasync` of sled's log file and of every blob file, `fsync` of the
-/// database directory and of its `blobs/` (sled writes a file there per
-/// value or node over 128 KiB, and never syncs it: `blob_io.rs`
-/// `write_blob`; the log then points at it).
+/// Steps 2 to 4 of a durability point, after sled's flush (module docs,
+/// "Power loss"): blob files synced and kept, then sled's log
+/// `fdatasync`ed and the database directory `fsync`ed (sled creates its
+/// snapshots and configuration there), then the deleted blobs released.
 fn sync_files(dir: &Path) -> std::io::Result<()> {
+    super::blobkeep::keep_new(dir)?;
     std::fs::File::open(dir.join("db"))?.sync_data()?;
-    match std::fs::read_dir(dir.join("blobs")) {
-        Ok(blobs) => {
-            for blob in blobs {
-                // sled deletes blobs it no longer needs, from its own
-                // threads: one gone since the listing needs no sync.
-                match std::fs::File::open(blob?.path()).and_then(|f| f.sync_data()) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    for d in [dir.to_path_buf(), dir.join("blobs")] {
-        match std::fs::File::open(&d) {
-            Ok(f) => f.sync_all()?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    std::fs::File::open(dir)?.sync_all()?;
+    super::blobkeep::release_deleted(dir)
 }
 
 impl Drop for Db {
@@ -325,7 +309,11 @@ impl Db {
     pub(crate) fn open(path: &Path, config: sled::Config, timeout: Duration) -> sled::Result<Db> {
         let shared = Shared::new(timeout);
         let config = config.path(path).flush_every_ms(None);
-        let inner = shared.call(move || config.open())?;
+        let dir = path.to_path_buf();
+        let inner = shared.call(move || {
+            super::blobkeep::restore(&dir).map_err(sled::Error::Io)?;
+            config.open()
+        })?;
         Ok(Db {
             inner: Some(inner),
             shared,

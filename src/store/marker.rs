@@ -143,6 +143,8 @@ pub(crate) fn copy_store(dir: &Path, wait: std::time::Duration) -> Result<Scratc
     };
     fs::create_dir(&scratch.path).map_err(io("making a temporary copy of the store"))?;
     copy_tree(dir, &scratch.path)?;
+    super::blobkeep::copy_restored(dir, &scratch.path)
+        .map_err(io("making a temporary copy of the store"))?;
     drop(db); // releases the lock
     Ok(scratch)
 }
@@ -191,6 +193,9 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), StoreError> {
         let entry = entry.map_err(&copy)?;
         let kind = entry.file_type().map_err(&copy)?;
         let target = to.join(entry.file_name());
+        if entry.file_name() == super::blobkeep::KEEP_DIR {
+            continue; // second names of blobs: `copy_restored` takes what is needed
+        }
         if kind.is_dir() {
             fs::create_dir(&target).map_err(&copy)?;
             copy_tree(&entry.path(), &target)?;

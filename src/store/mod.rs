@@ -134,6 +134,7 @@
 //! to get out of step.
 
 pub mod batch;
+mod blobkeep;
 pub mod catalog;
 pub mod config;
 pub(crate) mod engine;
