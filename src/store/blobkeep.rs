@@ -49,6 +49,9 @@ use std::path::Path;
 /// The directory, beside sled's `blobs/`, of the second names.
 pub(crate) const KEEP_DIR: &str = "blobs.kept";
 
+/// The extension of a copy being made (where there are no hard links).
+const PART: &str = "part";
+
 /// The names in `dir`, none if it does not exist.
 fn names(dir: &Path) -> io::Result<HashSet<OsString>> {
     match fs::read_dir(dir) {
@@ -82,7 +85,7 @@ pub(crate) fn keep_new(dir: &Path) -> io::Result<()> {
         // since the listing was replaced by a record that step 3 syncs.
         match File::open(&file)
             .and_then(|f| f.sync_data())
-            .and_then(|()| fs::hard_link(&file, keep.join(&name)))
+            .and_then(|()| link_or_copy(&file, &keep.join(&name)))
         {
             Ok(()) => new += 1,
             Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -95,6 +98,23 @@ pub(crate) fn keep_new(dir: &Path) -> io::Result<()> {
         sync_dir(&blobs)?;
     }
     Ok(())
+}
+
+/// A second name for `from` at `to`; a synced copy where the filesystem
+/// has no hard links.
+fn link_or_copy(from: &Path, to: &Path) -> io::Result<()> {
+    match fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::AlreadyExists) => Err(e),
+        Err(_) => {
+            // Under a name no blob has, until complete: a cut mid-copy
+            // leaves a `.part` that restore skips and release removes.
+            let part = to.with_extension(PART);
+            fs::copy(from, &part)?;
+            File::open(&part)?.sync_data()?;
+            fs::rename(&part, to)
+        }
+    }
 }
 
 /// Step 4 of a durability point: drops the second names of the blob files
@@ -140,9 +160,7 @@ pub(crate) fn restore(dir: &Path) -> io::Result<usize> {
         Err(fs::TryLockError::WouldBlock) => return Ok(0),
         Err(fs::TryLockError::Error(e)) => return Err(e),
     }
-    let restored = put_back(&keep, &dir.join("blobs"), kept, |from, to| {
-        fs::hard_link(from, to)
-    })?;
+    let restored = put_back(&keep, &dir.join("blobs"), kept, link_or_copy)?;
     drop(db); // releases the lock, for sled to take
     Ok(restored)
 }
@@ -173,6 +191,9 @@ fn put_back(
 ) -> io::Result<usize> {
     let mut restored = 0usize;
     for name in names {
+        if Path::new(&name).extension() == Some(PART.as_ref()) {
+            continue;
+        }
         let target = blobs.join(&name);
         if target.exists() {
             continue;
@@ -265,6 +286,31 @@ mod tests {
         assert_eq!(restore(store.path()).unwrap(), 0);
         drop(holder);
         assert_eq!(restore(store.path()).unwrap(), 1);
+    }
+
+    #[test]
+    fn where_there_are_no_hard_links_a_synced_copy_is_kept() {
+        use std::os::unix::fs::MetadataExt;
+        let store = store_with_blobs(&["10"]);
+        let from = store.path().join("blobs/10");
+        // No hard link crosses filesystems (EXDEV): /dev/shm is a tmpfs.
+        let other =
+            tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap());
+        let to = other.path().join("10");
+        link_or_copy(&from, &to).unwrap();
+        assert_eq!(fs::read(&to).unwrap(), b"10");
+        let (a, b) = (fs::metadata(&from).unwrap(), fs::metadata(&to).unwrap());
+        if a.dev() != b.dev() {
+            assert_ne!(a.ino(), b.ino(), "a copy, not a link");
+            assert!(!to.with_extension(PART).exists());
+        }
+        assert!(link_or_copy(&from, &store.path().join("none/10")).is_err());
+        // A leftover partial copy is never put back, and is released.
+        fs::create_dir(store.path().join(KEEP_DIR)).unwrap();
+        fs::write(store.path().join(KEEP_DIR).join("20.part"), b"2").unwrap();
+        assert_eq!(restore(store.path()).unwrap(), 0);
+        release_deleted(store.path()).unwrap();
+        assert!(names(&store.path().join(KEEP_DIR)).unwrap().is_empty());
     }
 
     #[test]
