@@ -52,7 +52,7 @@ proptest! {
     fn counting_filter_matches_its_model(
         layout in layout(),
         blocks in 1u64..4,
-        k in 1u32..12,
+        k in 1u32..=32,
         seed in any::<u64>(),
         ops in prop::collection::vec((any::<bool>(), 0u8..24), 1..400),
     ) {
@@ -65,21 +65,32 @@ proptest! {
         for (insert, key) in ops {
             let live_count = live.get(&key).copied().unwrap_or(0);
             if insert {
-                c.insert(&[key]);
+                let got = c.insert(&[key]);
                 *live.entry(key).or_default() += 1;
+                let (mut new_bits, mut newly_saturated) = (0, 0);
                 for i in pos(key) {
                     let e = count.entry(i).or_default();
                     *e += 1;
-                    if *e >= COUNTER_MAX as u32 {
+                    new_bits += u32::from(*e == 1 && !sticky.contains_key(&i));
+                    if *e >= COUNTER_MAX as u32 && !sticky.contains_key(&i) {
+                        newly_saturated += 1;
                         sticky.insert(i, true);
                     }
                 }
+                prop_assert_eq!(got.new_bits, new_bits, "insert of {}", key);
+                prop_assert_eq!(got.newly_saturated, newly_saturated, "insert of {}", key);
             } else if live_count > 0 {
-                c.remove(&[key]).unwrap();
+                let cleared = c.remove(&[key]).unwrap();
                 *live.get_mut(&key).unwrap() -= 1;
+                let mut expected = Vec::new();
                 for i in pos(key) {
-                    *count.get_mut(&i).unwrap() -= 1;
+                    let e = count.get_mut(&i).unwrap();
+                    *e -= 1;
+                    if *e == 0 && !sticky.contains_key(&i) {
+                        expected.push(i);
+                    }
                 }
+                prop_assert_eq!(cleared.as_slice(), &expected[..], "remove of {}", key);
             } else if !c.contains(&[key]) {
                 // Never inserted and not a false positive: refused, unchanged.
                 let before = c.as_bytes().to_vec();

@@ -25,7 +25,8 @@
 
 use crate::error::{FilterError, ParamError};
 use crate::filter::bloom::BitFilter;
-use crate::filter::hash::positions;
+use crate::filter::geometry::{Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
+use crate::filter::hash::{in_block_position, map_to_range, positions, KeyHash, Positions};
 use crate::filter::params::FilterParams;
 
 /// The largest counter value; a counter that reaches it is sticky.
@@ -78,6 +79,35 @@ pub mod nibble {
         }
     }
 
+    /// Counter `pos` (`< 512`) of a 256-byte block; no bounds check.
+    #[inline(always)]
+    pub(crate) fn get_in(block: &[u8; 256], pos: usize) -> u8 {
+        (block[(pos / 2) % 256] >> ((pos % 2) * 4)) & 0x0f
+    }
+
+    /// [`inc`] of counter `pos` (`< 512`) of a 256-byte block, without
+    /// branches. Returns the value before.
+    #[inline(always)]
+    pub(crate) fn inc_in(block: &mut [u8; 256], pos: usize) -> u8 {
+        let shift = (pos % 2) * 4;
+        let b = &mut block[(pos / 2) % 256];
+        let v = (*b >> shift) & 0x0f;
+        // v + 1 ≤ 15 when v < 15: no carry into the other counter.
+        *b += u8::from(v < COUNTER_MAX) << shift;
+        v
+    }
+
+    /// [`dec`] of counter `pos` (`< 512`) of a 256-byte block, without
+    /// branches. Returns the value before.
+    #[inline(always)]
+    pub(crate) fn dec_in(block: &mut [u8; 256], pos: usize) -> u8 {
+        let shift = (pos % 2) * 4;
+        let b = &mut block[(pos / 2) % 256];
+        let v = (*b >> shift) & 0x0f;
+        *b -= u8::from(v > 0 && v < COUNTER_MAX) << shift;
+        v
+    }
+
     /// Number of saturated counters in `bytes`.
     pub fn count_saturated(bytes: &[u8]) -> u64 {
         bytes
@@ -118,9 +148,9 @@ pub struct InsertOutcome {
 /// let first = c.insert(b"apple");
 /// assert_eq!(first.new_bits, p.k(), "k = {}: every counter went 0 -> 1", p.k());
 /// assert_eq!(c.insert(b"apple").new_bits, 0, "the second insert counts to 2");
-/// assert_eq!(c.remove(b"apple")?, Vec::<u64>::new(), "counters back at 1");
+/// assert!(c.remove(b"apple")?.as_slice().is_empty(), "counters back at 1");
 /// assert!(c.contains(b"apple"));
-/// assert_eq!(c.remove(b"apple")?.len(), p.k() as usize, "all bits clear");
+/// assert_eq!(c.remove(b"apple")?.as_slice().len(), p.k() as usize, "all bits clear");
 /// assert!(!c.contains(b"apple"));
 /// assert_eq!(c.remove(b"apple"), Err(FilterError::NotPresent));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -184,12 +214,24 @@ impl CountingFilter {
     /// Adds `key`.
     pub fn insert(&mut self, key: &[u8]) -> InsertOutcome {
         let p = self.params;
+        let h = p.hash().hash(key);
         let mut out = InsertOutcome::default();
-        for &pos in positions(p.layout(), p.m(), p.k(), p.hash().hash(key)).as_slice() {
-            let before = nibble::get(&self.counters, pos as usize);
-            let after = nibble::inc(&mut self.counters, pos as usize);
+        let mut add = |before: u8| {
             out.new_bits += (before == 0) as u32;
-            out.newly_saturated += (before < COUNTER_MAX && after == COUNTER_MAX) as u32;
+            out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
+        };
+        match p.layout() {
+            Layout::Blocked => {
+                let (_, block) = self.block_mut(h);
+                for_each_distinct_in_block(h.h2, p.k(), |pos| add(nibble::inc_in(block, pos)));
+            }
+            Layout::Standard => {
+                for &pos in positions(p.layout(), p.m(), p.k(), h).as_slice() {
+                    let before = nibble::get(&self.counters, pos as usize);
+                    nibble::inc(&mut self.counters, pos as usize);
+                    add(before);
+                }
+            }
         }
         out
     }
@@ -197,34 +239,84 @@ impl CountingFilter {
     /// Removes one occurrence of `key`. Refused with
     /// [`FilterError::NotPresent`], changing nothing, if any of its counters
     /// is zero. Returns the positions whose counters reached zero (their bits
-    /// must be cleared).
-    pub fn remove(&mut self, key: &[u8]) -> Result<Vec<u64>, FilterError> {
+    /// must be cleared), sorted.
+    pub fn remove(&mut self, key: &[u8]) -> Result<Positions, FilterError> {
         let p = self.params;
-        let pos = positions(p.layout(), p.m(), p.k(), p.hash().hash(key));
-        if pos
-            .as_slice()
-            .iter()
-            .any(|&i| nibble::get(&self.counters, i as usize) == 0)
-        {
+        let h = p.hash().hash(key);
+        if !self.contains_hash(h) {
             return Err(FilterError::NotPresent);
         }
-        let mut cleared = Vec::new();
-        for &i in pos.as_slice() {
-            let before = nibble::get(&self.counters, i as usize);
-            if nibble::dec(&mut self.counters, i as usize) == 0 && before == 1 {
-                cleared.push(i);
+        match p.layout() {
+            Layout::Blocked => {
+                let (base, block) = self.block_mut(h);
+                let mut cleared = Positions::default();
+                for_each_distinct_in_block(h.h2, p.k(), |pos| {
+                    // Every counter is non-zero (checked above): 1 goes to 0.
+                    let reached_zero = nibble::dec_in(block, pos) == 1;
+                    cleared.push_if(base + pos as u64, reached_zero);
+                });
+                cleared.sort_small();
+                Ok(cleared)
+            }
+            Layout::Standard => {
+                let mut cleared = Positions::default();
+                for &i in positions(p.layout(), p.m(), p.k(), h).as_slice() {
+                    if nibble::dec(&mut self.counters, i as usize) == 0 {
+                        cleared.push_sorted(i);
+                    }
+                }
+                Ok(cleared)
             }
         }
-        Ok(cleared)
     }
 
     /// Whether `key` may be present (all its counters are non-zero).
     pub fn contains(&self, key: &[u8]) -> bool {
+        self.contains_hash(self.params.hash().hash(key))
+    }
+
+    /// [`CountingFilter::contains`] of a hashed key. The blocked layout
+    /// reads the `k` counters of one 256-byte block without branches (no
+    /// early exit: the loads of all probes overlap, see `filter::bloom`).
+    fn contains_hash(&self, h: KeyHash) -> bool {
         let p = self.params;
-        positions(p.layout(), p.m(), p.k(), p.hash().hash(key))
-            .as_slice()
-            .iter()
-            .all(|&i| nibble::get(&self.counters, i as usize) > 0)
+        match p.layout() {
+            Layout::Blocked => {
+                let block = self.block(h);
+                let mut all = 1u8;
+                for i in 0..(p.k() as usize).min(MAX_K as usize) {
+                    all &= (nibble::get_in(block, in_block_position(h.h2, i) as usize) != 0) as u8;
+                }
+                all == 1
+            }
+            Layout::Standard => positions(p.layout(), p.m(), p.k(), h)
+                .as_slice()
+                .iter()
+                .all(|&i| nibble::get(&self.counters, i as usize) > 0),
+        }
+    }
+
+    /// The counter block of `h` (blocked layout).
+    #[inline(always)]
+    fn block(&self, h: KeyHash) -> &[u8; COUNTER_BLOCK_BYTES] {
+        let b = block_of(&self.params, h);
+        match self.counters[b * COUNTER_BLOCK_BYTES..][..COUNTER_BLOCK_BYTES].try_into() {
+            Ok(block) => block,
+            // The range above has exactly COUNTER_BLOCK_BYTES elements.
+            Err(_) => unreachable!("a block is {COUNTER_BLOCK_BYTES} bytes"),
+        }
+    }
+
+    /// The first position and the counter block of `h` (blocked layout).
+    #[inline(always)]
+    fn block_mut(&mut self, h: KeyHash) -> (u64, &mut [u8; COUNTER_BLOCK_BYTES]) {
+        let b = block_of(&self.params, h);
+        let base = b as u64 * BLOCK_BITS;
+        match (&mut self.counters[b * COUNTER_BLOCK_BYTES..][..COUNTER_BLOCK_BYTES]).try_into() {
+            Ok(block) => (base, block),
+            // The range above has exactly COUNTER_BLOCK_BYTES elements.
+            Err(_) => unreachable!("a block is {COUNTER_BLOCK_BYTES} bytes"),
+        }
     }
 
     /// Number of sticky (saturated) counters.
@@ -240,6 +332,29 @@ impl CountingFilter {
             f.store_word(w, nibble::nonzero_word(chunk));
         }
         Ok(f)
+    }
+}
+
+/// The block of `h` in the blocked layout.
+#[inline(always)]
+fn block_of(p: &FilterParams, h: KeyHash) -> usize {
+    map_to_range(h.h1, p.m() / BLOCK_BITS) as usize
+}
+
+/// Calls `f` once with each distinct in-block position of `h2` (the `k`
+/// probes of docs/FORMAT.md §6, a repeat skipped), in probe order. A repeat
+/// is rare (about `k²/1024` per key), so the test is a well-predicted branch,
+/// where reading positions off the block's masks mispredicts on every key.
+#[inline(always)]
+fn for_each_distinct_in_block(h2: u64, k: u32, mut f: impl FnMut(usize)) {
+    let mut seen = [0u64; WORDS_PER_BLOCK];
+    for i in 0..(k as usize).min(MAX_K as usize) {
+        let pos = in_block_position(h2, i) as usize;
+        let (w, bit) = (pos / 64 % WORDS_PER_BLOCK, 1u64 << (pos % 64));
+        if seen[w] & bit == 0 {
+            seen[w] |= bit;
+            f(pos);
+        }
     }
 }
 

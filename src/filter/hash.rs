@@ -254,10 +254,68 @@ pub struct Positions {
     len: usize,
 }
 
+impl PartialEq for Positions {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Positions {}
+
 impl Positions {
     /// The positions, sorted, without repeats.
     pub fn as_slice(&self) -> &[u64] {
         &self.buf[..self.len]
+    }
+
+    /// The bits of `masks` (word `w` covering positions `base + 64·w ..`),
+    /// read off in order: sorted and distinct as they come. At most
+    /// [`MAX_K`] bits may be set, as in the masks of one key.
+    #[inline(always)]
+    pub(crate) fn from_block_masks(base: u64, masks: [u64; WORDS_PER_BLOCK]) -> Positions {
+        let (mut buf, mut len) = ([0u64; MAX_K as usize], 0);
+        for (w, mut mask) in (0u64..).zip(masks) {
+            while mask != 0 && len < buf.len() {
+                buf[len] = base + w * 64 + u64::from(mask.trailing_zeros());
+                len += 1;
+                mask &= mask - 1;
+            }
+        }
+        Positions { buf, len }
+    }
+
+    /// Appends `pos` if `keep`, without a branch (the list is unsorted until
+    /// [`Positions::sort_small`]); `pos` must not be held already.
+    #[inline(always)]
+    pub(crate) fn push_if(&mut self, pos: u64, keep: bool) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = pos;
+            self.len += usize::from(keep);
+        }
+    }
+
+    /// Sorts the positions (an insertion sort: a key has a few).
+    #[inline(always)]
+    pub(crate) fn sort_small(&mut self) {
+        let s = &mut self.buf[..self.len];
+        for i in 1..s.len() {
+            let mut j = i;
+            while j > 0 && s[j - 1] > s[j] {
+                s.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+    }
+
+    /// Appends `pos`, which must be above every position held (the list
+    /// stays sorted); ignored once [`MAX_K`] are held.
+    #[inline(always)]
+    pub(crate) fn push_sorted(&mut self, pos: u64) {
+        debug_assert!(self.len == 0 || self.buf[self.len - 1] < pos);
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = pos;
+            self.len += 1;
+        }
     }
 }
 
@@ -275,16 +333,8 @@ pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
             // Read off the block's masks in order: sorted and distinct as
             // they come, no sort (whose mispredicts cost more than the
             // probes themselves at k = 7).
-            let blocks = m / BLOCK_BITS;
-            let base = map_to_range(h.h1, blocks) * BLOCK_BITS;
-            for (w, mut mask) in (0u64..).zip(in_block_masks(h.h2, k)) {
-                while mask != 0 {
-                    buf[len] = base + w * 64 + u64::from(mask.trailing_zeros());
-                    len += 1;
-                    mask &= mask - 1;
-                }
-            }
-            return Positions { buf, len };
+            let base = map_to_range(h.h1, m / BLOCK_BITS) * BLOCK_BITS;
+            return Positions::from_block_masks(base, in_block_masks(h.h2, k));
         }
     }
     let slice = &mut buf[..len];
