@@ -1,5 +1,6 @@
 //! The batched lookups: software pipelines that hash ahead and prefetch.
 
+use super::jobs::block_has_all;
 use super::probe::block_of;
 use super::BloomRead;
 use crate::filter::hash::{KeyHash, StandardProbes};
@@ -45,7 +46,7 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
         if let Some(next) = keys.get(i + RING) {
             *slot = enter(next);
         }
-        *o = probe.block_has_all(&f.block_words(block), h2, k);
+        *o = block_has_all(f, probe, block, h2, k);
     }
 }
 

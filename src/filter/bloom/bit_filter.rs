@@ -73,6 +73,10 @@ impl BloomRead for BitFilter {
         let b = self.block(block);
         std::array::from_fn(|w| b[w].load(Ordering::Relaxed))
     }
+    #[inline(always)]
+    fn atomic_block(&self, block: usize) -> Option<&[AtomicU64; WORDS_PER_BLOCK]> {
+        Some(self.block(block))
+    }
 }
 
 impl BitFilter {

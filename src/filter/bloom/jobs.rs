@@ -8,7 +8,7 @@ use super::probe::block_of;
 use super::BloomRead;
 use crate::filter::hash::KeyHash;
 use crate::filter::params::Layout;
-use crate::filter::simd::{Job, Probe};
+use crate::filter::simd::{Job, Probe, SharedBlock};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -24,7 +24,7 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
         let p = f.params();
         match p.layout() {
             Layout::Standard => f.standard_has_all(h),
-            Layout::Blocked => probe.block_has_all(&f.block_words(block_of(p, h)), h.h2, p.k()),
+            Layout::Blocked => block_has_all(f, probe, block_of(p, h), h.h2, p.k()),
         }
     }
 }
@@ -54,5 +54,22 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
             Layout::Standard => standard_pipeline(f, keys, out),
             Layout::Blocked => blocked_pipeline(f, probe, keys, out),
         }
+    }
+}
+
+/// Whether the `k` in-block positions of `h2` are all set in block `b` of
+/// `f`: read with vector loads where `f` keeps the block as aligned atomic
+/// words (an owned filter; `filter::simd`), else copied out word by word.
+#[inline(always)]
+pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    h2: u64,
+    k: u32,
+) -> bool {
+    match f.atomic_block(b).and_then(SharedBlock::new) {
+        Some(shared) => probe.shared_block_has_all(shared, h2, k),
+        None => probe.block_has_all(&f.block_words(b), h2, k),
     }
 }

@@ -33,11 +33,11 @@
 //! Measured with callgrind (10M-key blocked filter, 16-byte keys, k = 7):
 //! the scalar lookup is 143 instructions, of which XXH3-128 is ~45 and the
 //! seven probes ~65 (nine each: multiply, shifts, load, AND, loop); the
-//! AVX2 probe (`filter::simd`) tests eight probes in ~25, but the block
-//! must first be copied out of its atomic words (20 instructions: eight
-//! loads and their inserts into two registers) and the runtime dispatch
-//! costs a call. `sbbf-rs-safe` spends 46 on its whole lookup (a 64-bit
-//! hash and eight 32-bit lanes at once).
+//! AVX2 probe (`filter::simd`) tests eight probes in ~25 and reads the
+//! block with four 16-byte loads (it was 20 instructions to copy the block
+//! out of its atomic words word by word); the whole lookup is 142
+//! instructions, the runtime dispatch costing a call. `sbbf-rs-safe` spends
+//! 46 on its whole lookup (a 64-bit hash and eight 32-bit lanes at once).
 //!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead
 //! and prefetches their lines, so 16 lookups' misses are in flight; at 10M
@@ -65,6 +65,7 @@ use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 use crate::filter::simd;
 use probe::{probe_block, probe_standard};
+use std::sync::atomic::AtomicU64;
 
 /// Read access to a filter's bits, shared by the owned [`BitFilter`] and the
 /// borrowed [`FilterView`]: every query and estimator is written once, here.
@@ -111,6 +112,15 @@ pub trait BloomRead {
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
         let base = block * WORDS_PER_BLOCK;
         std::array::from_fn(|w| self.word(base + w))
+    }
+
+    /// Block `block` as the atomic words a shared filter keeps (an owned
+    /// [`BitFilter`]), so that a lookup can read it with vector loads
+    /// (`filter::simd`); `None` (the default) reads [`BloomRead::block_words`].
+    #[doc(hidden)]
+    #[inline(always)]
+    fn atomic_block(&self, _block: usize) -> Option<&[AtomicU64; WORDS_PER_BLOCK]> {
+        None
     }
 
     /// Whether the `k` in-block positions of `h2` are all set in block
