@@ -10,6 +10,8 @@
 //!   size of its bit filter, measured in a child process (this binary in
 //!   child mode) so that the parent's memory — criterion, the build — does
 //!   not count.
+//! * (e) `Table::contains` and `Table::reader` against a bare `BitFilter`
+//!   with the same bits, interleaved (see [`lookup_ratios`]);
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines. The figures come from the
 //! same criterion measurements (total time over total iterations of every
@@ -17,7 +19,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use filterstore::BloomRead;
-use filterstore::{Durability, FilterStore, StoreConfig, TableSpec, WriteBatch};
+use filterstore::{BitFilter, Durability, FilterStore, StoreConfig, Table, TableSpec, WriteBatch};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::path::Path;
@@ -102,6 +104,65 @@ fn reopen_child(dir: &Path) {
 /// the last 1,000,000 keys through the default configuration, just under its
 /// fold threshold (1,048,576 operations), so that the reopen replays the
 /// longest unfolded log the default configuration leaves: the worst case.
+/// (e) `Table::contains` and a `TableReader` against a bare `BitFilter`
+/// holding the same bits (same parameters, same keys), on absent keys:
+/// `LOOKUP_ROUNDS` rounds, each timing a segment of keys with every subject
+/// in a rotating order, so that load from other processes falls on all
+/// three; the figure is the median of the per-round ratios, with the
+/// spread and the 1-minute load average beside it.
+fn lookup_ratios(t: &Table, n: u64, absent: &[[u8; 16]]) -> Vec<String> {
+    const LOOKUP_ROUNDS: usize = 15;
+    const SEGMENT: usize = 50_000;
+    let bare = BitFilter::new(t.params()).unwrap();
+    for i in 0..n {
+        bare.insert(&key16(i, 1));
+    }
+    let mut reader = t.reader();
+    let mut ns = [const { Vec::new() }; 3];
+    for round in 0..LOOKUP_ROUNDS {
+        let keys = &absent[(round * SEGMENT) % (absent.len() - SEGMENT)..][..SEGMENT];
+        for j in 0..3 {
+            let subject = (round + j) % 3;
+            let t0 = Instant::now();
+            let found = match subject {
+                0 => keys.iter().filter(|k| bare.contains(&k[..])).count(),
+                1 => keys.iter().filter(|k| t.contains(&k[..])).count(),
+                _ => keys.iter().filter(|k| reader.contains(&k[..])).count(),
+            };
+            black_box(found);
+            ns[subject].push(t0.elapsed().as_secs_f64() * 1e9 / SEGMENT as f64);
+        }
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load1 = load.split_whitespace().next().unwrap_or("?").to_string();
+    let mut out = Vec::new();
+    for (subject, name) in [(1, "table_contains"), (2, "table_reader")] {
+        let mut r: Vec<f64> = (0..LOOKUP_ROUNDS)
+            .map(|i| ns[subject][i] / ns[0][i])
+            .collect();
+        r.sort_by(|a, b| a.total_cmp(b));
+        println!(
+            "{name}: {:.1} ns vs bare {:.1} ns; median of per-round ratios {:.3} (min {:.3}, max {:.3}); load1 {load1}",
+            median_of(&ns[subject]),
+            median_of(&ns[0]),
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1]
+        );
+        out.push(format!(
+            "RESULT ratio.{name}_vs_bare {:.3} x",
+            r[r.len() / 2]
+        ));
+    }
+    out
+}
+
+fn median_of(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
 fn build_big(dir: &Path, n: u64) -> Duration {
     let t0 = Instant::now();
     let tail = n.min(1_000_000);
@@ -316,6 +377,7 @@ fn main() {
         100.0 * fp
     );
     results.push(format!("RESULT store_lookup_ns {lookup_ns:.1} ns"));
+    results.extend(lookup_ratios(&t, n, &absent));
     results.push(format!("RESULT store_open_s.10M {open_s:.3} s"));
     results.push(format!("RESULT store_rss_mb.10M {rss:.1} MB"));
     results.push(format!("RESULT store_bits_mb.10M {bits_mb:.1} MB"));
