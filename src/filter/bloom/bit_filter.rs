@@ -3,7 +3,7 @@
 use super::probe::{block_of, or_into, prefetch, probe_standard};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
-use crate::filter::hash::{for_each_standard_position, in_block_masks, in_block_position, KeyHash};
+use crate::filter::hash::{for_each_standard_position, in_block_masks, KeyHash};
 use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -237,9 +237,10 @@ impl BitFilter {
                     Layout::Blocked => {
                         let base = block_of(&p, h) * WORDS_PER_BLOCK;
                         let block = &mut words[base..base + WORDS_PER_BLOCK];
-                        for i in 0..p.k() as usize {
-                            let pos = in_block_position(h.h2, i);
-                            *block[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
+                        // The masks are built in registers, then each word is
+                        // written once: fewer instructions than a store per probe.
+                        for (w, mask) in block.iter_mut().zip(in_block_masks(h.h2, p.k())) {
+                            *w.get_mut() |= mask;
                         }
                     }
                     Layout::Standard => {
