@@ -215,25 +215,22 @@ impl CountingFilter {
     pub fn insert(&mut self, key: &[u8]) -> InsertOutcome {
         let p = self.params;
         let h = p.hash().hash(key);
-        let mut out = InsertOutcome::default();
-        let mut add = |before: u8| {
-            out.new_bits += (before == 0) as u32;
-            out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
-        };
         match p.layout() {
             Layout::Blocked => {
                 let (_, block) = self.block_mut(h);
-                for_each_distinct_in_block(h.h2, p.k(), |pos| add(nibble::inc_in(block, pos)));
+                block_insert(block, h.h2, p.k())
             }
             Layout::Standard => {
+                let mut out = InsertOutcome::default();
                 for &pos in positions(p.layout(), p.m(), p.k(), h).as_slice() {
                     let before = nibble::get(&self.counters, pos as usize);
                     nibble::inc(&mut self.counters, pos as usize);
-                    add(before);
+                    out.new_bits += (before == 0) as u32;
+                    out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
                 }
+                out
             }
         }
-        out
     }
 
     /// Removes one occurrence of `key`. Refused with
@@ -337,8 +334,25 @@ impl CountingFilter {
 
 /// The block of `h` in the blocked layout.
 #[inline(always)]
-fn block_of(p: &FilterParams, h: KeyHash) -> usize {
+pub(crate) fn block_of(p: &FilterParams, h: KeyHash) -> usize {
     map_to_range(h.h1, p.m() / BLOCK_BITS) as usize
+}
+
+/// Adds one to each distinct counter of the in-block positions of `h2` in
+/// `block` (the blocked layout's 256 counter bytes of the key's block).
+#[inline(always)]
+pub(crate) fn block_insert(
+    block: &mut [u8; COUNTER_BLOCK_BYTES],
+    h2: u64,
+    k: u32,
+) -> InsertOutcome {
+    let mut out = InsertOutcome::default();
+    for_each_distinct_in_block(h2, k, |pos| {
+        let before = nibble::inc_in(block, pos);
+        out.new_bits += (before == 0) as u32;
+        out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
+    });
+    out
 }
 
 /// Calls `f` once with each distinct in-block position of `h2` (the `k`
