@@ -6,7 +6,7 @@
 
 mod common;
 
-use filterstore::BloomRead;
+use filterstore::{BloomRead, CountingFilter};
 use filterstore::{DriftReason, ObservedCounts};
 use filterstore::{
     Durability, FilterStore, RegenOptions, StoreError, Table, TableSpec, WriteBatch,
@@ -110,6 +110,12 @@ fn regeneration_resizes_and_keeps_every_key() {
         assert_eq!(report.keys_read, 16_000);
         assert_eq!(report.capacity, 16_000);
         assert_all_present(&t, &live, "after regeneration");
+        // The new generation's counters are exactly those of its source.
+        let mut model = CountingFilter::new(t.params()).unwrap();
+        for &i in &live {
+            model.insert(&key(i));
+        }
+        assert!(t.counting_snapshot().unwrap().as_bytes() == model.as_bytes());
         let h = t.health().unwrap();
         assert!(!h.needs_regeneration(), "{h:?}");
         t.flush().unwrap();

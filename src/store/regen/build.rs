@@ -12,11 +12,14 @@ use super::super::StoreInner;
 use super::health::parameters_changed;
 use super::{current_record, RegenOptions, RegenReport};
 use crate::filter::bloom::BitFilter;
-use crate::filter::counting::{counter_bytes, nibble, COUNTER_BLOCK_BYTES};
+use crate::filter::counting::{add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::{positions, KeyHash};
-use crate::filter::params::{FilterParams, BLOCK_BITS};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+
+/// Keys of the source hashed per step (1 MiB of hashes).
+const COUNT_STEP: usize = 1 << 16;
 
 /// Counters being built, with the blocks the tail of the journal touched.
 struct Build {
@@ -168,13 +171,30 @@ impl Build {
         E: std::error::Error + Send + Sync + 'static,
     {
         let spec = self.params.hash();
-        for key in source() {
-            let key = key.map_err(|e| StoreError::KeySource {
-                table: table.to_string(),
-                source: Box::new(e),
-            })?;
-            self.add(spec.hash(key.as_ref()), None);
-            self.report.keys_read += 1;
+        // Hashed in steps, so that the blocked layout's counter blocks can be
+        // prefetched ahead (`add_blocked_hashes`).
+        let mut hashes = Vec::with_capacity(COUNT_STEP);
+        let mut keys = source().into_iter();
+        loop {
+            hashes.clear();
+            for key in keys.by_ref().take(COUNT_STEP) {
+                let key = key.map_err(|e| StoreError::KeySource {
+                    table: table.to_string(),
+                    source: Box::new(e),
+                })?;
+                hashes.push(spec.hash(key.as_ref()));
+            }
+            if hashes.is_empty() {
+                break;
+            }
+            self.report.keys_read += hashes.len() as u64;
+            if self.params.layout() == Layout::Blocked {
+                add_blocked_hashes(&mut self.counters, &self.params, &hashes, |_, _| {});
+            } else {
+                for &h in &hashes {
+                    self.add(h, None);
+                }
+            }
         }
         self.live = self.report.keys_read as i64;
         Ok(())

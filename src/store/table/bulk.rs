@@ -20,7 +20,7 @@ use super::super::pages::{self, CHUNK_BLOCKS, CHUNK_COUNTERS};
 use super::fold::{scan_absolute, GenerationState};
 use super::generation::{sled_err, store_block_words, Generation};
 use crate::filter::counting::{
-    block_insert, block_of, counter_bytes, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
+    add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
 };
 use crate::filter::hash::{positions, KeyHash, Positions};
 use crate::filter::params::{FilterParams, Layout};
@@ -187,22 +187,12 @@ impl Load {
     fn add_all(&mut self, counters: &mut [u8], hashes: &[KeyHash]) {
         let p = self.params;
         if p.layout() == Layout::Blocked {
-            for (i, &h) in hashes.iter().enumerate() {
-                if let Some(&next) = hashes.get(i + AHEAD) {
-                    // The four lines of the next key's 256-byte counter block.
-                    let at = block_of(&p, next) * COUNTER_BLOCK_BYTES;
-                    for line in counters
-                        .get(at..)
-                        .unwrap_or_default()
-                        .iter()
-                        .take(256)
-                        .step_by(64)
-                    {
-                        prefetch(line);
-                    }
-                }
-                self.add_blocked(counters, h);
-            }
+            add_blocked_hashes(counters, &p, hashes, |b, out| {
+                self.saturated += u64::from(out.newly_saturated);
+                let chunk = b as u64 / CHUNK_BLOCKS;
+                self.touched[(chunk / 64) as usize] |= 1 << (chunk % 64);
+                self.keys += 1;
+            });
             return;
         }
         let at = |h: KeyHash| positions(p.layout(), p.m(), p.k(), h);
@@ -221,25 +211,6 @@ impl Load {
             }
             self.add(counters, &current);
         }
-    }
-
-    /// Adds the key of `h` (blocked layout): one block, its distinct
-    /// counters updated in place (`filter::counting`).
-    #[inline]
-    fn add_blocked(&mut self, counters: &mut [u8], h: KeyHash) {
-        let p = self.params;
-        let b = block_of(&p, h);
-        let bytes = &mut counters[b * COUNTER_BLOCK_BYTES..][..COUNTER_BLOCK_BYTES];
-        let block = match bytes.try_into() {
-            Ok(block) => block,
-            // The range above has exactly COUNTER_BLOCK_BYTES elements.
-            Err(_) => unreachable!("a block is {COUNTER_BLOCK_BYTES} bytes"),
-        };
-        let out = block_insert(block, h.h2, p.k());
-        self.saturated += u64::from(out.newly_saturated);
-        let chunk = b as u64 / CHUNK_BLOCKS;
-        self.touched[(chunk / 64) as usize] |= 1 << (chunk % 64);
-        self.keys += 1;
     }
 
     #[inline]
