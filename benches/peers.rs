@@ -10,6 +10,9 @@
 //! * The same keys and 10 bits per key for every filter; xorf's actual size
 //!   is reported. Keys come from seeded RNGs; present and absent keys are
 //!   disjoint by construction ([`harness::Keys::generate`]).
+//! * Every timed figure is the thread's CPU time (`benches/common/clock.rs`):
+//!   time spent waiting for a CPU on a shared machine is left out, contention
+//!   for caches and memory is not.
 //! * Timed figures are criterion benchmarks written with `iter_custom`: each
 //!   sample walks on through a 10M-key array (random cache lines, never one
 //!   hot key) and the sample's ns/key is kept; a figure is the median of its
@@ -38,6 +41,8 @@
 //! development: `hash,standard,blocked,fastbloom,sbbf,xorf,bloomfilter,
 //! counting`; default all). The full run takes about five minutes here.
 
+#[path = "common/clock.rs"]
+mod clock;
 #[path = "peers/harness.rs"]
 mod harness;
 #[path = "peers/plot.rs"]
@@ -45,11 +50,12 @@ mod plot;
 #[path = "peers/subjects.rs"]
 mod subjects;
 
+use clock::Tick;
 use criterion::Criterion;
 use filterstore::{BitFilter, CountingFilter, FilterParams, HashSpec, Layout, ParamError};
 use harness::{env_f64, load1, loadavg, time_once, Bench, Figure, Key, Keys, Results};
 use std::hash::BuildHasher;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use subjects::{hash64, Batched, Counting, Dynamic, Lookup, SbbfPrefetch, HASH_SEED};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -352,16 +358,16 @@ fn build_round(r: &mut Results, round: usize, keys: &Keys) -> Result<(), ParamEr
         Layout::Blocked,
         HashSpec::xxh3(HASH_SEED),
     )?;
-    let per_key = |start: Instant| start.elapsed().as_nanos() as f64 / n as f64;
+    let per_key = |start: Tick| start.elapsed().as_nanos() as f64 / n as f64;
     let mut sbbf = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
-    let start = Instant::now();
+    let start = Tick::now();
     keys.insert.iter().for_each(|k| {
         sbbf.insert_hash(hash64(k));
     });
     r.add_round(Figure::InsertNs, "sbbf", round, &[per_key(start)]);
     drop(sbbf);
     let mut f = BitFilter::new(params)?;
-    let start = Instant::now();
+    let start = Tick::now();
     f.insert_many_mut(&keys.insert);
     r.add_round(
         Figure::InsertNs,
@@ -371,7 +377,7 @@ fn build_round(r: &mut Results, round: usize, keys: &Keys) -> Result<(), ParamEr
     );
     drop(f);
     let f = BitFilter::new(params)?;
-    let start = Instant::now();
+    let start = Tick::now();
     f.insert_many(&keys.insert);
     r.add_round(
         Figure::InsertNs,
@@ -540,8 +546,9 @@ fn main() -> Result<(), ParamError> {
     b.c.final_summary();
     let header = format!(
         "peers: n = {n} keys of 16 bytes, {BITS_PER_KEY} bits/key, {rounds} lookup rounds; \
-         load average before {load_before}, after {}",
-        loadavg()
+         load average before {load_before}, after {}; clock: {}",
+        loadavg(),
+        clock::source()
     );
     print!("{}", r.table(&BIT_FILTERS, &COUNTING_FILTERS, &header));
     print!("{}", r.result_lines());

@@ -26,6 +26,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "common/clock.rs"]
+mod clock;
+use clock::Tick;
+
 const CHILD_ENV: &str = "FILTERSTORE_BENCH_REOPEN";
 
 /// 16-byte keys: a counter and a fixed salt, so that every key is new.
@@ -107,9 +111,10 @@ fn reopen_child(dir: &Path) {
 /// (e) `Table::contains` and a `TableReader` against a bare `BitFilter`
 /// holding the same bits (same parameters, same keys), on absent keys:
 /// `LOOKUP_ROUNDS` rounds, each timing a segment of keys with every subject
-/// in a rotating order, so that load from other processes falls on all
-/// three; the figure is the median of the per-round ratios, with the
-/// spread and the 1-minute load average beside it.
+/// in a rotating order on the thread's CPU clock (`common/clock.rs`), so
+/// that load from other processes falls on all three; the figure is the
+/// median of the per-round ratios, with the spread and the 1-minute load
+/// average beside it.
 fn lookup_ratios(t: &Table, n: u64, absent: &[[u8; 16]]) -> Vec<String> {
     const LOOKUP_ROUNDS: usize = 15;
     const SEGMENT: usize = 50_000;
@@ -123,7 +128,7 @@ fn lookup_ratios(t: &Table, n: u64, absent: &[[u8; 16]]) -> Vec<String> {
         let keys = &absent[(round * SEGMENT) % (absent.len() - SEGMENT)..][..SEGMENT];
         for j in 0..3 {
             let subject = (round + j) % 3;
-            let t0 = Instant::now();
+            let t0 = Tick::now();
             let found = match subject {
                 0 => keys.iter().filter(|k| bare.contains(&k[..])).count(),
                 1 => keys.iter().filter(|k| t.contains(&k[..])).count(),
@@ -142,12 +147,13 @@ fn lookup_ratios(t: &Table, n: u64, absent: &[[u8; 16]]) -> Vec<String> {
             .collect();
         r.sort_by(|a, b| a.total_cmp(b));
         println!(
-            "{name}: {:.1} ns vs bare {:.1} ns; median of per-round ratios {:.3} (min {:.3}, max {:.3}); load1 {load1}",
+            "{name}: {:.1} ns vs bare {:.1} ns; median of per-round ratios {:.3} (min {:.3}, max {:.3}); load1 {load1}; {}",
             median_of(&ns[subject]),
             median_of(&ns[0]),
             r[r.len() / 2],
             r[0],
-            r[r.len() - 1]
+            r[r.len() - 1],
+            clock::source()
         );
         out.push(format!(
             "RESULT ratio.{name}_vs_bare {:.3} x",

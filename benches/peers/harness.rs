@@ -1,6 +1,7 @@
 //! The measuring side of the `peers` bench: key sets, a criterion driver that
 //! returns per-key timings, the collected figures and their printout.
 
+use crate::clock::Tick;
 use criterion::Criterion;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -8,7 +9,7 @@ use rand::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Every key is 16 bytes.
 pub type Key = [u8; 16];
@@ -309,7 +310,7 @@ impl Bench {
                 while left > 0 {
                     let len = left.min(segment).min(keys.len() - cursor);
                     let seg = &keys[cursor..cursor + len];
-                    let start = Instant::now();
+                    let start = Tick::now();
                     check = check.wrapping_add(timed(state, seg));
                     elapsed += start.elapsed();
                     cursor += len;
@@ -346,7 +347,7 @@ pub fn median(v: &[f64]) -> Option<f64> {
 
 /// Times `f` once and records it as ns per key of `n`.
 pub fn time_once(r: &mut Results, figure: Figure, name: &'static str, n: usize, f: impl FnOnce()) {
-    let start = Instant::now();
+    let start = Tick::now();
     f();
     let ns = start.elapsed().as_nanos() as f64 / n as f64;
     r.add(figure, name, &[ns]);
