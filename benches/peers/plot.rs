@@ -10,6 +10,10 @@ use std::fmt::Write as _;
 /// Appends `(n, subject, ns)` rows to the CSV at `path`.
 pub fn append_points(path: &str, n: usize, rows: &[(&str, f64)]) -> std::io::Result<()> {
     use std::io::Write;
+    // `target/` is missing in a clone built with an outside CARGO_TARGET_DIR.
+    if let Some(dir) = std::path::Path::new(path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
