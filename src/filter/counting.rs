@@ -26,8 +26,8 @@
 use crate::error::{FilterError, ParamError};
 use crate::filter::bloom::BitFilter;
 use crate::filter::geometry::{Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
-use crate::filter::hash::{in_block_position, map_to_range, positions, KeyHash, Positions};
-use crate::filter::params::FilterParams;
+use crate::filter::hash::{in_block_position, positions, KeyHash, Positions};
+use crate::filter::params::{block_of, FilterParams};
 use crate::filter::simd::prefetch;
 
 /// The largest counter value; a counter that reaches it is sticky.
@@ -331,12 +331,6 @@ impl CountingFilter {
     }
 }
 
-/// The block of `h` in the blocked layout.
-#[inline(always)]
-pub(crate) fn block_of(p: &FilterParams, h: KeyHash) -> usize {
-    map_to_range(h.h1, p.m() / BLOCK_BITS) as usize
-}
-
 /// Adds one to each distinct counter of the in-block positions of `h2` in
 /// `block` (the blocked layout's 256 counter bytes of the key's block).
 #[inline(always)]
@@ -367,12 +361,14 @@ fn counter_block_mut(counters: &mut [u8], b: usize) -> &mut [u8; COUNTER_BLOCK_B
 /// Keys ahead whose counter block is prefetched in [`add_blocked_hashes`]
 /// (a 10M-key table's counters are 48 MiB: without it, nearly every key
 /// waits for memory).
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
 const ADD_AHEAD: usize = 8;
 
 /// Adds the keys of `hashes` to `counters`, the packed counters of a
 /// blocked-layout filter of `p`, prefetching the four lines of the block of
 /// the key [`ADD_AHEAD`] places on; calls `each(block, outcome)` per key.
 /// The bulk paths of the store (bulk loads, regeneration) use it.
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub(crate) fn add_blocked_hashes(
     counters: &mut [u8],
     p: &FilterParams,

@@ -32,7 +32,7 @@ use crate::error::ParamError;
 pub use crate::filter::geometry::{
     Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS, WORDS_PER_BLOCK,
 };
-use crate::filter::hash::HashSpec;
+use crate::filter::hash::{map_to_range, HashSpec, KeyHash};
 
 /// The complete, validated shape of a filter: everything needed to derive a
 /// key's positions. Two filters with equal `FilterParams` are compatible for
@@ -343,6 +343,13 @@ pub fn space_lower_bound_bits(n: u64, fp: f64) -> f64 {
 pub fn counter_overflow_bound(m: u64, j: u32) -> f64 {
     let e_ln2 = std::f64::consts::E * std::f64::consts::LN_2;
     (m as f64) * (e_ln2 / j as f64).powi(j as i32)
+}
+
+/// The block of `h` in the blocked layout of `p` (whose `m` is a multiple
+/// of 512): the one definition, for the bit and the counting filters.
+#[inline(always)]
+pub(crate) fn block_of(p: &FilterParams, h: KeyHash) -> usize {
+    map_to_range(h.h1, p.m() / BLOCK_BITS) as usize
 }
 
 #[cfg(test)]

@@ -1,14 +1,9 @@
 //! The probes of one key: which block, which bits, and the prefetch hint.
 
-use crate::filter::hash::{map_to_range, KeyHash, StandardProbes};
-use crate::filter::params::{FilterParams, BLOCK_BITS};
+use crate::filter::hash::{KeyHash, StandardProbes};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The block of `h` in the blocked layout, whose `m` is a multiple of 512.
-#[inline(always)]
-pub(super) fn block_of(p: &FilterParams, h: KeyHash) -> usize {
-    map_to_range(h.h1, p.m() / BLOCK_BITS) as usize
-}
+pub(super) use crate::filter::params::block_of;
 
 /// Whether the `k` standard-layout positions of `h` are all set in `m` bits,
 /// `word(i)` being word `i`.
