@@ -1,4 +1,5 @@
-//! The one module with `unsafe`: the AVX2 block probe and its dispatch.
+//! The one module with `unsafe`: the AVX2 block probe, its dispatch, and
+//! the flat view of a filter's aligned blocks.
 //!
 //! # What it computes
 //! Exactly what [`scalar_block_has_all`] computes, which is the blocked
@@ -40,9 +41,16 @@
 //!   need no more than relaxed loads (`bloom` module docs). Before this, the
 //!   eight words were copied out with relaxed loads and moved into two
 //!   registers: 20 instructions where the asm takes 6 (callgrind, 10M
-//!   keys: 162 → 142 instructions per lookup). Blocks of a borrowed
+//!   keys: 162 → 142 instructions per lookup; 134 since the blocks are
+//!   aligned by their type, [`SharedBlock`]). Blocks of a borrowed
 //!   [`crate::FilterView`] are plain bytes, copied into a local `[u64; 8]`
 //!   that the vector loads read.
+//!
+//! * **The flat view.** A [`crate::BitFilter`] keeps its bits as a slice of
+//!   [`SharedBlock`]s; [`SharedBlock::flat`] reads the same memory as one
+//!   slice of words, which a block is exactly (`repr(C)`, size asserted at
+//!   compile time). Tested against indexing block by block
+//!   (`flat_view_matches_block_indexing`).
 //!
 //! Tested against the scalar probe in `tests/core_simd.rs` (proptest over
 //! `k = 1..=32`, all-ones, all-zeros and single-bit blocks, adversarial
@@ -69,20 +77,54 @@ pub(crate) trait Probe: Copy {
 }
 
 /// One block of a shared filter: eight atomic words on one 64-byte line.
+/// A [`crate::BitFilter`] keeps its bits as a slice of these, so every
+/// block is aligned by its type (no run-time check) and probed with
+/// aligned vector loads.
+#[doc(hidden)]
 #[repr(C, align(64))]
-pub(crate) struct SharedBlock(pub(crate) [AtomicU64; WORDS_PER_BLOCK]);
+pub struct SharedBlock(pub(crate) [AtomicU64; WORDS_PER_BLOCK]);
+
+// The flat view below relies on a block being its eight words, no padding.
+const _: () = assert!(std::mem::size_of::<SharedBlock>() == 8 * WORDS_PER_BLOCK);
 
 impl SharedBlock {
-    /// `words` as a block, if they start on a 64-byte boundary (a
-    /// [`crate::BitFilter`]'s blocks do).
+    /// A block of zero bits.
+    pub(crate) fn zeroed() -> SharedBlock {
+        SharedBlock(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+
+    /// The words of `blocks`, in order, as one slice: word `w` of block `b`
+    /// is element `8·b + w`. The standard layout indexes words directly,
+    /// where going through the block costs a shift, a mask and an add more
+    /// per probe.
     #[inline(always)]
-    pub(crate) fn new(words: &[AtomicU64; WORDS_PER_BLOCK]) -> Option<&SharedBlock> {
-        let p = std::ptr::from_ref(words).cast::<SharedBlock>();
+    pub(crate) fn flat(blocks: &[SharedBlock]) -> &[AtomicU64] {
         // SAFETY: `SharedBlock` is `repr(C)` with the one field
-        // `[AtomicU64; 8]`, so it has that array's size (64 bytes, no
-        // padding) and layout; the only extra requirement, alignment to 64,
-        // is checked here. The reference borrows `words` for its lifetime.
-        p.is_aligned().then(|| unsafe { &*p })
+        // `[AtomicU64; 8]` and its size is exactly those 64 bytes (asserted
+        // above), so `n` contiguous blocks are `8·n` contiguous, initialised
+        // `AtomicU64`s, each aligned (64 is a multiple of 8). The length
+        // cannot overflow: the blocks already occupy `64·n ≤ isize::MAX`
+        // bytes. The slice borrows `blocks` immutably for its lifetime, and
+        // `AtomicU64` permits shared mutation, as the blocks do.
+        unsafe {
+            std::slice::from_raw_parts(
+                blocks.as_ptr().cast::<AtomicU64>(),
+                blocks.len() * WORDS_PER_BLOCK,
+            )
+        }
+    }
+
+    /// [`SharedBlock::flat`] for exclusive access (plain stores).
+    #[inline(always)]
+    pub(crate) fn flat_mut(blocks: &mut [SharedBlock]) -> &mut [AtomicU64] {
+        // SAFETY: as for `flat`; the slice borrows `blocks` mutably for its
+        // lifetime, so no other access overlaps it.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                blocks.as_mut_ptr().cast::<AtomicU64>(),
+                blocks.len() * WORDS_PER_BLOCK,
+            )
+        }
     }
 }
 
@@ -361,9 +403,10 @@ unsafe fn avx2_registers_have_all(
             ));
             let probed = _mm256_sllv_epi32(word, _mm256_andnot_si256(pos, low5));
             let got = _mm256_movemask_ps(_mm256_castsi256_ps(probed)) as u32;
+            // Lanes at and past `k` count as set: `live ≤ 32`, so the shift
+            // stays inside the u64.
             let live = k - 8 * r;
-            let need = if live >= 8 { 0xff } else { (1u32 << live) - 1 };
-            all &= got & need == need;
+            all &= (u64::from(got) | (u64::MAX << live)) as u8 == u8::MAX;
         }
         all
     }
@@ -431,18 +474,33 @@ mod tests {
         }
     }
 
-    /// Only 64-byte aligned words become a shared block.
+    /// The flat view is the blocks' words in order: every word read and
+    /// written through it is the one the safe path (block, then word)
+    /// reads, over a slice that starts mid-allocation, for both views.
     #[test]
-    fn shared_block_needs_alignment() {
-        let block = SharedBlock(std::array::from_fn(|_| AtomicU64::new(0)));
-        assert!(SharedBlock::new(&block.0).is_some());
-        let words: Vec<AtomicU64> = (0..16).map(AtomicU64::new).collect();
-        let misaligned = (0..8)
-            .map(|i| &words[i..i + 8])
-            .find(|w| !w.as_ptr().cast::<SharedBlock>().is_aligned())
-            .and_then(|w| <&[AtomicU64; 8]>::try_from(w).ok())
-            .expect("some start among 8 consecutive words is not 64-byte aligned");
-        assert!(SharedBlock::new(misaligned).is_none());
+    fn flat_view_matches_block_indexing() {
+        let mut blocks: Vec<SharedBlock> = (0..5).map(|_| SharedBlock::zeroed()).collect();
+        for (i, w) in SharedBlock::flat(&blocks[1..]).iter().enumerate() {
+            w.store(i as u64 * 3 + 1, Ordering::Relaxed);
+        }
+        for (i, w) in SharedBlock::flat_mut(&mut blocks[3..])
+            .iter_mut()
+            .enumerate()
+        {
+            *w.get_mut() ^= 1 << (i % 64);
+        }
+        assert_eq!(SharedBlock::flat(&blocks).len(), 5 * WORDS_PER_BLOCK);
+        for (b, block) in blocks.iter().enumerate() {
+            assert!(std::ptr::from_ref(block).is_aligned());
+            for (w, word) in block.0.iter().enumerate() {
+                let flat = (b * WORDS_PER_BLOCK + w) as u64;
+                let mut want = if b >= 1 { (flat - 8) * 3 + 1 } else { 0 };
+                if b >= 3 {
+                    want ^= 1 << ((flat - 24) % 64);
+                }
+                assert_eq!(word.load(Ordering::Relaxed), want, "block {b} word {w}");
+            }
+        }
     }
 
     /// Every single probe of every k lands on the scalar bit: a block with

@@ -5,6 +5,7 @@ use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, in_block_masks, KeyHash};
 use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
+use crate::filter::simd::SharedBlock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
@@ -27,15 +28,12 @@ pub(crate) const INSERT_AHEAD: usize = 16;
 /// ```
 pub struct BitFilter {
     pub(super) params: FilterParams,
-    /// `num_words()` words starting at `offset`, which is chosen so that they
-    /// start on a 64-byte boundary (every block is one cache line), plus
-    /// `WORDS_PER_BLOCK - 1` words of slack that stay zero. One flat slice
-    /// rather than a slice of aligned 64-byte blocks: a standard-layout probe
-    /// is then one bounds check and one load at `offset + pos / 64`, where
-    /// nested indexing (block, then word) cost five more instructions per
-    /// probe.
-    storage: Box<[AtomicU64]>,
-    offset: usize,
+    /// `num_blocks()` blocks, each one 64-byte aligned cache line by its
+    /// type. A blocked lookup indexes a block (one bounds check, no
+    /// alignment test); a standard-layout probe indexes the flat view of
+    /// the same words (`SharedBlock::flat`: one bounds check and one load at
+    /// `pos / 64`).
+    blocks: Box<[SharedBlock]>,
 }
 
 impl std::fmt::Debug for BitFilter {
@@ -57,13 +55,13 @@ impl BloomRead for BitFilter {
     }
     #[inline(always)]
     fn prefetch_word(&self, i: usize) {
-        if let Some(w) = self.storage.get(self.offset + i) {
+        if let Some(w) = self.words().get(i) {
             prefetch(w);
         }
     }
     #[inline(always)]
     fn standard_has_all(&self, h: KeyHash) -> bool {
-        let words = &self.storage[self.offset..];
+        let words = self.words();
         probe_standard(h, self.params.m(), self.params.k(), |i| {
             words[i].load(Ordering::Relaxed)
         })
@@ -74,34 +72,27 @@ impl BloomRead for BitFilter {
         std::array::from_fn(|w| b[w].load(Ordering::Relaxed))
     }
     #[inline(always)]
-    fn atomic_block(&self, block: usize) -> Option<&[AtomicU64; WORDS_PER_BLOCK]> {
-        Some(self.block(block))
+    fn shared_block(&self, block: usize) -> Option<&SharedBlock> {
+        Some(&self.blocks[block])
     }
 }
 
 impl BitFilter {
     /// An empty filter. Fails only if the memory cannot be allocated.
     pub fn new(params: FilterParams) -> Result<Self, ParamError> {
-        let n = params.num_words() + WORDS_PER_BLOCK - 1;
-        let mut v: Vec<AtomicU64> = Vec::new();
+        // `num_blocks() ≤ 2^31` (MAX_M_BITS / 512): fits in usize on every
+        // target with a 64-bit address space, and a failed reservation is
+        // an error, not an abort.
+        let n = params.num_blocks() as usize;
+        let mut v: Vec<SharedBlock> = Vec::new();
         v.try_reserve_exact(n)
             .map_err(|_| ParamError::AllocationFailed {
                 bytes: params.bit_bytes(),
             })?;
-        v.resize_with(n, AtomicU64::default);
-        let storage = v.into_boxed_slice();
-        // Words to skip to reach a 64-byte boundary: 0..=7 for an 8-aligned
-        // pointer. Should the standard library ever answer "cannot align"
-        // (it may, in principle), blocks straddle two lines: slower, still
-        // correct.
-        let offset = match storage.as_ptr().align_offset(64) {
-            o if o < WORDS_PER_BLOCK => o,
-            _ => 0,
-        };
+        v.resize_with(n, SharedBlock::zeroed);
         Ok(BitFilter {
             params,
-            storage,
-            offset,
+            blocks: v.into_boxed_slice(),
         })
     }
 
@@ -232,7 +223,7 @@ impl BitFilter {
             let slot = &mut ring[i % INSERT_AHEAD];
             if i >= INSERT_AHEAD {
                 let h = *slot;
-                let words = &mut self.storage[self.offset..];
+                let words = SharedBlock::flat_mut(&mut self.blocks);
                 match p.layout() {
                     Layout::Blocked => {
                         let base = block_of(&p, h) * WORDS_PER_BLOCK;
@@ -293,28 +284,27 @@ impl BitFilter {
         self.atomic_word(i).store(w, Ordering::Relaxed);
     }
 
-    /// Word `i`. Indexes up to seven past `num_words()` reach the zero slack
-    /// instead of panicking; every caller stays below `num_words()`.
+    /// Word `i` (`< num_words()`).
     #[inline(always)]
     pub(super) fn atomic_word(&self, i: usize) -> &AtomicU64 {
-        &self.storage[self.offset + i]
+        &self.words()[i]
+    }
+
+    /// Every word, in order.
+    #[inline(always)]
+    fn words(&self) -> &[AtomicU64] {
+        SharedBlock::flat(&self.blocks)
     }
 
     /// The eight words of block `block` (one cache line).
     #[inline(always)]
     fn block(&self, block: usize) -> &[AtomicU64; WORDS_PER_BLOCK] {
-        let start = self.offset + block * WORDS_PER_BLOCK;
-        let words = &self.storage[start..start + WORDS_PER_BLOCK];
-        match words.try_into() {
-            Ok(b) => b,
-            // The range above has exactly WORDS_PER_BLOCK elements.
-            Err(_) => unreachable!("a block is {WORDS_PER_BLOCK} words"),
-        }
+        &self.blocks[block].0
     }
 
     /// Clears every bit.
     pub fn clear(&self) {
-        for w in self.storage.iter() {
+        for w in self.words() {
             w.store(0, Ordering::Relaxed);
         }
     }

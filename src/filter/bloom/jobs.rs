@@ -8,7 +8,7 @@ use super::probe::block_of;
 use super::BloomRead;
 use crate::filter::hash::KeyHash;
 use crate::filter::params::Layout;
-use crate::filter::simd::{Job, Probe, SharedBlock};
+use crate::filter::simd::{Job, Probe};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -68,7 +68,7 @@ pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
     h2: u64,
     k: u32,
 ) -> bool {
-    match f.atomic_block(b).and_then(SharedBlock::new) {
+    match f.shared_block(b) {
         Some(shared) => probe.shared_block_has_all(shared, h2, k),
         None => probe.block_has_all(&f.block_words(b), h2, k),
     }

@@ -35,8 +35,11 @@
 //! seven probes ~65 (nine each: multiply, shifts, load, AND, loop); the
 //! AVX2 probe (`filter::simd`) tests eight probes in ~25 and reads the
 //! block with four 16-byte loads (it was 20 instructions to copy the block
-//! out of its atomic words word by word); the whole lookup is 142
-//! instructions, the runtime dispatch costing a call. `sbbf-rs-safe` spends
+//! out of its atomic words word by word); the whole lookup was 142
+//! instructions. Keeping the bits as a slice of aligned blocks (a block is
+//! one bounds check away: no offset, no alignment test, fewer live
+//! registers around the probe) made it 134, the runtime dispatch still
+//! costing a call and its register moves. `sbbf-rs-safe` spends
 //! 46 on its whole lookup (a 64-bit hash and eight 32-bit lanes at once).
 //!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead
@@ -65,7 +68,6 @@ use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 use crate::filter::simd;
 use probe::{probe_block, probe_standard};
-use std::sync::atomic::AtomicU64;
 
 /// Read access to a filter's bits, shared by the owned [`BitFilter`] and the
 /// borrowed [`FilterView`]: every query and estimator is written once, here.
@@ -114,12 +116,12 @@ pub trait BloomRead {
         std::array::from_fn(|w| self.word(base + w))
     }
 
-    /// Block `block` as the atomic words a shared filter keeps (an owned
-    /// [`BitFilter`]), so that a lookup can read it with vector loads
+    /// Block `block` as the aligned atomic words a shared filter keeps (an
+    /// owned [`BitFilter`]), so that a lookup can read it with vector loads
     /// (`filter::simd`); `None` (the default) reads [`BloomRead::block_words`].
     #[doc(hidden)]
     #[inline(always)]
-    fn atomic_block(&self, _block: usize) -> Option<&[AtomicU64; WORDS_PER_BLOCK]> {
+    fn shared_block(&self, _block: usize) -> Option<&simd::SharedBlock> {
         None
     }
 
