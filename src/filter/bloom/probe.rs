@@ -44,12 +44,19 @@ pub(super) fn probe_standard(h: KeyHash, m: u64, k: u32, word: impl Fn(usize) ->
 /// for the AVX2 one).
 pub(super) use crate::filter::simd::scalar_block_has_all as probe_block;
 
-/// Sets the bits of `mask` in `word`; returns whether any was clear. Reads
-/// before writing (see [`BitFilter::insert_hash`]).
+/// Sets the bits of `mask` in `word`; returns whether any was clear when
+/// read. Reads before writing (see [`BitFilter::insert_hash`]), and asks
+/// the OR for nothing back: a `fetch_or` whose result is unused is one
+/// `lock or` on x86-64, where one whose result is used is a
+/// compare-and-swap loop (bulk shared inserts, 10M keys: 39.7 → 34.3 ns
+/// per key).
 #[inline(always)]
 pub(super) fn or_into(word: &AtomicU64, mask: u64) -> bool {
-    word.load(Ordering::Relaxed) & mask != mask
-        && word.fetch_or(mask, Ordering::Relaxed) & mask != mask
+    let clear = word.load(Ordering::Relaxed) & mask != mask;
+    if clear {
+        word.fetch_or(mask, Ordering::Relaxed);
+    }
+    clear
 }
 
 pub(super) use crate::filter::simd::prefetch;
