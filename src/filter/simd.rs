@@ -370,45 +370,75 @@ unsafe fn avx2_registers_have_all(
     k: u32,
 ) -> bool {
     use std::arch::x86_64::*;
-    // SAFETY: AVX2 per this function's contract; the salt loads read
-    // 32-byte aligned rows of 32 bytes each.
+    // SAFETY: AVX2 per this function's contract.
     unsafe {
-        let h_lo = _mm256_set1_epi32(h2 as u32 as i32);
-        let h_hi = _mm256_set1_epi32((h2 >> 32) as u32 as i32);
-        let low5 = _mm256_set1_epi32(31);
+        let h = [
+            _mm256_set1_epi32(h2 as u32 as i32),
+            _mm256_set1_epi32((h2 >> 32) as u32 as i32),
+        ];
+        // A filter sized for a target rate of 1% or more has k ≤ 8 (k = 6
+        // at 1%): one row, no loop, no clamp (callgrind: 8 instructions
+        // fewer per lookup). Lanes at and past `k` count as set.
+        if k <= 8 {
+            let got = avx2_row_bits(lo, hi, h, &SALT_ROWS[0]);
+            return (u64::from(got) | (u64::MAX << k)) as u8 == u8::MAX;
+        }
         let k = (k as usize).min(MAX_K as usize);
         let mut all = true;
         for (r, row) in SALT_ROWS.iter().enumerate().take(k.div_ceil(8)) {
-            let s_lo = _mm256_load_si256(row.0[0].as_ptr().cast::<__m256i>());
-            let s_lo_odd = _mm256_load_si256(row.0[1].as_ptr().cast::<__m256i>());
-            let s_hi = _mm256_load_si256(row.0[2].as_ptr().cast::<__m256i>());
-            // Top 32 bits of the eight wrapping 64-bit products (module docs).
-            let cross = _mm256_add_epi32(
-                _mm256_mullo_epi32(h_lo, s_hi),
-                _mm256_mullo_epi32(h_hi, s_lo),
-            );
-            let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(h_lo, s_lo));
-            let odd = _mm256_mul_epu32(h_lo, s_lo_odd);
-            let carry = _mm256_blend_epi32::<0b1010_1010>(even, odd);
-            let pos = _mm256_srli_epi32::<23>(_mm256_add_epi32(carry, cross));
-            // Lane `pos / 32` of the block, bit `pos % 32` to the sign.
-            let lane = _mm256_srli_epi32::<5>(pos);
-            let from_lo = _mm256_permutevar8x32_epi32(lo, lane);
-            let from_hi = _mm256_permutevar8x32_epi32(hi, lane);
-            let upper = _mm256_slli_epi32::<23>(pos);
-            let word = _mm256_castps_si256(_mm256_blendv_ps(
-                _mm256_castsi256_ps(from_lo),
-                _mm256_castsi256_ps(from_hi),
-                _mm256_castsi256_ps(upper),
-            ));
-            let probed = _mm256_sllv_epi32(word, _mm256_andnot_si256(pos, low5));
-            let got = _mm256_movemask_ps(_mm256_castsi256_ps(probed)) as u32;
-            // Lanes at and past `k` count as set: `live ≤ 32`, so the shift
-            // stays inside the u64.
+            let got = avx2_row_bits(lo, hi, h, row);
+            // `live ≤ 32`, so the shift stays inside the u64.
             let live = k - 8 * r;
             all &= (u64::from(got) | (u64::MAX << live)) as u8 == u8::MAX;
         }
         all
+    }
+}
+
+/// Eight probes of one salt row: bit `j` of the result is whether probe
+/// `8·r + j` of `h = [lo32(h2), hi32(h2)]` (each broadcast) is set in the
+/// block held in `lo` and `hi`.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn avx2_row_bits(
+    lo: std::arch::x86_64::__m256i,
+    hi: std::arch::x86_64::__m256i,
+    h: [std::arch::x86_64::__m256i; 2],
+    row: &SaltRow,
+) -> u32 {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX2 per this function's contract; the salt loads read
+    // 32-byte aligned rows of 32 bytes each.
+    unsafe {
+        let [h_lo, h_hi] = h;
+        let s_lo = _mm256_load_si256(row.0[0].as_ptr().cast::<__m256i>());
+        let s_lo_odd = _mm256_load_si256(row.0[1].as_ptr().cast::<__m256i>());
+        let s_hi = _mm256_load_si256(row.0[2].as_ptr().cast::<__m256i>());
+        // Top 32 bits of the eight wrapping 64-bit products (module docs).
+        let cross = _mm256_add_epi32(
+            _mm256_mullo_epi32(h_lo, s_hi),
+            _mm256_mullo_epi32(h_hi, s_lo),
+        );
+        let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(h_lo, s_lo));
+        let odd = _mm256_mul_epu32(h_lo, s_lo_odd);
+        let carry = _mm256_blend_epi32::<0b1010_1010>(even, odd);
+        let pos = _mm256_srli_epi32::<23>(_mm256_add_epi32(carry, cross));
+        // Lane `pos / 32` of the block, bit `pos % 32` to the sign.
+        let lane = _mm256_srli_epi32::<5>(pos);
+        let from_lo = _mm256_permutevar8x32_epi32(lo, lane);
+        let from_hi = _mm256_permutevar8x32_epi32(hi, lane);
+        let upper = _mm256_slli_epi32::<23>(pos);
+        let word = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(from_lo),
+            _mm256_castsi256_ps(from_hi),
+            _mm256_castsi256_ps(upper),
+        ));
+        let low5 = _mm256_set1_epi32(31);
+        let probed = _mm256_sllv_epi32(word, _mm256_andnot_si256(pos, low5));
+        _mm256_movemask_ps(_mm256_castsi256_ps(probed)) as u32
     }
 }
 

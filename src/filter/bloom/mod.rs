@@ -38,8 +38,9 @@
 //! out of its atomic words word by word); the whole lookup was 142
 //! instructions. Keeping the bits as a slice of aligned blocks (a block is
 //! one bounds check away: no offset, no alignment test, fewer live
-//! registers around the probe) made it 134, the runtime dispatch still
-//! costing a call and its register moves. `sbbf-rs-safe` spends
+//! registers around the probe) made it 134, and probing `k ≤ 8` as one
+//! row without a loop 128, the runtime dispatch still costing a call and
+//! its register moves. `sbbf-rs-safe` spends
 //! 46 on its whole lookup (a 64-bit hash and eight 32-bit lanes at once).
 //!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead
