@@ -12,10 +12,12 @@
 //!   not count.
 //! * (e) `Table::contains` and `Table::reader` against a bare `BitFilter`
 //!   with the same bits, interleaved (see [`lookup_ratios`]);
+//! * (f) bulk loads of as many keys into new tables, through the library
+//!   and through `filterstore insert` (`store/bulk.rs`);
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines. The figures come from the
 //! same criterion measurements (total time over total iterations of every
-//! sample). Set `FILTERSTORE_BENCH_KEYS` to change the 10M of (c) and (d).
+//! sample). Set `FILTERSTORE_BENCH_KEYS` to change the 10M of (c), (d) and (f).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use filterstore::BloomRead;
@@ -26,6 +28,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "store/bulk.rs"]
+mod bulk;
 #[path = "common/clock.rs"]
 mod clock;
 use clock::Tick;
@@ -387,6 +391,10 @@ fn main() {
     results.push(format!("RESULT store_open_s.10M {open_s:.3} s"));
     results.push(format!("RESULT store_rss_mb.10M {rss:.1} MB"));
     results.push(format!("RESULT store_bits_mb.10M {bits_mb:.1} MB"));
+    drop(t);
+    drop(store);
+    // (f) bulk loads into new tables.
+    results.extend(bulk::bulk_loads(n, key16));
     for r in results {
         println!("{r}");
     }
