@@ -42,7 +42,8 @@
 //!   eight words were copied out with relaxed loads and moved into two
 //!   registers: 20 instructions where the asm takes 6 (callgrind, 10M
 //!   keys: 162 → 142 instructions per lookup; 134 since the blocks are
-//!   aligned by their type, [`SharedBlock`]). Blocks of a borrowed
+//!   aligned by their type, [`SharedBlock`]; 128 with the one-row probe of
+//!   `k ≤ 8`). Blocks of a borrowed
 //!   [`crate::FilterView`] are plain bytes, copied into a local `[u64; 8]`
 //!   that the vector loads read.
 //!
