@@ -116,18 +116,48 @@ fn write_output(
     }
 }
 
-/// Writes `bytes` to a temporary file next to `path`, syncs it and renames it
-/// over `path`: a reader never sees half a file.
+/// Writes `bytes` to `path` so that a reader never sees half a file and
+/// nothing else is clobbered:
+///
+/// * a path that names something other than a regular file (`/dev/null`, a
+///   pipe) is written in place: renaming a file over it would replace the
+///   device node or the pipe itself (as root, `--output /dev/null` used to
+///   turn `/dev/null` into a regular file);
+/// * a symbolic link is followed: the file it names is replaced, not the link;
+/// * otherwise the bytes go to a new temporary file beside the target
+///   (created exclusively, so no existing file is truncated), which is synced
+///   and renamed over the target.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     use std::io::Write;
     let fail = |e: std::io::Error| Failure(format!("cannot write {}: {e}", path.display()));
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
+    let existing = std::fs::metadata(path);
+    if existing.as_ref().is_ok_and(|m| !m.is_file()) {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(fail)?;
+        return f.write_all(bytes).map_err(fail);
+    }
+    let target = match existing {
+        Ok(_) => std::fs::canonicalize(path).map_err(fail)?,
+        Err(_) => path.to_path_buf(),
+    };
+    let mut tmp_name = target.as_os_str().to_owned();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp_name);
-    let mut f = std::fs::File::create(&tmp).map_err(fail)?;
-    f.write_all(bytes).map_err(fail)?;
-    f.sync_all().map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(fail)?;
+    let written = f
+        .write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &target));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(fail)
 }
 
 fn read_all_keys(file: &Path) -> Result<Vec<Vec<u8>>, Failure> {

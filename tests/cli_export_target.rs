@@ -1,0 +1,135 @@
+//! `export --output PATH` replaces a regular file atomically and clobbers
+//! nothing else: not a device, not a pipe, not a symbolic link, not a file
+//! that happens to sit where a temporary file would go. (Issue: as root,
+//! `export --output /dev/null` renamed its temporary file over `/dev/null`,
+//! leaving a regular file there, into which every later `>/dev/null` of the
+//! machine wrote and from which every reader of `/dev/null` then read.)
+#![cfg(all(feature = "cli", unix))]
+
+mod cli_common;
+
+use cli_common::*;
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// A store with one table of 100 keys, and the bytes its export writes.
+fn store_and_export(tmp: &Path) -> (PathBuf, Vec<u8>) {
+    let db = tmp.join("db");
+    ok(&run(&db, &["create", "t", "--expected", "1000"], b""));
+    ok(&run(&db, &["insert", "t"], &lines(0..100)));
+    let reference = tmp.join("reference.fsf");
+    ok(&run(
+        &db,
+        &["export", "t", "--output", path_str(&reference)],
+        b"",
+    ));
+    let bytes = std::fs::read(&reference).unwrap();
+    assert!(bytes.len() > 100, "an export of 100 keys");
+    (db, bytes)
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn export_to_dev_null_leaves_the_device() {
+    let null = Path::new("/dev/null");
+    if !std::fs::metadata(null).is_ok_and(|m| m.file_type().is_char_device()) {
+        println!("skipped: /dev/null is not a character device here");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, _) = store_and_export(tmp.path());
+    ok(&run(&db, &["export", "t", "--output", "/dev/null"], b""));
+    let m = std::fs::symlink_metadata(null).unwrap();
+    assert!(
+        m.file_type().is_char_device(),
+        "/dev/null was replaced by {:?}",
+        m.file_type()
+    );
+}
+
+/// A named pipe is written in place: the reader gets the export's bytes and
+/// the pipe is still a pipe.
+#[test]
+fn export_to_a_pipe_writes_through_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, want) = store_and_export(tmp.path());
+    let fifo = tmp.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .map(|s| s.success());
+    if made.ok() != Some(true) {
+        println!("skipped: mkfifo is not available");
+        return;
+    }
+    // The test holds the reading end, opened without waiting for a writer;
+    // the export (about 1 KB) fits in the pipe's buffer, so the export never
+    // waits for the test and the test reads after it ended: no thread, no
+    // way to hang. Had the export replaced the pipe, nothing would be read.
+    let mut pipe = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap()
+    };
+    ok(&run(
+        &db,
+        &["export", "t", "--output", path_str(&fifo)],
+        b"",
+    ));
+    let mut got = Vec::new();
+    pipe.read_to_end(&mut got).unwrap();
+    assert_eq!(got, want);
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
+
+/// Through a symbolic link, the file it names is replaced and the link stays.
+#[test]
+fn export_through_a_symlink_replaces_the_file_it_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, want) = store_and_export(tmp.path());
+    let real = tmp.path().join("real.fsf");
+    std::fs::write(&real, b"old").unwrap();
+    let link = tmp.path().join("link.fsf");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    ok(&run(
+        &db,
+        &["export", "t", "--output", path_str(&link)],
+        b"",
+    ));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(&real).unwrap(), want);
+}
+
+/// Files beside the target, whatever their names, are left alone; an
+/// existing regular target is replaced whole.
+#[test]
+fn export_leaves_neighbours_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, want) = store_and_export(tmp.path());
+    let out = tmp.path().join("out.fsf");
+    std::fs::write(&out, b"previous export").unwrap();
+    let neighbour = tmp.path().join("out.fsf.tmp");
+    std::fs::write(&neighbour, b"keep me").unwrap();
+    ok(&run(&db, &["export", "t", "--output", path_str(&out)], b""));
+    assert_eq!(std::fs::read(&out).unwrap(), want);
+    assert_eq!(std::fs::read(&neighbour).unwrap(), b"keep me");
+    let names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") && n != "out.fsf.tmp")
+        .collect();
+    assert!(names.is_empty(), "temporary files left: {names:?}");
+}
