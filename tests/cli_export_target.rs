@@ -19,11 +19,7 @@ fn store_and_export(tmp: &Path) -> (PathBuf, Vec<u8>) {
     ok(&run(&db, &["create", "t", "--expected", "1000"], b""));
     ok(&run(&db, &["insert", "t"], &lines(0..100)));
     let reference = tmp.join("reference.fsf");
-    ok(&run(
-        &db,
-        &["export", "t", "--output", path_str(&reference)],
-        b"",
-    ));
+    export(&db, &reference);
     let bytes = std::fs::read(&reference).unwrap();
     assert!(bytes.len() > 100, "an export of 100 keys");
     (db, bytes)
@@ -31,6 +27,16 @@ fn store_and_export(tmp: &Path) -> (PathBuf, Vec<u8>) {
 
 fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// `export t --output to`, which must succeed.
+fn export(db: &Path, to: &Path) {
+    ok(&run(db, &["export", "t", "--output", path_str(to)], b""));
+}
+
+/// What `p` itself is (a link is not followed).
+fn kind(p: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(p).unwrap().file_type()
 }
 
 #[test]
@@ -42,12 +48,11 @@ fn export_to_dev_null_leaves_the_device() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let (db, _) = store_and_export(tmp.path());
-    ok(&run(&db, &["export", "t", "--output", "/dev/null"], b""));
-    let m = std::fs::symlink_metadata(null).unwrap();
+    export(&db, null);
     assert!(
-        m.file_type().is_char_device(),
+        kind(null).is_char_device(),
         "/dev/null was replaced by {:?}",
-        m.file_type()
+        kind(null)
     );
 }
 
@@ -78,18 +83,11 @@ fn export_to_a_pipe_writes_through_it() {
             .open(&fifo)
             .unwrap()
     };
-    ok(&run(
-        &db,
-        &["export", "t", "--output", path_str(&fifo)],
-        b"",
-    ));
+    export(&db, &fifo);
     let mut got = Vec::new();
     pipe.read_to_end(&mut got).unwrap();
     assert_eq!(got, want);
-    assert!(std::fs::symlink_metadata(&fifo)
-        .unwrap()
-        .file_type()
-        .is_fifo());
+    assert!(kind(&fifo).is_fifo());
 }
 
 /// Through a symbolic link, the file it names is replaced and the link stays.
@@ -101,15 +99,8 @@ fn export_through_a_symlink_replaces_the_file_it_names() {
     std::fs::write(&real, b"old").unwrap();
     let link = tmp.path().join("link.fsf");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    ok(&run(
-        &db,
-        &["export", "t", "--output", path_str(&link)],
-        b"",
-    ));
-    assert!(std::fs::symlink_metadata(&link)
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    export(&db, &link);
+    assert!(kind(&link).is_symlink());
     assert_eq!(std::fs::read(&real).unwrap(), want);
 }
 
@@ -123,7 +114,7 @@ fn export_leaves_neighbours_alone() {
     std::fs::write(&out, b"previous export").unwrap();
     let neighbour = tmp.path().join("out.fsf.tmp");
     std::fs::write(&neighbour, b"keep me").unwrap();
-    ok(&run(&db, &["export", "t", "--output", path_str(&out)], b""));
+    export(&db, &out);
     assert_eq!(std::fs::read(&out).unwrap(), want);
     assert_eq!(std::fs::read(&neighbour).unwrap(), b"keep me");
     let names: Vec<String> = std::fs::read_dir(tmp.path())
