@@ -100,48 +100,55 @@ fn simd_equals_scalar_on_adversarial_blocks() {
     eprintln!("probe with AVX2: {}", uses_avx2());
 }
 
-/// Whole filters: single lookups, batches and views agree with the
-/// reference positions, tiny and past the pipeline threshold, every k.
+/// Whole filters of both layouts (each has its own compiled lookup): single
+/// lookups, batches and views agree with the reference positions, tiny and
+/// past the pipeline threshold, every k.
 #[test]
 fn filter_lookups_equal_reference_positions() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(13);
-    for (m, ks) in [
-        (512u64, &[1u32, 2, 7, 8, 9, 16, 31, 32][..]),
-        (512 * 40_000, &[1, 7, 8, 17, 32][..]),
-    ] {
-        for &k in ks {
-            let p = FilterParams::new(Layout::Blocked, m, k, HashSpec::xxh3(k as u64)).unwrap();
-            let words: Vec<u64> = (0..p.num_words())
-                .map(|_| rng.next_u64() | rng.next_u64() | rng.next_u64())
-                .collect();
-            let f = BitFilter::from_words(p, &words).unwrap();
-            let bytes = f.to_le_bytes();
-            let view = FilterView::new(p, &bytes).unwrap();
-            let keys: Vec<[u8; 8]> = (0..5_000u64).map(|i| i.to_le_bytes()).collect();
-            let want: Vec<bool> = keys
-                .iter()
-                .map(|key| {
-                    positions(Layout::Blocked, m, k, p.hash().hash(key))
-                        .as_slice()
-                        .iter()
-                        .all(|&q| f.bit(q))
-                })
-                .collect();
-            let single: Vec<bool> = keys.iter().map(|key| f.contains(key)).collect();
-            assert_eq!(single, want, "m={m} k={k}");
-            assert_eq!(f.contains_many(&keys), want, "batch m={m} k={k}");
-            assert_eq!(
-                BloomRead::contains_many(&view, &keys),
-                want,
-                "view m={m} k={k}"
-            );
-            let hits = want.iter().filter(|&&x| x).count();
-            assert!(
-                hits > 0 && hits < keys.len() || k == 1,
-                "m={m} k={k}: {hits}"
-            );
+    for layout in [Layout::Blocked, Layout::Standard] {
+        for (m, ks) in [
+            (512u64, &[1u32, 2, 7, 8, 9, 16, 31, 32][..]),
+            (512 * 40_000, &[1, 7, 8, 17, 32][..]),
+        ] {
+            for &k in ks {
+                lookups_equal_reference(&mut rng, layout, m, k);
+            }
         }
     }
+}
+
+fn lookups_equal_reference(rng: &mut impl RngCore, layout: Layout, m: u64, k: u32) {
+    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(k as u64)).unwrap();
+    let words: Vec<u64> = (0..p.num_words())
+        .map(|_| rng.next_u64() | rng.next_u64() | rng.next_u64())
+        .collect();
+    let f = BitFilter::from_words(p, &words).unwrap();
+    let bytes = f.to_le_bytes();
+    let view = FilterView::new(p, &bytes).unwrap();
+    let keys: Vec<[u8; 8]> = (0..5_000u64).map(|i| i.to_le_bytes()).collect();
+    let want: Vec<bool> = keys
+        .iter()
+        .map(|key| {
+            positions(layout, m, k, p.hash().hash(key))
+                .as_slice()
+                .iter()
+                .all(|&q| f.bit(q))
+        })
+        .collect();
+    let case = format!("{layout:?} m={m} k={k}");
+    let single: Vec<bool> = keys.iter().map(|key| f.contains(key)).collect();
+    assert_eq!(single, want, "{case}");
+    assert_eq!(f.contains_many(&keys), want, "batch {case}");
+    let view_single: Vec<bool> = keys.iter().map(|key| view.contains(key)).collect();
+    assert_eq!(view_single, want, "view {case}");
+    assert_eq!(
+        BloomRead::contains_many(&view, &keys),
+        want,
+        "view batch {case}"
+    );
+    let hits = want.iter().filter(|&&x| x).count();
+    assert!(hits > 0 && hits < keys.len() || k == 1, "{case}: {hits}");
 }
 
 /// While two threads insert new keys, lookups of keys inserted before the

@@ -5,7 +5,7 @@ use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, in_block_masks, KeyHash};
 use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
-use crate::filter::simd::SharedBlock;
+use crate::filter::simd::{LookupFn, SharedBlock};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
@@ -34,6 +34,8 @@ pub struct BitFilter {
     /// the same words (`SharedBlock::flat`: one bounds check and one load at
     /// `pos / 64`).
     blocks: Box<[SharedBlock]>,
+    /// This filter's lookup for this CPU (`filter::simd`).
+    lookup: LookupFn<BitFilter>,
 }
 
 impl std::fmt::Debug for BitFilter {
@@ -75,6 +77,10 @@ impl BloomRead for BitFilter {
     fn shared_block(&self, block: usize) -> Option<&SharedBlock> {
         Some(&self.blocks[block])
     }
+    #[inline(always)]
+    fn contains_hash(&self, h: KeyHash) -> bool {
+        self.lookup.call(self, h)
+    }
 }
 
 impl BitFilter {
@@ -93,6 +99,7 @@ impl BitFilter {
         Ok(BitFilter {
             params,
             blocks: v.into_boxed_slice(),
+            lookup: LookupFn::best(params.layout() == Layout::Blocked),
         })
     }
 

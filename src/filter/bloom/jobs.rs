@@ -1,14 +1,15 @@
-//! The lookups as [`Job`]s: each is compiled once per block probe (scalar,
-//! and AVX2 on x86-64) and run with the best one this CPU has, so the
-//! whole lookup, hash included, is compiled with the probe's instruction
-//! set and pays one dispatch.
+//! The lookups, written once over a block probe and compiled once per
+//! probe (scalar, and AVX2 on x86-64): a batch is a [`Job`], run with the
+//! best probe of this CPU behind one dispatch, hashing included; a single
+//! lookup of a hashed key is the [`HashLookup`] that each filter calls
+//! through the pointer it chose when made (`filter::simd::LookupFn`).
 
 use super::batch::{blocked_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
 use super::probe::block_of;
 use super::BloomRead;
 use crate::filter::hash::KeyHash;
 use crate::filter::params::Layout;
-use crate::filter::simd::{Job, Probe};
+use crate::filter::simd::{HashLookup, Job, Probe};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -24,9 +25,32 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
         let p = f.params();
         match p.layout() {
             Layout::Standard => f.standard_has_all(h),
-            Layout::Blocked => block_has_all(f, probe, block_of(p, h), h.h2, p.k()),
+            Layout::Blocked => blocked_has_all(f, probe, h),
         }
     }
+}
+
+/// Every filter's lookup, compiled per layout and probe behind its
+/// [`crate::filter::simd::LookupFn`].
+impl<F: BloomRead> HashLookup for F {
+    #[inline(always)]
+    fn lookup_with<P: Probe, const BLOCKED: bool>(&self, probe: P, h: KeyHash) -> bool {
+        match BLOCKED {
+            true => blocked_has_all(self, probe, h),
+            false => self.standard_has_all(h),
+        }
+    }
+}
+
+/// The blocked-layout lookup of a hashed key.
+#[inline(always)]
+pub(super) fn blocked_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    h: KeyHash,
+) -> bool {
+    let p = f.params();
+    block_has_all(f, probe, block_of(p, h), h.h2, p.k())
 }
 
 /// A batch of lookups.

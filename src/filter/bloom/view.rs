@@ -3,7 +3,9 @@
 use super::probe::prefetch;
 use super::{BitFilter, BloomRead};
 use crate::error::{FilterError, ParamError};
-use crate::filter::params::{FilterParams, BLOCK_BITS, WORDS_PER_BLOCK};
+use crate::filter::hash::KeyHash;
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
+use crate::filter::simd::LookupFn;
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
@@ -21,10 +23,22 @@ use crate::filter::params::{FilterParams, BLOCK_BITS, WORDS_PER_BLOCK};
 /// assert!(FilterView::new(p, &bytes[1..]).is_err(), "the length is checked");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct FilterView<'a> {
     params: FilterParams,
     bytes: &'a [u8],
+    /// This view's lookup for this CPU (`filter::simd`).
+    lookup: LookupFn<FilterView<'a>>,
+}
+
+impl std::fmt::Debug for FilterView<'_> {
+    /// The parameters and the length, not the bytes (megabytes of them).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilterView")
+            .field("params", &self.params)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl<'a> FilterView<'a> {
@@ -36,7 +50,11 @@ impl<'a> FilterView<'a> {
                 found: bytes.len() as u64,
             });
         }
-        Ok(FilterView { params, bytes })
+        Ok(FilterView {
+            params,
+            bytes,
+            lookup: LookupFn::best(params.layout() == Layout::Blocked),
+        })
     }
 
     /// Whether `key` may be in the set.
@@ -77,6 +95,10 @@ impl BloomRead for FilterView<'_> {
         if let Some(b) = self.bytes.get(i * 8) {
             prefetch(b);
         }
+    }
+    #[inline(always)]
+    fn contains_hash(&self, h: KeyHash) -> bool {
+        self.lookup.call(self, h)
     }
     #[inline(always)]
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {

@@ -1,7 +1,7 @@
 //! The AVX2 block probe (x86-64): see the parent module for what it computes
 //! and why it is sound.
 
-use super::{Job, Probe, SharedBlock};
+use super::{Probe, SharedBlock};
 use crate::filter::geometry::{MAX_K, WORDS_PER_BLOCK};
 use crate::filter::hash::BLOCK_SALTS;
 
@@ -9,26 +9,36 @@ use crate::filter::hash::BLOCK_SALTS;
 ///
 /// # Safety
 /// The CPU must support AVX2 and BMI2.
-#[cfg(target_arch = "x86_64")]
+#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn run_avx2<J: Job>(job: J) -> J::Out {
+pub(super) unsafe fn run_avx2<J: super::Job>(job: J) -> J::Out {
     job.run(Avx2(()))
+}
+
+/// `T`'s lookup compiled with AVX2 and BMI2 enabled.
+///
+/// # Safety
+/// The CPU must support AVX2 and BMI2.
+#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+pub(super) unsafe fn lookup_avx2<T: super::HashLookup, const BLOCKED: bool>(
+    t: &T,
+    h: crate::filter::hash::KeyHash,
+) -> bool {
+    t.lookup_with::<_, BLOCKED>(Avx2(()), h)
 }
 
 /// The AVX2 probe. Its field is private to `filter::simd`, which makes
 /// one only where AVX2 is known to be there: inside [`run_avx2`] (run only
 /// after `Isa::detect` said yes) or in a crate built for AVX2.
-#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx2(pub(super) ());
 
 /// The salts split for 32-bit lanes, eight probes per row: `[lo, lo of the
 /// odd lanes moved to the even ones, hi]`.
-#[cfg(target_arch = "x86_64")]
 #[repr(C, align(32))]
 struct SaltRow([[u32; 8]; 3]);
 
-#[cfg(target_arch = "x86_64")]
 const SALT_ROWS: [SaltRow; (MAX_K / 8) as usize] = {
     let mut rows = [const { SaltRow([[0; 8]; 3]) }; (MAX_K / 8) as usize];
     let mut i = 0;
@@ -45,7 +55,6 @@ const SALT_ROWS: [SaltRow; (MAX_K / 8) as usize] = {
     rows
 };
 
-#[cfg(target_arch = "x86_64")]
 impl Probe for Avx2 {
     #[inline(always)]
     fn block_has_all(self, words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
@@ -105,7 +114,6 @@ impl Probe for Avx2 {
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`Avx2`]).
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn avx2_registers_have_all(
     lo: std::arch::x86_64::__m256i,
@@ -145,7 +153,6 @@ unsafe fn avx2_registers_have_all(
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`Avx2`]).
-#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn avx2_row_bits(
     lo: std::arch::x86_64::__m256i,
