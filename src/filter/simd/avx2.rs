@@ -130,36 +130,89 @@ unsafe fn avx2_registers_have_all(
         ];
         // A filter sized for a target rate of 1% or more has k ≤ 8 (k = 6
         // at 1%): one row, no loop, no clamp (callgrind: 6 instructions
-        // fewer per lookup). Lanes at and past `k` count as set.
+        // fewer per lookup). Lanes at and past `k` are not tested:
+        // `vptest` sets CF when every bit of the mask is set in `got`.
         if k <= 8 {
-            let got = avx2_row_bits(lo, hi, h, &SALT_ROWS[0]);
-            return (u64::from(got) | (u64::MAX << k)) as u8 == u8::MAX;
+            let got = avx2_row_probed(lo, hi, h, &SALT_ROWS[0]);
+            return all_live_set(got, live_lanes(k as usize));
         }
         let k = (k as usize).min(MAX_K as usize);
         let mut all = true;
         for (r, row) in SALT_ROWS.iter().enumerate().take(k.div_ceil(8)) {
-            let got = avx2_row_bits(lo, hi, h, row);
-            // `live ≤ 32`, so the shift stays inside the u64.
-            let live = k - 8 * r;
-            all &= (u64::from(got) | (u64::MAX << live)) as u8 == u8::MAX;
+            let got = avx2_row_probed(lo, hi, h, row);
+            all &= all_live_set(got, live_lanes(k - 8 * r));
         }
         all
     }
 }
 
-/// Eight probes of one salt row: bit `j` of the result is whether probe
-/// `8·r + j` of `h = [lo32(h2), hi32(h2)]` (each broadcast) is set in the
-/// block held in `lo` and `hi`.
+/// Whether every bit set in `mask` is set in `got`: one `vptest` (CF)
+/// and `setb`. In `asm!` because LLVM rewrites `_mm256_testc_si256` with a
+/// mask loaded from a table into an AND-NOT and a horizontal OR (nine
+/// instructions where this is two).
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`]).
+#[inline]
+#[target_feature(enable = "avx")]
+unsafe fn all_live_set(got: std::arch::x86_64::__m256i, mask: std::arch::x86_64::__m256i) -> bool {
+    let all: u8;
+    // SAFETY: AVX per this function's contract. The asm reads two
+    // registers and writes one byte register and the flags; no memory.
+    unsafe {
+        std::arch::asm!(
+            "vptest {got}, {mask}",
+            "setb {all}",
+            got = in(ymm_reg) got,
+            mask = in(ymm_reg) mask,
+            all = out(reg_byte) all,
+            options(pure, nomem, nostack),
+        );
+    }
+    all != 0
+}
+
+/// Bit 0 set in the first `live` (at most 8) 32-bit lanes: which probes
+/// of a row count, as a `vptest` mask.
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn live_lanes(live: usize) -> std::arch::x86_64::__m256i {
+    #[repr(C, align(32))]
+    struct Masks([[u32; 8]; 9]);
+    const LIVE: Masks = {
+        let mut m = [[0u32; 8]; 9];
+        let mut live = 0;
+        while live < 9 {
+            let mut j = 0;
+            while j < live {
+                m[live][j] = 1;
+                j += 1;
+            }
+            live += 1;
+        }
+        Masks(m)
+    };
+    // SAFETY: AVX per this function's contract; the load reads one
+    // 32-byte aligned row of 32 bytes (`live` clamped to the table).
+    unsafe { std::arch::x86_64::_mm256_load_si256(LIVE.0[live.min(8)].as_ptr().cast()) }
+}
+
+/// Eight probes of one salt row: bit 0 of lane `j` of the result is
+/// probe `8·r + j` of `h = [lo32(h2), hi32(h2)]` (each broadcast), read
+/// from the block held in `lo` and `hi` (the other bits are not
+/// meaningful).
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`Avx2`]).
 #[inline(always)]
-unsafe fn avx2_row_bits(
+unsafe fn avx2_row_probed(
     lo: std::arch::x86_64::__m256i,
     hi: std::arch::x86_64::__m256i,
     h: [std::arch::x86_64::__m256i; 2],
     row: &SaltRow,
-) -> u32 {
+) -> std::arch::x86_64::__m256i {
     use std::arch::x86_64::*;
     // SAFETY: AVX2 per this function's contract; the salt loads read
     // 32-byte aligned rows of 32 bytes each.
@@ -176,20 +229,20 @@ unsafe fn avx2_row_bits(
         let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(h_lo, s_lo));
         let odd = _mm256_mul_epu32(h_lo, s_lo_odd);
         let carry = _mm256_blend_epi32::<0b1010_1010>(even, odd);
-        let pos = _mm256_srli_epi32::<23>(_mm256_add_epi32(carry, cross));
-        // Lane `pos / 32` of the block, bit `pos % 32` to the sign.
-        let lane = _mm256_srli_epi32::<5>(pos);
+        // The position is the top 9 bits of `top`: lane `pos / 32` of the
+        // block is bits 28–31 (`vpermd` reads the low three of the index,
+        // the sign picks the register), bit `pos % 32` is bits 23–27.
+        let top = _mm256_add_epi32(carry, cross);
+        let lane = _mm256_srli_epi32::<28>(top);
         let from_lo = _mm256_permutevar8x32_epi32(lo, lane);
         let from_hi = _mm256_permutevar8x32_epi32(hi, lane);
-        let upper = _mm256_slli_epi32::<23>(pos);
         let word = _mm256_castps_si256(_mm256_blendv_ps(
             _mm256_castsi256_ps(from_lo),
             _mm256_castsi256_ps(from_hi),
-            _mm256_castsi256_ps(upper),
+            _mm256_castsi256_ps(top),
         ));
-        let low5 = _mm256_set1_epi32(31);
-        let probed = _mm256_sllv_epi32(word, _mm256_andnot_si256(pos, low5));
-        _mm256_movemask_ps(_mm256_castsi256_ps(probed)) as u32
+        let bit = _mm256_srli_epi32::<27>(_mm256_slli_epi32::<4>(top));
+        _mm256_srlv_epi32(word, bit)
     }
 }
 
