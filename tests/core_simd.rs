@@ -190,31 +190,51 @@ fn bulk_inserts_equal_single_inserts() {
         for n in [0u64, 1, 15, 16, 17, 1_000, 300_000] {
             let p =
                 FilterParams::with_bits_per_key(n.max(1), 10.0, layout, HashSpec::xxh3(n)).unwrap();
-            let keys: Vec<[u8; 8]> = (0..n).chain(0..n / 3).map(|i| i.to_le_bytes()).collect();
-            let single = BitFilter::new(p).unwrap();
-            let fresh = keys.iter().filter(|k| single.insert(&k[..])).count() as u64;
-            let shared = BitFilter::new(p).unwrap();
-            assert_eq!(
-                shared.insert_many(&keys),
-                fresh,
-                "{layout} n={n}: new-bit count"
-            );
-            let mut exclusive = BitFilter::new(p).unwrap();
-            exclusive.insert_many_mut(&keys);
-            let hashes: Vec<_> = keys.iter().map(|k| p.hash().hash(k)).collect();
-            let by_hash = BitFilter::new(p).unwrap();
-            by_hash.insert_hashes(&hashes);
-            let mut by_hash_mut = BitFilter::new(p).unwrap();
-            by_hash_mut.insert_hashes_mut(&hashes);
-            let want = single.to_words();
-            for (what, f) in [
-                ("insert_many", &shared),
-                ("insert_many_mut", &exclusive),
-                ("insert_hashes", &by_hash),
-                ("insert_hashes_mut", &by_hash_mut),
-            ] {
-                assert!(f.to_words() == want, "{layout} n={n}: {what} differs");
-            }
+            bulk_equals_single(p, n);
         }
+        // Every k around the AVX2 row of eight positions (the bulk inserts
+        // take positions 0–7 from the vector probe, the rest one by one).
+        for k in [1, 2, 7, 8, 9, 16, 17, 32] {
+            let p = FilterParams::new(layout, 512 * 40, k, HashSpec::xxh3(k.into())).unwrap();
+            bulk_equals_single(p, 2_000);
+        }
+    }
+}
+
+/// `n` keys (and a third of them again) inserted one by one and by each
+/// bulk insert into filters of parameters `p`: the bits of the reference
+/// positions, the same count of keys that set a new bit.
+fn bulk_equals_single(p: FilterParams, n: u64) {
+    let case = format!("{} k={} n={n}", p.layout(), p.k());
+    let keys: Vec<[u8; 8]> = (0..n).chain(0..n / 3).map(|i| i.to_le_bytes()).collect();
+    let single = BitFilter::new(p).unwrap();
+    let fresh = keys.iter().filter(|k| single.insert(&k[..])).count() as u64;
+    let shared = BitFilter::new(p).unwrap();
+    assert_eq!(shared.insert_many(&keys), fresh, "{case}: new-bit count");
+    let mut exclusive = BitFilter::new(p).unwrap();
+    exclusive.insert_many_mut(&keys);
+    let hashes: Vec<_> = keys.iter().map(|k| p.hash().hash(k)).collect();
+    let by_hash = BitFilter::new(p).unwrap();
+    by_hash.insert_hashes(&hashes);
+    let mut by_hash_mut = BitFilter::new(p).unwrap();
+    by_hash_mut.insert_hashes_mut(&hashes);
+    let want = single.to_words();
+    let mut reference = vec![0u64; p.num_words()];
+    for key in &keys {
+        for &q in positions(p.layout(), p.m(), p.k(), p.hash().hash(key)).as_slice() {
+            reference[(q / 64) as usize] |= 1 << (q % 64);
+        }
+    }
+    assert!(
+        want == reference,
+        "{case}: single inserts differ from positions()"
+    );
+    for (what, f) in [
+        ("insert_many", &shared),
+        ("insert_many_mut", &exclusive),
+        ("insert_hashes", &by_hash),
+        ("insert_hashes_mut", &by_hash_mut),
+    ] {
+        assert!(f.to_words() == want, "{case}: {what} differs");
     }
 }

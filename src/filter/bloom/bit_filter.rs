@@ -3,9 +3,11 @@
 use super::probe::{block_of, or_into, prefetch, probe_standard};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
-use crate::filter::hash::{for_each_standard_position, in_block_masks, KeyHash};
+use crate::filter::hash::{for_each_standard_position, KeyHash};
 use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
-use crate::filter::simd::{LookupFn, SharedBlock};
+use crate::filter::simd::{
+    self, block_masks, for_each_block_position, Job, LookupFn, Probe, Scalar, SharedBlock,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
@@ -146,6 +148,12 @@ impl BitFilter {
     /// [`BitFilter::insert`] for a key already hashed with this filter's spec.
     #[inline]
     pub fn insert_hash(&self, h: KeyHash) -> bool {
+        self.insert_hash_with(Scalar, h)
+    }
+
+    /// [`BitFilter::insert_hash`] with the block positions from `probe`.
+    #[inline(always)]
+    fn insert_hash_with<P: Probe>(&self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
         let mut changed = false;
         // A locked read-modify-write is a full barrier on x86-64: no later
@@ -171,7 +179,7 @@ impl BitFilter {
             }
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
-                for (word, mask) in block.iter().zip(in_block_masks(h.h2, p.k())) {
+                for (word, mask) in block.iter().zip(block_masks(probe, h.h2, p.k())) {
                     changed |= or_into(word, mask);
                 }
             }
@@ -210,14 +218,31 @@ impl BitFilter {
         self.insert_hashes_mut_with(hashes.len(), |i| hashes[i]);
     }
 
-    /// The shared-filter bulk insert: a ring of hashes `INSERT_AHEAD` deep.
+    /// The shared-filter bulk insert, compiled for this CPU (see
+    /// [`BulkInsert`]).
     fn insert_hashes_with(&self, n: usize, hash: impl Fn(usize) -> KeyHash) -> u64 {
+        simd::dispatch(BulkInsert { f: self, n, hash })
+    }
+
+    /// The exclusive bulk insert, compiled for this CPU.
+    fn insert_hashes_mut_with(&mut self, n: usize, hash: impl Fn(usize) -> KeyHash) {
+        simd::dispatch(BulkInsertMut { f: self, n, hash });
+    }
+
+    /// The shared-filter bulk insert: a ring of hashes `INSERT_AHEAD` deep.
+    #[inline(always)]
+    fn insert_hashes_ring<P: Probe>(
+        &self,
+        probe: P,
+        n: usize,
+        hash: impl Fn(usize) -> KeyHash,
+    ) -> u64 {
         let mut ring = [KeyHash { h1: 0, h2: 0 }; INSERT_AHEAD];
         let mut changed = 0;
         for i in 0..n + INSERT_AHEAD {
             let slot = &mut ring[i % INSERT_AHEAD];
             if i >= INSERT_AHEAD {
-                changed += u64::from(self.insert_hash(*slot));
+                changed += u64::from(self.insert_hash_with(probe, *slot));
             }
             if i < n {
                 *slot = hash(i);
@@ -228,25 +253,28 @@ impl BitFilter {
     }
 
     /// The exclusive bulk insert: plain stores, same ring.
-    fn insert_hashes_mut_with(&mut self, n: usize, hash: impl Fn(usize) -> KeyHash) {
+    #[inline(always)]
+    fn insert_hashes_mut_ring<P: Probe>(
+        &mut self,
+        probe: P,
+        n: usize,
+        hash: impl Fn(usize) -> KeyHash,
+    ) {
         let p = self.params;
         let mut ring = [KeyHash { h1: 0, h2: 0 }; INSERT_AHEAD];
         for i in 0..n + INSERT_AHEAD {
             let slot = &mut ring[i % INSERT_AHEAD];
             if i >= INSERT_AHEAD {
                 let h = *slot;
-                let words = SharedBlock::flat_mut(&mut self.blocks);
                 match p.layout() {
                     Layout::Blocked => {
-                        let base = block_of(&p, h) * WORDS_PER_BLOCK;
-                        let block = &mut words[base..base + WORDS_PER_BLOCK];
-                        // The masks are built in registers, then each word is
-                        // written once: fewer instructions than a store per probe.
-                        for (w, mask) in block.iter_mut().zip(in_block_masks(h.h2, p.k())) {
-                            *w.get_mut() |= mask;
-                        }
+                        let block = &mut self.blocks[block_of(&p, h)].0;
+                        for_each_block_position(probe, h.h2, p.k(), |pos| {
+                            *block[(pos / 64) as usize & 7].get_mut() |= 1 << (pos % 64);
+                        });
                     }
                     Layout::Standard => {
+                        let words = SharedBlock::flat_mut(&mut self.blocks);
                         for_each_standard_position(h, p.m(), p.k(), |pos| {
                             *words[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
                             true
@@ -342,5 +370,37 @@ impl BitFilter {
             f.store_word(i, self.word(i));
         }
         Ok(f)
+    }
+}
+
+/// [`BitFilter::insert_hashes_with`] as a [`Job`]: compiled once more with
+/// AVX2 and BMI2 (`mulx` in the hash and the range map, `shlx` for the
+/// bits), run with the best this CPU has.
+struct BulkInsert<'a, H> {
+    f: &'a BitFilter,
+    n: usize,
+    hash: H,
+}
+
+impl<H: Fn(usize) -> KeyHash> Job for BulkInsert<'_, H> {
+    type Out = u64;
+    #[inline(always)]
+    fn run<P: Probe>(self, probe: P) -> u64 {
+        self.f.insert_hashes_ring(probe, self.n, self.hash)
+    }
+}
+
+/// [`BitFilter::insert_hashes_mut_with`] as a [`Job`] (see [`BulkInsert`]).
+struct BulkInsertMut<'a, H> {
+    f: &'a mut BitFilter,
+    n: usize,
+    hash: H,
+}
+
+impl<H: Fn(usize) -> KeyHash> Job for BulkInsertMut<'_, H> {
+    type Out = ();
+    #[inline(always)]
+    fn run<P: Probe>(self, probe: P) {
+        self.f.insert_hashes_mut_ring(probe, self.n, self.hash);
     }
 }

@@ -57,6 +57,24 @@ const SALT_ROWS: [SaltRow; (MAX_K / 8) as usize] = {
 
 impl Probe for Avx2 {
     #[inline(always)]
+    fn block_positions(self, h2: u64) -> [u32; 8] {
+        use std::arch::x86_64::*;
+        let mut out = [0u32; 8];
+        // SAFETY: an `Avx2` exists only where AVX2 is (see its docs); the
+        // store writes the 32 bytes of the local `out` (`storeu`: no
+        // alignment needed).
+        unsafe {
+            let h = [
+                _mm256_set1_epi32(h2 as u32 as i32),
+                _mm256_set1_epi32((h2 >> 32) as u32 as i32),
+            ];
+            let pos = _mm256_srli_epi32::<23>(avx2_row_tops(h, &SALT_ROWS[0]));
+            _mm256_storeu_si256(out.as_mut_ptr().cast::<__m256i>(), pos);
+        }
+        out
+    }
+
+    #[inline(always)]
     fn block_has_all(self, words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
         use std::arch::x86_64::*;
         // SAFETY: an `Avx2` exists only inside `run_avx2`, which runs only on
@@ -199,6 +217,36 @@ unsafe fn live_lanes(live: usize) -> std::arch::x86_64::__m256i {
     unsafe { std::arch::x86_64::_mm256_load_si256(LIVE.0[live.min(8)].as_ptr().cast()) }
 }
 
+/// The top 32 bits of the eight wrapping 64-bit products `h2 · salt` of
+/// one salt row (module docs), `h = [lo32(h2), hi32(h2)]` each broadcast:
+/// the position of probe `8·r + j` is the top 9 bits of lane `j`.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn avx2_row_tops(
+    h: [std::arch::x86_64::__m256i; 2],
+    row: &SaltRow,
+) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX2 per this function's contract; the salt loads read
+    // 32-byte aligned rows of 32 bytes each.
+    unsafe {
+        let [h_lo, h_hi] = h;
+        let s_lo = _mm256_load_si256(row.0[0].as_ptr().cast::<__m256i>());
+        let s_lo_odd = _mm256_load_si256(row.0[1].as_ptr().cast::<__m256i>());
+        let s_hi = _mm256_load_si256(row.0[2].as_ptr().cast::<__m256i>());
+        let cross = _mm256_add_epi32(
+            _mm256_mullo_epi32(h_lo, s_hi),
+            _mm256_mullo_epi32(h_hi, s_lo),
+        );
+        let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(h_lo, s_lo));
+        let odd = _mm256_mul_epu32(h_lo, s_lo_odd);
+        let carry = _mm256_blend_epi32::<0b1010_1010>(even, odd);
+        _mm256_add_epi32(carry, cross)
+    }
+}
+
 /// Eight probes of one salt row: bit 0 of lane `j` of the result is
 /// probe `8·r + j` of `h = [lo32(h2), hi32(h2)]` (each broadcast), read
 /// from the block held in `lo` and `hi` (the other bits are not
@@ -214,25 +262,12 @@ unsafe fn avx2_row_probed(
     row: &SaltRow,
 ) -> std::arch::x86_64::__m256i {
     use std::arch::x86_64::*;
-    // SAFETY: AVX2 per this function's contract; the salt loads read
-    // 32-byte aligned rows of 32 bytes each.
+    // SAFETY: AVX2 per this function's contract.
     unsafe {
-        let [h_lo, h_hi] = h;
-        let s_lo = _mm256_load_si256(row.0[0].as_ptr().cast::<__m256i>());
-        let s_lo_odd = _mm256_load_si256(row.0[1].as_ptr().cast::<__m256i>());
-        let s_hi = _mm256_load_si256(row.0[2].as_ptr().cast::<__m256i>());
-        // Top 32 bits of the eight wrapping 64-bit products (module docs).
-        let cross = _mm256_add_epi32(
-            _mm256_mullo_epi32(h_lo, s_hi),
-            _mm256_mullo_epi32(h_hi, s_lo),
-        );
-        let even = _mm256_srli_epi64::<32>(_mm256_mul_epu32(h_lo, s_lo));
-        let odd = _mm256_mul_epu32(h_lo, s_lo_odd);
-        let carry = _mm256_blend_epi32::<0b1010_1010>(even, odd);
         // The position is the top 9 bits of `top`: lane `pos / 32` of the
         // block is bits 28–31 (`vpermd` reads the low three of the index,
         // the sign picks the register), bit `pos % 32` is bits 23–27.
-        let top = _mm256_add_epi32(carry, cross);
+        let top = avx2_row_tops(h, row);
         let lane = _mm256_srli_epi32::<28>(top);
         let from_lo = _mm256_permutevar8x32_epi32(lo, lane);
         let from_hi = _mm256_permutevar8x32_epi32(hi, lane);

@@ -79,6 +79,40 @@ pub(crate) trait Probe: Copy {
         let words = std::array::from_fn(|w| block.0[w].load(Ordering::Relaxed));
         self.block_has_all(&words, h2, k)
     }
+
+    /// The in-block positions of probes 0–7 of `h2` (whatever `k` is).
+    #[inline(always)]
+    fn block_positions(self, h2: u64) -> [u32; 8] {
+        std::array::from_fn(|i| in_block_position(h2, i))
+    }
+}
+
+/// Calls `f` with each of the `k` in-block positions of `h2` (each below
+/// 512), the first eight from `probe` (one vector computation with AVX2).
+#[inline(always)]
+pub(crate) fn for_each_block_position<P: Probe>(probe: P, h2: u64, k: u32, mut f: impl FnMut(u32)) {
+    let k = (k as usize).min(MAX_K as usize);
+    for &pos in probe.block_positions(h2).iter().take(k) {
+        f(pos);
+    }
+    for i in 8..k {
+        f(in_block_position(h2, i));
+    }
+}
+
+/// The word masks of a key's `k` in-block positions (bit `p % 64` of word
+/// `p / 64` for each position `p`): what an insert ORs into its block.
+/// The first eight positions come from `probe` (one vector computation
+/// with AVX2), the rest one by one.
+#[inline(always)]
+pub(crate) fn block_masks<P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    let mut masks = [0u64; WORDS_PER_BLOCK];
+    // `pos < 512`; the `& 7` spares a bounds check that the compiler cannot
+    // see past the vector store.
+    for_each_block_position(probe, h2, k, |pos| {
+        masks[(pos / 64) as usize & 7] |= 1 << (pos % 64)
+    });
+    masks
 }
 
 /// One block of a shared filter: eight atomic words on one 64-byte line.
