@@ -32,7 +32,7 @@ use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, FilterError, ParamError};
 use crate::filter::bloom::{check_compatible, BitFilter, BloomRead, FilterView};
-use crate::filter::hash::HashSpec;
+use crate::filter::hash::{HashSpec, KeyHash};
 use crate::filter::params::{FilterParams, Layout};
 use thiserror::Error;
 
@@ -389,6 +389,22 @@ impl BloomRead for ReceivedFilter<'_> {
         match self {
             ReceivedFilter::Borrowed(v) => v.prefetch_word(i),
             ReceivedFilter::Owned(f) => f.prefetch_word(i),
+        }
+    }
+    // The inner filter's own lookup (its compiled probe, its block reads),
+    // not the default one word at a time through the match above.
+    #[inline]
+    fn contains_hash(&self, h: KeyHash) -> bool {
+        match self {
+            ReceivedFilter::Borrowed(v) => v.contains_hash(h),
+            ReceivedFilter::Owned(f) => f.contains_hash(h),
+        }
+    }
+    #[inline]
+    fn contains_many_into<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut [bool]) {
+        match self {
+            ReceivedFilter::Borrowed(v) => v.contains_many_into(keys, out),
+            ReceivedFilter::Owned(f) => f.contains_many_into(keys, out),
         }
     }
 }

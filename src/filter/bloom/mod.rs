@@ -33,7 +33,7 @@
 //! Measured with callgrind (10M-key blocked filter, 16-byte keys, k = 7):
 //! the scalar lookup is 143 instructions, of which XXH3-128 is ~45 and the
 //! seven probes ~65 (nine each: multiply, shifts, load, AND, loop); the
-//! AVX2 probe (`filter::simd`) tests eight probes in ~25 and reads the
+//! AVX2 probe (`filter::simd`) then tested eight probes in ~25 and read the
 //! block with four 16-byte loads (it was 20 instructions to copy the block
 //! out of its atomic words word by word); the whole lookup was 142
 //! instructions. Keeping the bits as a slice of aligned blocks (a block is
@@ -41,8 +41,9 @@
 //! registers around the probe) made it 134, and probing `k ≤ 8` as one
 //! row without a loop 128; calling each filter's lookup through a pointer
 //! chosen when the filter is made (`filter::simd::LookupFn`: no per-call
-//! CPU check, the hash in registers, one function per layout) 94, the
-//! same lookup built for AVX2 and inlined 75. `sbbf-rs-safe` spends 46 on
+//! CPU check, the hash in registers, one function per layout) 94, and
+//! answering the probe with one `vptest` 92 (the same lookup built for AVX2
+//! and inlined was 75 before the `vptest`). `sbbf-rs-safe` spends 46 on
 //! its whole lookup (a 64-bit hash and eight 32-bit lanes at once).
 //!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead

@@ -168,3 +168,56 @@ fn halving_refuses_non_powers_of_two() {
     let p = FilterParams::new(Layout::Blocked, 512, 3, HashSpec::xxh3(1)).unwrap();
     assert!(BitFilter::new(p).unwrap().halve().is_err());
 }
+
+/// Every compiled lookup (the scalar one, and the AVX2 one on a CPU that
+/// has it), both layouts, `k` around the probe's row of eight: the answer
+/// of the reference positions, and the same as `contains_hash`.
+#[test]
+fn every_compiled_lookup_matches_the_reference() {
+    use crate::filter::hash::positions;
+    use crate::filter::simd::LookupFn;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x ^ (x >> 29)
+    };
+    for layout in [Layout::Blocked, Layout::Standard] {
+        for k in [1, 2, 7, 8, 9, 16, 17, 32] {
+            let p = FilterParams::new(layout, 512 * 64, k, HashSpec::xxh3(k.into())).unwrap();
+            // Seven bits in eight set: both answers are common at every k.
+            let words: Vec<u64> = (0..p.num_words())
+                .map(|_| next() | next() | next())
+                .collect();
+            let f = BitFilter::from_words(p, &words).unwrap();
+            let lookups = LookupFn::<BitFilter>::all_for_tests(layout == Layout::Blocked);
+            for i in 0..3_000u64 {
+                let h = p.hash().hash(&i.to_le_bytes());
+                let want = positions(layout, p.m(), k, h)
+                    .as_slice()
+                    .iter()
+                    .all(|&q| f.bit(q));
+                assert_eq!(f.contains_hash(h), want, "{layout} k={k} key {i}");
+                for (j, l) in lookups.iter().enumerate() {
+                    let got = l.call_pointer_for_tests(&f, h);
+                    assert_eq!(got, want, "{layout} k={k} key {i} lookup {j}");
+                }
+            }
+        }
+    }
+}
+
+/// A view of long-lived bytes is usable where a shorter-lived one is
+/// expected: the view is covariant in its lifetime (a compile-time check;
+/// a view that stored a `fn(&FilterView<'a>)` was not).
+#[test]
+fn a_view_shortens_its_lifetime() {
+    fn shorten<'a>(v: FilterView<'static>) -> FilterView<'a> {
+        v
+    }
+    static BYTES: [u8; 64] = [0; 64];
+    let p = FilterParams::new(Layout::Blocked, 512, 1, HashSpec::xxh3(0)).unwrap();
+    let v = shorten(FilterView::new(p, &BYTES).unwrap());
+    assert!(!v.contains(b"absent from an empty filter"));
+}

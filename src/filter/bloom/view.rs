@@ -27,8 +27,6 @@ use crate::filter::simd::LookupFn;
 pub struct FilterView<'a> {
     params: FilterParams,
     bytes: &'a [u8],
-    /// This view's lookup for this CPU (`filter::simd`).
-    lookup: LookupFn<FilterView<'a>>,
 }
 
 impl std::fmt::Debug for FilterView<'_> {
@@ -50,11 +48,7 @@ impl<'a> FilterView<'a> {
                 found: bytes.len() as u64,
             });
         }
-        Ok(FilterView {
-            params,
-            bytes,
-            lookup: LookupFn::best(params.layout() == Layout::Blocked),
-        })
+        Ok(FilterView { params, bytes })
     }
 
     /// Whether `key` may be in the set.
@@ -98,7 +92,10 @@ impl BloomRead for FilterView<'_> {
     }
     #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
-        self.lookup.call(self, h)
+        // Chosen per call, not kept in the view: a stored `fn(&FilterView<'a>)`
+        // would make the view invariant in `'a` (a view of `'static` bytes
+        // could no longer be passed where a shorter one is expected).
+        LookupFn::best(self.params.layout() == Layout::Blocked).call(self, h)
     }
     #[inline(always)]
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {

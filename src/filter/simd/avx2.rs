@@ -3,7 +3,7 @@
 
 use super::{Probe, SharedBlock};
 use crate::filter::geometry::{MAX_K, WORDS_PER_BLOCK};
-use crate::filter::hash::BLOCK_SALTS;
+use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 
 /// `job` compiled with AVX2 and BMI2 enabled.
 ///
@@ -28,9 +28,12 @@ pub(super) unsafe fn lookup_avx2<T: super::HashLookup, const BLOCKED: bool>(
     t.lookup_with::<_, BLOCKED>(Avx2(()), h)
 }
 
-/// The AVX2 probe. Its field is private to `filter::simd`, which makes
-/// one only where AVX2 is known to be there: inside [`run_avx2`] (run only
-/// after `Isa::detect` said yes) or in a crate built for AVX2.
+/// The AVX2 probe: holding one means the CPU has AVX2 and BMI2. Its field
+/// is private to `filter::simd`, which makes one in three places only:
+/// inside [`run_avx2`] and [`lookup_avx2`] (called only after
+/// `Isa::detect` said yes: `dispatch`, `LookupFn::best`), and in
+/// `dispatch` and `LookupFn::call` of a crate built for AVX2 and BMI2
+/// (`cfg(target_feature)`), which runs only on such CPUs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx2(pub(super) ());
 
@@ -57,11 +60,12 @@ const SALT_ROWS: [SaltRow; (MAX_K / 8) as usize] = {
 
 impl Probe for Avx2 {
     #[inline(always)]
-    fn block_positions(self, h2: u64) -> [u32; 8] {
+    fn for_each_block_position(self, h2: u64, k: u32, mut f: impl FnMut(u32)) {
         use std::arch::x86_64::*;
-        let mut out = [0u32; 8];
-        // SAFETY: an `Avx2` exists only where AVX2 is (see its docs); the
-        // store writes the 32 bytes of the local `out` (`storeu`: no
+        let k = (k as usize).min(MAX_K as usize);
+        let mut first = [0u32; 8];
+        // SAFETY: holding an `Avx2` means AVX2 is there (its docs); the
+        // store writes the 32 bytes of the local `first` (`storeu`: no
         // alignment needed).
         unsafe {
             let h = [
@@ -69,18 +73,22 @@ impl Probe for Avx2 {
                 _mm256_set1_epi32((h2 >> 32) as u32 as i32),
             ];
             let pos = _mm256_srli_epi32::<23>(avx2_row_tops(h, &SALT_ROWS[0]));
-            _mm256_storeu_si256(out.as_mut_ptr().cast::<__m256i>(), pos);
+            _mm256_storeu_si256(first.as_mut_ptr().cast::<__m256i>(), pos);
         }
-        out
+        for &pos in first.iter().take(k) {
+            f(pos);
+        }
+        for i in 8..k {
+            f(in_block_position(h2, i));
+        }
     }
 
     #[inline(always)]
     fn block_has_all(self, words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
         use std::arch::x86_64::*;
-        // SAFETY: an `Avx2` exists only inside `run_avx2`, which runs only on
-        // CPUs with AVX2 (module docs). The loads read the local `words`
-        // (64 bytes, in bounds) and the salt table (32-byte aligned rows of
-        // 32 bytes each); `loadu` needs no alignment anyway.
+        // SAFETY: holding an `Avx2` means AVX2 is there (its docs). The
+        // loads read the local `words` (64 bytes, in bounds; `loadu` needs
+        // no alignment).
         unsafe {
             let lo = _mm256_loadu_si256(words.as_ptr().cast::<__m256i>());
             let hi = _mm256_loadu_si256(words.as_ptr().add(4).cast::<__m256i>());
@@ -93,8 +101,8 @@ impl Probe for Avx2 {
         use std::arch::x86_64::*;
         let p = block.0.as_ptr();
         let (q0, q1, q2, q3): (__m128i, __m128i, __m128i, __m128i);
-        // SAFETY: an `Avx2` exists only inside `run_avx2`, on CPUs with AVX
-        // (module docs), so VMOVDQA exists. `p` points to a live block of 64
+        // SAFETY: holding an `Avx2` means AVX is there (its docs), so
+        // VMOVDQA exists. `p` points to a live block of 64
         // bytes, 64-byte aligned (`SharedBlock`), so the four 16-byte loads
         // are in bounds and aligned. The loads are not a data race although
         // other threads write these words through atomics: the block is

@@ -17,7 +17,8 @@
 //!   `p` is bit `p % 32` of lane `p / 32`. `vpermd` on both registers and a
 //!   blend on bit 8 of `p` bring each probe's lane into place, a variable
 //!   right shift by `p % 32` moves the probed bit to bit 0, and one
-//!   `vptest` against a mask of the first `k` lanes' bit 0 answers all of
+//!   `vptest` against a mask of the live lanes' bit 0 (the first `k` of a
+//!   row of eight, all eight in the full rows of `k > 8`) answers all of
 //!   them (it replaced a shift to the sign, `vmovmskps` and five scalar
 //!   instructions to ignore the lanes past `k`: 94 → 92 instructions per
 //!   lookup).
@@ -80,37 +81,36 @@ pub(crate) trait Probe: Copy {
         self.block_has_all(&words, h2, k)
     }
 
-    /// The in-block positions of probes 0–7 of `h2` (whatever `k` is).
+    /// Calls `f` with each of the `k` in-block positions of `h2` (each
+    /// below 512), in probe order. The AVX2 probe computes the first eight
+    /// with one vector multiply.
     #[inline(always)]
-    fn block_positions(self, h2: u64) -> [u32; 8] {
-        std::array::from_fn(|i| in_block_position(h2, i))
+    fn for_each_block_position(self, h2: u64, k: u32, mut f: impl FnMut(u32)) {
+        for i in 0..(k as usize).min(MAX_K as usize) {
+            f(in_block_position(h2, i));
+        }
     }
 }
 
-/// Calls `f` with each of the `k` in-block positions of `h2` (each below
-/// 512), the first eight from `probe` (one vector computation with AVX2).
+/// Word `pos / 64` of a block and bit `pos % 64` in it, for an in-block
+/// position (`pos < 512`: the `& 7` spares a bounds check that the compiler
+/// cannot see past the AVX2 probe's vector store).
 #[inline(always)]
-pub(crate) fn for_each_block_position<P: Probe>(probe: P, h2: u64, k: u32, mut f: impl FnMut(u32)) {
-    let k = (k as usize).min(MAX_K as usize);
-    for &pos in probe.block_positions(h2).iter().take(k) {
-        f(pos);
-    }
-    for i in 8..k {
-        f(in_block_position(h2, i));
-    }
+pub(crate) fn block_word_bit(pos: u32) -> (usize, u64) {
+    debug_assert!(pos < 512, "in-block position {pos}");
+    ((pos / 64) as usize & 7, 1 << (pos % 64))
 }
 
 /// The word masks of a key's `k` in-block positions (bit `p % 64` of word
-/// `p / 64` for each position `p`): what an insert ORs into its block.
-/// The first eight positions come from `probe` (one vector computation
-/// with AVX2), the rest one by one.
+/// `p / 64` for each position `p`): what a shared insert ORs into its
+/// block, positions from `probe` (`hash::in_block_masks` computes the same
+/// masks on its own, as the reference of `positions()`).
 #[inline(always)]
 pub(crate) fn block_masks<P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     let mut masks = [0u64; WORDS_PER_BLOCK];
-    // `pos < 512`; the `& 7` spares a bounds check that the compiler cannot
-    // see past the vector store.
-    for_each_block_position(probe, h2, k, |pos| {
-        masks[(pos / 64) as usize & 7] |= 1 << (pos % 64)
+    probe.for_each_block_position(h2, k, |pos| {
+        let (w, bit) = block_word_bit(pos);
+        masks[w] |= bit;
     });
     masks
 }
@@ -274,7 +274,8 @@ pub(crate) trait HashLookup {
 }
 
 /// A filter's lookup compiled for its layout and the best probe of this
-/// CPU, chosen once, when the filter is made, and called through a pointer.
+/// CPU, called through a pointer: a [`crate::BitFilter`] chooses it once,
+/// when made; a [`crate::FilterView`] per call (see its `contains_hash`).
 ///
 /// A single lookup used to [`dispatch`] per call: the caller loaded the
 /// cached CPU answer, branched, kept the scalar lookup inlined beside the
@@ -283,9 +284,10 @@ pub(crate) trait HashLookup {
 /// layout and saved registers for the standard layout's loop. Callgrind
 /// (lab loop of `contains`, 1M-key blocked filter, 16-byte keys, k = 7):
 /// 128 instructions per lookup; through a `LookupFn`, with the hash in
-/// registers and one function per layout, 94 (the standard layout 92).
+/// registers and one function per layout, 94 (the standard layout 92;
+/// 92 for the blocked one since its probe answers with one `vptest`).
 /// Built for AVX2 (`-C target-cpu=x86-64-v3`) there is no pointer: the
-/// lookup inlines into the caller (75).
+/// lookup inlines into the caller (75 before the `vptest`).
 pub(crate) struct LookupFn<T> {
     /// The compiled lookup (not called in a crate built for AVX2, where
     /// [`LookupFn::call`] inlines the lookup instead).
@@ -315,6 +317,7 @@ impl<T> std::fmt::Debug for LookupFn<T> {
 
 impl<T: HashLookup> LookupFn<T> {
     /// The lookup of a filter of this layout for this CPU.
+    #[inline]
     pub(crate) fn best(blocked: bool) -> Self {
         #[cfg(all(
             target_arch = "x86_64",
@@ -327,6 +330,11 @@ impl<T: HashLookup> LookupFn<T> {
             };
             return LookupFn { f, blocked };
         }
+        LookupFn::scalar(blocked)
+    }
+
+    /// The lookup with the portable probe.
+    fn scalar(blocked: bool) -> Self {
         let f = match blocked {
             true => lookup_scalar::<T, true>,
             false => lookup_scalar::<T, false>,
@@ -356,6 +364,23 @@ impl<T: HashLookup> LookupFn<T> {
     }
 }
 
+#[cfg(test)]
+impl<T: HashLookup> LookupFn<T> {
+    /// Every lookup this build can run on this CPU for a layout (the scalar
+    /// one, and the one [`LookupFn::best`] picks), for the tests.
+    pub(crate) fn all_for_tests(blocked: bool) -> [Self; 2] {
+        [LookupFn::scalar(blocked), LookupFn::best(blocked)]
+    }
+
+    /// Calls the pointer itself (which [`LookupFn::call`] skips in a crate
+    /// built for AVX2).
+    pub(crate) fn call_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
+        // SAFETY: as in `call`: the pointer is `lookup_avx2` only if this
+        // CPU has AVX2 and BMI2.
+        unsafe { (self.f)(t, h) }
+    }
+}
+
 /// `T`'s lookup with the scalar probe (`unsafe` only to share
 /// [`LookupFn`]'s pointer type; it has no requirement).
 unsafe fn lookup_scalar<T: HashLookup, const BLOCKED: bool>(t: &T, h: KeyHash) -> bool {
@@ -363,7 +388,8 @@ unsafe fn lookup_scalar<T: HashLookup, const BLOCKED: bool>(t: &T, h: KeyHash) -
 }
 
 /// The dispatched block probe on its own (for the tests that compare it
-/// with [`scalar_block_has_all`]; lookups run whole jobs instead).
+/// with [`scalar_block_has_all`]; lookups run whole lookups compiled for
+/// the probe instead: [`LookupFn`], and [`Job`]s for batches).
 #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
 pub fn block_has_all(words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
     struct One<'a>(&'a [u64; WORDS_PER_BLOCK], u64, u32);
