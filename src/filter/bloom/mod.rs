@@ -43,7 +43,7 @@
 //! chosen when the filter is made (`filter::simd::LookupFn`: no per-call
 //! CPU check, the hash in registers, one function per layout) 94, and
 //! answering the probe with one `vptest` 92 (the same lookup built for AVX2
-//! and inlined was 75 before the `vptest`). `sbbf-rs-safe` spends 46 on
+//! and inlined is 85). `sbbf-rs-safe` spends 46 on
 //! its whole lookup (a 64-bit hash and eight 32-bit lanes at once).
 //!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead
