@@ -390,7 +390,7 @@ unsafe fn lookup_scalar<T: HashLookup, const BLOCKED: bool>(t: &T, h: KeyHash) -
 
 /// The dispatched block probe on its own (for the tests that compare it
 /// with [`scalar_block_has_all`]; lookups run whole lookups compiled for
-/// the probe instead: [`LookupFn`], and [`Job`]s for batches).
+/// the probe instead: `LookupFn`, and `Job`s for batches).
 #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
 pub fn block_has_all(words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
     struct One<'a>(&'a [u64; WORDS_PER_BLOCK], u64, u32);
