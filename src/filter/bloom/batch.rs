@@ -40,12 +40,16 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
     for (slot, key) in ring.iter_mut().zip(keys) {
         *slot = enter(key);
     }
-    for (i, o) in out.iter_mut().enumerate() {
-        let slot = &mut ring[i % RING];
-        let (block, h2) = *slot;
-        if let Some(next) = keys.get(i + RING) {
-            *slot = enter(next);
-        }
+    // While keys remain to enter, each step tests one and enters the one
+    // `RING` after it (no per-key test for the end); then the ring drains.
+    let steady = keys.len().saturating_sub(RING).min(out.len());
+    let (head, tail) = out.split_at_mut(steady);
+    for (i, (o, next)) in head.iter_mut().zip(keys.iter().skip(RING)).enumerate() {
+        let (block, h2) = std::mem::replace(&mut ring[i % RING], enter(next));
+        *o = block_has_all(f, probe, block, h2, k);
+    }
+    for (i, o) in tail.iter_mut().enumerate() {
+        let (block, h2) = ring[(steady + i) % RING];
         *o = block_has_all(f, probe, block, h2, k);
     }
 }
