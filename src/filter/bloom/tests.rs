@@ -176,13 +176,9 @@ fn halving_refuses_non_powers_of_two() {
 fn every_compiled_lookup_matches_the_reference() {
     use crate::filter::hash::positions;
     use crate::filter::simd::LookupFn;
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        x ^ (x >> 29)
-    };
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let mut next = move || rng.next_u64();
     for layout in [Layout::Blocked, Layout::Standard] {
         for k in [1, 2, 7, 8, 9, 16, 17, 32] {
             let p = FilterParams::new(layout, 512 * 64, k, HashSpec::xxh3(k.into())).unwrap();
