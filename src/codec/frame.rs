@@ -24,7 +24,7 @@ pub const OVERHEAD: usize = HEADER_LEN + TRAILER_LEN;
 /// What a frame holds. The numeric ids are part of the format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Kind {
+pub enum FrameKind {
     /// An exported bit filter (descriptor + bit array).
     BitFilter,
     /// An exported counting filter (descriptor + packed 4-bit counters).
@@ -47,55 +47,59 @@ pub enum Kind {
     TableState,
 }
 
-impl Kind {
+/// The crate's modules call it `frame::Kind`; the API names it
+/// [`FrameKind`], which is the name its documentation shows.
+pub use self::FrameKind as Kind;
+
+impl FrameKind {
     /// All kinds, for error messages and exhaustive tests.
-    pub const ALL: [Kind; 10] = [
-        Kind::BitFilter,
-        Kind::CountingFilter,
-        Kind::Catalog,
-        Kind::TableMeta,
-        Kind::CounterPage,
-        Kind::Snapshot,
-        Kind::ExchangeFull,
-        Kind::ExchangeDelta,
-        Kind::LogRecord,
-        Kind::TableState,
+    pub const ALL: [FrameKind; 10] = [
+        FrameKind::BitFilter,
+        FrameKind::CountingFilter,
+        FrameKind::Catalog,
+        FrameKind::TableMeta,
+        FrameKind::CounterPage,
+        FrameKind::Snapshot,
+        FrameKind::ExchangeFull,
+        FrameKind::ExchangeDelta,
+        FrameKind::LogRecord,
+        FrameKind::TableState,
     ];
 
     /// The stable id stored in the frame.
     pub fn id(self) -> u8 {
         match self {
-            Kind::BitFilter => 1,
-            Kind::CountingFilter => 2,
-            Kind::Catalog => 3,
-            Kind::TableMeta => 4,
-            Kind::CounterPage => 5,
-            Kind::Snapshot => 6,
-            Kind::ExchangeFull => 7,
-            Kind::ExchangeDelta => 8,
-            Kind::LogRecord => 9,
-            Kind::TableState => 10,
+            FrameKind::BitFilter => 1,
+            FrameKind::CountingFilter => 2,
+            FrameKind::Catalog => 3,
+            FrameKind::TableMeta => 4,
+            FrameKind::CounterPage => 5,
+            FrameKind::Snapshot => 6,
+            FrameKind::ExchangeFull => 7,
+            FrameKind::ExchangeDelta => 8,
+            FrameKind::LogRecord => 9,
+            FrameKind::TableState => 10,
         }
     }
 
-    /// Inverse of [`Kind::id`].
-    pub fn from_id(id: u8) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.id() == id)
+    /// Inverse of [`FrameKind::id`].
+    pub fn from_id(id: u8) -> Option<FrameKind> {
+        FrameKind::ALL.into_iter().find(|k| k.id() == id)
     }
 
     /// Lower-case name for messages.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::BitFilter => "bit-filter",
-            Kind::CountingFilter => "counting-filter",
-            Kind::Catalog => "catalog",
-            Kind::TableMeta => "table-meta",
-            Kind::CounterPage => "counter-page",
-            Kind::Snapshot => "snapshot",
-            Kind::ExchangeFull => "exchange-full",
-            Kind::ExchangeDelta => "exchange-delta",
-            Kind::LogRecord => "log-record",
-            Kind::TableState => "table-state",
+            FrameKind::BitFilter => "bit-filter",
+            FrameKind::CountingFilter => "counting-filter",
+            FrameKind::Catalog => "catalog",
+            FrameKind::TableMeta => "table-meta",
+            FrameKind::CounterPage => "counter-page",
+            FrameKind::Snapshot => "snapshot",
+            FrameKind::ExchangeFull => "exchange-full",
+            FrameKind::ExchangeDelta => "exchange-delta",
+            FrameKind::LogRecord => "log-record",
+            FrameKind::TableState => "table-state",
         }
     }
 }
@@ -108,8 +112,8 @@ pub struct Frame<'a> {
     /// The oldest reader version that can read it.
     pub min_reader: u16,
     /// What the body holds.
-    pub kind: Kind,
-    /// Kind-specific flags.
+    pub kind: FrameKind,
+    /// FrameKind-specific flags.
     pub flags: u8,
     /// The body.
     pub body: &'a [u8],
@@ -118,13 +122,13 @@ pub struct Frame<'a> {
 }
 
 /// Frames `body` as a record of `kind` in the current format version.
-pub fn encode(kind: Kind, flags: u8, body: &[u8]) -> Vec<u8> {
+pub fn encode(kind: FrameKind, flags: u8, body: &[u8]) -> Vec<u8> {
     encode_versioned(kind, flags, body, FORMAT_VERSION, MIN_READ_VERSION)
 }
 
 /// Frames `body` with explicit versions (used by migrations and their tests).
 pub fn encode_versioned(
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body: &[u8],
     version: u16,
@@ -144,7 +148,7 @@ pub fn encode_versioned(
 /// If `write_body` appends other than `body_len` bytes: a bug in the caller,
 /// never a property of input data.
 pub fn encode_with(
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body_len: usize,
     write_body: impl FnOnce(&mut Vec<u8>),
@@ -160,7 +164,7 @@ pub fn encode_with(
 }
 
 fn write_frame(
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body_len: usize,
     version: u16,
@@ -238,7 +242,7 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
 struct Header {
     version: u16,
     min_reader: u16,
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body_len: u64,
 }
@@ -253,7 +257,7 @@ fn read_header(r: &mut ByteReader<'_>) -> Result<Header, CodecError> {
     let min_reader = r.u16()?;
     check_versions(version, min_reader)?;
     let kind_id = r.u8()?;
-    let kind = Kind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
+    let kind = FrameKind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
     let flags = r.u8()?;
     let reserved_a = r.array::<2>()?;
     let body_len = r.u64()?;
@@ -315,7 +319,7 @@ fn take_body<'a>(
 
 /// Decodes a frame and checks that it holds `kind`.
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
-pub fn decode_kind(bytes: &[u8], kind: Kind) -> Result<Frame<'_>, CodecError> {
+pub fn decode_kind(bytes: &[u8], kind: FrameKind) -> Result<Frame<'_>, CodecError> {
     let f = decode(bytes)?;
     if f.kind != kind {
         return Err(CodecError::WrongKind {
@@ -334,7 +338,7 @@ mod tests {
     /// (the same IEEE CRC-32 as `crc32fast`).
     #[test]
     fn golden_bytes() {
-        let f = encode(Kind::TableMeta, 0x5a, b"abc");
+        let f = encode(FrameKind::TableMeta, 0x5a, b"abc");
         assert_eq!(
             f,
             [
@@ -344,13 +348,13 @@ mod tests {
         );
         let d = decode(&f).unwrap();
         assert_eq!(d.body, b"abc");
-        assert_eq!(d.kind, Kind::TableMeta);
+        assert_eq!(d.kind, FrameKind::TableMeta);
         assert_eq!(d.flags, 0x5a);
     }
 
     #[test]
     fn every_flip_and_truncation_is_refused() {
-        let f = encode(Kind::BitFilter, 0, &[7u8; 40]);
+        let f = encode(FrameKind::BitFilter, 0, &[7u8; 40]);
         for i in 0..f.len() {
             for bit in 0..8 {
                 let mut g = f.clone();
@@ -365,20 +369,20 @@ mod tests {
 
     #[test]
     fn newer_version_is_a_typed_error() {
-        let f = encode_versioned(Kind::Catalog, 0, b"", 9, 9);
+        let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 9);
         assert!(matches!(
             decode(&f),
             Err(CodecError::UnsupportedVersion { found: 9, .. })
         ));
         // A newer writer that older readers may still read is accepted.
-        let f = encode_versioned(Kind::Catalog, 0, b"", 2, 1);
+        let f = encode_versioned(FrameKind::Catalog, 0, b"", 2, 1);
         assert_eq!(decode(&f).unwrap().version, 2);
     }
 
     #[test]
     fn version_zero_is_refused() {
         for (version, min_reader) in [(0, 0), (1, 0)] {
-            let f = encode_versioned(Kind::Catalog, 0, b"", version, min_reader);
+            let f = encode_versioned(FrameKind::Catalog, 0, b"", version, min_reader);
             assert_eq!(
                 decode(&f),
                 Err(CodecError::VersionTooOld {
@@ -392,7 +396,7 @@ mod tests {
 
     #[test]
     fn hostile_length_does_not_allocate() {
-        let mut f = encode(Kind::BitFilter, 0, b"");
+        let mut f = encode(FrameKind::BitFilter, 0, b"");
         f[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(decode(&f), Err(CodecError::Truncated { .. })));
     }

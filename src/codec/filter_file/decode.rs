@@ -2,7 +2,7 @@
 //! the input.
 
 use super::descriptor::{raw_payload_len, Codec, CounterWidth, DescriptorV1};
-use crate::codec::frame::{self, Kind};
+use crate::codec::frame::{self, FrameKind, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
 use crate::filter::bloom::{BitFilter, BloomRead, FilterView};
@@ -130,7 +130,7 @@ impl<'a> DecodedFilter<'a> {
     }
 
     /// [`Kind::BitFilter`] or [`Kind::CountingFilter`].
-    pub fn kind(&self) -> Kind {
+    pub fn kind(&self) -> FrameKind {
         self.descriptor.counter_width.file_kind()
     }
 

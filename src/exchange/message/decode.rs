@@ -2,12 +2,12 @@
 //! the payload is looked at, a plain payload queried in place, a coded one
 //! decoded straight into the receiver's filter.
 
-use super::{ExchangeError, DEFAULT_MAX_BITS};
-use crate::exchange::entropy;
+use super::{ExchangeError, DEFAULT_MAX_MESSAGE_BITS};
 use crate::codec::filter_file::{Codec, CounterWidth, DescriptorV1};
-use crate::codec::frame::{self, Kind};
+use crate::codec::frame::{self, FrameKind, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
+use crate::exchange::entropy;
 use crate::filter::bloom::{check_compatible, BitFilter, BloomRead, FilterView};
 use crate::filter::hash::KeyHash;
 use crate::filter::params::FilterParams;
@@ -16,7 +16,7 @@ use crate::filter::params::FilterParams;
 #[derive(Clone, Copy, Debug)]
 pub struct DecodedMessage<'a> {
     /// Full filter or delta.
-    pub kind: Kind,
+    pub kind: FrameKind,
     /// The descriptor (shape, seed, codec, key count).
     pub descriptor: DescriptorV1,
     /// The version of the filter this message produces.
@@ -91,11 +91,11 @@ impl BloomRead for ReceivedFilter<'_> {
     }
 }
 
-/// Decodes a message, accepting arrays up to [`DEFAULT_MAX_BITS`]. Example
+/// Decodes a message, accepting arrays up to [`DEFAULT_MAX_MESSAGE_BITS`]. Example
 /// under [`encode_message`](crate::encode_message). A message that cannot be
 /// decoded must be treated as "maybe" for every key.
-pub fn decode(bytes: &[u8]) -> Result<DecodedMessage<'_>, ExchangeError> {
-    decode_with_limit(bytes, DEFAULT_MAX_BITS)
+pub fn decode_message(bytes: &[u8]) -> Result<DecodedMessage<'_>, ExchangeError> {
+    decode_message_with_limit(bytes, DEFAULT_MAX_MESSAGE_BITS)
 }
 
 /// Decodes a message, refusing arrays of more than `max_bits` bits.
@@ -104,7 +104,10 @@ pub fn decode(bytes: &[u8]) -> Result<DecodedMessage<'_>, ExchangeError> {
 /// of the header before the payload is looked at, and nothing is allocated:
 /// a plain payload is checked in place, a coded one only when its filter is
 /// asked for.
-pub fn decode_with_limit(bytes: &[u8], max_bits: u64) -> Result<DecodedMessage<'_>, ExchangeError> {
+pub fn decode_message_with_limit(
+    bytes: &[u8],
+    max_bits: u64,
+) -> Result<DecodedMessage<'_>, ExchangeError> {
     let f = frame::decode(bytes)?;
     check_message_frame(&f)?;
     let mut r = ByteReader::new(f.body);
@@ -323,7 +326,7 @@ impl<'a> DecodedMessage<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{build_from_keys, encode_full, CodecChoice, Target};
+    use super::super::{build_message, encode_message, CodecChoice, MessageTarget};
     use super::*;
     use crate::filter::hash::HashSpec;
 
@@ -331,10 +334,11 @@ mod tests {
     #[test]
     fn into_owned_detaches_both_kinds() {
         let keys: Vec<[u8; 8]> = (0..500u64).map(|k| k.to_le_bytes()).collect();
-        let (_, built) = build_from_keys(&keys, Target::Fp(0.01), HashSpec::xxh3(5), 1).unwrap();
+        let (_, built) =
+            build_message(&keys, MessageTarget::Fp(0.01), HashSpec::xxh3(5), 1).unwrap();
         for choice in [CodecChoice::Plain, CodecChoice::Auto] {
-            let bytes = encode_full(&built, 500, 1, choice).unwrap();
-            let received = decode(&bytes).unwrap().filter().unwrap();
+            let bytes = encode_message(&built, 500, 1, choice).unwrap();
+            let received = decode_message(&bytes).unwrap().filter().unwrap();
             assert_eq!(
                 matches!(received, ReceivedFilter::Borrowed(_)),
                 choice == CodecChoice::Plain

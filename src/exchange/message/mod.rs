@@ -6,8 +6,8 @@
 //! A filter sized for lookups has about half its bits set and does not
 //! compress; a filter sized for *transmission* is larger and sparser, with
 //! fewer hash functions, and its entropy-coded size is what goes on the wire.
-//! [`build_from_keys`] sizes the filter with [`optimize`](super::optimize)
-//! for a target rate or a byte budget; [`encode_full`] and [`encode_delta`]
+//! [`build_message`] sizes the filter with [`optimize`](super::optimize)
+//! for a target rate or a byte budget; [`encode_message`] and [`encode_delta_message`]
 //! code any filter and fall back to the plain array whenever the coded one
 //! would not be smaller, so every filter can always be sent.
 //!
@@ -23,11 +23,11 @@
 //! queried in place ([`ReceivedFilter::Borrowed`], zero-copy); a coded one is
 //! decoded into an owned filter. A coded payload can describe a huge sparse
 //! array in a few bytes, so the decoder refuses arrays above a memory cap
-//! ([`DEFAULT_MAX_BITS`], or [`decode_with_limit`]) before allocating.
+//! ([`DEFAULT_MAX_MESSAGE_BITS`], or [`decode_message_with_limit`]) before allocating.
 
 mod decode;
 
-pub use decode::{decode, decode_with_limit, DecodedMessage, ReceivedFilter};
+pub use decode::{decode_message, decode_message_with_limit, DecodedMessage, ReceivedFilter};
 
 use super::entropy::{self, EntropyError};
 use super::optimize::{self, OptimizeError};
@@ -45,7 +45,7 @@ pub const MESSAGE_OVERHEAD: usize = frame::OVERHEAD + DESCRIPTOR_LEN + MESSAGE_F
 const MESSAGE_FIELDS_LEN: usize = 32;
 
 /// Largest array a received message may describe by default: 2^33 bits (1 GiB).
-pub const DEFAULT_MAX_BITS: u64 = 1 << 33;
+pub const DEFAULT_MAX_MESSAGE_BITS: u64 = 1 << 33;
 
 /// How to code the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -109,7 +109,7 @@ pub enum ExchangeError {
 
 /// What a message is sized for.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Target {
+pub enum MessageTarget {
     /// A false-positive rate; the message is as small as the optimiser can make it.
     Fp(f64),
     /// A whole-message size in bytes (header included); the false-positive
@@ -145,14 +145,14 @@ pub enum Target {
 /// assert!(msg.len() <= 8_000);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn build_from_keys<K: AsRef<[u8]>>(
+pub fn build_message<K: AsRef<[u8]>>(
     keys: &[K],
-    target: Target,
+    target: MessageTarget,
     hash: HashSpec,
     version: u64,
 ) -> Result<(Vec<u8>, BitFilter), ExchangeError> {
     let n = (keys.len() as u64).max(1);
-    let build = |plan: &optimize::Plan| -> Result<BitFilter, ExchangeError> {
+    let build = |plan: &optimize::TransmitPlan| -> Result<BitFilter, ExchangeError> {
         let params = FilterParams::new(Layout::Standard, plan.m_bits.max(64), plan.k, hash)?;
         let mut f = BitFilter::new(params)?;
         // Not shared yet: the bulk build with plain stores (same bits).
@@ -160,13 +160,13 @@ pub fn build_from_keys<K: AsRef<[u8]>>(
         Ok(f)
     };
     match target {
-        Target::Fp(fp) => {
+        MessageTarget::Fp(fp) => {
             let plan = optimize::plan_for_fp(n, fp)?;
             let f = build(&plan)?;
-            let msg = encode_full(&f, keys.len() as u64, version, CodecChoice::Auto)?;
+            let msg = encode_message(&f, keys.len() as u64, version, CodecChoice::Auto)?;
             Ok((msg, f))
         }
-        Target::Budget(budget) => {
+        MessageTarget::Budget(budget) => {
             let payload_budget = budget
                 .checked_sub(MESSAGE_OVERHEAD as u64 + 1)
                 .ok_or(ExchangeError::BudgetTooSmall { budget })?;
@@ -177,7 +177,7 @@ pub fn build_from_keys<K: AsRef<[u8]>>(
             for _ in 0..8 {
                 let plan = optimize::plan_for_budget(n, bits)?;
                 let f = build(&plan)?;
-                let msg = encode_full(&f, keys.len() as u64, version, CodecChoice::Auto)?;
+                let msg = encode_message(&f, keys.len() as u64, version, CodecChoice::Auto)?;
                 if msg.len() as u64 <= budget {
                     return Ok((msg, f));
                 }
@@ -214,7 +214,7 @@ pub fn build_from_keys<K: AsRef<[u8]>>(
 /// assert!((0u32..100).all(|i| received.contains(&i.to_le_bytes())));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn encode_full(
+pub fn encode_message(
     filter: &impl BloomRead,
     n: u64,
     version: u64,
@@ -263,7 +263,7 @@ pub fn encode_full(
 /// assert!(matches!(m.apply_to(&v1, 7), Err(ExchangeError::BaseVersionMismatch { expected: 1, held: 7 })));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn encode_delta(
+pub fn encode_delta_message(
     new: &impl BloomRead,
     base: &impl BloomRead,
     n: u64,
