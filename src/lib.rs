@@ -69,7 +69,7 @@ pub use error::{CodecError, Error, FilterError, ParamError};
 #[cfg(feature = "store")]
 pub use store::{
     Durability, ExportKind, FilterStore, HealthReport, NameError, RegenOptions, RegenReport,
-    StoreConfig, StoreError, Table, TableReader, TableSpec, TableStats, WriteBatch,
+    StoreConfig, StoreError, Table, TableBloom, TableReader, TableSpec, TableStats, WriteBatch,
     DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE, DEFAULT_FOLD_MEMORY,
     DEFAULT_HEADROOM, DEFAULT_IO_TIMEOUT, DEFAULT_MATERIALIZED_BLOCKS, MARKER_FILE, MAX_NAME_LEN,
     MAX_RECORD_OPS, STORE_FORMAT_VERSION,

@@ -63,7 +63,7 @@ fn export_message(
     opts: &ExportOptions<'_>,
 ) -> Result<(Vec<u8>, &'static str), Failure> {
     let Some(file) = opts.keys else {
-        let msg = encode_message(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
+        let msg = encode_message(&t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
         if let Some(b) = opts.budget.filter(|&b| msg.len() as u64 > b) {
             return Err(Failure(format!(
                 "the table's filter encodes to {} bytes, over the budget of {b}; pass --keys FILE (the table's keys) to build a smaller filter sized for transmission",
