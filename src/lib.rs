@@ -50,9 +50,10 @@ pub use codec::frame::{
 // The semi-join exchange: messages, sizing, probing, refinement.
 pub use exchange::entropy::{compressed_size_estimate, EntropyError};
 pub use exchange::message::{
-    build_message, decode_message, decode_message_with_limit, encode_delta_message, encode_message,
-    CodecChoice, DecodedMessage, ExchangeError, MessageTarget, ReceivedFilter,
-    DEFAULT_MAX_MESSAGE_BITS, MESSAGE_OVERHEAD,
+    build_message, build_message_with_stats, decode_message, decode_message_with_limit,
+    encode_delta_message, encode_delta_message_with_stats, encode_message,
+    encode_message_with_stats, CodecChoice, DecodedMessage, ExchangeError, MessageTarget,
+    ReceivedFilter, BUILD_STATS_LEN, DEFAULT_MAX_MESSAGE_BITS, MESSAGE_OVERHEAD,
 };
 pub use exchange::optimize::{
     plan_for_budget, plan_for_fp, transmit_bits_per_key, OptimizeError, TransmitPlan,

@@ -10,10 +10,19 @@ use crate::error::CodecError;
 
 /// First four bytes of every filterstore record or message.
 pub const MAGIC: [u8; 4] = *b"FSTR";
-/// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 1;
+/// The newest format version this build reads and writes (`docs/FORMAT.md`
+/// § 13). Each frame is written with the lowest version that describes its
+/// bytes: version 1 unless it holds something § 15 lists under a later
+/// version, so that older readers keep reading everything they can.
+pub const FORMAT_VERSION: u16 = 2;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
+/// Format version 1: the version, and the min reader version, of every
+/// frame whose bytes version 1 describes exactly.
+pub const VERSION_1: u16 = 1;
+/// Format version 2 (`docs/FORMAT.md` § 15): an exchange message that
+/// carries build statistics (§ 12) is written as version 2, min reader 2.
+pub const VERSION_2: u16 = 2;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -121,9 +130,11 @@ pub struct Frame<'a> {
     pub crc32: u32,
 }
 
-/// Frames `body` as a record of `kind` in the current format version.
+/// Frames `body` as a record of `kind` of format version 1, min reader 1:
+/// the frame of every body whose bytes version 1 describes. (The exchange
+/// frames a message that needs version 2 with its versions given.)
 pub fn encode(kind: FrameKind, flags: u8, body: &[u8]) -> Vec<u8> {
-    encode_versioned(kind, flags, body, FORMAT_VERSION, MIN_READ_VERSION)
+    encode_versioned(kind, flags, body, VERSION_1, VERSION_1)
 }
 
 /// Frames `body` with explicit versions (used by migrations and their tests).
@@ -140,7 +151,7 @@ pub fn encode_versioned(
 }
 
 /// Frames a body of exactly `body_len` bytes that `write_body` appends to the
-/// output, in the current format version. Large bodies (a filter's bit array)
+/// output, as format version 1 (min reader 1). Large bodies (a filter's bit array)
 /// are then written once, straight into the one buffer of exact capacity,
 /// instead of being collected first and copied.
 ///
@@ -153,14 +164,7 @@ pub fn encode_with(
     body_len: usize,
     write_body: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
-    write_frame(
-        kind,
-        flags,
-        body_len,
-        FORMAT_VERSION,
-        MIN_READ_VERSION,
-        write_body,
-    )
+    write_frame(kind, flags, body_len, VERSION_1, VERSION_1, write_body)
 }
 
 fn write_frame(
@@ -375,8 +379,20 @@ mod tests {
             Err(CodecError::UnsupportedVersion { found: 9, .. })
         ));
         // A newer writer that older readers may still read is accepted.
-        let f = encode_versioned(FrameKind::Catalog, 0, b"", 2, 1);
-        assert_eq!(decode(&f).unwrap().version, 2);
+        let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
+        assert_eq!(decode(&f).unwrap().version, 9);
+        // Version 2 is read; version 3 is not (yet).
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 2));
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 3, 3);
+        assert_eq!(
+            decode(&f),
+            Err(CodecError::UnsupportedVersion {
+                found: 3,
+                min_reader: 3,
+                supported: 2
+            })
+        );
     }
 
     #[test]

@@ -148,7 +148,7 @@ pub fn estimate_join_size(
 }
 
 /// [`estimate_join_size`] for a known false-positive rate `fp`.
-fn join_size_from_counts(
+pub(crate) fn join_size_from_counts(
     fp: f64,
     build: BuildStats,
     probe_rows: u64,

@@ -2,15 +2,16 @@
 //! the payload is looked at, a plain payload queried in place, a coded one
 //! decoded straight into the receiver's filter.
 
-use super::{ExchangeError, DEFAULT_MAX_MESSAGE_BITS};
+use super::{stats_defect, ExchangeError, DEFAULT_MAX_MESSAGE_BITS, FLAG_BUILD_STATS};
 use crate::codec::filter_file::{Codec, CounterWidth, DescriptorV1};
 use crate::codec::frame::{self, FrameKind, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
 use crate::exchange::entropy;
+use crate::exchange::estimate::{join_size_from_counts, BuildStats, JoinSizeEstimate};
 use crate::filter::bloom::{check_compatible, BitFilter, BloomRead, FilterView};
 use crate::filter::hash::KeyHash;
-use crate::filter::params::FilterParams;
+use crate::filter::params::{FilterParams, Layout};
 
 /// A decoded message, borrowing its payload.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +26,7 @@ pub struct DecodedMessage<'a> {
     pub base_version: u64,
     /// One bits in the transmitted array (the filter, or the XOR).
     pub ones: u64,
+    stats: Option<BuildStats>,
     payload: &'a [u8],
 }
 
@@ -109,10 +111,15 @@ pub fn decode_message_with_limit(
     max_bits: u64,
 ) -> Result<DecodedMessage<'_>, ExchangeError> {
     let f = frame::decode(bytes)?;
-    check_message_frame(&f)?;
+    let has_stats = check_message_frame(&f)?;
     let mut r = ByteReader::new(f.body);
     let descriptor = read_message_descriptor(&mut r, max_bits)?;
     let fields = read_message_fields(&mut r, f.kind, descriptor.params.m())?;
+    let stats = if has_stats {
+        Some(read_build_stats(&mut r)?)
+    } else {
+        None
+    };
     let payload = r.take(descriptor.payload_len)?;
     r.finish()?;
     if descriptor.codec == Codec::Raw {
@@ -124,25 +131,35 @@ pub fn decode_message_with_limit(
         version: fields.version,
         base_version: fields.base_version,
         ones: fields.ones,
+        stats,
         payload,
     })
 }
 
-/// Kind 7 or 8, and no flags.
-fn check_message_frame(f: &frame::Frame<'_>) -> Result<(), CodecError> {
+/// Kind 7 or 8, and the flags its version defines: none in version 1;
+/// from version 2, [`FLAG_BUILD_STATS`]. Returns whether that flag is set.
+fn check_message_frame(f: &frame::Frame<'_>) -> Result<bool, CodecError> {
     if f.kind != Kind::ExchangeFull && f.kind != Kind::ExchangeDelta {
         return Err(CodecError::WrongKind {
             expected: "exchange-full or exchange-delta",
             found: f.kind.name(),
         });
     }
-    if f.flags != 0 {
+    let defined = if f.version >= frame::VERSION_2 {
+        FLAG_BUILD_STATS
+    } else {
+        0
+    };
+    if f.flags & !defined != 0 {
         return Err(CodecError::InvalidField {
             field: "flags",
-            reason: format!("{:#04x}: no flags are defined for messages", f.flags),
+            reason: format!(
+                "{:#04x}: format version {} defines {:#04x} for messages",
+                f.flags, f.version, defined
+            ),
         });
     }
-    Ok(())
+    Ok(f.flags & FLAG_BUILD_STATS != 0)
 }
 
 /// The descriptor of a bit filter whose `m` is within the receiver's cap.
@@ -202,6 +219,22 @@ fn read_message_fields(
     })
 }
 
+/// Reads and checks the build statistics (FORMAT.md § 12): every distinct
+/// key is on at least one row.
+fn read_build_stats(r: &mut ByteReader<'_>) -> Result<BuildStats, CodecError> {
+    let stats = BuildStats {
+        rows: r.u64()?,
+        distinct_keys: r.u64()?,
+    };
+    match stats_defect(&stats) {
+        Some(reason) => Err(CodecError::InvalidField {
+            field: "build statistics",
+            reason,
+        }),
+        None => Ok(stats),
+    }
+}
+
 /// Checks a plain payload in place, so that a borrowed view of it is valid:
 /// nothing set past `m`, and exactly `ones` bits set.
 fn check_plain_payload(
@@ -255,9 +288,52 @@ impl<'a> DecodedMessage<'a> {
         self.kind == Kind::ExchangeDelta
     }
 
-    /// Bytes of payload (the message minus [`MESSAGE_OVERHEAD`](super::MESSAGE_OVERHEAD)).
+    /// Bytes of payload (the message minus [`MESSAGE_OVERHEAD`](super::MESSAGE_OVERHEAD),
+    /// and minus [`BUILD_STATS_LEN`](super::BUILD_STATS_LEN) when it carries
+    /// build statistics).
     pub fn payload_len(&self) -> usize {
         self.payload.len()
+    }
+
+    /// The build side's rows and distinct keys, when the sender included
+    /// them (format version 2); `None` for a message without them, and for
+    /// every version-1 message.
+    pub fn build_stats(&self) -> Option<BuildStats> {
+        self.stats
+    }
+
+    /// Estimates the rows of the semi-join from this message alone: the build
+    /// statistics it carries and its filter's false-positive rate, with the
+    /// probe side's counts (`probe_rows` probed, `passed` of them passed by
+    /// this message's filter). The same estimate as
+    /// [`estimate_join_size`](crate::estimate_join_size) given the decoded
+    /// filter and [`build_stats`](Self::build_stats). For the standard
+    /// layout the rate comes from the header (`ones`), without decoding the
+    /// payload; other layouts decode it. Example under
+    /// [`build_message_with_stats`](crate::build_message_with_stats).
+    ///
+    /// # Errors
+    /// [`ExchangeError::WrongMessageKind`] for a delta (apply it, then call
+    /// `estimate_join_size` with the new filter and these statistics),
+    /// [`ExchangeError::NoBuildStats`] when the message carries none, and a
+    /// coded payload's decoding errors.
+    pub fn estimate_join_size(
+        &self,
+        probe_rows: u64,
+        passed: u64,
+    ) -> Result<JoinSizeEstimate, ExchangeError> {
+        if self.is_delta() {
+            return Err(ExchangeError::WrongMessageKind { expected: "full" });
+        }
+        let stats = self.stats.ok_or(ExchangeError::NoBuildStats)?;
+        let p = self.descriptor.params;
+        let fp = match p.layout() {
+            // `BloomRead::estimated_fp` of the standard layout, from the
+            // header's count of one bits (the payload's, when decoded).
+            Layout::Standard => (self.ones as f64 / p.m() as f64).powi(p.k() as i32),
+            _ => self.filter()?.estimated_fp(),
+        };
+        Ok(join_size_from_counts(fp, stats, probe_rows, passed))
     }
 
     /// Passes the transmitted array's words (the filter, or the XOR for a

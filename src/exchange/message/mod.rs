@@ -18,6 +18,13 @@
 //! base version it names ([`DecodedMessage::apply_to`]); anything else is a
 //! typed error, never a silently wrong filter.
 //!
+//! # Build statistics
+//! A message may carry the build side's row and distinct-key counts
+//! ([`BuildStats`], format version 2: [`encode_message_with_stats`]), so
+//! that the receiving site estimates the join's size from the bytes alone
+//! ([`DecodedMessage::estimate_join_size`]). A message without them is
+//! written as format version 1, byte for byte what version-1 readers read.
+//!
 //! # Decoding
 //! Every check of the frame and descriptor applies. A plain full message is
 //! queried in place ([`ReceivedFilter::Borrowed`], zero-copy); a coded one is
@@ -30,6 +37,7 @@ mod decode;
 pub use decode::{decode_message, decode_message_with_limit, DecodedMessage, ReceivedFilter};
 
 use super::entropy::{self, EntropyError};
+use super::estimate::BuildStats;
 use super::optimize::{self, OptimizeError};
 use crate::codec::filter_file::{Codec, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
 use crate::codec::frame::{self, Kind};
@@ -40,9 +48,18 @@ use crate::filter::params::{FilterParams, Layout};
 use thiserror::Error;
 
 /// Bytes of a message that are not payload: the frame (24 + 4), the
-/// descriptor (48) and the message fields (32).
+/// descriptor (48) and the message fields (32). A message with build
+/// statistics carries [`BUILD_STATS_LEN`] more.
 pub const MESSAGE_OVERHEAD: usize = frame::OVERHEAD + DESCRIPTOR_LEN + MESSAGE_FIELDS_LEN;
 const MESSAGE_FIELDS_LEN: usize = 32;
+
+/// Bytes of the build statistics a message may carry after its fields
+/// (FORMAT.md § 12, format version 2): the build side's rows and its
+/// distinct keys, a `u64` each.
+pub const BUILD_STATS_LEN: usize = 16;
+
+/// Frame flag of a message that carries build statistics (format version 2).
+const FLAG_BUILD_STATS: u8 = 0x01;
 
 /// Largest array a received message may describe by default: 2^33 bits (1 GiB).
 pub const DEFAULT_MAX_MESSAGE_BITS: u64 = 1 << 33;
@@ -100,11 +117,15 @@ pub enum ExchangeError {
         limit: u64,
     },
     /// The budget cannot hold even the message header.
-    #[error("budget of {budget} bytes is smaller than the {MESSAGE_OVERHEAD}-byte message header plus one byte")]
+    #[error("budget of {budget} bytes is smaller than the {MESSAGE_OVERHEAD}-byte message header ({} with build statistics) plus one byte", MESSAGE_OVERHEAD + BUILD_STATS_LEN)]
     BudgetTooSmall {
         /// Budget given.
         budget: u64,
     },
+    /// A join-size estimate from a message that carries no build statistics
+    /// (written without them, or by format version 1).
+    #[error("the message carries no build statistics (rows and distinct keys of the build side); the sender must include them, or the receiver must supply them")]
+    NoBuildStats,
 }
 
 /// What a message is sized for.
@@ -151,7 +172,64 @@ pub fn build_message<K: AsRef<[u8]>>(
     hash: HashSpec,
     version: u64,
 ) -> Result<(Vec<u8>, BitFilter), ExchangeError> {
+    build(keys, None, target, hash, version)
+}
+
+/// [`build_message`] for the distinct join `keys` of a build side with
+/// `stats` (its rows, and `keys.len()` distinct keys), which the message
+/// carries (format version 2, [`BUILD_STATS_LEN`] more bytes): the receiver
+/// estimates the join's size from the message alone
+/// ([`DecodedMessage::estimate_join_size`]). A budget counts those bytes.
+///
+/// # Errors
+/// Those of [`build_message`]; [`ExchangeError::Codec`] with
+/// [`CodecError::Encode`] when `stats` cannot describe a build side (more
+/// distinct keys than rows, or rows without keys).
+///
+/// # Examples
+/// ```
+/// use filterstore::{build_message_with_stats, decode_message, BuildStats, HashSpec};
+/// use filterstore::{BloomRead, MessageTarget};
+///
+/// // Build side: 1,000 customers with 3 orders each.
+/// let customers: Vec<[u8; 4]> = (0u32..1_000).map(|c| c.to_le_bytes()).collect();
+/// let stats = BuildStats { rows: 3_000, distinct_keys: 1_000 };
+/// let (msg, _) =
+///     build_message_with_stats(&customers, stats, MessageTarget::Fp(0.01), HashSpec::xxh3(1), 1)?;
+///
+/// // Probe side, from the bytes alone: 10,000 rows, one per key 0..10,000.
+/// let m = decode_message(&msg)?;
+/// assert_eq!(m.build_stats(), Some(stats));
+/// let f = m.filter()?;
+/// let passed = (0u32..10_000).filter(|k| f.contains(&k.to_le_bytes())).count() as u64;
+/// let est = m.estimate_join_size(10_000, passed)?;
+/// // 1,000 probe rows match, 3 build rows each: 3,000 join rows.
+/// assert!((est.rows - 3_000.0).abs() < 5.0 * est.std_error.max(1.0), "{est:?}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn build_message_with_stats<K: AsRef<[u8]>>(
+    keys: &[K],
+    stats: BuildStats,
+    target: MessageTarget,
+    hash: HashSpec,
+    version: u64,
+) -> Result<(Vec<u8>, BitFilter), ExchangeError> {
+    build(keys, Some(stats), target, hash, version)
+}
+
+fn build<K: AsRef<[u8]>>(
+    keys: &[K],
+    stats: Option<BuildStats>,
+    target: MessageTarget,
+    hash: HashSpec,
+    version: u64,
+) -> Result<(Vec<u8>, BitFilter), ExchangeError> {
     let n = (keys.len() as u64).max(1);
+    let n_field = stats.map_or(keys.len() as u64, |s| s.distinct_keys);
+    let encode = |f: &BitFilter| {
+        let head = Head::full(*f.params(), n_field, version, stats);
+        encode_words(&head, &words_of(f), CodecChoice::Auto)
+    };
     let build = |plan: &optimize::TransmitPlan| -> Result<BitFilter, ExchangeError> {
         let params = FilterParams::new(Layout::Standard, plan.m_bits.max(64), plan.k, hash)?;
         let mut f = BitFilter::new(params)?;
@@ -163,12 +241,13 @@ pub fn build_message<K: AsRef<[u8]>>(
         MessageTarget::Fp(fp) => {
             let plan = optimize::plan_for_fp(n, fp)?;
             let f = build(&plan)?;
-            let msg = encode_message(&f, keys.len() as u64, version, CodecChoice::Auto)?;
+            let msg = encode(&f)?;
             Ok((msg, f))
         }
         MessageTarget::Budget(budget) => {
+            let overhead = MESSAGE_OVERHEAD + stats.map_or(0, |_| BUILD_STATS_LEN);
             let payload_budget = budget
-                .checked_sub(MESSAGE_OVERHEAD as u64 + 1)
+                .checked_sub(overhead as u64 + 1)
                 .ok_or(ExchangeError::BudgetTooSmall { budget })?;
             // The coded size varies by a few bytes around its expectation; plan
             // for the budget and, in the rare case the result is over, plan
@@ -177,7 +256,7 @@ pub fn build_message<K: AsRef<[u8]>>(
             for _ in 0..8 {
                 let plan = optimize::plan_for_budget(n, bits)?;
                 let f = build(&plan)?;
-                let msg = encode_message(&f, keys.len() as u64, version, CodecChoice::Auto)?;
+                let msg = encode(&f)?;
                 if msg.len() as u64 <= budget {
                     return Ok((msg, f));
                 }
@@ -220,18 +299,46 @@ pub fn encode_message(
     version: u64,
     choice: CodecChoice,
 ) -> Result<Vec<u8>, ExchangeError> {
-    let words: Vec<u64> = (0..filter.params().num_words())
-        .map(|i| filter.word(i))
-        .collect();
-    encode(
-        Kind::ExchangeFull,
-        *filter.params(),
-        n,
-        version,
-        0,
-        &words,
-        choice,
-    )
+    let head = Head::full(*filter.params(), n, version, None);
+    encode_words(&head, &words_of(filter), choice)
+}
+
+/// [`encode_message`] with the build side's statistics: the message
+/// carries `stats` (format version 2, [`BUILD_STATS_LEN`] more bytes), and
+/// its descriptor's key count is `stats.distinct_keys`. The receiver reads
+/// them with [`DecodedMessage::build_stats`] and estimates the join's size
+/// with [`DecodedMessage::estimate_join_size`].
+///
+/// # Errors
+/// Those of [`encode_message`]; [`ExchangeError::Codec`] with
+/// [`CodecError::Encode`] when `stats` cannot describe a build side (more
+/// distinct keys than rows, or rows without keys).
+///
+/// # Examples
+/// ```
+/// use filterstore::{decode_message, encode_message_with_stats, BitFilter, BuildStats};
+/// use filterstore::{CodecChoice, FilterParams, HashSpec, Layout, BUILD_STATS_LEN, MESSAGE_OVERHEAD};
+///
+/// let p = FilterParams::for_capacity(100, 0.01, Layout::Blocked, HashSpec::xxh3(8))?;
+/// let f = BitFilter::new(p)?;
+/// for i in 0u32..100 {
+///     f.insert(&i.to_le_bytes());
+/// }
+/// let stats = BuildStats { rows: 450, distinct_keys: 100 };
+/// let msg = encode_message_with_stats(&f, stats, 1, CodecChoice::Plain)?;
+/// assert_eq!(msg.len(), MESSAGE_OVERHEAD + BUILD_STATS_LEN + p.bit_bytes() as usize);
+/// let m = decode_message(&msg)?;
+/// assert_eq!((m.build_stats(), m.descriptor.n), (Some(stats), 100));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn encode_message_with_stats(
+    filter: &impl BloomRead,
+    stats: BuildStats,
+    version: u64,
+    choice: CodecChoice,
+) -> Result<Vec<u8>, ExchangeError> {
+    let head = Head::full(*filter.params(), stats.distinct_keys, version, Some(stats));
+    encode_words(&head, &words_of(filter), choice)
 }
 
 /// Encodes `new XOR base` as a delta from version `base_version` to `version`
@@ -271,30 +378,135 @@ pub fn encode_delta_message(
     base_version: u64,
     choice: CodecChoice,
 ) -> Result<Vec<u8>, ExchangeError> {
+    let head = Head::delta(*new.params(), n, version, base_version, None);
+    encode_delta(&head, new, base, choice)
+}
+
+/// [`encode_delta_message`] with the build statistics of the new version
+/// (see [`encode_message_with_stats`]): the message carries `stats`, and its
+/// descriptor's key count is `stats.distinct_keys`.
+///
+/// # Errors
+/// Those of [`encode_delta_message`] and [`encode_message_with_stats`].
+pub fn encode_delta_message_with_stats(
+    new: &impl BloomRead,
+    base: &impl BloomRead,
+    stats: BuildStats,
+    version: u64,
+    base_version: u64,
+    choice: CodecChoice,
+) -> Result<Vec<u8>, ExchangeError> {
+    let head = Head::delta(
+        *new.params(),
+        stats.distinct_keys,
+        version,
+        base_version,
+        Some(stats),
+    );
+    encode_delta(&head, new, base, choice)
+}
+
+/// The words of `filter`'s bit array.
+fn words_of(filter: &impl BloomRead) -> Vec<u64> {
+    (0..filter.params().num_words())
+        .map(|i| filter.word(i))
+        .collect()
+}
+
+fn encode_delta(
+    head: &Head,
+    new: &impl BloomRead,
+    base: &impl BloomRead,
+    choice: CodecChoice,
+) -> Result<Vec<u8>, ExchangeError> {
     check_compatible(new.params(), base.params())?;
     let words: Vec<u64> = (0..new.params().num_words())
         .map(|i| new.word(i) ^ base.word(i))
         .collect();
-    encode(
-        Kind::ExchangeDelta,
-        *new.params(),
-        n,
-        version,
-        base_version,
-        &words,
-        choice,
-    )
+    encode_words(head, &words, choice)
 }
 
-fn encode(
+/// What a message says besides its array (FORMAT.md § 12).
+struct Head {
     kind: Kind,
     params: FilterParams,
     n: u64,
     version: u64,
     base_version: u64,
-    words: &[u64],
-    choice: CodecChoice,
-) -> Result<Vec<u8>, ExchangeError> {
+    stats: Option<BuildStats>,
+}
+
+impl Head {
+    fn full(params: FilterParams, n: u64, version: u64, stats: Option<BuildStats>) -> Head {
+        Head {
+            kind: Kind::ExchangeFull,
+            params,
+            n,
+            version,
+            base_version: 0,
+            stats,
+        }
+    }
+
+    fn delta(
+        params: FilterParams,
+        n: u64,
+        version: u64,
+        base_version: u64,
+        stats: Option<BuildStats>,
+    ) -> Head {
+        Head {
+            kind: Kind::ExchangeDelta,
+            base_version,
+            ..Head::full(params, n, version, stats)
+        }
+    }
+
+    /// The lowest format version that describes the message (FORMAT.md
+    /// § 13), written as both its version and its min reader version: 1,
+    /// unless it uses something version 2 added (§ 15).
+    fn format_version(&self) -> u16 {
+        let mut v = frame::VERSION_1;
+        if self.stats.is_some() {
+            v = v.max(frame::VERSION_2);
+        }
+        v
+    }
+
+    /// The frame flags (§ 12): which optional parts the body holds.
+    fn flags(&self) -> u8 {
+        if self.stats.is_some() {
+            FLAG_BUILD_STATS
+        } else {
+            0
+        }
+    }
+}
+
+/// Why `stats` cannot describe a build side, if it cannot: every distinct
+/// key is on at least one row.
+pub(super) fn stats_defect(stats: &BuildStats) -> Option<String> {
+    if stats.distinct_keys > stats.rows {
+        Some(format!(
+            "{} distinct keys on {} rows: a build side has at least one row per distinct key",
+            stats.distinct_keys, stats.rows
+        ))
+    } else if stats.rows > 0 && stats.distinct_keys == 0 {
+        Some(format!("{} rows without a distinct key", stats.rows))
+    } else {
+        None
+    }
+}
+
+fn encode_words(head: &Head, words: &[u64], choice: CodecChoice) -> Result<Vec<u8>, ExchangeError> {
+    if let Some(reason) = head.stats.as_ref().and_then(stats_defect) {
+        return Err(CodecError::Encode {
+            what: "build statistics",
+            reason,
+        }
+        .into());
+    }
+    let params = head.params;
     let ones: u64 = words.iter().map(|w| w.count_ones() as u64).sum();
     let raw_len = params.bit_bytes();
     let coded = match choice {
@@ -311,17 +523,23 @@ fn encode(
     };
     let descriptor = DescriptorV1 {
         params,
-        n,
+        n: head.n,
         counter_width: CounterWidth::Bit,
         codec,
         payload_len,
     };
-    let mut body = Vec::with_capacity(DESCRIPTOR_LEN + MESSAGE_FIELDS_LEN + payload_len as usize);
+    let mut body = Vec::with_capacity(
+        DESCRIPTOR_LEN + MESSAGE_FIELDS_LEN + BUILD_STATS_LEN + payload_len as usize,
+    );
     body.extend_from_slice(&descriptor.to_bytes());
-    body.extend_from_slice(&version.to_le_bytes());
-    body.extend_from_slice(&base_version.to_le_bytes());
+    body.extend_from_slice(&head.version.to_le_bytes());
+    body.extend_from_slice(&head.base_version.to_le_bytes());
     body.extend_from_slice(&ones.to_le_bytes());
     body.extend_from_slice(&[0u8; 8]);
+    if let Some(stats) = &head.stats {
+        body.extend_from_slice(&stats.rows.to_le_bytes());
+        body.extend_from_slice(&stats.distinct_keys.to_le_bytes());
+    }
     match coded {
         Some(p) => body.extend_from_slice(&p),
         None => {
@@ -330,5 +548,12 @@ fn encode(
             }
         }
     }
-    Ok(frame::encode(kind, 0, &body))
+    let v = head.format_version();
+    Ok(frame::encode_versioned(
+        head.kind,
+        head.flags(),
+        &body,
+        v,
+        v,
+    ))
 }
