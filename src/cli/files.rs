@@ -304,7 +304,7 @@ fn inspect_message(
 ) -> Outcome {
     let p = m.params();
     let crc = f.crc32;
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "file_len": bytes.len(),
         "format_version": f.version,
         "min_reader_version": f.min_reader,
@@ -329,6 +329,11 @@ fn inspect_message(
         "ones": m.ones,
         "model_fp": p.expected_fp(m.descriptor.n),
     });
+    // Format version 2: the build side's statistics, when the message has them.
+    if let (Some(s), serde_json::Value::Object(map)) = (m.build_stats(), &mut v) {
+        map.insert("build_rows".into(), s.rows.into());
+        map.insert("build_distinct_keys".into(), s.distinct_keys.into());
+    }
     if json {
         return out.line(&serde_json::to_string_pretty(&v)?);
     }
