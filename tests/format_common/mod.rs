@@ -1,6 +1,23 @@
-//! Helpers shared by the format tests, written from `docs/FORMAT.md` alone
-//! so that the tests do not check the crate's code against itself.
+//! Helpers shared by the format and message tests: a CRC-32 written from
+//! `docs/FORMAT.md` alone (so that the tests do not check the crate's code
+//! against itself), and the keys and filters the message tests send.
 #![allow(dead_code)]
+
+use filterstore::{BitFilter, FilterParams, HashSpec, Layout};
+
+/// Keys `range`, as 4 little-endian bytes each.
+pub fn keys(range: std::ops::Range<u32>) -> Vec<[u8; 4]> {
+    range.map(|i| i.to_le_bytes()).collect()
+}
+
+/// A filter of `ks` with seed 77.
+pub fn filter(layout: Layout, m: u64, k: u32, ks: &[[u8; 4]]) -> BitFilter {
+    let f = BitFilter::new(FilterParams::new(layout, m, k, HashSpec::xxh3(77)).unwrap()).unwrap();
+    for key in ks {
+        f.insert(key);
+    }
+    f
+}
 
 /// CRC-32/ISO-HDLC, bit by bit (FORMAT.md § 1: the reflected polynomial
 /// `0xEDB88320`, initial value and final XOR `0xFFFFFFFF`).
