@@ -129,7 +129,7 @@ impl<'a> DecodedFilter<'a> {
         self.descriptor.n
     }
 
-    /// [`Kind::BitFilter`] or [`Kind::CountingFilter`].
+    /// [`FrameKind::BitFilter`] or [`FrameKind::CountingFilter`].
     pub fn kind(&self) -> FrameKind {
         self.descriptor.counter_width.file_kind()
     }
