@@ -122,7 +122,7 @@ pub struct Frame<'a> {
     pub min_reader: u16,
     /// What the body holds.
     pub kind: FrameKind,
-    /// FrameKind-specific flags.
+    /// Kind-specific flags.
     pub flags: u8,
     /// The body.
     pub body: &'a [u8],
