@@ -44,8 +44,9 @@
 //! exchange` times whole messages (this coder, the frame and its CRC, the
 //! receiver's filter) of a 2% filter of 1M keys (6.2 MB, p̂ ≈ 0.02) on the
 //! thread's CPU clock: encode 300 (201–387 over 15 interleaved rounds),
-//! decode 227 (213–273), on the 2-core AMD EPYC (Zen 4) VM under a load of
-//! 7.1–7.6 from other builds. The coder alone is not timed separately.
+//! decode 227 (213–273), on the 2-core AMD EPYC (Zen 4) VM under a
+//! 1-minute load of 7.6 (at start and end) from other builds. The coder
+//! alone is not timed separately.
 //!
 //! # Files
 //! `model.rs` the byte model and the coder tables derived from it,
