@@ -556,7 +556,8 @@ fn main() -> Result<(), ParamError> {
     if benching {
         let points =
             std::env::var("PEERS_POINTS").unwrap_or_else(|_| "target/peers_points.csv".into());
-        let svg = std::env::var("PEERS_SVG").unwrap_or_else(|_| "docs/peers_ns_per_key.svg".into());
+        let svg =
+            std::env::var("PEERS_SVG").unwrap_or_else(|_| "target/peers_ns_per_key.svg".into());
         let rows: Vec<(&str, f64)> = BIT_FILTERS
             .iter()
             .filter_map(|&name| Some((name, r.get(Figure::LookupAbsentNs, name)?)))

@@ -43,20 +43,20 @@ pub use codec::filter_file::{
 // The frame every record and message is wrapped in (FORMAT.md §2): for tools
 // that dispatch on a file's kind, or check one without decoding it.
 pub use codec::frame::{
-    decode as decode_frame, encode as encode_frame, Frame, Kind as FrameKind, FORMAT_VERSION,
+    decode as decode_frame, encode as encode_frame, Frame, FrameKind, FORMAT_VERSION,
     MIN_READ_VERSION,
 };
 
 // The semi-join exchange: messages, sizing, probing, refinement.
 pub use exchange::entropy::{compressed_size_estimate, EntropyError};
 pub use exchange::message::{
-    build_from_keys as build_message, decode as decode_message,
-    decode_with_limit as decode_message_with_limit, encode_delta as encode_delta_message,
-    encode_full as encode_message, CodecChoice, DecodedMessage, ExchangeError, ReceivedFilter,
-    Target as MessageTarget, DEFAULT_MAX_BITS as DEFAULT_MAX_MESSAGE_BITS, MESSAGE_OVERHEAD,
+    build_message, build_message_with_stats, decode_message, decode_message_with_limit,
+    encode_delta_message, encode_delta_message_with_stats, encode_message,
+    encode_message_with_stats, CodecChoice, DecodedMessage, ExchangeError, MessageTarget,
+    ReceivedFilter, BUILD_STATS_LEN, DEFAULT_MAX_MESSAGE_BITS, MESSAGE_OVERHEAD,
 };
 pub use exchange::optimize::{
-    plan_for_budget, plan_for_fp, transmit_bits_per_key, OptimizeError, Plan as TransmitPlan,
+    plan_for_budget, plan_for_fp, transmit_bits_per_key, OptimizeError, TransmitPlan,
 };
 pub use exchange::{
     estimate_join_size, estimate_join_size_from_filters, probe, BuildStats, JoinSizeEstimate,
@@ -70,7 +70,7 @@ pub use error::{CodecError, Error, FilterError, ParamError};
 #[cfg(feature = "store")]
 pub use store::{
     Durability, ExportKind, FilterStore, HealthReport, NameError, RegenOptions, RegenReport,
-    StoreConfig, StoreError, Table, TableReader, TableSpec, TableStats, WriteBatch,
+    StoreConfig, StoreError, Table, TableBloom, TableReader, TableSpec, TableStats, WriteBatch,
     DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE, DEFAULT_FOLD_MEMORY,
     DEFAULT_HEADROOM, DEFAULT_IO_TIMEOUT, DEFAULT_MATERIALIZED_BLOCKS, MARKER_FILE, MAX_NAME_LEN,
     MAX_RECORD_OPS, STORE_FORMAT_VERSION,

@@ -414,3 +414,40 @@ fn a_huge_message_is_refused_before_decoding() {
         assert!(err.contains("8589934592"), "{err}");
     }
 }
+
+/// `inspect` shows a version-2 message's build statistics and its versions
+/// and flag, and a version-1 message has none (the committed fixtures).
+#[test]
+fn inspect_shows_build_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures");
+    let v2 = fixtures.join("v2/message_full_stats_rans.fsm");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&run(&db, &["inspect", "--json", s(&v2)], b""))).unwrap();
+    assert_eq!(
+        (
+            &v["format_version"],
+            &v["min_reader_version"],
+            &v["flags"],
+            &v["build_rows"],
+            &v["build_distinct_keys"],
+            &v["n"]
+        ),
+        (
+            &2.into(),
+            &2.into(),
+            &1.into(),
+            &1000.into(),
+            &200.into(),
+            &200.into()
+        )
+    );
+    let text = ok(&run(&db, &["inspect", s(&v2)], b""));
+    assert!(text.contains("build rows         1000"), "{text}");
+    let v1 = fixtures.join("v1/message_full_rans.fsm");
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&run(&db, &["inspect", "--json", s(&v1)], b""))).unwrap();
+    assert_eq!((&v["format_version"], &v["flags"]), (&1.into(), &0.into()));
+    assert!(v.get("build_rows").is_none(), "{v}");
+}

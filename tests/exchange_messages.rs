@@ -1,6 +1,8 @@
 //! Exchange messages: round trips, the plain fallback, deltas, budgets, and
 //! refusal of every corrupt or hostile message.
 
+mod format_common;
+
 use filterstore::{
     build_message, decode_message, decode_message_with_limit, encode_delta_message, encode_message,
     CodecChoice, CodecError, ExchangeError, MessageTarget, ReceivedFilter,
@@ -8,18 +10,7 @@ use filterstore::{
 };
 use filterstore::{decode_frame, encode_frame, FrameKind as Kind};
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
-
-fn keys(range: std::ops::Range<u32>) -> Vec<[u8; 4]> {
-    range.map(|i| i.to_le_bytes()).collect()
-}
-
-fn filter(layout: Layout, m: u64, k: u32, ks: &[[u8; 4]]) -> BitFilter {
-    let f = BitFilter::new(FilterParams::new(layout, m, k, HashSpec::xxh3(77)).unwrap()).unwrap();
-    for key in ks {
-        f.insert(key);
-    }
-    f
-}
+use format_common::{filter, keys};
 
 #[test]
 fn full_messages_round_trip_plain_and_coded() {

@@ -198,12 +198,15 @@ fn v1_fixtures_decode_with_the_same_answers() {
     }
 }
 
-/// The encoder of this build writes v1 fixtures byte for byte. When a later
-/// format version changes the encoder, this test is replaced by one that
-/// checks the migration of these files; the files themselves stay.
+/// The encoder of this build writes v1 fixtures byte for byte: format
+/// version 2 changed only messages that carry build statistics (FORMAT.md
+/// § 15), and a filter file, whose bytes version 1 describes, is still
+/// framed as version 1 (min reader 1). When a later format version changes
+/// the encoder, this test is replaced by one that checks the migration of
+/// these files; the files themselves stay.
 #[test]
 fn encoder_still_writes_the_v1_bytes() {
-    assert_eq!(filterstore::FORMAT_VERSION, 1);
+    assert_eq!(filterstore::FORMAT_VERSION, 2);
     for f in &FIXTURES {
         let committed = std::fs::read(dir().join(f.file)).unwrap();
         assert!(build(f) == committed, "{}: encoder output changed", f.file);

@@ -1,8 +1,9 @@
 //! The ns/key-against-n chart of the README: every run appends its
 //! lookup figures to a CSV of points (`PEERS_POINTS`, default
 //! `target/peers_points.csv`), and the SVG (`PEERS_SVG`, default
-//! `docs/peers_ns_per_key.svg`) is redrawn from all points, one line per
-//! subject, log scale for n.
+//! `target/peers_ns_per_key.svg`; the README's chart is
+//! `PEERS_SVG=docs/peers_ns_per_key.svg`) is redrawn from all points, one
+//! line per subject, log scale for n.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -184,10 +184,11 @@ fn check_filter(input: &[u8], keys_from: &[u8]) {
     let again = reencode(&d, &owned);
     // The body is canonical whatever versions the header carries (a newer
     // writer may have framed v1 bytes); the CRC covers the header, so it is
-    // compared only when the header is the one this build writes.
+    // compared only when the header is the one this build writes (a filter
+    // file is version 1, min reader 1: FORMAT.md § 13).
     let body = |b: &[u8]| b[frame::HEADER_LEN..b.len() - frame::TRAILER_LEN].to_vec();
     assert_eq!(body(&again), body(input), "filter body is not canonical");
-    if (d.version, d.min_reader) == (frame::FORMAT_VERSION, frame::MIN_READ_VERSION) {
+    if (d.version, d.min_reader) == (frame::VERSION_1, frame::VERSION_1) {
         assert_eq!(again, input);
     }
 }
@@ -290,7 +291,8 @@ const FUZZ_MAX_MESSAGE_BITS: u64 = 1 << 16;
 
 /// Target `decode_message`: the exchange message decoder never panics; a
 /// decoded full message yields a filter that answers queries, and its array
-/// survives re-encoding; a decoded delta applies to a zero base of its shape.
+/// and build statistics survive re-encoding; a decoded delta applies to a
+/// zero base of its shape.
 pub fn decode_message(data: &[u8]) {
     for input in with_valid_frame(data) {
         let Ok(msg) = filterstore::decode_message_with_limit(&input, FUZZ_MAX_MESSAGE_BITS) else {
@@ -318,10 +320,23 @@ pub fn decode_message(data: &[u8]) {
             msg.ones,
             "popcount differs from header"
         );
-        let again =
-            filterstore::encode_message(&filter, msg.descriptor.n, msg.version, Default::default())
-                .expect("re-encoding a decoded filter failed");
+        let again = match msg.build_stats() {
+            Some(stats) => filterstore::encode_message_with_stats(
+                &filter,
+                stats,
+                msg.version,
+                Default::default(),
+            ),
+            None => filterstore::encode_message(
+                &filter,
+                msg.descriptor.n,
+                msg.version,
+                Default::default(),
+            ),
+        }
+        .expect("re-encoding a decoded filter failed");
         let back = filterstore::decode_message(&again).expect("re-encoded message refused");
+        assert_eq!(back.build_stats(), msg.build_stats(), "statistics changed");
         let back = back.filter().expect("re-encoded filter refused");
         for i in 0..msg.params().num_words() {
             assert_eq!(back.word(i), filter.word(i), "array changed by re-encoding");
@@ -330,9 +345,10 @@ pub fn decode_message(data: &[u8]) {
 }
 
 /// Target `roundtrip_message`, structure-aware: arbitrary filters (sparse or
-/// dense, either layout) → full and delta messages → decode: the filter and
-/// the delta-applied filter equal the originals bit for bit, every key is
-/// present, and changing any one byte makes the message undecodable.
+/// dense, either layout) → full and delta messages, with or without build
+/// statistics → decode: the filter and the delta-applied filter equal the
+/// originals bit for bit, every key is present, the statistics are those
+/// sent, and changing any one byte makes the message undecodable.
 pub fn roundtrip_message(data: &[u8]) {
     let _ = roundtrip_msg(&mut Unstructured::new(data));
 }
@@ -369,8 +385,23 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     } else {
         CodecChoice::Plain
     };
-    let full = filterstore::encode_message(&new, n_keys as u64, 2, choice).expect("encode");
+    // Build statistics half the time: each key on 1 + (input byte) rows.
+    let stats = if u.arbitrary::<bool>()? {
+        let extra = u64::from(u.arbitrary::<u8>()?);
+        Some(filterstore::BuildStats {
+            rows: n_keys as u64 * (1 + extra),
+            distinct_keys: n_keys as u64,
+        })
+    } else {
+        None
+    };
+    let full = match stats {
+        Some(s) => filterstore::encode_message_with_stats(&new, s, 2, choice),
+        None => filterstore::encode_message(&new, n_keys as u64, 2, choice),
+    }
+    .expect("encode");
     let got = filterstore::decode_message(&full).expect("fresh message refused");
+    assert_eq!(got.build_stats(), stats, "statistics changed");
     let got = got.filter().expect("fresh filter refused");
     for i in 0..p.num_words() {
         assert_eq!(got.word(i), new.word(i), "full message changed the filter");
@@ -378,10 +409,14 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     for key in &keys {
         assert!(got.contains(key), "false negative after a full message");
     }
-    let delta = filterstore::encode_delta_message(&new, &base, n_keys as u64, 2, 1, choice)
-        .expect("encode");
-    let applied = filterstore::decode_message(&delta)
-        .expect("fresh delta refused")
+    let delta = match stats {
+        Some(s) => filterstore::encode_delta_message_with_stats(&new, &base, s, 2, 1, choice),
+        None => filterstore::encode_delta_message(&new, &base, n_keys as u64, 2, 1, choice),
+    }
+    .expect("encode");
+    let decoded = filterstore::decode_message(&delta).expect("fresh delta refused");
+    assert_eq!(decoded.build_stats(), stats, "statistics changed");
+    let applied = decoded
         .apply_to(&base, 1)
         .expect("fresh delta did not apply");
     assert!(

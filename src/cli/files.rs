@@ -63,7 +63,7 @@ fn export_message(
     opts: &ExportOptions<'_>,
 ) -> Result<(Vec<u8>, &'static str), Failure> {
     let Some(file) = opts.keys else {
-        let msg = encode_message(&*t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
+        let msg = encode_message(&t.bloom(), t.live_keys(), 1, CodecChoice::Auto)?;
         if let Some(b) = opts.budget.filter(|&b| msg.len() as u64 > b) {
             return Err(Failure(format!(
                 "the table's filter encodes to {} bytes, over the budget of {b}; pass --keys FILE (the table's keys) to build a smaller filter sized for transmission",
@@ -304,7 +304,7 @@ fn inspect_message(
 ) -> Outcome {
     let p = m.params();
     let crc = f.crc32;
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "file_len": bytes.len(),
         "format_version": f.version,
         "min_reader_version": f.min_reader,
@@ -329,6 +329,11 @@ fn inspect_message(
         "ones": m.ones,
         "model_fp": p.expected_fp(m.descriptor.n),
     });
+    // Format version 2: the build side's statistics, when the message has them.
+    if let (Some(s), serde_json::Value::Object(map)) = (m.build_stats(), &mut v) {
+        map.insert("build_rows".into(), s.rows.into());
+        map.insert("build_distinct_keys".into(), s.distinct_keys.into());
+    }
     if json {
         return out.line(&serde_json::to_string_pretty(&v)?);
     }

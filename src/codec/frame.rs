@@ -10,10 +10,19 @@ use crate::error::CodecError;
 
 /// First four bytes of every filterstore record or message.
 pub const MAGIC: [u8; 4] = *b"FSTR";
-/// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 1;
+/// The newest format version this build reads and writes (`docs/FORMAT.md`
+/// § 13). Each frame is written with the lowest version that describes its
+/// bytes: version 1 unless it holds something § 15 lists under a later
+/// version, so that older readers keep reading everything they can.
+pub const FORMAT_VERSION: u16 = 2;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
+/// Format version 1: the version, and the min reader version, of every
+/// frame whose bytes version 1 describes exactly.
+pub const VERSION_1: u16 = 1;
+/// Format version 2 (`docs/FORMAT.md` § 15): an exchange message that
+/// carries build statistics (§ 12) is written as version 2, min reader 2.
+pub const VERSION_2: u16 = 2;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -24,7 +33,7 @@ pub const OVERHEAD: usize = HEADER_LEN + TRAILER_LEN;
 /// What a frame holds. The numeric ids are part of the format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Kind {
+pub enum FrameKind {
     /// An exported bit filter (descriptor + bit array).
     BitFilter,
     /// An exported counting filter (descriptor + packed 4-bit counters).
@@ -47,55 +56,59 @@ pub enum Kind {
     TableState,
 }
 
-impl Kind {
+/// The crate's modules call it `frame::Kind`; the API names it
+/// [`FrameKind`], which is the name its documentation shows.
+pub use self::FrameKind as Kind;
+
+impl FrameKind {
     /// All kinds, for error messages and exhaustive tests.
-    pub const ALL: [Kind; 10] = [
-        Kind::BitFilter,
-        Kind::CountingFilter,
-        Kind::Catalog,
-        Kind::TableMeta,
-        Kind::CounterPage,
-        Kind::Snapshot,
-        Kind::ExchangeFull,
-        Kind::ExchangeDelta,
-        Kind::LogRecord,
-        Kind::TableState,
+    pub const ALL: [FrameKind; 10] = [
+        FrameKind::BitFilter,
+        FrameKind::CountingFilter,
+        FrameKind::Catalog,
+        FrameKind::TableMeta,
+        FrameKind::CounterPage,
+        FrameKind::Snapshot,
+        FrameKind::ExchangeFull,
+        FrameKind::ExchangeDelta,
+        FrameKind::LogRecord,
+        FrameKind::TableState,
     ];
 
     /// The stable id stored in the frame.
     pub fn id(self) -> u8 {
         match self {
-            Kind::BitFilter => 1,
-            Kind::CountingFilter => 2,
-            Kind::Catalog => 3,
-            Kind::TableMeta => 4,
-            Kind::CounterPage => 5,
-            Kind::Snapshot => 6,
-            Kind::ExchangeFull => 7,
-            Kind::ExchangeDelta => 8,
-            Kind::LogRecord => 9,
-            Kind::TableState => 10,
+            FrameKind::BitFilter => 1,
+            FrameKind::CountingFilter => 2,
+            FrameKind::Catalog => 3,
+            FrameKind::TableMeta => 4,
+            FrameKind::CounterPage => 5,
+            FrameKind::Snapshot => 6,
+            FrameKind::ExchangeFull => 7,
+            FrameKind::ExchangeDelta => 8,
+            FrameKind::LogRecord => 9,
+            FrameKind::TableState => 10,
         }
     }
 
-    /// Inverse of [`Kind::id`].
-    pub fn from_id(id: u8) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.id() == id)
+    /// Inverse of [`FrameKind::id`].
+    pub fn from_id(id: u8) -> Option<FrameKind> {
+        FrameKind::ALL.into_iter().find(|k| k.id() == id)
     }
 
     /// Lower-case name for messages.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::BitFilter => "bit-filter",
-            Kind::CountingFilter => "counting-filter",
-            Kind::Catalog => "catalog",
-            Kind::TableMeta => "table-meta",
-            Kind::CounterPage => "counter-page",
-            Kind::Snapshot => "snapshot",
-            Kind::ExchangeFull => "exchange-full",
-            Kind::ExchangeDelta => "exchange-delta",
-            Kind::LogRecord => "log-record",
-            Kind::TableState => "table-state",
+            FrameKind::BitFilter => "bit-filter",
+            FrameKind::CountingFilter => "counting-filter",
+            FrameKind::Catalog => "catalog",
+            FrameKind::TableMeta => "table-meta",
+            FrameKind::CounterPage => "counter-page",
+            FrameKind::Snapshot => "snapshot",
+            FrameKind::ExchangeFull => "exchange-full",
+            FrameKind::ExchangeDelta => "exchange-delta",
+            FrameKind::LogRecord => "log-record",
+            FrameKind::TableState => "table-state",
         }
     }
 }
@@ -108,7 +121,7 @@ pub struct Frame<'a> {
     /// The oldest reader version that can read it.
     pub min_reader: u16,
     /// What the body holds.
-    pub kind: Kind,
+    pub kind: FrameKind,
     /// Kind-specific flags.
     pub flags: u8,
     /// The body.
@@ -117,14 +130,16 @@ pub struct Frame<'a> {
     pub crc32: u32,
 }
 
-/// Frames `body` as a record of `kind` in the current format version.
-pub fn encode(kind: Kind, flags: u8, body: &[u8]) -> Vec<u8> {
-    encode_versioned(kind, flags, body, FORMAT_VERSION, MIN_READ_VERSION)
+/// Frames `body` as a record of `kind` of format version 1, min reader 1:
+/// the frame of every body whose bytes version 1 describes. (The exchange
+/// frames a message that needs version 2 with its versions given.)
+pub fn encode(kind: FrameKind, flags: u8, body: &[u8]) -> Vec<u8> {
+    encode_versioned(kind, flags, body, VERSION_1, VERSION_1)
 }
 
 /// Frames `body` with explicit versions (used by migrations and their tests).
 pub fn encode_versioned(
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body: &[u8],
     version: u16,
@@ -136,7 +151,7 @@ pub fn encode_versioned(
 }
 
 /// Frames a body of exactly `body_len` bytes that `write_body` appends to the
-/// output, in the current format version. Large bodies (a filter's bit array)
+/// output, as format version 1 (min reader 1). Large bodies (a filter's bit array)
 /// are then written once, straight into the one buffer of exact capacity,
 /// instead of being collected first and copied.
 ///
@@ -144,23 +159,16 @@ pub fn encode_versioned(
 /// If `write_body` appends other than `body_len` bytes: a bug in the caller,
 /// never a property of input data.
 pub fn encode_with(
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body_len: usize,
     write_body: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
-    write_frame(
-        kind,
-        flags,
-        body_len,
-        FORMAT_VERSION,
-        MIN_READ_VERSION,
-        write_body,
-    )
+    write_frame(kind, flags, body_len, VERSION_1, VERSION_1, write_body)
 }
 
 fn write_frame(
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body_len: usize,
     version: u16,
@@ -238,7 +246,7 @@ pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
 struct Header {
     version: u16,
     min_reader: u16,
-    kind: Kind,
+    kind: FrameKind,
     flags: u8,
     body_len: u64,
 }
@@ -253,7 +261,7 @@ fn read_header(r: &mut ByteReader<'_>) -> Result<Header, CodecError> {
     let min_reader = r.u16()?;
     check_versions(version, min_reader)?;
     let kind_id = r.u8()?;
-    let kind = Kind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
+    let kind = FrameKind::from_id(kind_id).ok_or(CodecError::UnknownKind(kind_id))?;
     let flags = r.u8()?;
     let reserved_a = r.array::<2>()?;
     let body_len = r.u64()?;
@@ -315,7 +323,7 @@ fn take_body<'a>(
 
 /// Decodes a frame and checks that it holds `kind`.
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
-pub fn decode_kind(bytes: &[u8], kind: Kind) -> Result<Frame<'_>, CodecError> {
+pub fn decode_kind(bytes: &[u8], kind: FrameKind) -> Result<Frame<'_>, CodecError> {
     let f = decode(bytes)?;
     if f.kind != kind {
         return Err(CodecError::WrongKind {
@@ -334,7 +342,7 @@ mod tests {
     /// (the same IEEE CRC-32 as `crc32fast`).
     #[test]
     fn golden_bytes() {
-        let f = encode(Kind::TableMeta, 0x5a, b"abc");
+        let f = encode(FrameKind::TableMeta, 0x5a, b"abc");
         assert_eq!(
             f,
             [
@@ -344,13 +352,13 @@ mod tests {
         );
         let d = decode(&f).unwrap();
         assert_eq!(d.body, b"abc");
-        assert_eq!(d.kind, Kind::TableMeta);
+        assert_eq!(d.kind, FrameKind::TableMeta);
         assert_eq!(d.flags, 0x5a);
     }
 
     #[test]
     fn every_flip_and_truncation_is_refused() {
-        let f = encode(Kind::BitFilter, 0, &[7u8; 40]);
+        let f = encode(FrameKind::BitFilter, 0, &[7u8; 40]);
         for i in 0..f.len() {
             for bit in 0..8 {
                 let mut g = f.clone();
@@ -365,20 +373,32 @@ mod tests {
 
     #[test]
     fn newer_version_is_a_typed_error() {
-        let f = encode_versioned(Kind::Catalog, 0, b"", 9, 9);
+        let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 9);
         assert!(matches!(
             decode(&f),
             Err(CodecError::UnsupportedVersion { found: 9, .. })
         ));
         // A newer writer that older readers may still read is accepted.
-        let f = encode_versioned(Kind::Catalog, 0, b"", 2, 1);
-        assert_eq!(decode(&f).unwrap().version, 2);
+        let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
+        assert_eq!(decode(&f).unwrap().version, 9);
+        // Version 2 is read; version 3 is not (yet).
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 2));
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 3, 3);
+        assert_eq!(
+            decode(&f),
+            Err(CodecError::UnsupportedVersion {
+                found: 3,
+                min_reader: 3,
+                supported: 2
+            })
+        );
     }
 
     #[test]
     fn version_zero_is_refused() {
         for (version, min_reader) in [(0, 0), (1, 0)] {
-            let f = encode_versioned(Kind::Catalog, 0, b"", version, min_reader);
+            let f = encode_versioned(FrameKind::Catalog, 0, b"", version, min_reader);
             assert_eq!(
                 decode(&f),
                 Err(CodecError::VersionTooOld {
@@ -392,7 +412,7 @@ mod tests {
 
     #[test]
     fn hostile_length_does_not_allocate() {
-        let mut f = encode(Kind::BitFilter, 0, b"");
+        let mut f = encode(FrameKind::BitFilter, 0, b"");
         f[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(decode(&f), Err(CodecError::Truncated { .. })));
     }

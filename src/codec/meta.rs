@@ -103,7 +103,7 @@ mod tests {
         );
         let (back, version): (Example, u16) = decode(&bytes, Kind::TableMeta).unwrap();
         assert_eq!(back, v);
-        assert_eq!(version, frame::FORMAT_VERSION);
+        assert_eq!(version, frame::VERSION_1);
         assert!(decode::<Example>(&bytes, Kind::Catalog).is_err());
         let flagged = frame::encode(
             Kind::TableMeta,

@@ -6,12 +6,14 @@
 //! other contributes `a·b` rows. These estimates fit the semi-join flow:
 //!
 //! 1. the build side sends a filter of its distinct join keys and its
-//!    [`BuildStats`] (rows and distinct keys, two numbers);
+//!    [`BuildStats`] (rows and distinct keys, two numbers), both in one
+//!    message ([`encode_message_with_stats`](crate::encode_message_with_stats));
 //! 2. the probe side counts its rows the filter passes (`N` rows probed,
 //!    `P` passed: [`probe`](super::probe)`(..).len()`, or any loop over
 //!    `contains`);
 //! 3. [`estimate_join_size`] corrects `P` for false positives and scales by
-//!    the build side's rows per distinct key.
+//!    the build side's rows per distinct key; from the message alone,
+//!    [`DecodedMessage::estimate_join_size`](crate::DecodedMessage::estimate_join_size).
 //!
 //! # The formula
 //! With `T` the probe rows whose key is on the build side and `fp` the
@@ -148,7 +150,7 @@ pub fn estimate_join_size(
 }
 
 /// [`estimate_join_size`] for a known false-positive rate `fp`.
-fn join_size_from_counts(
+pub(crate) fn join_size_from_counts(
     fp: f64,
     build: BuildStats,
     probe_rows: u64,

@@ -39,7 +39,7 @@ pub const MAX_BITS_PER_KEY: f64 = 256.0;
 
 /// A filter configuration and its expected performance.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Plan {
+pub struct TransmitPlan {
     /// Array size `m` in bits.
     pub m_bits: u64,
     /// Number of hash functions `k`.
@@ -47,7 +47,7 @@ pub struct Plan {
     /// Expected false-positive rate `(1 − e^(−k·n/m))^k`.
     pub fp: f64,
     /// Expected transmitted size in bits: `m·H(e^(−k·n/m))` if
-    /// [`Plan::compressed`], else `m`.
+    /// [`TransmitPlan::compressed`], else `m`.
     pub transmit_bits: f64,
     /// Whether the array is meant to be sent entropy-coded. `false` for the
     /// plain filter `m = z`, which [`plan_for_budget`] returns only when no
@@ -164,7 +164,7 @@ fn zero_fraction(m_over_n: f64, k: u32) -> f64 {
 /// assert!(plan.compressed && plan.transmit_bits <= 80_000.0);
 /// # Ok::<(), filterstore::OptimizeError>(())
 /// ```
-pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<Plan, OptimizeError> {
+pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<TransmitPlan, OptimizeError> {
     if n == 0 {
         return Err(OptimizeError::NoKeys);
     }
@@ -234,7 +234,7 @@ pub fn plan_for_budget(n: u64, budget_bits: u64) -> Result<Plan, OptimizeError> 
 /// assert!((plan.transmit_bits / 10_000.0 - 7.001).abs() < 0.001, "{plan:?}");
 /// # Ok::<(), filterstore::OptimizeError>(())
 /// ```
-pub fn plan_for_fp(n: u64, target_fp: f64) -> Result<Plan, OptimizeError> {
+pub fn plan_for_fp(n: u64, target_fp: f64) -> Result<TransmitPlan, OptimizeError> {
     if n == 0 {
         return Err(OptimizeError::NoKeys);
     }
@@ -242,7 +242,7 @@ pub fn plan_for_fp(n: u64, target_fp: f64) -> Result<Plan, OptimizeError> {
         return Err(OptimizeError::InvalidFp { fp: target_fp });
     }
     let max_m = max_bits(n);
-    let mut best: Option<Plan> = None;
+    let mut best: Option<TransmitPlan> = None;
     for k in 1..=MAX_K {
         let per_key = -f64::from(k) / (-target_fp.powf(1.0 / f64::from(k))).ln_1p();
         let Some(mut m) = whole_bits(per_key * n as f64) else {
@@ -294,8 +294,8 @@ fn compressed_bits(m: u64, n: u64, k: u32) -> f64 {
     m as f64 * binary_entropy(zero_fraction(m as f64 / n as f64, k))
 }
 
-fn compressed_plan(m_bits: u64, n: u64, k: u32) -> Plan {
-    Plan {
+fn compressed_plan(m_bits: u64, n: u64, k: u32) -> TransmitPlan {
+    TransmitPlan {
         m_bits,
         k,
         fp: fp(m_bits as f64 / n as f64, k),
@@ -306,12 +306,12 @@ fn compressed_plan(m_bits: u64, n: u64, k: u32) -> Plan {
 
 /// The plain filter that spends the whole budget on the array, with its best
 /// `k`.
-fn plain_plan(n: u64, budget_bits: u64) -> Plan {
+fn plain_plan(n: u64, budget_bits: u64) -> TransmitPlan {
     let per_key = budget_bits as f64 / n as f64;
     let (k, fp) = (1..=MAX_K)
         .map(|k| (k, fp(per_key, k)))
         .fold((1, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
-    Plan {
+    TransmitPlan {
         m_bits: budget_bits,
         k,
         fp,

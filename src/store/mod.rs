@@ -160,7 +160,7 @@ pub use import::ExportKind;
 use marker::DirKind;
 pub use marker::MARKER_FILE;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
-pub use table::{Table, TableReader, TableStats};
+pub use table::{Table, TableBloom, TableReader, TableStats};
 pub use wal::MAX_RECORD_OPS;
 
 use crate::filter::hash::HashSpec;

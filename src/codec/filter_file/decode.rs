@@ -2,7 +2,7 @@
 //! the input.
 
 use super::descriptor::{raw_payload_len, Codec, CounterWidth, DescriptorV1};
-use crate::codec::frame::{self, Kind};
+use crate::codec::frame::{self, FrameKind, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
 use crate::filter::bloom::{BitFilter, BloomRead, FilterView};
@@ -129,8 +129,8 @@ impl<'a> DecodedFilter<'a> {
         self.descriptor.n
     }
 
-    /// [`Kind::BitFilter`] or [`Kind::CountingFilter`].
-    pub fn kind(&self) -> Kind {
+    /// [`FrameKind::BitFilter`] or [`FrameKind::CountingFilter`].
+    pub fn kind(&self) -> FrameKind {
         self.descriptor.counter_width.file_kind()
     }
 

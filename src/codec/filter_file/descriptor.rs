@@ -1,7 +1,7 @@
 //! The filter descriptor (FORMAT.md § 5): the fixed 48-byte header of every
 //! serialized filter, and the identifiers it holds.
 
-use crate::codec::frame::Kind;
+use crate::codec::frame::FrameKind;
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
 use crate::filter::counting::COUNTER_BLOCK_BYTES;
@@ -43,10 +43,10 @@ impl CounterWidth {
     }
 
     /// The frame kind of an exported file with this width.
-    pub fn file_kind(self) -> Kind {
+    pub fn file_kind(self) -> FrameKind {
         match self {
-            CounterWidth::Bit => Kind::BitFilter,
-            CounterWidth::Four => Kind::CountingFilter,
+            CounterWidth::Bit => FrameKind::BitFilter,
+            CounterWidth::Four => FrameKind::CountingFilter,
         }
     }
 }

@@ -40,12 +40,13 @@
 //! final state); the paper's simulations, using a Moffat–Neal–Witten
 //! arithmetic coder, averaged 16 bytes over `m·H(p)/8`.
 //!
-//! Release-mode throughput on a 2-core AMD EPYC (Zen 4) VM, in MB/s of
-//! uncompressed filter for 1–16 MB filters (measured with a since-removed
-//! example; `cargo bench --bench exchange` measures it today): encode
-//! 330–360 at p̂ = 0.13 and 310–330 at p̂ = ½, decode 290–300 at p̂ = 0.13
-//! and 350–360 at p̂ = ½ when the machine was otherwise idle; 200–340 while
-//! other jobs kept both cores busy.
+//! Throughput, in MB/s of uncompressed filter: `cargo bench --bench
+//! exchange` times whole messages (this coder, the frame and its CRC, the
+//! receiver's filter) of a 2% filter of 1M keys (6.2 MB, p̂ ≈ 0.02) on the
+//! thread's CPU clock: encode 300 (201–387 over 15 interleaved rounds),
+//! decode 227 (213–273), on the 2-core AMD EPYC (Zen 4) VM under a
+//! 1-minute load of 7.6 (at start and end) from other builds. The coder
+//! alone is not timed separately.
 //!
 //! # Files
 //! `model.rs` the byte model and the coder tables derived from it,

@@ -75,6 +75,12 @@ use probe::{probe_block, probe_standard};
 
 /// Read access to a filter's bits, shared by the owned [`BitFilter`] and the
 /// borrowed [`FilterView`]: every query and estimator is written once, here.
+///
+/// An implementation provides [`params`](BloomRead::params) and
+/// [`word`](BloomRead::word); every other method has a default. A few
+/// methods hidden from these docs are the layouts' probes, which the
+/// lookups call: not part of the API, and an implementation need not touch
+/// them.
 pub trait BloomRead {
     /// The filter's parameters.
     fn params(&self) -> &FilterParams;
@@ -87,7 +93,7 @@ pub trait BloomRead {
     /// Whether `key` may be in the set. `false` means definitely absent.
     ///
     /// On x86-64 CPUs with AVX2 the blocked layout tests eight probes at a
-    /// time (`filter::simd`); the answer is the same bit for bit.
+    /// time; the answer is the same bit for bit.
     #[inline(always)]
     fn contains(&self, key: &[u8]) -> bool {
         // Hashed here, inlined into the caller (which may know the key's
@@ -96,8 +102,9 @@ pub trait BloomRead {
     }
 
     /// [`BloomRead::contains`] for a key hashed with this filter's
-    /// [`crate::HashSpec`]. [`BitFilter`] and [`FilterView`] override it to
-    /// call the lookup they chose when made (`filter::simd::LookupFn`).
+    /// [`crate::HashSpec`]. [`BitFilter`] and [`FilterView`] answer with the
+    /// lookup compiled for their layout and this CPU, chosen when they were
+    /// made.
     #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
         simd::dispatch(jobs::ContainsHash { f: self, h })
@@ -106,6 +113,8 @@ pub trait BloomRead {
     /// Whether the `k` standard-layout positions of `h` are all set. The
     /// default reads through [`BloomRead::word`]; implementors override it to
     /// resolve their storage once per lookup instead of once per probe.
+    // Layout internals (the probes call them): not part of the documented API.
+    #[doc(hidden)]
     #[inline]
     fn standard_has_all(&self, h: KeyHash) -> bool {
         let p = self.params();
@@ -116,6 +125,8 @@ pub trait BloomRead {
     /// one by one (relaxed loads for a shared filter). The default reads
     /// through [`BloomRead::word`]; implementors override it to check the
     /// block's bounds once.
+    // Layout internals (the probes call them): not part of the documented API.
+    #[doc(hidden)]
     #[inline]
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
         let base = block * WORDS_PER_BLOCK;
@@ -134,6 +145,8 @@ pub trait BloomRead {
     /// Whether the `k` in-block positions of `h2` are all set in block
     /// `block` (`< params().num_blocks()`): the scalar probe, the reference
     /// the SIMD probe is tested against.
+    // Layout internals (the probes call them): not part of the documented API.
+    #[doc(hidden)]
     #[inline]
     fn block_has_all(&self, block: usize, h2: u64, k: u32) -> bool {
         probe_block(&self.block_words(block), h2, k)

@@ -2,6 +2,7 @@
 //! ([`TableInner`]) and its statistics. The state of one generation lives in
 //! [`generation`], its write path in [`writer`], the log fold in [`fold`].
 
+mod bloom;
 mod bulk;
 mod fold;
 #[cfg(test)]
@@ -10,6 +11,7 @@ mod generation;
 mod reader;
 mod writer;
 
+pub use bloom::TableBloom;
 pub(crate) use fold::{GenerationState, MAX_FOLD_OPS};
 pub(crate) use generation::{sled_err, store_block_words, Generation};
 pub use reader::TableReader;
@@ -19,7 +21,7 @@ use super::catalog::{TableMeta, STORE_FORMAT_VERSION};
 use super::error::StoreError;
 use super::wal::{LogOp, MAX_RECORD_OPS};
 use super::StoreInner;
-use crate::filter::bloom::{BitFilter, BloomRead};
+use crate::filter::bloom::BloomRead;
 use crate::filter::counting::{counter_bytes, CountingFilter};
 use crate::filter::drift::ObservedFp;
 use crate::filter::hash::HashAlgo;
@@ -213,17 +215,6 @@ impl TableInner {
 /// (σ ≈ 25), enough to tell 1.25% from 1% by 10σ.
 pub const OBSERVED_WINDOW: u64 = 1 << 16;
 
-/// A read-only view of the bit filter of the generation in force: keeps it
-/// alive (a regeneration may swap it out meanwhile).
-struct BloomGuard(Arc<Generation>);
-
-impl std::ops::Deref for BloomGuard {
-    type Target = BitFilter;
-    fn deref(&self) -> &BitFilter {
-        &self.0.bits
-    }
-}
-
 impl Table {
     /// The generation in force (a lock-free pointer load).
     #[inline]
@@ -265,9 +256,10 @@ impl Table {
     }
 
     /// The live bit filter of the generation in force, read-only: every
-    /// [`BloomRead`] query and estimator without a lock or I/O.
-    pub fn bloom(&self) -> impl std::ops::Deref<Target = impl BloomRead + Send + Sync> {
-        BloomGuard(self.inner.gen.load_full())
+    /// [`BloomRead`] query and estimator without a lock or I/O. The handle
+    /// keeps that generation's filter (see [`TableBloom`]).
+    pub fn bloom(&self) -> TableBloom {
+        TableBloom(self.inner.gen.load_full())
     }
 
     /// Whether `key` may be in the table; `false` means definitely absent.
