@@ -1,8 +1,10 @@
-//! The semi-join prefilter on the in-memory cluster (3 workers): partitioned
-//! and broadcast plans, a selective (10%) and a non-selective (90%)
-//! dimension, with and without the Bloom filter. Prints rows and bytes that
-//! crossed the fact side's shuffle, plan bytes sent to workers, wall time
-//! (median of 5 runs, query 1 included for the Bloom), and `RESULT` lines.
+//! Runtime filters on a star join on the in-memory cluster (3 workers):
+//! partitioned and broadcast plans, a selective (10%) and a non-selective
+//! (90%) dimension; without the rule, with it (its own decision), and with
+//! it forced (what a filter costs where the rule declines). Prints rows and
+//! bytes that crossed the fact side's shuffle, plan bytes sent to workers,
+//! wall time (median of 5 runs, interleaved; planning and the creation side
+//! included), the decision, and `RESULT` lines.
 //!
 //! Run: `cargo bench --workspace --bench semijoin` (in release, as every
 //! cargo command of this workspace).
@@ -16,7 +18,7 @@ use filterstore_datafusion::cluster::{
 };
 use filterstore_datafusion::metrics::{is_shuffle_of, sum_metric};
 use filterstore_datafusion::star::{write_star, StarSpec};
-use filterstore_datafusion::{semi_join_prefilter, Prefilter};
+use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use std::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,52 +55,97 @@ fn fact_shuffle_metric(
     Ok(total)
 }
 
-async fn measure(
-    ctx: &SessionContext,
-    percent: i32,
-    bloom: bool,
-) -> Result<Figures, Box<dyn Error>> {
-    let query = format!("SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < {percent}");
-    let mut prefilter = Prefilter::new(
-        format!("SELECT bloom_agg(d_key) FROM dim WHERE d_cat < {percent}"),
-        "f_dkey",
-    );
-    prefilter.force = true;
-    let mut times = Vec::new();
-    let mut last = None;
-    for _ in 0..RUNS {
-        let start = Instant::now();
-        let (plan, decision) = if bloom {
-            let r = semi_join_prefilter(ctx, &query, &prefilter).await?;
-            (r.plan, format!("{:?}", r.decision))
-        } else {
-            (
-                ctx.sql(&query).await?.create_physical_plan().await?,
-                "none".into(),
-            )
-        };
-        collect(Arc::clone(&plan), ctx.task_ctx()).await?;
-        times.push(start.elapsed().as_secs_f64() * 1e3);
-        last = Some((plan, decision));
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Plain,
+    Rule,
+    Forced,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain",
+            Mode::Rule => "rule",
+            Mode::Forced => "forced",
+        }
     }
-    times.sort_by(f64::total_cmp);
-    let (plan, decision) = last.ok_or("no run")?;
-    let plan =
-        rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated).await?;
-    Ok(Figures {
-        rows: fact_shuffle_metric(&plan, "output_rows")?,
-        bytes: fact_shuffle_metric(&plan, "bytes_transferred")?,
-        plan_bytes: sum_metric(&plan, "plan_bytes_sent", |_| true)?,
-        ms: times[RUNS / 2],
-        decision,
-    })
+
+    fn config(self) -> Option<RuntimeFilterConfig> {
+        match self {
+            Mode::Plain => None,
+            Mode::Rule => Some(RuntimeFilterConfig::default()),
+            Mode::Forced => Some(RuntimeFilterConfig {
+                force: true,
+                ..RuntimeFilterConfig::default()
+            }),
+        }
+    }
+}
+
+/// One run: wall ms, the executed plan, the decisions.
+async fn once(
+    ctx: &SessionContext,
+    query: &str,
+) -> Result<(f64, Arc<dyn ExecutionPlan>, String), Box<dyn Error>> {
+    let start = Instant::now();
+    let plan = ctx.sql(query).await?.create_physical_plan().await?;
+    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let decision = last_report(ctx).map_or_else(|| "none".into(), |r| summary(&r));
+    Ok((ms, plan, decision))
+}
+
+fn summary(r: &filterstore_datafusion::RuntimeFilterReport) -> String {
+    let probe = r
+        .decisions
+        .iter()
+        .find(|d| d.side == datafusion::common::JoinSide::Right)
+        .map(|d| d.to_string())
+        .unwrap_or_default();
+    probe.split(": ").skip(1).collect::<Vec<_>>().join(": ")
+}
+
+async fn measure(
+    ctxs: &[(Mode, SessionContext)],
+    percent: i32,
+) -> Result<Vec<Figures>, Box<dyn Error>> {
+    let query = format!("SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < {percent}");
+    let mut times = vec![Vec::new(); ctxs.len()];
+    let mut last = vec![None; ctxs.len()];
+    for run in 0..RUNS {
+        for i in 0..ctxs.len() {
+            // Interleaved, the order rotating by run.
+            let i = (i + run) % ctxs.len();
+            let (ms, plan, decision) = once(&ctxs[i].1, &query).await?;
+            times[i].push(ms);
+            last[i] = Some((plan, decision));
+        }
+    }
+    let mut out = Vec::new();
+    for (t, l) in times.iter_mut().zip(last) {
+        t.sort_by(f64::total_cmp);
+        let (plan, decision) = l.ok_or("no run")?;
+        let plan =
+            rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated)
+                .await?;
+        out.push(Figures {
+            rows: fact_shuffle_metric(&plan, "output_rows")?,
+            bytes: fact_shuffle_metric(&plan, "bytes_transferred")?,
+            plan_bytes: sum_metric(&plan, "plan_bytes_sent", |_| true)?,
+            ms: t[RUNS / 2],
+            decision,
+        });
+    }
+    Ok(out)
 }
 
 async fn cluster(
     config: SessionConfig,
+    mode: Mode,
     dir: &std::path::Path,
 ) -> Result<SessionContext, Box<dyn Error>> {
-    let ctx = in_memory_cluster(3, WorkerFunctions::Registered, config)?;
+    let ctx = in_memory_cluster(3, WorkerFunctions::Registered, config, mode.config())?;
     for t in ["fact", "dim"] {
         ctx.register_parquet(
             t,
@@ -119,29 +166,31 @@ async fn main() -> Result<(), Box<dyn Error>> {
         load()
     );
     println!(
-        "{:<12} {:>4} {:<6} {:>9} {:>11} {:>10} {:>8}  decision",
-        "plan", "sel%", "bloom", "rows", "bytes", "plan B", "ms"
+        "{:<12} {:>4} {:<7} {:>9} {:>11} {:>10} {:>8}  decision (probe side)",
+        "plan", "sel%", "filter", "rows", "bytes", "plan B", "ms"
     );
-    for (plan_name, config) in [
-        ("partitioned", partitioned_join_config(3)?),
-        ("broadcast", broadcast_join_config(3)?),
-    ] {
-        let ctx = cluster(config, dir.path()).await?;
+    for (plan_name, partitioned) in [("partitioned", true), ("broadcast", false)] {
+        let mut ctxs = Vec::new();
+        for mode in [Mode::Plain, Mode::Rule, Mode::Forced] {
+            let config = if partitioned {
+                partitioned_join_config(3)?
+            } else {
+                broadcast_join_config(3)?
+            };
+            ctxs.push((mode, cluster(config, mode, dir.path()).await?));
+        }
         for percent in [10, 90] {
-            for bloom in [false, true] {
-                let f = measure(&ctx, percent, bloom).await?;
-                let tag = format!(
-                    "{plan_name}_{percent}pct_{}",
-                    if bloom { "bloom" } else { "plain" }
-                );
+            let figures = measure(&ctxs, percent).await?;
+            for ((mode, _), f) in ctxs.iter().zip(figures) {
+                let tag = format!("{plan_name}_{percent}pct_{}", mode.name());
                 println!(
-                    "{plan_name:<12} {percent:>4} {:<6} {:>9} {:>11} {:>10} {:>8.1}  {}",
-                    bloom,
+                    "{plan_name:<12} {percent:>4} {:<7} {:>9} {:>11} {:>10} {:>8.1}  {}",
+                    mode.name(),
                     f.rows,
                     f.bytes,
                     f.plan_bytes,
                     f.ms,
-                    short(&f.decision)
+                    f.decision
                 );
                 println!("RESULT {tag}_shuffled_rows {} rows", f.rows);
                 println!("RESULT {tag}_shuffled_bytes {} bytes", f.bytes);
@@ -151,11 +200,4 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     Ok(())
-}
-
-fn short(d: &str) -> String {
-    if d.starts_with("Applied") || matches!(d, "none") {
-        return d.split(',').next().unwrap_or(d).to_string();
-    }
-    d.to_string()
 }

@@ -1,15 +1,16 @@
-//! The distributed semi-join on datafusion-distributed's in-memory cluster
-//! (3 workers in this process, gRPC over in-memory pipes).
+//! Runtime Bloom filters on datafusion-distributed's in-memory cluster (3
+//! workers in this process, gRPC over in-memory pipes), for plain SQL.
 //!
 //! The join is forced partitioned, so the fact table's rows cross a network
-//! shuffle. `semi_join_prefilter` runs query 1 (`bloom_agg` of the
-//! dimension's selected keys), adds `bloom_contains` below the fact side's
-//! shuffle of query 2, and about 10% of the fact rows (plus ~1% false
-//! positives) cross it instead of all of them. With DataFusion's default
-//! broadcast plan there is no fact shuffle, and the helper leaves the plan
-//! alone.
+//! shuffle. The coordinator's session has one extra call,
+//! `with_bloom_runtime_filters`, and nothing else: the planner finds the
+//! join, builds a filter of the dimension's selected keys from the join's own
+//! build side, and places it below the fact side's shuffle. About 10% of the
+//! fact rows (plus ~1% false positives) cross it instead of all of them.
+//! With DataFusion's default broadcast plan there is no fact shuffle, and
+//! the rule leaves the plan alone; `EXPLAIN` says why.
 //!
-//! Run: `cargo run --release --workspace --example distributed_semijoin`
+//! Run from the workspace root: `cargo run --release --example distributed_semijoin`
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::collect;
@@ -21,7 +22,7 @@ use filterstore_datafusion::cluster::{
     broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
 };
 use filterstore_datafusion::star::{write_star, StarSpec};
-use filterstore_datafusion::{semi_join_prefilter, Prefilter};
+use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use std::error::Error;
 
 const QUERY: &str =
@@ -31,15 +32,12 @@ const QUERY: &str =
 async fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
     write_star(dir.path(), StarSpec::default())?;
-    let prefilter = Prefilter::new(
-        "SELECT bloom_agg(d_key) FROM dim WHERE d_cat < 10",
-        "f_dkey",
-    );
     for (name, config) in [
         ("partitioned", partitioned_join_config(3)?),
         ("broadcast", broadcast_join_config(3)?),
     ] {
-        let ctx = in_memory_cluster(3, WorkerFunctions::Registered, config)?;
+        let rule = Some(RuntimeFilterConfig::default());
+        let ctx = in_memory_cluster(3, WorkerFunctions::Registered, config, rule)?;
         for t in ["fact", "dim"] {
             let path = dir.path().join(t);
             ctx.register_parquet(
@@ -49,12 +47,13 @@ async fn main() -> Result<(), Box<dyn Error>> {
             )
             .await?;
         }
-        let r = semi_join_prefilter(&ctx, QUERY, &prefilter).await?;
-        println!("== {name} join: {:?}", r.decision);
-        let rows = collect(r.plan.clone(), ctx.task_ctx()).await?;
+        let plan = ctx.sql(QUERY).await?.create_physical_plan().await?;
+        let report = last_report(&ctx).unwrap_or_default();
+        println!("== {name} join\n{report}");
+        let rows = collect(plan.clone(), ctx.task_ctx()).await?;
         println!("{}", pretty_format_batches(&rows)?);
         let plan =
-            rewrite_distributed_plan_with_metrics(r.plan, DistributedMetricsFormat::Aggregated)
+            rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated)
                 .await?;
         println!("{}", display_plan_ascii(plan.as_ref(), true));
     }

@@ -119,7 +119,16 @@ impl Cache {
 /// The decoded filter of `bytes`, from the cache or decoded once and cached.
 /// Errors: unreadable message, delta message, or a filter over the budget.
 pub fn decoded(function: &'static str, bytes: &[u8]) -> Result<Arc<DecodedFilter>> {
-    let key = xxh3_128(bytes);
+    decoded_keyed(function, xxh3_128(bytes), bytes)
+}
+
+/// [`decoded`] for a caller that already holds the message's 128-bit XXH3
+/// (`key`), as a plan node that looks its filter up once per partition.
+pub fn decoded_keyed(
+    function: &'static str,
+    key: u128,
+    bytes: &[u8],
+) -> Result<Arc<DecodedFilter>> {
     let budget = {
         let mut c = CACHE.lock();
         c.tick += 1;

@@ -8,7 +8,7 @@
 //! copying its 60 lines keeps that feature, and insta with it, out of the
 //! build.
 
-use crate::BloomStateBuilderExt;
+use crate::{BloomStateBuilderExt, RuntimeFilterConfig};
 use async_trait::async_trait;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
@@ -33,24 +33,26 @@ pub enum WorkerFunctions {
 }
 
 /// A session over `workers` in-memory workers, with this crate's functions
-/// and prefilter planner on the coordinator. Must be called inside a tokio
-/// runtime (the workers' server is spawned on it).
+/// on the coordinator and, when `runtime_filters` is given, its runtime
+/// Bloom filters. Must be called inside a tokio runtime (the workers' server
+/// is spawned on it).
 pub fn in_memory_cluster(
     workers: usize,
     functions: WorkerFunctions,
     config: SessionConfig,
+    runtime_filters: Option<RuntimeFilterConfig>,
 ) -> Result<SessionContext, DataFusionError> {
     let channels = InMemoryChannelResolver::new(functions)?;
-    let state = SessionStateBuilder::new()
+    let builder = SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)
-        .with_bloom_functions()
-        .with_bloom_prefilter_planner()
-        .with_distributed_planner()
         .with_distributed_worker_resolver(InMemoryWorkerResolver(workers))
-        .with_distributed_channel_resolver(channels)
-        .build();
-    Ok(SessionContext::from(state))
+        .with_distributed_channel_resolver(channels);
+    let builder = match runtime_filters {
+        Some(cfg) => builder.with_bloom_runtime_filters(cfg),
+        None => builder.with_bloom_functions().with_distributed_planner(),
+    };
+    Ok(SessionContext::from(builder.build()))
 }
 
 /// A configuration whose equi-joins are planned as partitioned hash joins
@@ -63,6 +65,15 @@ pub fn partitioned_join_config(target_partitions: usize) -> Result<SessionConfig
     opts.optimizer.hash_join_single_partition_threshold = 0;
     opts.optimizer.hash_join_single_partition_threshold_rows = 0;
     config.with_distributed_broadcast_joins(false)
+}
+
+/// datafusion-distributed's defaults: a scan of a few megabytes stays in one
+/// task, so a small query is not distributed at all (the plan stays
+/// single-node).
+pub fn single_task_config(target_partitions: usize) -> Result<SessionConfig, DataFusionError> {
+    let mut config = SessionConfig::new().with_target_partitions(target_partitions);
+    config.set_distributed_option_extension(DistributedConfig::default());
+    Ok(config)
 }
 
 /// DataFusion's defaults with broadcast joins on: a small build side is

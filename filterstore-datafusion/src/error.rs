@@ -9,7 +9,7 @@ use datafusion::error::DataFusionError;
 use filterstore::ExchangeError;
 use thiserror::Error;
 
-/// What the UDFs, the aggregate and the prefilter refuse.
+/// What the UDFs and the aggregate refuse.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum BloomUdfError {
@@ -81,9 +81,6 @@ pub enum BloomUdfError {
         #[source]
         source: ExchangeError,
     },
-    /// The prefilter helper could not rewrite the plan.
-    #[error("semi_join_prefilter: {0}")]
-    Prefilter(String),
     /// A filter cannot be expressed as a Parquet split-block Bloom filter.
     #[error("parquet split-block Bloom filter: {0}")]
     Sbbf(String),

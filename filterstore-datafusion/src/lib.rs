@@ -6,13 +6,15 @@
 //! - [`agg`]: `bloom_agg(key [, fp [, expected_n]])`, the filter message of a
 //!   column, under a byte budget;
 //! - [`estimate`]: set and join sizes from two filters, in SQL;
-//! - [`prefilter`]: the distributed semi-join, applied only where rows cross
-//!   a network shuffle;
+//! - [`runtime`]: runtime Bloom filters that the planner places by itself on
+//!   distributed hash joins, wherever they pay and never changing an answer;
 //! - [`sbbf`]: Parquet split-block Bloom filter interop;
 //! - [`cluster`]: an in-memory cluster for tests, examples and benchmarks.
 //!
 //! Keys are hashed as [`keys`] documents (Parquet plain encoding, integers
-//! widened to 64 bits), so any producer can build a compatible filter.
+//! widened to 64 bits), so any producer can build a compatible filter;
+//! [`rowkey`] extends that encoding to composite keys and every type
+//! DataFusion joins on.
 //! Decoded filters live in one process-wide cache ([`cache`]).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,7 +28,8 @@ pub mod error;
 pub mod estimate;
 pub mod keys;
 pub mod metrics;
-pub mod prefilter;
+pub mod rowkey;
+pub mod runtime;
 pub mod sbbf;
 pub mod star;
 
@@ -34,13 +37,15 @@ pub use agg::{bloom_agg_udaf, is_pass_all, pass_all_message, BloomAgg};
 pub use contains::{bloom_contains_udf, BloomContains};
 pub use error::BloomUdfError;
 pub use estimate::{estimate_udfs, BloomEstimate, EstimateKind};
-pub use prefilter::{
-    semi_join_prefilter, BloomPrefilterPlanner, Decision, Prefilter, PrefilterPlan, SkipReason,
+pub use runtime::{
+    last_report, BloomFilterExec, BloomRuntimeFilterPlanner, BloomRuntimeFilterRule, JoinDecision,
+    RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
 };
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
+use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
 use std::sync::Arc;
 
 /// Every scalar function of this crate.
@@ -68,13 +73,16 @@ pub fn register_functions(ctx: &SessionContext) {
 /// Session setup, for the coordinator and for every worker.
 pub trait BloomStateBuilderExt {
     /// Adds this crate's functions to those already configured (call after
-    /// `with_default_features`). Every worker needs them: a worker without
-    /// them fails a query that uses them.
+    /// `with_default_features`), and the codec that carries runtime filters
+    /// to workers. Every worker needs both: a worker without them fails a
+    /// query that uses them.
     fn with_bloom_functions(self) -> Self;
-    /// Wraps the current query planner with [`BloomPrefilterPlanner`]. Call it
-    /// before datafusion-distributed's `with_distributed_planner`, so the
-    /// rewritten plan is the one distributed. Coordinator only.
-    fn with_bloom_prefilter_planner(self) -> Self;
+    /// The coordinator's one call for runtime filters: this crate's
+    /// functions and codec, datafusion-distributed's planner (if not there
+    /// yet; a second one is harmless), and [`BloomRuntimeFilterPlanner`]
+    /// around it, so every query planned on the session gets filters where
+    /// they pay. Workers only need [`Self::with_bloom_functions`].
+    fn with_bloom_runtime_filters(self, config: RuntimeFilterConfig) -> Self;
 }
 
 impl BloomStateBuilderExt for SessionStateBuilder {
@@ -85,11 +93,17 @@ impl BloomStateBuilderExt for SessionStateBuilder {
         self.aggregate_functions()
             .get_or_insert_with(Vec::new)
             .extend(aggregate_udfs());
-        self
+        self.with_distributed_user_codec(runtime::BloomCodec)
     }
 
-    fn with_bloom_prefilter_planner(mut self) -> Self {
-        let prev = self.query_planner().take();
-        self.with_query_planner(Arc::new(BloomPrefilterPlanner { prev }))
+    fn with_bloom_runtime_filters(self, config: RuntimeFilterConfig) -> Self {
+        let mut b = self.with_bloom_functions().with_distributed_planner();
+        let last = Arc::new(runtime::planner::LastReport::default());
+        let cfg = b.config().get_or_insert_default();
+        cfg.set_extension(Arc::clone(&last));
+        let inner = b.query_planner().take();
+        b.with_query_planner(Arc::new(BloomRuntimeFilterPlanner::new(
+            inner, config, last,
+        )))
     }
 }

@@ -33,7 +33,7 @@ pub fn sum_metric(
     Ok(total)
 }
 
-/// A node's one-line display, e.g. `FilterExec: bloom_contains(...)`.
+/// A node's one-line display, e.g. `BloomFilterExec: join #1 ...`.
 /// Selectors match on it rather than downcast: the plan that
 /// datafusion-distributed's metrics rewrite returns wraps nodes in its own
 /// type, which displays as the node it wraps.
@@ -43,9 +43,9 @@ pub fn one_line(node: &dyn ExecutionPlan) -> String {
         .to_string()
 }
 
-/// Whether `node` is a `bloom_contains` filter.
+/// Whether `node` is a runtime filter ([`crate::BloomFilterExec`]).
 pub fn is_bloom_filter(node: &dyn ExecutionPlan) -> bool {
-    one_line(node).starts_with("FilterExec: bloom_contains")
+    one_line(node).starts_with(crate::runtime::exec::NAME)
 }
 
 /// Whether `node` is a network shuffle whose rows carry column `column`.

@@ -1,0 +1,164 @@
+//! The query planner that applies [`BloomRuntimeFilterRule`] to the plan
+//! datafusion-distributed returns, and shows its decisions in `EXPLAIN`.
+//!
+//! It wraps the session's planner (datafusion-distributed's, which
+//! [`crate::BloomStateBuilderExt::with_bloom_runtime_filters`] installs
+//! first), so the rule sees the final stages and their shuffles. A rule in
+//! DataFusion's physical optimizer would run before distribution, where no
+//! shuffle exists yet, and cannot execute the creation side; a planner is
+//! async and runs after.
+//!
+//! `EXPLAIN` (and `EXPLAIN VERBOSE`) of a query shows the distributed plan
+//! the query would run, filters included, followed by one line per join
+//! side with the decision and its reason. `EXPLAIN ANALYZE` runs the plan
+//! with its filters; their metrics (`rows_in`, `output_rows`,
+//! `message_bytes`) appear beside each `BloomFilterExec`.
+
+use super::report::RuntimeFilterReport;
+use super::rule::BloomRuntimeFilterRule;
+use super::RuntimeFilterConfig;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::display::{PlanType, StringifiedPlan};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::context::QueryPlanner;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::{Explain, LogicalPlan};
+use datafusion::physical_plan::analyze::AnalyzeExec;
+use datafusion::physical_plan::explain::ExplainExec;
+use datafusion::physical_plan::{
+    displayable, ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions,
+};
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
+use datafusion::prelude::SessionContext;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Wraps a query planner with the runtime-filter rule.
+#[derive(Debug)]
+pub struct BloomRuntimeFilterPlanner {
+    inner: Option<Arc<dyn QueryPlanner + Send + Sync>>,
+    rule: BloomRuntimeFilterRule,
+    last: Arc<LastReport>,
+}
+
+/// The report of the latest planning, kept in the session's config.
+#[derive(Debug, Default)]
+pub struct LastReport(Mutex<Option<RuntimeFilterReport>>);
+
+/// The decisions of the latest query planned on `ctx` (its `EXPLAIN` shows
+/// the same), or `None` when the session has no runtime filters.
+pub fn last_report(ctx: &SessionContext) -> Option<RuntimeFilterReport> {
+    let state = ctx.state();
+    let last = state.config().get_extension::<LastReport>()?;
+    let report = last.0.lock().clone();
+    report
+}
+
+impl BloomRuntimeFilterPlanner {
+    /// The rule over `inner` (DataFusion's default planner when `None`);
+    /// `last` is where reports go (the session's [`LastReport`]).
+    pub fn new(
+        inner: Option<Arc<dyn QueryPlanner + Send + Sync>>,
+        config: RuntimeFilterConfig,
+        last: Arc<LastReport>,
+    ) -> Self {
+        BloomRuntimeFilterPlanner {
+            inner,
+            rule: BloomRuntimeFilterRule::new(config),
+            last,
+        }
+    }
+
+    async fn inner_plan(
+        &self,
+        logical: &LogicalPlan,
+        session: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        match &self.inner {
+            Some(inner) => inner.create_physical_plan(logical, session).await,
+            None => {
+                DefaultPhysicalPlanner::default()
+                    .create_physical_plan(logical, session)
+                    .await
+            }
+        }
+    }
+
+    async fn plan_with_rule(
+        &self,
+        logical: &LogicalPlan,
+        session: &dyn Session,
+    ) -> Result<(Arc<dyn ExecutionPlan>, RuntimeFilterReport)> {
+        let state = session_state(session)?;
+        let plan = self.inner_plan(logical, session).await?;
+        // EXPLAIN ANALYZE: the rule applies to the analyzed input.
+        if let Some(input) = analyzed_input(&plan) {
+            let (new_input, report) = self.rule.optimize(input, state).await?;
+            let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+            let plan = plan.replace_children(vec![new_input], opts)?;
+            return Ok((plan, report));
+        }
+        self.rule.optimize(plan, state).await
+    }
+
+    async fn explain(
+        &self,
+        explain: &Explain,
+        session: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let (plan, report) = self.plan_with_rule(&explain.plan, session).await?;
+        let mut plans: Vec<StringifiedPlan> = explain
+            .stringified_plans
+            .iter()
+            .filter(|p| explain.verbose || p.plan_type == PlanType::FinalLogicalPlan)
+            .cloned()
+            .collect();
+        let text = format!(
+            "{}{}",
+            displayable(plan.as_ref()).indent(explain.verbose),
+            report
+        );
+        plans.push(StringifiedPlan::new(PlanType::FinalPhysicalPlan, text));
+        *self.last.0.lock() = Some(report);
+        Ok(Arc::new(ExplainExec::new(
+            explain.schema.inner().clone(),
+            plans,
+            explain.verbose,
+        )))
+    }
+}
+
+/// The plan under an `AnalyzeExec` (or datafusion-distributed's), if any.
+fn analyzed_input(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    let analyze = plan.is::<AnalyzeExec>() || plan.name() == "DistributedAnalyzeExec";
+    if !analyze {
+        return None;
+    }
+    plan.children().first().map(|c| Arc::clone(c))
+}
+
+fn session_state(session: &dyn Session) -> Result<&SessionState> {
+    session
+        .as_any()
+        .downcast_ref::<SessionState>()
+        .ok_or_else(|| {
+            DataFusionError::Plan("bloom runtime filters need a DataFusion SessionState".into())
+        })
+}
+
+#[async_trait]
+impl QueryPlanner for BloomRuntimeFilterPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let LogicalPlan::Explain(explain) = logical_plan {
+            return self.explain(explain, session).await;
+        }
+        let (plan, report) = self.plan_with_rule(logical_plan, session).await?;
+        *self.last.0.lock() = Some(report);
+        Ok(plan)
+    }
+}
