@@ -1,0 +1,4 @@
+//! Helpers shared by the integration tests (and, through `#[path]`, the benchmark).
+
+pub mod data;
+pub mod tpch;

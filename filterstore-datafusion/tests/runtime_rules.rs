@@ -1,0 +1,435 @@
+//! The runtime-filter rule, row by row of its decision table, and the three
+//! shapes that once gave wrong answers, each against single-node DataFusion.
+//!
+//! Data: `fact` (200,000 rows in 6 Parquet files; 1% null keys) and `dim`
+//! (20,000 rows in 4 files; one null key), with the key in several types.
+//! Every query runs on the 3-worker in-memory cluster with joins forced
+//! partitioned, and its result must equal single-node DataFusion's.
+
+mod common;
+
+use common::data::{table, Rng};
+use common::tpch::{diff, rows};
+use datafusion::arrow::array::{
+    ArrayRef, Date32Array, Int32Array, Int64Array, ListArray, StringArray,
+};
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::JoinSide;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+use filterstore_datafusion::cluster::{
+    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
+};
+use filterstore_datafusion::metrics::is_bloom_filter;
+use filterstore_datafusion::{
+    last_report, RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
+};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const FACT: usize = 200_000;
+const DIM: usize = 20_000;
+
+fn small() -> RuntimeFilterConfig {
+    RuntimeFilterConfig {
+        min_filtered_rows: 10_000,
+        ..RuntimeFilterConfig::default()
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    single: SessionContext,
+    rule: SessionContext,
+}
+
+async fn fixture(config: RuntimeFilterConfig, broadcast: bool) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let single = SessionContext::new();
+    let cfg = if broadcast {
+        broadcast_join_config(3).unwrap()
+    } else {
+        partitioned_join_config(3).unwrap()
+    };
+    let rule = in_memory_cluster(3, WorkerFunctions::Registered, cfg, Some(config)).unwrap();
+    write(dir.path(), &[&single, &rule]).await;
+    Fixture {
+        _dir: dir,
+        single,
+        rule,
+    }
+}
+
+async fn write(dir: &Path, ctxs: &[&SessionContext]) {
+    let mut rng = Rng(21);
+    let dkey: Vec<Option<i64>> = (0..DIM as i64)
+        .map(|k| if k == 7 { None } else { Some(k) })
+        .collect();
+    let cat: Vec<i32> = (0..DIM).map(|_| rng.below(100) as i32).collect();
+    let dim: Vec<(&str, ArrayRef)> = vec![
+        ("d_key", Arc::new(Int64Array::from(dkey.clone()))),
+        ("d_cat", Arc::new(Int32Array::from(cat))),
+        (
+            "d_key32",
+            Arc::new(Int32Array::from(
+                dkey.iter().map(|k| k.map(|v| v as i32)).collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "d_skey",
+            Arc::new(StringArray::from(
+                dkey.iter()
+                    .map(|k| k.map(|v| format!("k{v}")))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "d_date",
+            Arc::new(Date32Array::from(
+                dkey.iter().map(|k| k.map(|v| v as i32)).collect::<Vec<_>>(),
+            )),
+        ),
+        ("d_list", list(&dkey)),
+    ];
+    table(dir, "dim", dim, 4, ctxs).await.unwrap();
+    let fkey: Vec<Option<i64>> = (0..FACT)
+        .map(|_| (!rng.chance(0.01)).then(|| rng.below(DIM as u64) as i64))
+        .collect();
+    let fact: Vec<(&str, ArrayRef)> = vec![
+        (
+            "f_id",
+            Arc::new(Int64Array::from_iter_values(0..FACT as i64)),
+        ),
+        ("f_dkey", Arc::new(Int64Array::from(fkey.clone()))),
+        (
+            "f_val",
+            Arc::new(Int64Array::from_iter_values(
+                (0..FACT).map(|_| rng.below(1000) as i64),
+            )),
+        ),
+        (
+            "f_dkey32",
+            Arc::new(Int32Array::from(
+                fkey.iter().map(|k| k.map(|v| v as i32)).collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "f_skey",
+            Arc::new(StringArray::from(
+                fkey.iter()
+                    .map(|k| k.map(|v| format!("k{v}")))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            "f_date",
+            Arc::new(Date32Array::from(
+                fkey.iter().map(|k| k.map(|v| v as i32)).collect::<Vec<_>>(),
+            )),
+        ),
+        ("f_list", list(&fkey)),
+    ];
+    table(dir, "fact", fact, 6, ctxs).await.unwrap();
+}
+
+/// A one-element list per key: a key type without an encoding.
+fn list(keys: &[Option<i64>]) -> ArrayRef {
+    Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>(
+        keys.iter().map(|k| k.map(|v| vec![Some(v)])),
+    ))
+}
+
+/// Runs `sql` on both contexts, requires equal results, and returns the
+/// rule's report and plan.
+async fn check(f: &Fixture, sql: &str) -> (RuntimeFilterReport, Arc<dyn ExecutionPlan>) {
+    let expected = f.single.sql(sql).await.unwrap().collect().await.unwrap();
+    let df = f.rule.sql(sql).await.unwrap();
+    let plan = df.create_physical_plan().await.unwrap();
+    let report = last_report(&f.rule).expect("a report");
+    let got = datafusion::physical_plan::collect(Arc::clone(&plan), f.rule.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}\n{report}"));
+    if let Some(d) = diff(&rows(&expected, false), &rows(&got, false)) {
+        panic!("{sql}\ndiffers from single-node DataFusion: {d}\n{report}");
+    }
+    (report, plan)
+}
+
+fn verdicts(r: &RuntimeFilterReport, side: JoinSide) -> Vec<Verdict> {
+    r.decisions
+        .iter()
+        .filter(|d| d.side == side)
+        .map(|d| d.verdict.clone())
+        .collect()
+}
+
+/// Whether `side` has decisions, all of them matching `pred` (an empty list
+/// would make `all` true with nothing checked).
+fn all_on(r: &RuntimeFilterReport, side: JoinSide, pred: impl Fn(&Verdict) -> bool) -> bool {
+    let v = verdicts(r, side);
+    !v.is_empty() && v.iter().all(pred)
+}
+
+fn applied(v: &Verdict) -> bool {
+    matches!(v, Verdict::Applied { .. })
+}
+
+fn count_filters(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let mut n = 0;
+    let _ = plan.apply(|c| {
+        n += usize::from(is_bloom_filter(c.as_ref()));
+        Ok(TreeNodeRecursion::Continue)
+    });
+    n
+}
+
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(300), f)
+        .await
+        .expect("test timed out")
+}
+
+const SELECTIVE: &str =
+    "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < 10";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_null_safe_join_keeps_null_matches() {
+    within(async {
+        let f = fixture(small(), false).await;
+        // IS NOT DISTINCT FROM matches the dimension's null key with the
+        // fact's 1% of null keys: they must pass the filter.
+        let sql = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey IS NOT DISTINCT FROM d.d_key WHERE d.d_cat < 10 OR d.d_key IS NULL";
+        let (report, _) = check(&f, sql).await;
+        assert!(verdicts(&report, JoinSide::Right).iter().any(applied), "{report}");
+        let nulls = f
+            .single
+            .sql("SELECT count(*) FROM fact WHERE f_dkey IS NULL")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert!(rows(&nulls, false)[0][0] != common::tpch::Cell::S("0".into()));
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_self_join_filters_only_the_keys_own_scan() {
+    within(async {
+        let f = fixture(small(), false).await;
+        let sql = "SELECT count(*), sum(a.f_val), sum(b.f_id) FROM fact a JOIN fact b ON a.f_id = b.f_val JOIN dim d ON a.f_dkey = d.d_key WHERE d.d_cat < 10";
+        let (report, _) = check(&f, sql).await;
+        // The dimension join's filter reaches `a`'s scan only: one place.
+        let dim_join = report
+            .decisions
+            .iter()
+            .find(|d| d.join.contains("d_key") && applied(&d.verdict))
+            .unwrap_or_else(|| panic!("no filter on the dimension join:\n{report}"));
+        let Verdict::Applied { points, .. } = dim_join.verdict else { unreachable!() };
+        assert_eq!(points, 1, "{report}");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_window_result_renamed_to_the_key() {
+    within(async {
+        let f = fixture(small(), false).await;
+        let sql = "SELECT count(*), sum(f.f_val) FROM (SELECT f_val, lag(f_dkey) OVER (ORDER BY f_id) AS f_dkey FROM fact) f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < 10";
+        let (report, plan) = check(&f, sql).await;
+        // Nothing may filter below the window.
+        let mut below_window = 0;
+        let _ = plan.apply(|n| {
+            if n.name().contains("Window") {
+                below_window += count_filters(n);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        assert_eq!(below_window, 0, "{report}");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applied_where_it_pays_and_key_types() {
+    within(async {
+        let f = fixture(small(), false).await;
+        for sql in [
+            SELECTIVE,
+            // An Int32 probe key against an Int64 build key: the join's cast.
+            "SELECT count(*) FROM fact f JOIN dim d ON f.f_dkey32 = d.d_key WHERE d.d_cat < 10",
+            "SELECT count(*) FROM fact f JOIN dim d ON f.f_skey = d.d_skey WHERE d.d_cat < 10",
+            "SELECT count(*) FROM fact f JOIN dim d ON f.f_date = d.d_date WHERE d.d_cat < 10",
+            // Composite keys, hashed as one key on both sides.
+            "SELECT count(*) FROM fact f JOIN dim d ON f.f_dkey = d.d_key AND f.f_skey = d.d_skey WHERE d.d_cat < 10",
+            "SELECT count(*) FROM fact f JOIN dim d ON CAST(f.f_dkey AS DECIMAL(20, 2)) = CAST(d.d_key AS DECIMAL(20, 2)) WHERE d.d_cat < 10",
+            // Semi joins.
+            "SELECT count(*) FROM fact WHERE f_dkey IN (SELECT d_key FROM dim WHERE d_cat < 10)",
+            "SELECT count(*) FROM fact f WHERE EXISTS (SELECT 1 FROM dim d WHERE d.d_key = f.f_dkey AND d.d_cat < 10)",
+        ] {
+            let (report, plan) = check(&f, sql).await;
+            assert_eq!(report.applied(), 1, "{sql}\n{report}");
+            assert!(count_filters(&plan) >= 1, "{sql}");
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_types_that_keep_rows_are_never_filtered() {
+    within(async {
+        let forced = RuntimeFilterConfig {
+            force: true,
+            ..RuntimeFilterConfig::default()
+        };
+        let f = fixture(forced, false).await;
+        let join_type = |r: &RuntimeFilterReport, side| {
+            all_on(r, side, |v| matches!(v, Verdict::Skipped(SkipReason::JoinType(_))))
+        };
+        // Inner, forced: both sides.
+        let (r, _) = check(&f, SELECTIVE).await;
+        assert_eq!(r.applied(), 2, "{r}");
+        // Left outer: the fact side is preserved; the dimension may be filtered.
+        let (r, _) = check(&f, "SELECT count(*), sum(d.d_cat) FROM fact f LEFT JOIN dim d ON f.f_dkey = d.d_key AND d.d_cat < 10").await;
+        let (pres, other) = preserved_side(&r, "Left");
+        assert!(join_type(&r, pres), "{r}");
+        assert!(verdicts(&r, other).iter().any(applied), "{r}");
+        // Full: neither side.
+        let (r, _) = check(&f, "SELECT count(*), sum(d.d_cat), sum(f.f_val) FROM fact f FULL JOIN dim d ON f.f_dkey = d.d_key").await;
+        assert!(join_type(&r, JoinSide::Left) && join_type(&r, JoinSide::Right), "{r}");
+        // Anti (NOT EXISTS) and null-aware anti (NOT IN): neither side.
+        for sql in [
+            "SELECT count(*) FROM fact f WHERE NOT EXISTS (SELECT 1 FROM dim d WHERE d.d_key = f.f_dkey AND d.d_cat < 10)",
+            "SELECT count(*) FROM fact f WHERE f.f_dkey NOT IN (SELECT d_key FROM dim WHERE d_cat < 10)",
+            // A mark join (IN under OR).
+            "SELECT count(*) FROM fact f WHERE f.f_dkey IN (SELECT d_key FROM dim WHERE d_cat < 10) OR f.f_val < 5",
+        ] {
+            let (r, _) = check(&f, sql).await;
+            assert!(!r.decisions.is_empty(), "{sql}: no join decided\n{r}");
+            assert!(r.decisions.iter().all(|d| matches!(d.verdict, Verdict::Skipped(SkipReason::JoinType(_)))), "{sql}\n{r}");
+        }
+    })
+    .await
+}
+
+/// For an outer join labelled `kind`: (preserved side, other side), by the
+/// join type in the report (DataFusion may swap the inputs).
+fn preserved_side(r: &RuntimeFilterReport, kind: &str) -> (JoinSide, JoinSide) {
+    let j = &r.decisions[0].join;
+    if j.contains(&format!(" {kind} ")) {
+        if kind == "Left" {
+            (JoinSide::Left, JoinSide::Right)
+        } else {
+            (JoinSide::Right, JoinSide::Left)
+        }
+    } else if kind == "Left" {
+        (JoinSide::Right, JoinSide::Left)
+    } else {
+        (JoinSide::Left, JoinSide::Right)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skips_by_statistics_each_with_its_reason() {
+    within(async {
+        let f = fixture(small(), false).await;
+        let probe = |r: &RuntimeFilterReport| verdicts(r, JoinSide::Right);
+        // Not selective by statistics: 90% of the dimension.
+        let (r, _) = check(&f, "SELECT count(*) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < 90").await;
+        assert!(probe(&r).iter().any(|v| matches!(v, Verdict::Skipped(SkipReason::NotSelective { built: false, .. }))), "{r}");
+        // Not selective once built: statistics cannot see through `%`, so the
+        // estimate is selective, the built filter holds 90% of the keys.
+        let (r, _) = check(&f, "SELECT count(*) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_key % 10 <> 3").await;
+        assert!(probe(&r).iter().any(|v| matches!(v, Verdict::Skipped(SkipReason::NotSelective { built: true, .. }))), "{r}");
+        // Key type without an encoding.
+        let (r, _) = check(&f, "SELECT count(*) FROM fact f JOIN dim d ON f.f_list = d.d_list WHERE d.d_cat < 10").await;
+        assert!(all_on(&r, JoinSide::Right, |v| matches!(v, Verdict::Skipped(SkipReason::KeyType(_)))), "{r}");
+        // No shuffle between the join and where the key's lineage stops: a
+        // window partitioned by the key, whose partitioning the join reuses.
+        let (r, _) = check(&f, "SELECT count(*), sum(f.lv) FROM (SELECT f_dkey, lag(f_val) OVER (PARTITION BY f_dkey ORDER BY f_id) AS lv FROM fact) f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < 10").await;
+        assert!(r.decisions.iter().any(|d| matches!(d.verdict, Verdict::Skipped(SkipReason::NoShuffle(_)))), "{r}");
+
+        let tiny = fixture(RuntimeFilterConfig { min_filtered_rows: 1 << 40, ..small() }, false).await;
+        let (r, _) = check(&tiny, SELECTIVE).await;
+        assert!(all_on(&r, JoinSide::Right, |v| matches!(v, Verdict::Skipped(SkipReason::SmallSide { .. }))), "{r}");
+        let large = fixture(RuntimeFilterConfig { max_creation_rows: 10, ..small() }, false).await;
+        let (r, _) = check(&large, SELECTIVE).await;
+        assert!(all_on(&r, JoinSide::Right, |v| matches!(v, Verdict::Skipped(SkipReason::LargeCreation { .. }))), "{r}");
+        let broadcast = fixture(small(), true).await;
+        let (r, _) = check(&broadcast, SELECTIVE).await;
+        assert!(!r.decisions.is_empty() && r.decisions.iter().all(|d| d.verdict == Verdict::Skipped(SkipReason::Broadcast)), "{r}");
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_row_counts_skip() {
+    within(async {
+        let f = fixture(small(), false).await;
+        // A CSV table has no row count before it is read.
+        let dir = tempfile::tempdir().unwrap();
+        let csv = dir.path().join("dimcsv.csv");
+        let mut text = String::from("c_key,c_cat\n");
+        for k in 0..DIM {
+            text.push_str(&format!("{k},{}\n", k % 100));
+        }
+        std::fs::write(&csv, text).unwrap();
+        for ctx in [&f.single, &f.rule] {
+            ctx.register_csv("dimcsv", csv.to_str().unwrap(), Default::default())
+                .await
+                .unwrap();
+        }
+        let (r, _) = check(
+            &f,
+            "SELECT count(*) FROM fact f JOIN dimcsv c ON f.f_dkey = c.c_key WHERE c.c_cat < 10",
+        )
+        .await;
+        assert!(
+            r.decisions
+                .iter()
+                .any(|d| matches!(d.verdict, Verdict::Skipped(SkipReason::NoStatistics(_)))),
+            "{r}"
+        );
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_shows_every_decision() {
+    within(async {
+        let f = fixture(small(), false).await;
+        let out = f
+            .rule
+            .sql(&format!("EXPLAIN {SELECTIVE}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&out)
+            .unwrap()
+            .to_string();
+        assert!(text.contains("BloomFilterExec"), "{text}");
+        assert!(text.contains("BloomRuntimeFilters: 1 applied"), "{text}");
+        assert!(text.contains("left side: skipped"), "{text}");
+        let analyzed = f
+            .rule
+            .sql(&format!("EXPLAIN ANALYZE {SELECTIVE}"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&analyzed)
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains("BloomFilterExec") && text.contains("rows_in"),
+            "{text}"
+        );
+    })
+    .await
+}
