@@ -26,8 +26,8 @@ use arbitrary::Unstructured;
 use filterstore::__internals::{frame, meta};
 use filterstore::CountingFilter;
 use filterstore::{encode_bit_filter, encode_counting_filter, inspect, DecodedFilter, FilterBody};
-use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
-use filterstore::{BLOCK_BITS, MAX_K, MIN_M_BITS};
+use filterstore::{BitFilter, BloomRead, FilterParams, FilterView, HashSpec, Layout};
+use filterstore::{BLOCK_BITS, MAX_K, MIN_M_BITS, SPLIT_BLOCK_BITS, SPLIT_SALTS};
 use serde::{Deserialize, Serialize};
 
 /// `data` as given, and, when it is long enough to be a frame, a copy whose
@@ -185,10 +185,12 @@ fn check_filter(input: &[u8], keys_from: &[u8]) {
     // The body is canonical whatever versions the header carries (a newer
     // writer may have framed v1 bytes); the CRC covers the header, so it is
     // compared only when the header is the one this build writes (a filter
-    // file is version 1, min reader 1: FORMAT.md § 13).
+    // file is version 1, min reader 1, or 2 / 2 for the split-block layout:
+    // FORMAT.md § 13).
     let body = |b: &[u8]| b[frame::HEADER_LEN..b.len() - frame::TRAILER_LEN].to_vec();
     assert_eq!(body(&again), body(input), "filter body is not canonical");
-    if (d.version, d.min_reader) == (frame::VERSION_1, frame::VERSION_1) {
+    let v = d.descriptor.format_version();
+    if (d.version, d.min_reader) == (v, v) {
         assert_eq!(again, input);
     }
 }
@@ -213,17 +215,35 @@ pub fn roundtrip_filter(data: &[u8]) {
     let _ = roundtrip(&mut Unstructured::new(data));
 }
 
+/// A layout, one byte of input: the split-block layout's share is a third.
+fn any_layout(u: &mut Unstructured<'_>) -> arbitrary::Result<Layout> {
+    Ok(match u.int_in_range(0..=2u8)? {
+        0 => Layout::Standard,
+        1 => Layout::Blocked,
+        _ => Layout::SplitBlock,
+    })
+}
+
+/// The hash of a filter of `layout`: XXH3-128 with the input's seed, or
+/// XXH64 seed 0, the split-block layout's only hash.
+fn hash_for(layout: Layout, seed: u64) -> HashSpec {
+    match layout {
+        Layout::SplitBlock => HashSpec::xxh64(),
+        _ => HashSpec::xxh3(seed),
+    }
+}
+
 fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
-    let layout = if u.arbitrary::<bool>()? {
-        Layout::Blocked
-    } else {
-        Layout::Standard
-    };
+    let layout = any_layout(u)?;
     let m = match layout {
         Layout::Standard => u.int_in_range(MIN_M_BITS..=8192)?,
         Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=16)?,
+        Layout::SplitBlock => SPLIT_BLOCK_BITS * u.int_in_range(1..=32)?,
     };
-    let k = u.int_in_range(1..=MAX_K)?;
+    let k = match layout {
+        Layout::SplitBlock => 8,
+        _ => u.int_in_range(1..=MAX_K)?,
+    };
     let seed: u64 = u.arbitrary()?;
     let counting: bool = u.arbitrary()?;
     let n_keys = u.int_in_range(0..=64usize)?;
@@ -232,7 +252,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         let len = u.int_in_range(0..=24usize)?;
         keys.push(u.bytes(len)?.to_vec());
     }
-    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(seed)).expect("valid by construction");
+    let p = FilterParams::new(layout, m, k, hash_for(layout, seed)).expect("valid by construction");
     let file = if counting {
         let mut c = CountingFilter::new(p).expect("small filter");
         for key in &keys {
@@ -271,7 +291,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         file
     };
     let i = inspect(&file).expect("inspect refused a fresh file");
-    assert_eq!((i.m, i.k, i.seed), (m, k, seed));
+    assert_eq!((i.m, i.k, i.seed), (m, k, p.hash().seed));
     // One corrupted byte, at a position and with a mask the input chooses.
     let at = u.choose_index(file.len())?;
     let mask = u.int_in_range(1..=255u8)?;
@@ -355,17 +375,17 @@ pub fn roundtrip_message(data: &[u8]) {
 
 fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     use filterstore::CodecChoice;
-    let layout = if u.arbitrary::<bool>()? {
-        Layout::Blocked
-    } else {
-        Layout::Standard
-    };
+    let layout = any_layout(u)?;
     let m = match layout {
         Layout::Standard => u.int_in_range(MIN_M_BITS..=20_000)?,
         Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=40)?,
+        Layout::SplitBlock => SPLIT_BLOCK_BITS * u.int_in_range(1..=80)?,
     };
-    let k = u.int_in_range(1..=8)?;
-    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(u.arbitrary()?))
+    let k = match layout {
+        Layout::SplitBlock => 8,
+        _ => u.int_in_range(1..=8)?,
+    };
+    let p = FilterParams::new(layout, m, k, hash_for(layout, u.arbitrary()?))
         .expect("valid by construction");
     let base = BitFilter::new(p).expect("small filter");
     let new = BitFilter::new(p).expect("small filter");
@@ -431,6 +451,125 @@ fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         filterstore::decode_message(&bad).is_err(),
         "byte {at} ^ {mask:#04x} accepted"
     );
+    Ok(())
+}
+
+/// Target `split_block_ops`, structure-aware: a split-block filter of an
+/// input-chosen block count takes input-chosen keys through every insert
+/// path (`insert`, `insert_many`, `insert_many_mut`, the counting filter)
+/// and answers every lookup path (`contains`, `contains_many`, a borrowed
+/// view, a decoded file, the counting filter), each checked against a model
+/// written from the Parquet specification's text: the same bitset bit for
+/// bit, the same answer for every key, present and absent.
+pub fn split_block_ops(data: &[u8]) {
+    let _ = split_ops(&mut Unstructured::new(data));
+}
+
+/// The specification's SBBF: block `((h >> 32)·z) >> 32`, lane `i`'s bit
+/// `(x · SALT[i]) >> 27` of the lower half `x`; `h` from the crate's
+/// XXH64 (tested against the reference XXH64 in `tests/golden_hash.rs`).
+struct SbbfModel(Vec<[u32; 8]>);
+
+impl SbbfModel {
+    fn at(&self, key: &[u8]) -> (usize, [u32; 8]) {
+        let h = HashSpec::xxh64().hash(key).h1;
+        let b = (((h >> 32) * self.0.len() as u64) >> 32) as usize;
+        let x = h as u32;
+        (
+            b,
+            std::array::from_fn(|i| 1 << (x.wrapping_mul(SPLIT_SALTS[i]) >> 27)),
+        )
+    }
+    fn insert(&mut self, key: &[u8]) {
+        let (b, mask) = self.at(key);
+        for (lane, m) in self.0[b].iter_mut().zip(mask) {
+            *lane |= m;
+        }
+    }
+    fn check(&self, key: &[u8]) -> bool {
+        let (b, mask) = self.at(key);
+        self.0[b].iter().zip(mask).all(|(l, m)| l & m != 0)
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self.0
+            .iter()
+            .flatten()
+            .flat_map(|l| l.to_le_bytes())
+            .collect()
+    }
+}
+
+fn split_ops(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
+    let z = u.int_in_range(1..=48u64)?;
+    let p = FilterParams::new(
+        Layout::SplitBlock,
+        SPLIT_BLOCK_BITS * z,
+        8,
+        HashSpec::xxh64(),
+    )
+    .expect("valid by construction");
+    let mut model = SbbfModel(vec![[0; 8]; z as usize]);
+    let (shared, mut owned) = (
+        BitFilter::new(p).expect("small"),
+        BitFilter::new(p).expect("small"),
+    );
+    let mut counting = CountingFilter::new(p).expect("small");
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..u.int_in_range(0..=12u8)? {
+        let batch: Vec<Vec<u8>> = (0..u.int_in_range(0..=16usize)?)
+            .map(|_| {
+                let len = u.int_in_range(0..=40usize)?;
+                Ok(u.bytes(len)?.to_vec())
+            })
+            .collect::<arbitrary::Result<_>>()?;
+        batch.iter().for_each(|k| model.insert(k));
+        if u.arbitrary::<bool>()? {
+            for k in &batch {
+                shared.insert(k);
+            }
+        } else {
+            shared.insert_many(&batch);
+        }
+        owned.insert_many_mut(&batch);
+        for k in &batch {
+            counting.insert(k);
+        }
+        keys.extend(batch);
+    }
+    let want = model.bytes();
+    let bits = |f: &BitFilter| f.to_le_bytes()[..want.len()].to_vec();
+    assert_eq!(bits(&shared), want, "shared inserts set other bits");
+    assert_eq!(bits(&owned), want, "insert_many_mut set other bits");
+    assert!(counting.to_bit_filter().expect("small").to_words() == owned.to_words());
+    let raw = owned.to_le_bytes();
+    let view = FilterView::new(p, &raw).expect("length of the parameters");
+    let file = encode_bit_filter(&owned, keys.len() as u64);
+    let decoded = filterstore::decode_filter(&file).expect("fresh split-block file refused");
+    // Probe the inserted keys and as many input-chosen others.
+    let mut probes = keys.clone();
+    for i in 0..u.int_in_range(0..=32u8)? {
+        let len = u.int_in_range(0..=40usize)?;
+        let mut k = u.bytes(len)?.to_vec();
+        k.push(i);
+        probes.push(k);
+    }
+    let batch = owned.contains_many(&probes);
+    for (key, &got) in probes.iter().zip(&batch) {
+        let w = model.check(key);
+        assert_eq!(shared.contains(key), w, "contains disagrees with the model");
+        assert_eq!(got, w, "contains_many disagrees with the model");
+        assert_eq!(view.contains(key), w, "a view disagrees with the model");
+        assert_eq!(
+            decoded.contains(key),
+            w,
+            "a decoded file disagrees with the model"
+        );
+        assert_eq!(
+            counting.contains(key),
+            w,
+            "the counting filter disagrees with the model"
+        );
+    }
     Ok(())
 }
 

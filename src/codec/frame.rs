@@ -21,7 +21,8 @@ pub const MIN_READ_VERSION: u16 = 1;
 /// frame whose bytes version 1 describes exactly.
 pub const VERSION_1: u16 = 1;
 /// Format version 2 (`docs/FORMAT.md` § 15): an exchange message that
-/// carries build statistics (§ 12) is written as version 2, min reader 2.
+/// carries build statistics (§ 12), and any filter file or message naming
+/// the split-block layout (§ 5), is written as version 2, min reader 2.
 pub const VERSION_2: u16 = 2;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
@@ -165,6 +166,23 @@ pub fn encode_with(
     write_body: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
     write_frame(kind, flags, body_len, VERSION_1, VERSION_1, write_body)
+}
+
+/// [`encode_with`] for a body that needs readers of `version`, written as
+/// both its version and its min reader version: the lowest version that
+/// describes the body (a filter file naming the split-block layout needs
+/// version 2).
+///
+/// # Panics
+/// As [`encode_with`].
+pub fn encode_with_version(
+    kind: FrameKind,
+    flags: u8,
+    body_len: usize,
+    version: u16,
+    write_body: impl FnOnce(&mut Vec<u8>),
+) -> Vec<u8> {
+    write_frame(kind, flags, body_len, version, version, write_body)
 }
 
 fn write_frame(
@@ -384,6 +402,11 @@ mod tests {
         // Version 2 is read; version 3 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
         assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 2));
+        let f = encode_with_version(FrameKind::BitFilter, 0, 0, 2, |_| {});
+        assert_eq!(
+            (decode(&f).unwrap().version, decode(&f).unwrap().min_reader),
+            (2, 2)
+        );
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 3, 3);
         assert_eq!(
             decode(&f),

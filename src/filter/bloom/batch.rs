@@ -1,10 +1,10 @@
 //! The batched lookups: software pipelines that hash ahead and prefetch.
 
-use super::jobs::block_has_all;
+use super::jobs::{block_has_all, split_block_has_all};
 use super::probe::block_of;
 use super::BloomRead;
 use crate::filter::hash::{KeyHash, StandardProbes};
-use crate::filter::params::WORDS_PER_BLOCK;
+use crate::filter::params::{split_block_of, WORDS_PER_BLOCK};
 use crate::filter::simd::Probe;
 
 /// Keys in flight in the batched lookup's pipeline (its ring of hashes).
@@ -36,6 +36,44 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
         f.prefetch_word(block * WORDS_PER_BLOCK);
         (block, h.h2)
     };
+    ring_pipeline(keys, out, enter, |block, h2| {
+        block_has_all(f, probe, block, h2, k)
+    });
+}
+
+/// The batched lookup of the split-block layout: the blocked layout's
+/// pipeline, with the split block's index and the hash's lower half in
+/// the ring.
+#[inline(always)]
+pub(super) fn split_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+    f: &F,
+    probe: P,
+    keys: &[K],
+    out: &mut [bool],
+) {
+    let p = *f.params();
+    let spec = p.hash();
+    let enter = |key: &K| {
+        let h = spec.hash(key.as_ref());
+        let block = split_block_of(&p, h);
+        f.prefetch_word(block * 4);
+        (block, h.h1)
+    };
+    ring_pipeline(keys, out, enter, |block, h| {
+        split_block_has_all(f, probe, block, h as u32)
+    });
+}
+
+/// A pipeline of `RING` keys in flight: `enter` hashes a key and prefetches
+/// its line, returning what `test` needs; key `i + RING` enters while key
+/// `i` is tested.
+#[inline(always)]
+fn ring_pipeline<K>(
+    keys: &[K],
+    out: &mut [bool],
+    enter: impl Fn(&K) -> (usize, u64),
+    test: impl Fn(usize, u64) -> bool,
+) {
     let mut ring = [(0usize, 0u64); RING];
     for (slot, key) in ring.iter_mut().zip(keys) {
         *slot = enter(key);
@@ -45,12 +83,12 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
     let steady = keys.len().saturating_sub(RING).min(out.len());
     let (head, tail) = out.split_at_mut(steady);
     for (i, (o, next)) in head.iter_mut().zip(keys.iter().skip(RING)).enumerate() {
-        let (block, h2) = std::mem::replace(&mut ring[i % RING], enter(next));
-        *o = block_has_all(f, probe, block, h2, k);
+        let (block, h) = std::mem::replace(&mut ring[i % RING], enter(next));
+        *o = test(block, h);
     }
     for (i, o) in tail.iter_mut().enumerate() {
-        let (block, h2) = ring[(steady + i) % RING];
-        *o = block_has_all(f, probe, block, h2, k);
+        let (block, h) = ring[(steady + i) % RING];
+        *o = test(block, h);
     }
 }
 

@@ -4,9 +4,9 @@ use super::probe::{block_of, or_into, prefetch, probe_standard};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, KeyHash};
-use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
+use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
 use crate::filter::simd::{
-    self, block_masks, block_word_bit, Job, LookupFn, Probe, Scalar, SharedBlock,
+    self, block_masks, block_word_bit, Job, LookupFn, Probe, Scalar, SharedBlock, SplitShared,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -80,6 +80,10 @@ impl BloomRead for BitFilter {
         Some(&self.blocks[block])
     }
     #[inline(always)]
+    fn shared_split_block(&self, b: usize) -> Option<&SplitShared> {
+        Some(&SharedBlock::split_halves(&self.blocks)[b])
+    }
+    #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
         self.lookup.call(self, h)
     }
@@ -101,7 +105,7 @@ impl BitFilter {
         Ok(BitFilter {
             params,
             blocks: v.into_boxed_slice(),
-            lookup: LookupFn::best(params.layout() == Layout::Blocked),
+            lookup: LookupFn::best(params.layout()),
         })
     }
 
@@ -180,6 +184,12 @@ impl BitFilter {
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
                 for (word, mask) in block.iter().zip(block_masks(probe, h.h2, p.k())) {
+                    changed |= or_into(word, mask);
+                }
+            }
+            Layout::SplitBlock => {
+                let half = &SharedBlock::split_halves(&self.blocks)[split_block_of(&p, h)];
+                for (word, mask) in half.0.iter().zip(probe.split_word_masks(h.h1 as u32)) {
                     changed |= or_into(word, mask);
                 }
             }
@@ -284,6 +294,10 @@ impl BitFilter {
                             true
                         });
                     }
+                    Layout::SplitBlock => {
+                        let halves = SharedBlock::split_halves_mut(&mut self.blocks);
+                        probe.split_insert_mut(&mut halves[split_block_of(&p, h)], h.h1 as u32);
+                    }
                 }
             }
             if i < n {
@@ -300,6 +314,7 @@ impl BitFilter {
         let p = &self.params;
         match p.layout() {
             Layout::Blocked => self.prefetch_word(block_of(p, h) * WORDS_PER_BLOCK),
+            Layout::SplitBlock => self.prefetch_word(split_block_of(p, h) * 4),
             Layout::Standard => for_each_standard_position(h, p.m(), p.k(), |pos| {
                 self.prefetch_word((pos / 64) as usize);
                 true

@@ -4,12 +4,12 @@
 //! lookup of a hashed key is the [`HashLookup`] that each filter calls
 //! through the pointer it chose when made (`filter::simd::LookupFn`).
 
-use super::batch::{blocked_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
+use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
 use super::probe::block_of;
 use super::BloomRead;
 use crate::filter::hash::KeyHash;
-use crate::filter::params::Layout;
-use crate::filter::simd::{HashLookup, Job, Probe};
+use crate::filter::params::{split_block_of, Layout};
+use crate::filter::simd::{HashLookup, Job, Probe, BLOCKED, SPLIT};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -26,6 +26,7 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
         match p.layout() {
             Layout::Standard => f.standard_has_all(h),
             Layout::Blocked => blocked_has_all(f, probe, h),
+            Layout::SplitBlock => split_has_all(f, probe, h),
         }
     }
 }
@@ -34,10 +35,11 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
 /// [`crate::filter::simd::LookupFn`].
 impl<F: BloomRead> HashLookup for F {
     #[inline(always)]
-    fn lookup_with<P: Probe, const BLOCKED: bool>(&self, probe: P, h: KeyHash) -> bool {
-        match BLOCKED {
-            true => blocked_has_all(self, probe, h),
-            false => self.standard_has_all(h),
+    fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool {
+        match LAYOUT {
+            BLOCKED => blocked_has_all(self, probe, h),
+            SPLIT => split_has_all(self, probe, h),
+            _ => self.standard_has_all(h),
         }
     }
 }
@@ -51,6 +53,12 @@ pub(super) fn blocked_has_all<F: BloomRead + ?Sized, P: Probe>(
 ) -> bool {
     let p = f.params();
     block_has_all(f, probe, block_of(p, h), h.h2, p.k())
+}
+
+/// The split-block lookup of a hashed key.
+#[inline(always)]
+pub(super) fn split_has_all<F: BloomRead + ?Sized, P: Probe>(f: &F, probe: P, h: KeyHash) -> bool {
+    split_block_has_all(f, probe, split_block_of(f.params(), h), h.h1 as u32)
 }
 
 /// A batch of lookups.
@@ -77,6 +85,7 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
         match p.layout() {
             Layout::Standard => standard_pipeline(f, keys, out),
             Layout::Blocked => blocked_pipeline(f, probe, keys, out),
+            Layout::SplitBlock => split_pipeline(f, probe, keys, out),
         }
     }
 }
@@ -95,5 +104,24 @@ pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
     match f.shared_block(b) {
         Some(shared) => probe.shared_block_has_all(shared, h2, k),
         None => probe.block_has_all(&f.block_words(b), h2, k),
+    }
+}
+
+/// Whether the eight lane bits of `x` are all set in split block `b` of `f`:
+/// vector loads of the aligned atomic words of an owned filter, a vector
+/// load of the bytes of a view, else the lanes copied out word by word.
+#[inline(always)]
+pub(super) fn split_block_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    x: u32,
+) -> bool {
+    if let Some(shared) = f.shared_split_block(b) {
+        return probe.shared_split_has_all(shared, x);
+    }
+    match f.split_block_bytes(b) {
+        Some(bytes) => probe.bytes_split_has_all(bytes, x),
+        None => probe.split_has_all(&f.split_block_lanes(b), x),
     }
 }
