@@ -144,17 +144,46 @@ impl HashSpec {
     #[inline]
     pub fn hash(&self, key: &[u8]) -> KeyHash {
         match self.algo {
-            HashAlgo::Xxh3_128 => {
-                let h = xxh3_128_with_seed(key, self.seed);
-                KeyHash {
-                    h1: h as u64,
-                    h2: (h >> 64) as u64,
-                }
-            }
-            HashAlgo::Xxh64 => KeyHash {
-                h1: xxh64(key, self.seed),
-                h2: 0,
-            },
+            HashAlgo::Xxh3_128 => Xxh3Hasher(self.seed).hash(key),
+            HashAlgo::Xxh64 => Xxh64Hasher(self.seed).hash(key),
+        }
+    }
+}
+
+/// One hash algorithm with its seed, as a type: a loop over many keys is
+/// compiled once per algorithm, with no match on the algorithm per key
+/// (the bulk inserts and the batched lookups pick one per layout: every
+/// layout has exactly one algorithm, `FilterParams::new`).
+pub(crate) trait KeyHasher: Copy {
+    /// The hash of `key`.
+    fn hash(self, key: &[u8]) -> KeyHash;
+}
+
+/// XXH3-128 with a seed ([`HashAlgo::Xxh3_128`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Xxh3Hasher(pub(crate) u64);
+
+impl KeyHasher for Xxh3Hasher {
+    #[inline(always)]
+    fn hash(self, key: &[u8]) -> KeyHash {
+        let h = xxh3_128_with_seed(key, self.0);
+        KeyHash {
+            h1: h as u64,
+            h2: (h >> 64) as u64,
+        }
+    }
+}
+
+/// XXH64 with a seed ([`HashAlgo::Xxh64`]), in `h1`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Xxh64Hasher(pub(crate) u64);
+
+impl KeyHasher for Xxh64Hasher {
+    #[inline(always)]
+    fn hash(self, key: &[u8]) -> KeyHash {
+        KeyHash {
+            h1: xxh64(key, self.0),
+            h2: 0,
         }
     }
 }
@@ -175,7 +204,7 @@ fn random_seed() -> u64 {
 
 /// The hash of a key, from which all of its positions are derived: 128
 /// bits (XXH3-128), or 64 (XXH64, in `h1`; `h2` is 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyHash {
     /// Low 64 bits: drives the first position (standard) or the block
     /// (blocked); the whole XXH64 hash (split-block: its upper half picks

@@ -7,7 +7,7 @@
 use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
 use super::probe::block_of;
 use super::BloomRead;
-use crate::filter::hash::KeyHash;
+use crate::filter::hash::{KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, Layout};
 use crate::filter::simd::{HashLookup, Job, Probe, BLOCKED, SPLIT};
 
@@ -76,9 +76,12 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
         let (f, keys, out) = (self.f, self.keys, self.out);
         let p = *f.params();
         if p.bit_bytes() <= PIPELINE_MIN_BYTES {
-            for (o, key) in out.iter_mut().zip(keys) {
-                let h = p.hash().hash(key.as_ref());
-                *o = ContainsHash { f, h }.run(probe);
+            // One loop per layout, hashing with its algorithm.
+            let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
+            match p.layout() {
+                Layout::Standard => one_by_one(keys, out, h3, |h| f.standard_has_all(h)),
+                Layout::Blocked => one_by_one(keys, out, h3, |h| blocked_has_all(f, probe, h)),
+                Layout::SplitBlock => one_by_one(keys, out, h64, |h| split_has_all(f, probe, h)),
             }
             return;
         }
@@ -87,6 +90,19 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
             Layout::Blocked => blocked_pipeline(f, probe, keys, out),
             Layout::SplitBlock => split_pipeline(f, probe, keys, out),
         }
+    }
+}
+
+/// `out[i] = test(hash(keys[i]))`, key by key (filters that fit in L2).
+#[inline(always)]
+fn one_by_one<K: AsRef<[u8]>, H: KeyHasher>(
+    keys: &[K],
+    out: &mut [bool],
+    hasher: H,
+    test: impl Fn(KeyHash) -> bool,
+) {
+    for (o, key) in out.iter_mut().zip(keys) {
+        *o = test(hasher.hash(key.as_ref()));
     }
 }
 

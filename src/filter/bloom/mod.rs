@@ -57,6 +57,7 @@
 
 mod batch;
 mod bit_filter;
+mod bulk;
 mod jobs;
 mod probe;
 mod setops;
