@@ -20,12 +20,16 @@ mod guard;
 mod store;
 
 // Filters, their parameters and hashing.
-pub use filter::bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
+pub use filter::bloom::{
+    BatchStrategy, BitFilter, BloomRead, BloomReadDyn, FilterView, PARTITION_MIN_BYTES,
+    PARTITION_MIN_KEYS,
+};
 pub use filter::counting::{counter_bytes, CountingFilter, InsertOutcome, COUNTER_MAX};
 pub use filter::geometry::{
     Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MAX_SPLIT_BLOCKS, MIN_M_BITS, SPLIT_BLOCK_BITS, SPLIT_K,
 };
 pub use filter::hash::{positions, HashAlgo, HashSpec, KeyHash, Positions};
+pub use filter::pages::{Pages, HUGE_PAGE_MIN_BYTES};
 pub use filter::params::{
     counter_overflow_bound, fp_blocked, fp_for, fp_split_block, fp_standard, fp_standard_approx,
     optimal_k, space_lower_bound_bits, FilterParams,

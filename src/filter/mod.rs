@@ -7,6 +7,8 @@ pub mod counting;
 pub mod drift;
 pub mod geometry;
 pub mod hash;
+#[allow(unsafe_code)]
+pub mod pages;
 pub mod params;
 #[allow(unsafe_code)]
 pub(crate) mod simd;

@@ -5,6 +5,7 @@ use super::probe::{block_of, or_into, prefetch, probe_standard};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, KeyHash};
+use crate::filter::pages::{advise_huge, Pages};
 use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
 use crate::filter::simd::{self, block_masks, LookupFn, Probe, Scalar, SharedBlock, SplitShared};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +34,8 @@ pub struct BitFilter {
     pub(super) blocks: Box<[SharedBlock]>,
     /// This filter's lookup for this CPU (`filter::simd`).
     lookup: LookupFn<BitFilter>,
+    /// Whether the kernel took the advice to back the bits with huge pages.
+    huge: bool,
 }
 
 impl std::fmt::Debug for BitFilter {
@@ -82,11 +85,23 @@ impl BloomRead for BitFilter {
     fn contains_hash(&self, h: KeyHash) -> bool {
         self.lookup.call(self, h)
     }
+    fn on_huge_pages(&self) -> bool {
+        self.huge
+    }
 }
 
 impl BitFilter {
-    /// An empty filter. Fails only if the memory cannot be allocated.
+    /// An empty filter, on the pages [`Pages::Auto`] chooses (huge pages
+    /// from 32 MiB on Linux). Fails only if the memory cannot be allocated.
     pub fn new(params: FilterParams) -> Result<Self, ParamError> {
+        BitFilter::with_pages(params, Pages::Auto)
+    }
+
+    /// An empty filter on the pages `pages` asks for (`filter::pages`):
+    /// huge pages make the TLB cover a filter larger than the caches,
+    /// which a lookup of a random block otherwise pays a page walk for.
+    /// The answers are the same on either.
+    pub fn with_pages(params: FilterParams, pages: Pages) -> Result<Self, ParamError> {
         // `num_blocks() ≤ 2^31` (MAX_M_BITS / 512): fits in usize on every
         // target with a 64-bit address space, and a failed reservation is
         // an error, not an abort.
@@ -96,12 +111,23 @@ impl BitFilter {
             .map_err(|_| ParamError::AllocationFailed {
                 bytes: params.bit_bytes(),
             })?;
+        // Before the first write, so that the faults of `resize_with`
+        // already take huge pages.
+        let huge = pages.huge_for(params.bit_bytes())
+            && advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<SharedBlock>());
         v.resize_with(n, SharedBlock::zeroed);
         Ok(BitFilter {
             params,
             blocks: v.into_boxed_slice(),
             lookup: LookupFn::best(params.layout()),
+            huge,
         })
+    }
+
+    /// Where the bits start (for the page tests).
+    #[cfg(test)]
+    pub(crate) fn words_ptr(&self) -> *const u64 {
+        self.blocks.as_ptr().cast()
     }
 
     /// A filter holding the given words (as produced by [`BitFilter::to_words`]).

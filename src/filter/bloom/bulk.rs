@@ -75,7 +75,7 @@ impl HashSource for Hashes<'_> {
 /// defined in, and one left out of line cannot inline the vector
 /// intrinsics it calls (callgrind: 166 instructions per key instead of 52).
 #[inline(always)]
-fn ring<S, T: Copy + Default>(
+fn ring<S: ?Sized, T: Copy + Default>(
     n: usize,
     state: &mut S,
     enter: impl Fn(&S, usize) -> T,
@@ -194,7 +194,7 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
         let (f, src) = (self.f, self.src);
         let p = *f.params_ref();
         let n = src.count();
-        let blocks = &mut f.blocks;
+        let blocks: &mut [SharedBlock] = &mut f.blocks;
         match p.layout() {
             Layout::Blocked => {
                 let h3 = Xxh3Hasher(p.hash().seed);
@@ -202,7 +202,7 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
                     n,
                     blocks,
                     #[inline(always)]
-                    |blocks: &Box<[SharedBlock]>, i| {
+                    |blocks: &[SharedBlock], i| {
                         let h = src.hash(h3, i);
                         let b = block_of(&p, h);
                         prefetch(&blocks[b]);
@@ -228,7 +228,7 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
                     n,
                     blocks,
                     #[inline(always)]
-                    |blocks: &Box<[SharedBlock]>, i| {
+                    |blocks: &[SharedBlock], i| {
                         let h = src.hash(h64, i);
                         let b = split_block_of(&p, h);
                         prefetch(&SharedBlock::split_halves(blocks)[b]);
@@ -248,7 +248,7 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
                     n,
                     blocks,
                     #[inline(always)]
-                    |blocks: &Box<[SharedBlock]>, i| {
+                    |blocks: &[SharedBlock], i| {
                         let h = src.hash(h3, i);
                         let words = SharedBlock::flat(blocks);
                         for_each_standard_position(h, m, k, |pos| {

@@ -4,8 +4,10 @@
 //! lookup of a hashed key is the [`HashLookup`] that each filter calls
 //! through the pointer it chose when made (`filter::simd::LookupFn`).
 
-use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
+use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline};
+use super::partition::partitioned;
 use super::probe::block_of;
+use super::BatchStrategy;
 use super::BloomRead;
 use crate::filter::hash::{KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, Layout};
@@ -67,6 +69,7 @@ pub(super) struct ContainsMany<'a, F: ?Sized, K> {
     pub keys: &'a [K],
     /// As long as `keys`.
     pub out: &'a mut [bool],
+    pub strategy: BatchStrategy,
 }
 
 impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
@@ -75,9 +78,15 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
     fn run<P: Probe>(self, probe: P) {
         let (f, keys, out) = (self.f, self.keys, self.out);
         let p = *f.params();
-        if p.bit_bytes() <= PIPELINE_MIN_BYTES {
+        let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
+        let strategy = match self.strategy {
+            BatchStrategy::Auto => {
+                BatchStrategy::auto(p.bit_bytes(), f.on_huge_pages(), keys.len())
+            }
+            chosen => chosen,
+        };
+        if strategy == BatchStrategy::KeyByKey {
             // One loop per layout, hashing with its algorithm.
-            let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
             match p.layout() {
                 Layout::Standard => one_by_one(keys, out, h3, |h| f.standard_has_all(h)),
                 Layout::Blocked => one_by_one(keys, out, h3, |h| blocked_has_all(f, probe, h)),
@@ -85,11 +94,56 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
             }
             return;
         }
+        if strategy == BatchStrategy::Partitioned && partition(f, probe, keys, out) {
+            return;
+        }
         match p.layout() {
             Layout::Standard => standard_pipeline(f, keys, out),
             Layout::Blocked => blocked_pipeline(f, probe, keys, out),
             Layout::SplitBlock => split_pipeline(f, probe, keys, out),
         }
+    }
+}
+
+/// The partitioned lookup of the block layouts (`partition.rs`); `false`
+/// for the standard layout, or when its scratch memory cannot be had.
+#[inline(always)]
+fn partition<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+    f: &F,
+    probe: P,
+    keys: &[K],
+    out: &mut [bool],
+) -> bool {
+    let p = *f.params();
+    let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
+    match p.layout() {
+        Layout::Standard => false,
+        Layout::Blocked => partitioned(
+            f,
+            keys,
+            out,
+            (p.num_blocks(), 64),
+            #[inline(always)]
+            |key: &[u8]| {
+                let h = h3.hash(key);
+                (block_of(&p, h) as u64, h.h2)
+            },
+            #[inline(always)]
+            |b, h2| block_has_all(f, probe, b, h2, p.k()),
+        ),
+        Layout::SplitBlock => partitioned(
+            f,
+            keys,
+            out,
+            (p.m() / 256, 32),
+            #[inline(always)]
+            |key: &[u8]| {
+                let h = h64.hash(key);
+                (split_block_of(&p, h) as u64, h.h1)
+            },
+            #[inline(always)]
+            |b, h| split_block_has_all(f, probe, b, h as u32),
+        ),
     }
 }
 

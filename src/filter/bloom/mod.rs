@@ -59,6 +59,7 @@ mod batch;
 mod bit_filter;
 mod bulk;
 mod jobs;
+mod partition;
 mod probe;
 mod setops;
 #[cfg(test)]
@@ -163,6 +164,14 @@ pub trait BloomRead {
         None
     }
 
+    /// Whether the bits are known to lie on huge pages (an owned filter
+    /// whose advice the kernel took, `filter::pages`): where they do, a
+    /// random block costs no page walk, and [`BatchStrategy::Auto`] keeps
+    /// the pipeline, which is faster there than partitioning.
+    fn on_huge_pages(&self) -> bool {
+        false
+    }
+
     /// The eight 32-bit lanes of split block `b` (`< m / 256`), read
     /// through [`BloomRead::word`].
     #[inline]
@@ -195,9 +204,28 @@ pub trait BloomRead {
     /// # Panics
     /// If `out` is shorter than `keys` (a caller bug, not an input error).
     fn contains_many_into<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut [bool]) {
+        self.contains_many_with(keys, out, BatchStrategy::Auto);
+    }
+
+    /// [`BloomRead::contains_many_into`] with the way the batch runs
+    /// chosen by the caller (the answers are the same whichever runs).
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys` (a caller bug, not an input error).
+    fn contains_many_with<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        out: &mut [bool],
+        strategy: BatchStrategy,
+    ) {
         assert!(out.len() >= keys.len(), "output slice shorter than keys");
         let out = &mut out[..keys.len()];
-        simd::dispatch(jobs::ContainsMany { f: self, keys, out });
+        simd::dispatch(jobs::ContainsMany {
+            f: self,
+            keys,
+            out,
+            strategy,
+        });
     }
 
     /// Batched lookup returning a new vector.
@@ -291,6 +319,51 @@ pub trait BloomRead {
         let a = self.estimate_len();
         let b = other.estimate_len_dyn();
         Ok((a + b - union).max(0.0))
+    }
+}
+
+/// How a batched lookup runs ([`BloomRead::contains_many_with`]); every
+/// strategy gives the same answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BatchStrategy {
+    /// Chosen by the sizes: key by key for filters up to 1 MiB (they sit in
+    /// L2, where the pipeline only adds work), partitioned for filters of
+    /// [`PARTITION_MIN_BYTES`] or more on base pages probed with batches of
+    /// [`PARTITION_MIN_KEYS`] or more keys, the pipeline otherwise (also on
+    /// huge pages, where a random block costs no page walk and the
+    /// pipeline is faster: the `peers` bench's large point).
+    #[default]
+    Auto,
+    /// One lookup after the other.
+    KeyByKey,
+    /// The prefetching pipeline (`contains_many_into`'s docs).
+    Pipeline,
+    /// Radix-partitioned probing (`filter::bloom::partition`): the batch is
+    /// hashed, grouped by block range and probed range by range. The
+    /// blocked and split-block layouts; the standard layout, whose keys
+    /// touch `k` ranges, runs the pipeline.
+    Partitioned,
+}
+
+/// The filter size from which [`BatchStrategy::Auto`] partitions a large
+/// batch.
+pub const PARTITION_MIN_BYTES: u64 = 256 << 20;
+/// The batch size from which [`BatchStrategy::Auto`] partitions, on a
+/// filter of [`PARTITION_MIN_BYTES`] or more.
+pub const PARTITION_MIN_KEYS: usize = 1 << 16;
+
+impl BatchStrategy {
+    /// What [`BatchStrategy::Auto`] runs for a filter of `bytes` (on huge
+    /// pages or not) and a batch of `keys`.
+    pub(crate) fn auto(bytes: u64, huge: bool, keys: usize) -> BatchStrategy {
+        if bytes <= batch::PIPELINE_MIN_BYTES {
+            BatchStrategy::KeyByKey
+        } else if bytes >= PARTITION_MIN_BYTES && !huge && keys >= PARTITION_MIN_KEYS {
+            BatchStrategy::Partitioned
+        } else {
+            BatchStrategy::Pipeline
+        }
     }
 }
 

@@ -238,3 +238,48 @@ fn a_view_shortens_its_lifetime() {
     let v = shorten(FilterView::new(p, &BYTES).unwrap());
     assert!(!v.contains(b"absent from an empty filter"));
 }
+
+/// Every batch strategy gives the answers of the reference, for every
+/// layout, on a filter in L2 and one above the pipeline's threshold, with
+/// batches of every awkward length, one longer than a partitioned round.
+#[test]
+fn every_batch_strategy_answers_alike() {
+    use super::partition::ROUND_KEYS;
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let strategies = [
+        BatchStrategy::Auto,
+        BatchStrategy::KeyByKey,
+        BatchStrategy::Pipeline,
+        BatchStrategy::Partitioned,
+    ];
+    for layout in Layout::ALL {
+        for m in [512 * 64, 4 * PIPELINE_MIN_BYTES * 8] {
+            let k = if layout == Layout::SplitBlock { 8 } else { 6 };
+            let p = FilterParams::new(layout, m, k, spec(layout, 17)).unwrap();
+            let words: Vec<u64> = (0..p.num_words())
+                .map(|_| rng.next_u64() | rng.next_u64() | rng.next_u64())
+                .collect();
+            let f = BitFilter::from_words(p, &words).unwrap();
+            let long = if layout == Layout::SplitBlock && m > 512 * 64 {
+                ROUND_KEYS as u64 + 123
+            } else {
+                5_000
+            };
+            let probe = keys(0..long);
+            let reference = assert_lookups_match_reference(&f, &probe[..3_000]);
+            let mut out = vec![false; probe.len()];
+            for s in strategies {
+                for len in [0, 1, 15, 16, 17, 3_000, probe.len()] {
+                    f.contains_many_with(&probe[..len], &mut out, s);
+                    let n = len.min(3_000);
+                    assert_eq!(&out[..n], &reference[..n], "{layout} m={m} {s:?} len {len}");
+                }
+                if probe.len() > 3_000 {
+                    let want: Vec<bool> = probe.iter().map(|k| f.contains(k)).collect();
+                    assert!(out == want, "{layout} m={m} {s:?}: the long batch differs");
+                }
+            }
+        }
+    }
+}

@@ -314,11 +314,8 @@ unsafe fn all_live_set(got: std::arch::x86_64::__m256i, mask: std::arch::x86_64:
             all = out(reg_byte) all,
             options(pure, nomem, nostack),
         );
-        // SAFETY: `setb` writes 0 or 1, the two valid bytes of a `bool`.
-        // (`all != 0` costs a `test` and a `setne` per lookup: the
-        // compiler cannot see what the asm wrote.)
-        std::mem::transmute::<u8, bool>(all)
     }
+    all != 0
 }
 
 /// Bit 0 set in the first `live` (at most 8) 32-bit lanes: which probes
