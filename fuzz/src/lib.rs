@@ -596,10 +596,15 @@ pub fn store_ops(data: &[u8]) {
     let Some((&layout_byte, ops)) = data.split_first() else {
         return;
     };
-    let layout = if layout_byte & 1 == 0 {
-        Layout::Blocked
-    } else {
-        Layout::Standard
+    let layout = match layout_byte % 3 {
+        0 => Layout::Blocked,
+        1 => Layout::Standard,
+        _ => Layout::SplitBlock,
+    };
+    // The split-block layout takes no seed (XXH64 seed 0).
+    let spec = match layout {
+        Layout::SplitBlock => TableSpec::new(16, 0.1).layout(layout),
+        _ => TableSpec::new(16, 0.1).layout(layout).seed(7),
     };
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -623,9 +628,7 @@ pub fn store_ops(data: &[u8]) {
     let key = |i: u8| format!("key-{}", i % 16).into_bytes();
 
     let mut store = FilterStore::open_with(&dir, config()).expect("open a new store");
-    let mut table = store
-        .create_table("t", TableSpec::new(16, 0.1).layout(layout).seed(7))
-        .expect("create");
+    let mut table = store.create_table("t", spec).expect("create");
     let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut reopens = 0;
     for pair in ops.chunks_exact(2).take(STORE_MAX_OPS) {
