@@ -213,6 +213,7 @@ fn bench_hashes(b: &mut Bench, r: &mut Results, keys: &Keys) {
         h as u64 ^ (h >> 64) as u64
     });
     run(b, r, "xxh3_64", &keys.absent, hash64);
+    run(b, r, "xxh64", &keys.absent, xxh64_parquet);
     run(b, r, "foldhash", &keys.absent, |k| fold.hash_one(k));
 }
 

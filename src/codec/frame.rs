@@ -151,30 +151,17 @@ pub fn encode_versioned(
     })
 }
 
-/// Frames a body of exactly `body_len` bytes that `write_body` appends to the
-/// output, as format version 1 (min reader 1). Large bodies (a filter's bit array)
-/// are then written once, straight into the one buffer of exact capacity,
+/// Frames a body of exactly `body_len` bytes that `write_body` appends to
+/// the output, for readers of `version`, written as both its version and
+/// its min reader version: the lowest version that describes the body
+/// (version 1 for every filter file of the version-1 layouts, 2 for one
+/// naming the split-block layout). Large bodies (a filter's bit array) are
+/// then written once, straight into the one buffer of exact capacity,
 /// instead of being collected first and copied.
 ///
 /// # Panics
 /// If `write_body` appends other than `body_len` bytes: a bug in the caller,
 /// never a property of input data.
-pub fn encode_with(
-    kind: FrameKind,
-    flags: u8,
-    body_len: usize,
-    write_body: impl FnOnce(&mut Vec<u8>),
-) -> Vec<u8> {
-    write_frame(kind, flags, body_len, VERSION_1, VERSION_1, write_body)
-}
-
-/// [`encode_with`] for a body that needs readers of `version`, written as
-/// both its version and its min reader version: the lowest version that
-/// describes the body (a filter file naming the split-block layout needs
-/// version 2).
-///
-/// # Panics
-/// As [`encode_with`].
 pub fn encode_with_version(
     kind: FrameKind,
     flags: u8,
