@@ -2,11 +2,15 @@
 //! crates a user would pick instead, at n = 10,000,000 keys of 16 bytes and
 //! 10 bits per key, in one run (issue 2).
 //!
-//! * Filters: `filterstore` standard and blocked layouts; `fastbloom` 0.17 with
+//! * Filters: `filterstore` standard, blocked and split-block layouts (the
+//!   last is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
 //!   its default hasher (SipHash-1-3) and with `foldhash`; `sbbf-rs-safe`
 //!   (Parquet split block filter: 256-bit blocks, k = 8, AVX2); `xorf`
 //!   BinaryFuse8 (static: built once from all keys); `bloomfilter` 3
-//!   (SipHash). Peers that take a `u64` (sbbf, xorf) get `xxh3_64` of the key.
+//!   (SipHash). Peers that take a `u64` (sbbf, xorf) get `xxh3_64` of the
+//!   key; `sbbf_xxh64` is `sbbf-rs-safe` fed XXH64 seed 0, the hash Parquet
+//!   fixes, so that it holds exactly the bits of `filterstore_split`
+//!   (asserted): the comparison of the same filter with the same hash.
 //! * The same keys and 10 bits per key for every filter; xorf's actual size
 //!   is reported. Keys come from seeded RNGs; present and absent keys are
 //!   disjoint by construction ([`harness::Keys::generate`]).
@@ -35,43 +39,67 @@
 //! `contains_many` on absent keys, `lookup_batch_present_ns` on present keys;
 //! xorf's `insert_ns` is its static build per key, hashing included.
 //!
+//! * The equal-FP table (`peers/equal_fp.rs`): every subject sized for a 1%
+//!   target by its own rule, bits per key, measured FP and ns per lookup side
+//!   by side.
+//! * `FILTERSTORE_PEERS_LARGE=1` adds the large point (`peers/large.rs`): a
+//!   split-block filter of at least 1 GiB, keys generated on the fly, built
+//!   and probed on 4 KiB and on 2 MiB pages, batches pipelined and
+//!   partitioned.
+//!
 //! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (4),
 //! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
 //! `PEERS_WARMUP_SECS` (0.5), `PEERS_ONLY` (comma-separated parts, for
-//! development: `hash,standard,blocked,fastbloom,sbbf,xorf,bloomfilter,
-//! counting`; default all). The full run takes about five minutes here.
+//! development: `hash,standard,blocked,split,fastbloom,sbbf,xorf,bloomfilter,
+//! counting,fp1`; default all). The full run takes about eight minutes here.
 
+#[path = "peers/builds.rs"]
+mod builds;
 #[path = "common/clock.rs"]
 mod clock;
+#[path = "peers/equal_fp.rs"]
+mod equal_fp;
 #[path = "peers/harness.rs"]
 mod harness;
+#[path = "peers/large.rs"]
+mod large;
 #[path = "peers/plot.rs"]
 mod plot;
+#[path = "peers/ratios.rs"]
+mod ratios;
 #[path = "peers/subjects.rs"]
 mod subjects;
 
-use clock::Tick;
 use criterion::Criterion;
 use filterstore::{BitFilter, CountingFilter, FilterParams, HashSpec, Layout, ParamError};
 use harness::{env_f64, load1, loadavg, time_once, Bench, Figure, Key, Keys, Results};
+use builds::{build_round, spec};
+use ratios::ratio_lines;
 use std::hash::BuildHasher;
 use std::time::Duration;
-use subjects::{hash64, Batched, Counting, Dynamic, Lookup, SbbfPrefetch, HASH_SEED};
+use subjects::{
+    hash64, xxh64_parquet, Batched, Counting, Dynamic, Lookup, SbbfPrefetch, SbbfXxh64, HASH_SEED,
+};
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 10] = [
+const BIT_FILTERS: [&str; 15] = [
     "filterstore_standard",
     "filterstore_blocked",
     "filterstore_blocked_bulk",
     "filterstore_blocked_many",
+    "filterstore_split",
+    "filterstore_split_bulk",
+    "filterstore_split_many",
     "fastbloom",
     "fastbloom_fasthash",
     "sbbf",
     "sbbf_prefetch",
+    "sbbf_xxh64",
+    "sbbf_xxh64_prefetch",
     "xorf_bfuse8",
     "bloomfilter",
 ];
@@ -187,6 +215,7 @@ fn bench_hashes(b: &mut Bench, r: &mut Results, keys: &Keys) {
         h as u64 ^ (h >> 64) as u64
     });
     run(b, r, "xxh3_64", &keys.absent, hash64);
+    run(b, r, "xxh64", &keys.absent, xxh64_parquet);
     run(b, r, "foldhash", &keys.absent, |k| fold.hash_one(k));
 }
 
@@ -264,7 +293,9 @@ fn counting_filters(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<(), P
 struct Subjects {
     standard: Option<BitFilter>,
     blocked: Option<BitFilter>,
+    split: Option<BitFilter>,
     sbbf: Option<sbbf_rs_safe::Filter>,
+    sbbf_xxh64: Option<SbbfXxh64>,
     others: Vec<(&'static str, Box<dyn Lookup>)>,
 }
 
@@ -275,31 +306,45 @@ fn build_all(
     run: &dyn Fn(&str) -> bool,
 ) -> Result<Subjects, ParamError> {
     let n = keys.n();
-    let mut filterstore =
-        |layout: Layout, name: &'static str| -> Result<Option<BitFilter>, ParamError> {
-            if !run(layout.name()) {
-                return Ok(None);
-            }
-            let params = FilterParams::with_bits_per_key(
-                n as u64,
-                BITS_PER_KEY,
-                layout,
-                HashSpec::xxh3(HASH_SEED),
-            )?;
-            let mut f = BitFilter::new(params)?;
-            bench_inserts(b, r, name, keys, &mut f);
-            accuracy(r, name, keys, &f);
-            Ok(Some(f))
+    let mut filterstore = |layout: Layout,
+                           name: &'static str|
+     -> Result<Option<BitFilter>, ParamError> {
+        let part = if layout == Layout::SplitBlock {
+            "split"
+        } else {
+            layout.name()
         };
+        if !run(part) {
+            return Ok(None);
+        }
+        let params = FilterParams::with_bits_per_key(n as u64, BITS_PER_KEY, layout, spec(layout))?;
+        let mut f = BitFilter::new(params)?;
+        bench_inserts(b, r, name, keys, &mut f);
+        accuracy(r, name, keys, &f);
+        Ok(Some(f))
+    };
     let standard = filterstore(Layout::Standard, "filterstore_standard")?;
     let blocked = filterstore(Layout::Blocked, "filterstore_blocked")?;
-    let mut sbbf = None;
+    let split = filterstore(Layout::SplitBlock, "filterstore_split")?;
+    let (mut sbbf, mut sbbf_xxh64) = (None, None);
     if run("sbbf") {
         let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
         bench_inserts(b, r, "sbbf", keys, &mut f);
         accuracy(r, "sbbf", keys, &f);
         accuracy(r, "sbbf_prefetch", keys, &f);
         sbbf = Some(f);
+        let mut f = SbbfXxh64(sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n));
+        bench_inserts(b, r, "sbbf_xxh64", keys, &mut f);
+        accuracy(r, "sbbf_xxh64", keys, &f);
+        accuracy(r, "sbbf_xxh64_prefetch", keys, &f);
+        if let Some(split) = &split {
+            let ours = split.to_le_bytes();
+            assert!(
+                ours[..f.0.as_bytes().len()] == *f.0.as_bytes(),
+                "filterstore_split and sbbf_xxh64 hold different bits"
+            );
+        }
+        sbbf_xxh64 = Some(f);
     }
     let mut others: Vec<(&'static str, Box<dyn Lookup>)> = Vec::new();
     let mut dynamic = |name: &'static str, mut f: Box<dyn DynLookup>| {
@@ -343,113 +388,13 @@ fn build_all(
     Ok(Subjects {
         standard,
         blocked,
+        split,
         sbbf,
+        sbbf_xxh64,
         others,
     })
 }
 
-/// One round of whole builds from empty, interleaved with the lookups:
-/// sbbf's insert loop, our `&mut` bulk build and our shared `insert_many`.
-fn build_round(r: &mut Results, round: usize, keys: &Keys) -> Result<(), ParamError> {
-    let n = keys.n();
-    let params = FilterParams::with_bits_per_key(
-        n as u64,
-        BITS_PER_KEY,
-        Layout::Blocked,
-        HashSpec::xxh3(HASH_SEED),
-    )?;
-    let per_key = |start: Tick| start.elapsed().as_nanos() as f64 / n as f64;
-    let mut sbbf = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
-    let start = Tick::now();
-    keys.insert.iter().for_each(|k| {
-        sbbf.insert_hash(hash64(k));
-    });
-    r.add_round(Figure::InsertNs, "sbbf", round, &[per_key(start)]);
-    drop(sbbf);
-    let mut f = BitFilter::new(params)?;
-    let start = Tick::now();
-    f.insert_many_mut(&keys.insert);
-    r.add_round(
-        Figure::InsertNs,
-        "filterstore_blocked_bulk",
-        round,
-        &[per_key(start)],
-    );
-    drop(f);
-    let f = BitFilter::new(params)?;
-    let start = Tick::now();
-    f.insert_many(&keys.insert);
-    r.add_round(
-        Figure::InsertNs,
-        "filterstore_blocked_many",
-        round,
-        &[per_key(start)],
-    );
-    Ok(())
-}
-
-/// One figure of one subject.
-type Cell = (Figure, &'static str);
-
-/// The goals of issue 13, as `(row, numerator, denominator)`.
-const RATIOS: [(&str, Cell, Cell); 8] = [
-    (
-        "lookup_absent_blocked_vs_sbbf",
-        (Figure::LookupAbsentNs, "filterstore_blocked"),
-        (Figure::LookupAbsentNs, "sbbf"),
-    ),
-    (
-        "lookup_present_blocked_vs_sbbf",
-        (Figure::LookupPresentNs, "filterstore_blocked"),
-        (Figure::LookupPresentNs, "sbbf"),
-    ),
-    (
-        "lookup_standard_vs_fastbloom_fasthash",
-        (Figure::LookupAbsentNs, "filterstore_standard"),
-        (Figure::LookupAbsentNs, "fastbloom_fasthash"),
-    ),
-    (
-        "lookup_batch_vs_sbbf_prefetch",
-        (Figure::LookupBatchNs, "filterstore_blocked"),
-        (Figure::LookupBatchNs, "sbbf_prefetch"),
-    ),
-    (
-        "insert_bulk_vs_sbbf",
-        (Figure::InsertNs, "filterstore_blocked_bulk"),
-        (Figure::InsertNs, "sbbf"),
-    ),
-    (
-        "insert_many_vs_sbbf",
-        (Figure::InsertNs, "filterstore_blocked_many"),
-        (Figure::InsertNs, "sbbf"),
-    ),
-    (
-        "counting_lookup_vs_fastbloom_rs",
-        (Figure::CountingLookupNs, "filterstore"),
-        (Figure::CountingLookupNs, "fastbloom_rs"),
-    ),
-    (
-        "counting_remove_vs_fastbloom_rs",
-        (Figure::CountingRemoveNs, "filterstore"),
-        (Figure::CountingRemoveNs, "fastbloom_rs"),
-    ),
-];
-
-/// `RESULT ratio.<row> <median> x` per goal, each after a comment line
-/// with the spread over rounds and the 1-minute load average.
-fn ratio_lines(r: &Results) -> String {
-    let mut s = String::new();
-    for (row, a, b) in RATIOS {
-        if let Some((median, lo, hi)) = r.ratio(a, b) {
-            s += &format!(
-                "# ratio.{row}: median of per-round ratios {median:.3} (min {lo:.3}, max {hi:.3}); load1 {}\n",
-                load1()
-            );
-            s += &format!("RESULT ratio.{row} {median} x\n");
-        }
-    }
-    s
-}
 
 /// Object-safe access to a dynamic filter for [`build_all`]: the insert
 /// benchmark stays monomorphic inside.
@@ -512,7 +457,9 @@ fn main() -> Result<(), ParamError> {
         .blocked
         .as_ref()
         .map(|f| ("filterstore_blocked", f));
-    let ours: Vec<(&'static str, &BitFilter)> = standard.into_iter().chain(blocked).collect();
+    let split = subjects.split.as_ref().map(|f| ("filterstore_split", f));
+    let ours: Vec<(&'static str, &BitFilter)> =
+        standard.into_iter().chain(blocked).chain(split).collect();
     for round in 1..=rounds {
         for &(name, f) in &ours {
             bench_lookups(&mut b, &mut r, round, name, &keys, f, false);
@@ -520,7 +467,7 @@ fn main() -> Result<(), ParamError> {
         }
         if let Some(f) = &subjects.sbbf {
             bench_lookups(&mut b, &mut r, round, "sbbf", &keys, f, false);
-            let batched = SbbfPrefetch(f);
+            let batched = SbbfPrefetch(f, hash64);
             bench_lookups(
                 &mut b,
                 &mut r,
@@ -531,17 +478,32 @@ fn main() -> Result<(), ParamError> {
                 true,
             );
         }
+        if let Some(f) = &subjects.sbbf_xxh64 {
+            bench_lookups(&mut b, &mut r, round, "sbbf_xxh64", &keys, f, false);
+            let batched = SbbfPrefetch(&f.0, xxh64_parquet);
+            let name = "sbbf_xxh64_prefetch";
+            bench_lookups(&mut b, &mut r, round, name, &keys, &batched, true);
+        }
         for (name, f) in &subjects.others {
             bench_lookups(&mut b, &mut r, round, name, &keys, f.as_ref(), false);
         }
-        if run("blocked") && run("sbbf") {
-            build_round(&mut r, round, &keys)?;
+        if run("sbbf") {
+            build_round(&mut r, round, &keys, &run)?;
         }
     }
     drop(subjects);
     if run("counting") {
         counting_filters(&mut b, &mut r, &keys)?;
     }
+    let fp1 = if run("fp1") {
+        equal_fp::run(&mut b, &mut r, &keys)?
+    } else {
+        String::new()
+    };
+    let large = match std::env::var("FILTERSTORE_PEERS_LARGE").as_deref() {
+        Ok("1") => large::run(&mut r)?,
+        _ => String::new(),
+    };
 
     b.c.final_summary();
     let header = format!(
@@ -551,6 +513,7 @@ fn main() -> Result<(), ParamError> {
         clock::source()
     );
     print!("{}", r.table(&BIT_FILTERS, &COUNTING_FILTERS, &header));
+    print!("{fp1}{large}");
     print!("{}", r.result_lines());
     print!("{}", ratio_lines(&r));
     if benching {

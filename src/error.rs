@@ -52,6 +52,26 @@ pub enum ParamError {
         /// The value given.
         m: u64,
     },
+    /// The split-block layout (Parquet's SBBF) needs whole 256-bit blocks,
+    /// `1 ..= 2^31 - 1` of them, and exactly `k = 8`.
+    #[error("split-block layout needs m to be a multiple of 256 bits with 1..=2^31-1 blocks and k = 8 (one bit per 32-bit lane), got m = {m}, k = {k}")]
+    SplitBlockShape {
+        /// The `m` given.
+        m: u64,
+        /// The `k` given.
+        k: u32,
+    },
+    /// The split-block layout hashes with XXH64, seed 0 (Parquet's hash: the
+    /// filter's bits are then an SBBF), and only it hashes with XXH64.
+    #[error("the {layout} layout cannot hash with {algo} seed {seed:#x}: the split-block layout hashes with xxh64 seed 0 (Parquet's hash), the others with xxh3-128")]
+    HashNotForLayout {
+        /// The layout given.
+        layout: &'static str,
+        /// The hash algorithm given.
+        algo: &'static str,
+        /// The seed given.
+        seed: u64,
+    },
     /// Bits per key must be a finite number in `1..=1024`.
     #[error("bits per key {0} is outside 1..=1024")]
     BitsPerKeyOutOfRange(f64),
@@ -64,7 +84,7 @@ pub enum ParamError {
         fp: f64,
     },
     /// The layout name is not known.
-    #[error("unknown layout {0:?}; expected \"blocked\" or \"standard\"")]
+    #[error("unknown layout {0:?}; expected \"blocked\", \"standard\" or \"split-block\"")]
     UnknownLayout(String),
     /// The memory for the filter could not be allocated.
     #[error("could not allocate {bytes} bytes for the filter")]

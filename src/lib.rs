@@ -20,14 +20,21 @@ mod guard;
 mod store;
 
 // Filters, their parameters and hashing.
-pub use filter::bloom::{BitFilter, BloomRead, BloomReadDyn, FilterView};
-pub use filter::counting::{counter_bytes, CountingFilter, InsertOutcome, COUNTER_MAX};
-pub use filter::geometry::{Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS};
-pub use filter::hash::{positions, HashAlgo, HashSpec, KeyHash, Positions};
-pub use filter::params::{
-    counter_overflow_bound, fp_blocked, fp_for, fp_standard, fp_standard_approx, optimal_k,
-    space_lower_bound_bits, FilterParams,
+pub use filter::bloom::{
+    BatchStrategy, BitFilter, BloomRead, BloomReadDyn, FilterView, PARTITION_MIN_BYTES,
+    PARTITION_MIN_KEYS,
 };
+pub use filter::counting::{counter_bytes, CountingFilter, InsertOutcome, COUNTER_MAX};
+pub use filter::geometry::{
+    Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MAX_SPLIT_BLOCKS, MIN_M_BITS, SPLIT_BLOCK_BITS, SPLIT_K,
+};
+pub use filter::hash::{positions, HashAlgo, HashSpec, KeyHash, Positions};
+pub use filter::pages::{Pages, HUGE_PAGE_MIN_BYTES};
+pub use filter::params::{
+    counter_overflow_bound, fp_blocked, fp_for, fp_split_block, fp_standard, fp_standard_approx,
+    optimal_k, space_lower_bound_bits, FilterParams,
+};
+pub use filter::split::{split_block_index, split_masks, SPLIT_SALTS};
 
 // Drift: health signals and the regeneration policy.
 pub use filter::drift::{
@@ -94,5 +101,7 @@ pub mod __internals {
     pub use crate::codec::meta;
     pub use crate::exchange::entropy;
     pub use crate::filter::hash::map_to_range;
-    pub use crate::filter::simd::{block_has_all, scalar_block_has_all, uses_avx2};
+    pub use crate::filter::simd::{
+        block_has_all, scalar_block_has_all, scalar_split_has_all, split_has_all, uses_avx2,
+    };
 }

@@ -93,7 +93,7 @@ fn deltas_carry_only_the_change_and_apply_only_to_their_base() {
         d.filter(),
         Err(ExchangeError::WrongMessageKind { .. })
     ));
-    let other_seed = BitFilter::new(base.params().with_hash(HashSpec::xxh3(1))).unwrap();
+    let other_seed = BitFilter::new(base.params().with_hash(HashSpec::xxh3(1)).unwrap()).unwrap();
     assert!(matches!(
         d.apply_to(&other_seed, 1),
         Err(ExchangeError::Filter(_))

@@ -1,7 +1,7 @@
 //! Corruption of real files: every single-bit flip, every byte inverted and
-//! every truncation of every committed fixture — the v1 filter files, and the
-//! exchange messages of v1 and v2 — is refused with a typed [`CodecError`] —
-//! never a panic, never `Ok`.
+//! every truncation of every committed fixture — the filter files of v1 and
+//! v2 (the split-block layout), and the exchange messages of v1 and v2 — is
+//! refused with a typed [`CodecError`] — never a panic, never `Ok`.
 //!
 //! Why this can hold for *every* single-byte change: the frame's CRC32 covers
 //! header and body, and CRC-32 detects every burst error of at most 32 bits,
@@ -23,18 +23,24 @@ use filterstore::{decode_message, BitFilter, BloomRead, CodecError, ExchangeErro
 use std::path::PathBuf;
 
 fn fixtures() -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/v1");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "fsf"))
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    out.sort();
-    assert_eq!(out.len(), 4, "expected the four v1 fixtures in {dir:?}");
+    let mut out = Vec::new();
+    // Four of format 1; the split-block layout's two of format 2.
+    for (version, count) in [(1, 4), (2, 2)] {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("migrations/fixtures/v{version}"));
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "fsf"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (format!("v{version}/{name}"), std::fs::read(&p).unwrap())
+            })
+            .collect();
+        files.sort();
+        assert_eq!(files.len(), count, "filter fixtures in {dir:?}");
+        out.extend(files);
+    }
     out
 }
 

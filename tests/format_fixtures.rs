@@ -1,7 +1,9 @@
-//! The committed format-v1 filter files under `migrations/fixtures/v1/`.
+//! The committed filter files under `migrations/fixtures/v1/` (format 1) and
+//! `migrations/fixtures/v2/` (format 2: the split-block layout).
 //!
-//! These files are never regenerated: they are what filterstore 0.1 wrote, and
-//! every later build must read them with the same answers. This test (1) reads
+//! These files are never regenerated: they are what filterstore 0.1 (and,
+//! for v2, 0.2) wrote, and every later build must read them with the same
+//! answers. This test (1) reads
 //! each fixture and checks its parameters, that every key written into it is
 //! present, and the exact number of false positives among 100,000 fixed
 //! absent keys, and (2) checks that today's encoder still writes the very same
@@ -16,16 +18,22 @@ use filterstore::{BitFilter, BloomRead, CountingFilter, FilterParams, HashSpec, 
 use std::path::PathBuf;
 use xxhash_rust::xxh3::xxh3_64;
 
-/// The seed of every v1 fixture.
+/// The seed of every fixture of the layouts with a seed (the split-block
+/// layout hashes with XXH64, seed 0).
 const SEED: u64 = 0xF11E_5EED_0000_0001;
 /// Absent keys probed for false positives.
 const PROBES: u32 = 100_000;
 
 struct Fixture {
+    /// The format version that wrote it (its folder, and its frame's
+    /// version and min reader version).
+    version: u16,
     file: &'static str,
     layout: Layout,
     /// Standard: 2000 bits, not a multiple of 64, so the padding rule is
     /// exercised; blocked: 4 blocks. Both ≈ 10 bits per key for 200 keys.
+    /// Split-block: 9 blocks of 256 bits (an odd count: half a line of
+    /// padding), 11.5 bits per key.
     m: u64,
     k: u32,
     counting: bool,
@@ -36,8 +44,9 @@ struct Fixture {
     false_positives: u32,
 }
 
-const FIXTURES: [Fixture; 4] = [
+const FIXTURES: [Fixture; 6] = [
     Fixture {
+        version: 1,
         file: "bit_standard.fsf",
         layout: Layout::Standard,
         m: 2000,
@@ -48,6 +57,7 @@ const FIXTURES: [Fixture; 4] = [
         false_positives: 831,
     },
     Fixture {
+        version: 1,
         file: "bit_blocked.fsf",
         layout: Layout::Blocked,
         m: 2048,
@@ -58,6 +68,7 @@ const FIXTURES: [Fixture; 4] = [
         false_positives: 835,
     },
     Fixture {
+        version: 1,
         file: "counting_standard.fsf",
         layout: Layout::Standard,
         m: 2000,
@@ -68,6 +79,7 @@ const FIXTURES: [Fixture; 4] = [
         false_positives: 863,
     },
     Fixture {
+        version: 1,
         file: "counting_blocked.fsf",
         layout: Layout::Blocked,
         m: 2048,
@@ -77,10 +89,40 @@ const FIXTURES: [Fixture; 4] = [
         len: 1100,
         false_positives: 862,
     },
+    Fixture {
+        version: 2,
+        file: "bit_split_block.fsf",
+        layout: Layout::SplitBlock,
+        m: 2304,
+        k: 8,
+        counting: false,
+        digest: 0x00b1_8677_c977_8e20,
+        len: 396,
+        false_positives: 610,
+    },
+    Fixture {
+        version: 2,
+        file: "counting_split_block.fsf",
+        layout: Layout::SplitBlock,
+        m: 2304,
+        k: 8,
+        counting: true,
+        digest: 0xb013_1299_7c3c_7b1c,
+        len: 1356,
+        false_positives: 624,
+    },
 ];
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/v1")
+fn dir(f: &Fixture) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("migrations/fixtures/v{}", f.version))
+}
+
+/// The fixture's hash: XXH3-128 with [`SEED`], or XXH64 seed 0.
+fn spec(f: &Fixture) -> HashSpec {
+    match f.layout {
+        Layout::SplitBlock => HashSpec::xxh64(),
+        _ => HashSpec::xxh3(SEED),
+    }
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -104,7 +146,7 @@ fn live_keys(counting: bool) -> Vec<Vec<u8>> {
 /// * counting filters: insert `key-0000` … `key-0299`, remove `key-0200` …
 ///   `key-0299`, insert `hot-key` 16 times; n = inserts − removes = 216.
 fn build(f: &Fixture) -> Vec<u8> {
-    let p = FilterParams::new(f.layout, f.m, f.k, HashSpec::xxh3(SEED)).unwrap();
+    let p = FilterParams::new(f.layout, f.m, f.k, spec(f)).unwrap();
     if f.counting {
         let mut c = CountingFilter::new(p).unwrap();
         for i in 0..300 {
@@ -134,25 +176,30 @@ fn probe_positives(contains: impl Fn(&[u8]) -> bool) -> u32 {
 }
 
 #[test]
-fn v1_fixtures_decode_with_the_same_answers() {
+fn fixtures_decode_with_the_same_answers() {
     if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() {
         for f in &FIXTURES {
-            let path = dir().join(f.file);
+            let path = dir(f).join(f.file);
             if !path.exists() {
-                std::fs::create_dir_all(dir()).unwrap();
+                std::fs::create_dir_all(dir(f)).unwrap();
                 std::fs::write(&path, build(f)).unwrap();
             }
         }
     }
     for f in &FIXTURES {
-        let path = dir().join(f.file);
+        let path = dir(f).join(f.file);
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let d = decode_filter(&bytes).unwrap_or_else(|e| panic!("{}: {e}", f.file));
         let p = d.params();
-        assert_eq!((d.version, d.min_reader), (1, 1), "{}", f.file);
+        assert_eq!(
+            (d.version, d.min_reader),
+            (f.version, f.version),
+            "{}",
+            f.file
+        );
         assert_eq!(
             (p.layout(), p.m(), p.k(), p.hash()),
-            (f.layout, f.m, f.k, HashSpec::xxh3(SEED)),
+            (f.layout, f.m, f.k, spec(f)),
             "{}",
             f.file
         );
@@ -189,7 +236,7 @@ fn v1_fixtures_decode_with_the_same_answers() {
         );
     }
     for f in &FIXTURES {
-        let bytes = std::fs::read(dir().join(f.file)).unwrap();
+        let bytes = std::fs::read(dir(f).join(f.file)).unwrap();
         let d = decode_filter(&bytes).unwrap();
         let fp = probe_positives(|k| d.contains(k));
         assert_eq!(fp, f.false_positives, "{}: false positives", f.file);
@@ -198,17 +245,18 @@ fn v1_fixtures_decode_with_the_same_answers() {
     }
 }
 
-/// The encoder of this build writes v1 fixtures byte for byte: format
-/// version 2 changed only messages that carry build statistics (FORMAT.md
-/// § 15), and a filter file, whose bytes version 1 describes, is still
-/// framed as version 1 (min reader 1). When a later format version changes
-/// the encoder, this test is replaced by one that checks the migration of
-/// these files; the files themselves stay.
+/// The encoder of this build writes every fixture byte for byte: version 1
+/// frames for the layouts of version 1 (format version 2 changed only
+/// messages that carry build statistics and what names the split-block
+/// layout, FORMAT.md § 15: a filter whose bytes version 1 describes is still
+/// framed as version 1, min reader 1), version 2 for the split-block layout. When a later format version changes the encoder, this test is
+/// replaced by one that checks the migration of these files; the files
+/// themselves stay.
 #[test]
-fn encoder_still_writes_the_v1_bytes() {
+fn encoder_still_writes_the_fixture_bytes() {
     assert_eq!(filterstore::FORMAT_VERSION, 2);
     for f in &FIXTURES {
-        let committed = std::fs::read(dir().join(f.file)).unwrap();
+        let committed = std::fs::read(dir(f).join(f.file)).unwrap();
         assert!(build(f) == committed, "{}: encoder output changed", f.file);
     }
 }

@@ -68,6 +68,11 @@ fn roundtrip_filter_corpus() {
     assert!(replay("roundtrip_filter", checks::roundtrip_filter) >= 10);
 }
 
+#[test]
+fn split_block_ops_corpus() {
+    assert!(replay("split_block_ops", checks::split_block_ops) >= 10);
+}
+
 /// The fix-up that lets the fuzzer past the checksum does what it claims: a
 /// valid file is left alone, and a file whose CRC was corrupted gets a
 /// repaired twin that decodes again.

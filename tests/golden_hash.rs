@@ -129,3 +129,90 @@ fn hash_and_positions_never_change() {
         assert_eq!(bl.as_slice(), g.blocked, "blocked positions of {:?}", g.key);
     }
 }
+
+/// XXH64 seed 0 of the golden keys (the first two are the xxHash
+/// reference's published values for "" and "a") and their split-block
+/// positions in a filter of 1,000 blocks; the hash is also checked against
+/// the reference implementation below, the positions against
+/// `core_split_block.rs`'s model of the Parquet specification.
+const GOLDEN_XXH64: &[(&[u8], u64, [u64; 8])] = &[
+    (
+        &[],
+        0xef46db3751d8e999,
+        [
+            239133, 239136, 239193, 239228, 239246, 239286, 239325, 239358,
+        ],
+    ),
+    (
+        &[97],
+        0xd24ec4f1a98c6e5b,
+        [
+            210194, 210225, 210241, 210284, 210321, 210360, 210395, 210431,
+        ],
+    ),
+    (
+        b"filterstore",
+        0xb5983c7bde21c6d6,
+        [
+            181534, 181539, 181581, 181602, 181638, 181682, 181697, 181748,
+        ],
+    ),
+    (
+        &[0; 16],
+        0xaf09f71516247c32,
+        [
+            174864, 174881, 174929, 174966, 174978, 175027, 175061, 175100,
+        ],
+    ),
+    (
+        &[
+            1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0,
+            0, 0, 0,
+        ],
+        0x73f859a04f669e6d,
+        [
+            115988, 116007, 116056, 116094, 116099, 116128, 116176, 116198,
+        ],
+    ),
+];
+
+#[test]
+fn xxh64_and_split_block_positions_never_change() {
+    for (key, h, pos) in GOLDEN_XXH64 {
+        let got = HashSpec::xxh64().hash(key);
+        assert_eq!((got.h1, got.h2), (*h, 0), "xxh64 of {key:?}");
+        let p = positions(Layout::SplitBlock, 256 * 1000, 8, got);
+        assert_eq!(p.as_slice(), pos, "split-block positions of {key:?}");
+    }
+}
+
+/// The crate's inlined XXH64 is the `xxhash-rust` crate's (the reference
+/// port of the xxHash C code) for every length 0..=300 (every tail of
+/// 8-, 4- and 1-byte pieces, one to nine 32-byte stripes) and several
+/// seeds, random contents.
+#[test]
+fn xxh64_is_the_reference_xxh64() {
+    use xxhash_rust::xxh64::xxh64;
+    let mut x = 0x243f_6a88_85a3_08d3u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let data: Vec<u8> = (0..300).map(|_| next() as u8).collect();
+    for seed in [0, 1, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
+        let spec = HashSpec {
+            algo: filterstore::HashAlgo::Xxh64,
+            seed,
+        };
+        for len in 0..=300 {
+            let key = &data[300 - len..];
+            assert_eq!(
+                spec.hash(key).h1,
+                xxh64(key, seed),
+                "len {len} seed {seed:#x}"
+            );
+        }
+    }
+}

@@ -75,6 +75,17 @@ pub enum Figure {
     CountingLookupNs,
     CountingBuildNs,
     CountingFp,
+    /// The equal-FP table (`equal_fp.rs`).
+    Fp1BitsPerKey,
+    Fp1Fp,
+    Fp1AbsentNs,
+    Fp1PresentNs,
+    /// The large point (`large.rs`).
+    LargeBuildNs,
+    LargeAbsentNs,
+    LargePresentNs,
+    LargeBatchPipelineNs,
+    LargeBatchPartitionedNs,
 }
 
 impl Figure {
@@ -94,13 +105,22 @@ impl Figure {
             Figure::CountingLookupNs => "counting_lookup_ns",
             Figure::CountingBuildNs => "counting_build_ns",
             Figure::CountingFp => "counting_fp",
+            Figure::Fp1BitsPerKey => "fp1_bits_per_key",
+            Figure::Fp1Fp => "fp1_fp",
+            Figure::Fp1AbsentNs => "fp1_lookup_absent_ns",
+            Figure::Fp1PresentNs => "fp1_lookup_present_ns",
+            Figure::LargeBuildNs => "large_build_ns",
+            Figure::LargeAbsentNs => "large_lookup_absent_ns",
+            Figure::LargePresentNs => "large_lookup_present_ns",
+            Figure::LargeBatchPipelineNs => "large_batch_pipeline_ns",
+            Figure::LargeBatchPartitionedNs => "large_batch_partitioned_ns",
         }
     }
 
     pub fn unit(self) -> &'static str {
         match self {
-            Figure::Fp | Figure::CountingFp => "fraction",
-            Figure::BitsPerKey => "bits",
+            Figure::Fp | Figure::CountingFp | Figure::Fp1Fp => "fraction",
+            Figure::BitsPerKey | Figure::Fp1BitsPerKey => "bits",
             _ => "ns",
         }
     }

@@ -18,6 +18,38 @@ pub fn hash64(key: &Key) -> u64 {
     xxh3_64_with_seed(key, HASH_SEED)
 }
 
+/// XXH64 seed 0, Parquet's hash, as this crate's split-block layout
+/// computes it (inlined): fed to `sbbf-rs-safe` it builds the very bits of
+/// a split-block filter of the same size.
+pub fn xxh64_parquet(key: &Key) -> u64 {
+    filterstore::HashSpec::xxh64().hash(key).h1
+}
+
+/// `sbbf-rs-safe` hashing with [`xxh64_parquet`]: the same filter, bit for
+/// bit, as `filterstore_split` (asserted in `build_all`).
+pub struct SbbfXxh64(pub sbbf_rs_safe::Filter);
+
+impl Lookup for SbbfXxh64 {
+    fn contains(&self, key: &Key) -> bool {
+        self.0.contains_hash(xxh64_parquet(key))
+    }
+    fn bits(&self) -> u64 {
+        self.0.bits()
+    }
+    fn k(&self) -> String {
+        "8".into()
+    }
+}
+
+impl Dynamic for SbbfXxh64 {
+    fn insert(&mut self, key: &Key) {
+        self.0.insert_hash(xxh64_parquet(key));
+    }
+    fn clear(&mut self) {
+        self.0.reset();
+    }
+}
+
 /// What every filter under test answers: membership, size, `k`.
 pub trait Lookup {
     fn contains(&self, key: &Key) -> bool;
@@ -193,12 +225,12 @@ impl Counting for fastbloom_rs::CountingBloomFilter {
 
 /// `sbbf-rs-safe` looked up the way our batched lookup works: each key
 /// hashed 16 keys ahead and its 32-byte bucket prefetched, so batched
-/// lookups are compared like for like (issue 13).
-pub struct SbbfPrefetch<'a>(pub &'a sbbf_rs_safe::Filter);
+/// lookups are compared like for like (issue 13); with the hash given.
+pub struct SbbfPrefetch<'a>(pub &'a sbbf_rs_safe::Filter, pub fn(&Key) -> u64);
 
 impl Lookup for SbbfPrefetch<'_> {
     fn contains(&self, key: &Key) -> bool {
-        self.0.contains_hash(hash64(key))
+        self.0.contains_hash((self.1)(key))
     }
     fn bits(&self) -> u64 {
         self.0.bits()
@@ -210,8 +242,9 @@ impl Lookup for SbbfPrefetch<'_> {
         const AHEAD: usize = 16;
         let bytes = self.0.as_bytes();
         let buckets = (bytes.len() / 32) as u64;
+        let hash = self.1;
         let enter = |key: &Key| {
-            let h = hash64(key);
+            let h = hash(key);
             // sbbf-rs's bucket index (arch/fallback/parquet_impl.rs).
             let bucket = ((h >> 32).saturating_mul(buckets) >> 32) as usize;
             prefetch(&bytes[bucket * 32]);

@@ -27,8 +27,15 @@ use filterstore::__internals::{frame, meta};
 use filterstore::CountingFilter;
 use filterstore::{encode_bit_filter, encode_counting_filter, inspect, DecodedFilter, FilterBody};
 use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
-use filterstore::{BLOCK_BITS, MAX_K, MIN_M_BITS};
+use filterstore::{BLOCK_BITS, MAX_K, MIN_M_BITS, SPLIT_BLOCK_BITS};
 use serde::{Deserialize, Serialize};
+
+// The split-block layout's target, in a file of its own (`#[path]`: the
+// corpus replay includes this file from `tests/`, where a plain `mod` would
+// look elsewhere).
+#[path = "split_block.rs"]
+mod split_block;
+pub use split_block::split_block_ops;
 
 /// `data` as given, and, when it is long enough to be a frame, a copy whose
 /// body length field (bytes 12..20) and CRC trailer are made consistent with
@@ -185,10 +192,12 @@ fn check_filter(input: &[u8], keys_from: &[u8]) {
     // The body is canonical whatever versions the header carries (a newer
     // writer may have framed v1 bytes); the CRC covers the header, so it is
     // compared only when the header is the one this build writes (a filter
-    // file is version 1, min reader 1: FORMAT.md § 13).
+    // file is version 1, min reader 1, or 2 / 2 for the split-block layout:
+    // FORMAT.md § 13).
     let body = |b: &[u8]| b[frame::HEADER_LEN..b.len() - frame::TRAILER_LEN].to_vec();
     assert_eq!(body(&again), body(input), "filter body is not canonical");
-    if (d.version, d.min_reader) == (frame::VERSION_1, frame::VERSION_1) {
+    let v = d.descriptor.format_version();
+    if (d.version, d.min_reader) == (v, v) {
         assert_eq!(again, input);
     }
 }
@@ -213,17 +222,35 @@ pub fn roundtrip_filter(data: &[u8]) {
     let _ = roundtrip(&mut Unstructured::new(data));
 }
 
+/// A layout, one byte of input: the split-block layout's share is a third.
+fn any_layout(u: &mut Unstructured<'_>) -> arbitrary::Result<Layout> {
+    Ok(match u.int_in_range(0..=2u8)? {
+        0 => Layout::Standard,
+        1 => Layout::Blocked,
+        _ => Layout::SplitBlock,
+    })
+}
+
+/// The hash of a filter of `layout`: XXH3-128 with the input's seed, or
+/// XXH64 seed 0, the split-block layout's only hash.
+fn hash_for(layout: Layout, seed: u64) -> HashSpec {
+    match layout {
+        Layout::SplitBlock => HashSpec::xxh64(),
+        _ => HashSpec::xxh3(seed),
+    }
+}
+
 fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
-    let layout = if u.arbitrary::<bool>()? {
-        Layout::Blocked
-    } else {
-        Layout::Standard
-    };
+    let layout = any_layout(u)?;
     let m = match layout {
         Layout::Standard => u.int_in_range(MIN_M_BITS..=8192)?,
         Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=16)?,
+        Layout::SplitBlock => SPLIT_BLOCK_BITS * u.int_in_range(1..=32)?,
     };
-    let k = u.int_in_range(1..=MAX_K)?;
+    let k = match layout {
+        Layout::SplitBlock => 8,
+        _ => u.int_in_range(1..=MAX_K)?,
+    };
     let seed: u64 = u.arbitrary()?;
     let counting: bool = u.arbitrary()?;
     let n_keys = u.int_in_range(0..=64usize)?;
@@ -232,7 +259,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         let len = u.int_in_range(0..=24usize)?;
         keys.push(u.bytes(len)?.to_vec());
     }
-    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(seed)).expect("valid by construction");
+    let p = FilterParams::new(layout, m, k, hash_for(layout, seed)).expect("valid by construction");
     let file = if counting {
         let mut c = CountingFilter::new(p).expect("small filter");
         for key in &keys {
@@ -271,7 +298,7 @@ fn roundtrip(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         file
     };
     let i = inspect(&file).expect("inspect refused a fresh file");
-    assert_eq!((i.m, i.k, i.seed), (m, k, seed));
+    assert_eq!((i.m, i.k, i.seed), (m, k, p.hash().seed));
     // One corrupted byte, at a position and with a mask the input chooses.
     let at = u.choose_index(file.len())?;
     let mask = u.int_in_range(1..=255u8)?;
@@ -355,17 +382,17 @@ pub fn roundtrip_message(data: &[u8]) {
 
 fn roundtrip_msg(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     use filterstore::CodecChoice;
-    let layout = if u.arbitrary::<bool>()? {
-        Layout::Blocked
-    } else {
-        Layout::Standard
-    };
+    let layout = any_layout(u)?;
     let m = match layout {
         Layout::Standard => u.int_in_range(MIN_M_BITS..=20_000)?,
         Layout::Blocked => BLOCK_BITS * u.int_in_range(1..=40)?,
+        Layout::SplitBlock => SPLIT_BLOCK_BITS * u.int_in_range(1..=80)?,
     };
-    let k = u.int_in_range(1..=8)?;
-    let p = FilterParams::new(layout, m, k, HashSpec::xxh3(u.arbitrary()?))
+    let k = match layout {
+        Layout::SplitBlock => 8,
+        _ => u.int_in_range(1..=8)?,
+    };
+    let p = FilterParams::new(layout, m, k, hash_for(layout, u.arbitrary()?))
         .expect("valid by construction");
     let base = BitFilter::new(p).expect("small filter");
     let new = BitFilter::new(p).expect("small filter");
@@ -457,10 +484,15 @@ pub fn store_ops(data: &[u8]) {
     let Some((&layout_byte, ops)) = data.split_first() else {
         return;
     };
-    let layout = if layout_byte & 1 == 0 {
-        Layout::Blocked
-    } else {
-        Layout::Standard
+    let layout = match layout_byte % 3 {
+        0 => Layout::Blocked,
+        1 => Layout::Standard,
+        _ => Layout::SplitBlock,
+    };
+    // The split-block layout takes no seed (XXH64 seed 0).
+    let spec = match layout {
+        Layout::SplitBlock => TableSpec::new(16, 0.1).layout(layout),
+        _ => TableSpec::new(16, 0.1).layout(layout).seed(7),
     };
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -484,9 +516,7 @@ pub fn store_ops(data: &[u8]) {
     let key = |i: u8| format!("key-{}", i % 16).into_bytes();
 
     let mut store = FilterStore::open_with(&dir, config()).expect("open a new store");
-    let mut table = store
-        .create_table("t", TableSpec::new(16, 0.1).layout(layout).seed(7))
-        .expect("create");
+    let mut table = store.create_table("t", spec).expect("create");
     let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut reopens = 0;
     for pair in ops.chunks_exact(2).take(STORE_MAX_OPS) {

@@ -21,7 +21,8 @@ pub const MIN_READ_VERSION: u16 = 1;
 /// frame whose bytes version 1 describes exactly.
 pub const VERSION_1: u16 = 1;
 /// Format version 2 (`docs/FORMAT.md` § 15): an exchange message that
-/// carries build statistics (§ 12) is written as version 2, min reader 2.
+/// carries build statistics (§ 12), and any filter file or message naming
+/// the split-block layout (§ 5), is written as version 2, min reader 2.
 pub const VERSION_2: u16 = 2;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
@@ -150,21 +151,25 @@ pub fn encode_versioned(
     })
 }
 
-/// Frames a body of exactly `body_len` bytes that `write_body` appends to the
-/// output, as format version 1 (min reader 1). Large bodies (a filter's bit array)
-/// are then written once, straight into the one buffer of exact capacity,
+/// Frames a body of exactly `body_len` bytes that `write_body` appends to
+/// the output, for readers of `version`, written as both its version and
+/// its min reader version: the lowest version that describes the body
+/// (version 1 for every filter file of the version-1 layouts, 2 for one
+/// naming the split-block layout). Large bodies (a filter's bit array) are
+/// then written once, straight into the one buffer of exact capacity,
 /// instead of being collected first and copied.
 ///
 /// # Panics
 /// If `write_body` appends other than `body_len` bytes: a bug in the caller,
 /// never a property of input data.
-pub fn encode_with(
+pub fn encode_with_version(
     kind: FrameKind,
     flags: u8,
     body_len: usize,
+    version: u16,
     write_body: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
-    write_frame(kind, flags, body_len, VERSION_1, VERSION_1, write_body)
+    write_frame(kind, flags, body_len, version, version, write_body)
 }
 
 fn write_frame(
@@ -384,6 +389,11 @@ mod tests {
         // Version 2 is read; version 3 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
         assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 2));
+        let f = encode_with_version(FrameKind::BitFilter, 0, 0, 2, |_| {});
+        assert_eq!(
+            (decode(&f).unwrap().version, decode(&f).unwrap().min_reader),
+            (2, 2)
+        );
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 3, 3);
         assert_eq!(
             decode(&f),

@@ -25,6 +25,17 @@ fn config() -> impl bincode::config::Config {
 /// exceeds [`META_LIMIT`], or serde refuses it): a writer's limit, never a
 /// sign of corruption.
 pub fn encode<T: Serialize>(kind: Kind, value: &T) -> Result<Vec<u8>, CodecError> {
+    encode_versioned(kind, value, frame::VERSION_1)
+}
+
+/// [`encode`] as a frame of `version` (its version and min reader version):
+/// a record naming what a later version added, e.g. the catalog record of a
+/// split-block table (version 2).
+pub fn encode_versioned<T: Serialize>(
+    kind: Kind,
+    value: &T,
+    version: u16,
+) -> Result<Vec<u8>, CodecError> {
     let body = bincode::serde::encode_to_vec(value, config()).map_err(|e| CodecError::Encode {
         what: "metadata record",
         reason: e.to_string(),
@@ -37,7 +48,7 @@ pub fn encode<T: Serialize>(kind: Kind, value: &T) -> Result<Vec<u8>, CodecError
             reason: format!("{} bytes, limit {META_LIMIT}", body.len()),
         });
     }
-    Ok(frame::encode(kind, 0, &body))
+    Ok(frame::encode_versioned(kind, 0, &body, version, version))
 }
 
 /// Decodes a framed record of `kind`, returning the value and the format

@@ -3,7 +3,8 @@
 //!
 //! * Counters are packed two to a byte (docs/FORMAT.md §10 draws the bytes),
 //!   so a 512-counter block, the blocked layout's unit, is 256 contiguous
-//!   bytes: one counter page.
+//!   bytes: one counter page; a 256-bit block of the split-block layout is
+//!   128 (two cache lines; its eight counters lie one per 16-byte lane).
 //! * 4 bits suffice: with the optimal `k` the chance that any counter ever
 //!   reaches 16 is below `1.37e−15·m` ([`crate::filter::params::counter_overflow_bound`]).
 //!   Should one reach 15 anyway it *sticks*: never incremented past, never
@@ -25,16 +26,22 @@
 
 use crate::error::{FilterError, ParamError};
 use crate::filter::bloom::BitFilter;
-use crate::filter::geometry::{Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
+use crate::filter::geometry::{
+    Layout, BLOCK_BITS, MAX_K, SPLIT_BLOCK_BITS, SPLIT_K, WORDS_PER_BLOCK,
+};
 use crate::filter::hash::{in_block_position, positions, KeyHash, Positions};
-use crate::filter::params::{block_of, FilterParams};
+use crate::filter::params::{block_of, split_block_of, FilterParams};
 use crate::filter::simd::prefetch;
+use crate::filter::split::split_lane_bit;
 
 /// The largest counter value; a counter that reaches it is sticky.
 pub const COUNTER_MAX: u8 = 15;
 
 /// Bytes of counters per 512-bit block.
 pub const COUNTER_BLOCK_BYTES: usize = 256;
+
+/// Bytes of counters per 256-bit block of the split-block layout.
+pub const SPLIT_COUNTER_BYTES: usize = 128;
 
 /// Operations on packed 4-bit counters, shared by the in-memory filter and the
 /// store's counter pages.
@@ -80,30 +87,30 @@ pub mod nibble {
         }
     }
 
-    /// Counter `pos` (`< 512`) of a 256-byte block; no bounds check.
+    /// Counter `pos` (`< 2·N`) of an `N`-byte block; no bounds check.
     #[inline(always)]
-    pub(crate) fn get_in(block: &[u8; 256], pos: usize) -> u8 {
-        (block[(pos / 2) % 256] >> ((pos % 2) * 4)) & 0x0f
+    pub(crate) fn get_in<const N: usize>(block: &[u8; N], pos: usize) -> u8 {
+        (block[(pos / 2) % N] >> ((pos % 2) * 4)) & 0x0f
     }
 
-    /// [`inc`] of counter `pos` (`< 512`) of a 256-byte block, without
+    /// [`inc`] of counter `pos` (`< 2·N`) of an `N`-byte block, without
     /// branches. Returns the value before.
     #[inline(always)]
-    pub(crate) fn inc_in(block: &mut [u8; 256], pos: usize) -> u8 {
+    pub(crate) fn inc_in<const N: usize>(block: &mut [u8; N], pos: usize) -> u8 {
         let shift = (pos % 2) * 4;
-        let b = &mut block[(pos / 2) % 256];
+        let b = &mut block[(pos / 2) % N];
         let v = (*b >> shift) & 0x0f;
         // v + 1 ≤ 15 when v < 15: no carry into the other counter.
         *b += u8::from(v < COUNTER_MAX) << shift;
         v
     }
 
-    /// [`dec`] of counter `pos` (`< 512`) of a 256-byte block, without
+    /// [`dec`] of counter `pos` (`< 2·N`) of an `N`-byte block, without
     /// branches. Returns the value before.
     #[inline(always)]
-    pub(crate) fn dec_in(block: &mut [u8; 256], pos: usize) -> u8 {
+    pub(crate) fn dec_in<const N: usize>(block: &mut [u8; N], pos: usize) -> u8 {
         let shift = (pos % 2) * 4;
-        let b = &mut block[(pos / 2) % 256];
+        let b = &mut block[(pos / 2) % N];
         let v = (*b >> shift) & 0x0f;
         *b -= u8::from(v > 0 && v < COUNTER_MAX) << shift;
         v
@@ -221,6 +228,10 @@ impl CountingFilter {
                 let (_, block) = self.block_mut(h);
                 block_insert(block, h.h2, p.k())
             }
+            Layout::SplitBlock => {
+                let (_, block) = self.split_block_mut(h);
+                split_insert(block, h.h1 as u32)
+            }
             Layout::Standard => {
                 let mut out = InsertOutcome::default();
                 for &pos in positions(p.layout(), p.m(), p.k(), h).as_slice() {
@@ -256,6 +267,18 @@ impl CountingFilter {
                 cleared.sort_small();
                 Ok(cleared)
             }
+            Layout::SplitBlock => {
+                let (base, block) = self.split_block_mut(h);
+                let mut cleared = Positions::default();
+                // One counter per lane, ascending with the lane: the list
+                // stays sorted without a sort.
+                for i in 0..SPLIT_K as usize {
+                    let pos = 32 * i + split_lane_bit(h.h1 as u32, i) as usize;
+                    let reached_zero = nibble::dec_in(block, pos) == 1;
+                    cleared.push_if(base + pos as u64, reached_zero);
+                }
+                Ok(cleared)
+            }
             Layout::Standard => {
                 let mut cleared = Positions::default();
                 for &i in positions(p.layout(), p.m(), p.k(), h).as_slice() {
@@ -287,6 +310,21 @@ impl CountingFilter {
                 }
                 all == 1
             }
+            Layout::SplitBlock => {
+                let b = split_block_of(&p, h) * SPLIT_COUNTER_BYTES;
+                let Some(block) = self.counters.get(b..b + SPLIT_COUNTER_BYTES) else {
+                    // Unreachable: `b` is below `m / 256`, and the counters
+                    // hold 128 bytes per 256-bit block. "Maybe" can never
+                    // be a false negative.
+                    return true;
+                };
+                let mut all = 1u8;
+                for i in 0..SPLIT_K as usize {
+                    let pos = 32 * i + split_lane_bit(h.h1 as u32, i) as usize;
+                    all &= (nibble::get(block, pos) != 0) as u8;
+                }
+                all == 1
+            }
             Layout::Standard => positions(p.layout(), p.m(), p.k(), h)
                 .as_slice()
                 .iter()
@@ -313,6 +351,20 @@ impl CountingFilter {
             b as u64 * BLOCK_BITS,
             counter_block_mut(&mut self.counters, b),
         )
+    }
+
+    /// The first position and the 128 counter bytes of `h`'s split block.
+    #[inline(always)]
+    fn split_block_mut(&mut self, h: KeyHash) -> (u64, &mut [u8; SPLIT_COUNTER_BYTES]) {
+        let b = split_block_of(&self.params, h);
+        let block = match (&mut self.counters[b * SPLIT_COUNTER_BYTES..][..SPLIT_COUNTER_BYTES])
+            .try_into()
+        {
+            Ok(block) => block,
+            // The range above has exactly SPLIT_COUNTER_BYTES elements.
+            Err(_) => unreachable!("a split block is {SPLIT_COUNTER_BYTES} bytes"),
+        };
+        (b as u64 * SPLIT_BLOCK_BITS, block)
     }
 
     /// Number of sticky (saturated) counters.
@@ -345,6 +397,20 @@ pub(crate) fn block_insert(
         out.new_bits += (before == 0) as u32;
         out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
     });
+    out
+}
+
+/// Adds one to each of the eight counters of `x` (the lower half of a
+/// split-block hash, one position per lane: distinct by construction) in
+/// `block`, the 128 counter bytes of the key's split block.
+#[inline(always)]
+pub(crate) fn split_insert(block: &mut [u8; SPLIT_COUNTER_BYTES], x: u32) -> InsertOutcome {
+    let mut out = InsertOutcome::default();
+    for i in 0..SPLIT_K as usize {
+        let before = nibble::inc_in(block, 32 * i + split_lane_bit(x, i) as usize);
+        out.new_bits += (before == 0) as u32;
+        out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
+    }
     out
 }
 

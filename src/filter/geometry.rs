@@ -1,4 +1,4 @@
-//! The geometry every filter shares: the two layouts and the block, word
+//! The geometry every filter shares: the three layouts and the block, word
 //! and size constants. A leaf module: `hash` (which derives positions) and
 //! `params` (which sizes filters) both build on it, and it imports neither.
 //! The byte layout itself is drawn once, in docs/FORMAT.md.
@@ -19,6 +19,15 @@ pub const MAX_K: u32 = 32;
 pub const MAX_M_BITS: u64 = 1 << 40;
 /// The smallest filter accepted.
 pub const MIN_M_BITS: u64 = 64;
+/// Bits in one block of the split-block layout (Parquet's SBBF): eight
+/// 32-bit lanes, half a 64-byte line.
+pub const SPLIT_BLOCK_BITS: u64 = 256;
+/// Bits a key sets in the split-block layout: one per 32-bit lane.
+pub const SPLIT_K: u32 = 8;
+/// The most blocks a split-block filter may have: the Parquet specification
+/// allows `1 <= z < 2^31` (64 GiB); the block index is computed from the
+/// hash's upper 32 bits times `z`, exact for any such `z`.
+pub const MAX_SPLIT_BLOCKS: u64 = (1 << 31) - 1;
 
 /// Where a key's `k` positions may fall.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,6 +40,14 @@ pub enum Layout {
     /// positives than `Standard` at 10 bits per key for the same `m`; the
     /// sizing below compensates by choosing a slightly larger `m`.
     Blocked,
+    /// Parquet's split-block Bloom filter (SBBF), bit for bit: 256-bit
+    /// blocks of eight 32-bit lanes, one bit per lane (`k = 8`), hashed with
+    /// XXH64, seed 0 ([`crate::HashSpec::xxh64`]). Its bytes are an SBBF
+    /// bitset that every Parquet reader (arrow-rs, parquet-mr, Impala,
+    /// DuckDB) reads, and its lookup is one vector multiply and one test.
+    /// It needs 10.5 bits per key for a 1% rate where the blocked layout
+    /// needs 9.9 (`FilterParams::for_capacity` sizes it by its own model).
+    SplitBlock,
 }
 
 impl Layout {
@@ -39,6 +56,7 @@ impl Layout {
         match self {
             Layout::Standard => 1,
             Layout::Blocked => 2,
+            Layout::SplitBlock => 3,
         }
     }
 
@@ -47,6 +65,7 @@ impl Layout {
         match id {
             1 => Some(Layout::Standard),
             2 => Some(Layout::Blocked),
+            3 => Some(Layout::SplitBlock),
             _ => None,
         }
     }
@@ -56,8 +75,12 @@ impl Layout {
         match self {
             Layout::Standard => "standard",
             Layout::Blocked => "blocked",
+            Layout::SplitBlock => "split-block",
         }
     }
+
+    /// Every layout, in id order.
+    pub const ALL: [Layout; 3] = [Layout::Standard, Layout::Blocked, Layout::SplitBlock];
 }
 
 impl std::str::FromStr for Layout {
@@ -66,6 +89,7 @@ impl std::str::FromStr for Layout {
         match s {
             "standard" => Ok(Layout::Standard),
             "blocked" => Ok(Layout::Blocked),
+            "split-block" => Ok(Layout::SplitBlock),
             other => Err(ParamError::UnknownLayout(other.to_string())),
         }
     }

@@ -21,10 +21,15 @@
 //! * Mapping to a range is multiply-high, `(x·m) >> 64`: no division, and no
 //!   modulo bias worth measuring for `m ≤ 2^40`.
 //!
+//! * **Split-block layout**: one 64-bit hash, XXH64 seed 0 ([`HashAlgo::Xxh64`],
+//!   carried as `h1`; `h2` is 0), and Parquet's own positions (`filter::split`).
+//!
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
 
 use crate::filter::geometry::{Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
+use crate::filter::split::split_positions;
+use crate::filter::xxh64::xxh64;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
 /// Identifies a hash algorithm in persisted headers.
@@ -32,6 +37,9 @@ use xxhash_rust::xxh3::xxh3_128_with_seed;
 pub enum HashAlgo {
     /// XXH3, 128-bit output, seeded (`xxh3_128_with_seed`). Id 1.
     Xxh3_128,
+    /// XXH64, 64-bit output (Parquet's Bloom filter hash). Id 2. Only the
+    /// split-block layout hashes with it, with seed 0.
+    Xxh64,
 }
 
 impl HashAlgo {
@@ -39,12 +47,14 @@ impl HashAlgo {
     pub fn id(self) -> u8 {
         match self {
             HashAlgo::Xxh3_128 => 1,
+            HashAlgo::Xxh64 => 2,
         }
     }
     /// Inverse of [`HashAlgo::id`].
     pub fn from_id(id: u8) -> Option<HashAlgo> {
         match id {
             1 => Some(HashAlgo::Xxh3_128),
+            2 => Some(HashAlgo::Xxh64),
             _ => None,
         }
     }
@@ -52,6 +62,7 @@ impl HashAlgo {
     pub fn name(self) -> &'static str {
         match self {
             HashAlgo::Xxh3_128 => "xxh3-128",
+            HashAlgo::Xxh64 => "xxh64",
         }
     }
 }
@@ -90,17 +101,89 @@ impl HashSpec {
         HashSpec::xxh3(random_seed())
     }
 
+    /// XXH64 with seed 0: Parquet's Bloom filter hash, the one hash of the
+    /// split-block layout ([`Layout::SplitBlock`]).
+    ///
+    /// # Keys an adversary chooses
+    /// The specification fixes the hash and its seed, so that every reader
+    /// derives the same bits; there is no per-table secret. Whoever can
+    /// choose the keys of a split-block filter can therefore compute, offline,
+    /// keys that all land in one block (about `z` tries per key for `z`
+    /// blocks), saturating it so that any key of that block answers "maybe".
+    /// That costs the host extra reads for those keys, never a false
+    /// negative, and does not raise the false-positive rate of keys in other
+    /// blocks. Equally, an adversary can pick absent keys that are false
+    /// positives of a published filter. Hosts whose keys come from untrusted
+    /// parties and who need no Parquet interoperability should keep the
+    /// blocked layout, whose per-table random seed ([`HashSpec::random`])
+    /// hides the positions.
+    ///
+    /// ```
+    /// use filterstore::HashSpec;
+    /// // XXH64 of "abc", seed 0, as the xxHash reference computes it.
+    /// assert_eq!(HashSpec::xxh64().hash(b"abc").h1, 0x44bc_2cf5_ad77_0999);
+    /// ```
+    pub fn xxh64() -> Self {
+        HashSpec {
+            algo: HashAlgo::Xxh64,
+            seed: 0,
+        }
+    }
+
+    /// The hash a new filter of `layout` takes by default: XXH64 seed 0 for
+    /// the split-block layout (fixed by Parquet), XXH3-128 with a random
+    /// seed for the others.
+    pub fn default_for(layout: Layout) -> Self {
+        match layout {
+            Layout::SplitBlock => HashSpec::xxh64(),
+            Layout::Standard | Layout::Blocked => HashSpec::random(),
+        }
+    }
+
     /// Hashes one key.
     #[inline]
     pub fn hash(&self, key: &[u8]) -> KeyHash {
         match self.algo {
-            HashAlgo::Xxh3_128 => {
-                let h = xxh3_128_with_seed(key, self.seed);
-                KeyHash {
-                    h1: h as u64,
-                    h2: (h >> 64) as u64,
-                }
-            }
+            HashAlgo::Xxh3_128 => Xxh3Hasher(self.seed).hash(key),
+            HashAlgo::Xxh64 => Xxh64Hasher(self.seed).hash(key),
+        }
+    }
+}
+
+/// One hash algorithm with its seed, as a type: a loop over many keys is
+/// compiled once per algorithm, with no match on the algorithm per key
+/// (the bulk inserts and the batched lookups pick one per layout: every
+/// layout has exactly one algorithm, `FilterParams::new`).
+pub(crate) trait KeyHasher: Copy {
+    /// The hash of `key`.
+    fn hash(self, key: &[u8]) -> KeyHash;
+}
+
+/// XXH3-128 with a seed ([`HashAlgo::Xxh3_128`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Xxh3Hasher(pub(crate) u64);
+
+impl KeyHasher for Xxh3Hasher {
+    #[inline(always)]
+    fn hash(self, key: &[u8]) -> KeyHash {
+        let h = xxh3_128_with_seed(key, self.0);
+        KeyHash {
+            h1: h as u64,
+            h2: (h >> 64) as u64,
+        }
+    }
+}
+
+/// XXH64 with a seed ([`HashAlgo::Xxh64`]), in `h1`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Xxh64Hasher(pub(crate) u64);
+
+impl KeyHasher for Xxh64Hasher {
+    #[inline(always)]
+    fn hash(self, key: &[u8]) -> KeyHash {
+        KeyHash {
+            h1: xxh64(key, self.0),
+            h2: 0,
         }
     }
 }
@@ -119,12 +202,16 @@ fn random_seed() -> u64 {
     h.finish()
 }
 
-/// The 128-bit hash of a key, from which all of its positions are derived.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The hash of a key, from which all of its positions are derived: 128
+/// bits (XXH3-128), or 64 (XXH64, in `h1`; `h2` is 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyHash {
-    /// Low 64 bits: drives the first position (standard) or the block (blocked).
+    /// Low 64 bits: drives the first position (standard) or the block
+    /// (blocked); the whole XXH64 hash (split-block: its upper half picks
+    /// the block, its lower half the lanes' bits).
     pub h1: u64,
-    /// High 64 bits: drives the step (standard) or the in-block positions (blocked).
+    /// High 64 bits: drives the step (standard) or the in-block positions
+    /// (blocked); 0 for XXH64.
     pub h2: u64,
 }
 
@@ -321,7 +408,8 @@ impl Positions {
     }
 }
 
-/// The distinct positions of a key, for either layout.
+/// The distinct positions of a key, for any layout (the split-block
+/// layout's `k` is always 8).
 pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
     let mut buf = [0u64; MAX_K as usize];
     let mut len = 0;
@@ -338,6 +426,7 @@ pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
             let base = map_to_range(h.h1, m / BLOCK_BITS) * BLOCK_BITS;
             return Positions::from_block_masks(base, in_block_masks(h.h2, k));
         }
+        Layout::SplitBlock => return split_positions(h.h1, m),
     }
     let slice = &mut buf[..len];
     slice.sort_unstable();

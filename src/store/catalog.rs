@@ -182,15 +182,37 @@ impl TableMeta {
         tree_name(self.id, generation)
     }
 
+    /// The record's frame: version 1, or version 2 for a split-block
+    /// table (layout id 3 is new in format version 2, so a version-1 reader
+    /// refuses the record with "upgrade filterstore" instead of misreading
+    /// it; `docs/FORMAT.md` § 9).
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
-        meta::encode(Kind::TableMeta, self)
+        meta::encode_versioned(Kind::TableMeta, self, self.format_version())
             .map_err(|e| StoreError::encode(format!("catalog record of {:?}", self.name), e))
+    }
+
+    /// The lowest format version that describes this record.
+    fn format_version(&self) -> u16 {
+        if self.layout == Layout::SplitBlock.id() {
+            crate::codec::frame::VERSION_2
+        } else {
+            crate::codec::frame::VERSION_1
+        }
     }
 
     pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<TableMeta, StoreError> {
         let what = || format!("catalog record {:?}", String::from_utf8_lossy(key));
-        let (m, _): (TableMeta, u16) =
+        let (m, version): (TableMeta, u16) =
             meta::decode(bytes, Kind::TableMeta).map_err(|e| StoreError::corrupt(what(), e))?;
+        if version < m.format_version() {
+            return Err(StoreError::corrupt(
+                what(),
+                crate::error::CodecError::InvalidField {
+                    field: "layout",
+                    reason: format!("layout id {} in a frame of version {version}", m.layout),
+                },
+            ));
+        }
         if key.get(1..) != Some(m.name.as_bytes()) {
             return Err(StoreError::corrupt(
                 what(),

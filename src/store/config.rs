@@ -179,7 +179,8 @@ impl StoreConfig {
         self.fold_threshold.unwrap_or_else(|| {
             let per_op = match params.layout() {
                 crate::filter::params::Layout::Blocked => 16,
-                crate::filter::params::Layout::Standard => 16 * params.k() as u64,
+                crate::filter::params::Layout::Standard
+                | crate::filter::params::Layout::SplitBlock => 16 * params.k() as u64,
             };
             (DEFAULT_FOLD_MEMORY / per_op).max(1)
         })

@@ -197,14 +197,21 @@ impl TableSpec {
         }
     }
 
-    /// Chooses the layout ([`Layout::Blocked`] by default).
+    /// Chooses the layout ([`Layout::Blocked`] by default). A table of the
+    /// split-block layout ([`Layout::SplitBlock`], Parquet's SBBF) hashes
+    /// with XXH64 seed 0 and takes no seed: its bits can be exported as an
+    /// SBBF and read by any Parquet reader, at the price of positions anyone
+    /// can compute ([`HashSpec::xxh64`] says what that means for keys an
+    /// adversary chooses). A table changes layout only by a rebuild from its
+    /// keys ([`Table::change_layout`]).
     pub fn layout(mut self, layout: Layout) -> Self {
         self.layout = layout;
         self
     }
 
     /// Fixes the hash seed (a random one by default, so that nobody who does
-    /// not know it can craft colliding keys).
+    /// not know it can craft colliding keys). The split-block layout has no
+    /// seed: creating such a table with one is refused.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -625,13 +632,17 @@ impl FilterStore {
     /// [`create_table`](FilterStore::create_table) under the catalog lock,
     /// the name validated.
     fn create_locked(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
-        let seed = spec.seed.unwrap_or_else(|| HashSpec::random().seed);
-        let params = FilterParams::for_capacity(
-            spec.expected_keys,
-            spec.target_fp,
-            spec.layout,
-            HashSpec::xxh3(seed),
-        )?;
+        let hash = match (spec.layout, spec.seed) {
+            // XXH64 with the seed given, refused by `for_capacity` unless 0.
+            (Layout::SplitBlock, seed) => HashSpec {
+                seed: seed.unwrap_or(0),
+                ..HashSpec::xxh64()
+            },
+            (_, Some(seed)) => HashSpec::xxh3(seed),
+            (layout, None) => HashSpec::default_for(layout),
+        };
+        let params =
+            FilterParams::for_capacity(spec.expected_keys, spec.target_fp, spec.layout, hash)?;
         if self.read_meta(name)?.is_some() {
             return Err(StoreError::TableExists(name.to_string()));
         }

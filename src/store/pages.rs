@@ -137,7 +137,9 @@ pub(crate) fn push_entries(p: &FilterParams, op_index: u64, op: LogOp, out: &mut
             let block = map_to_range(op.hash.h1, p.num_blocks());
             out.push(((block << 24) | tail, op.hash.h2));
         }
-        Layout::Standard => {
+        // The split-block layout's eight positions are folded one by one,
+        // as the standard layout's are.
+        Layout::Standard | Layout::SplitBlock => {
             for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
                 out.push(((pos << 24) | tail, 0));
             }
@@ -156,7 +158,7 @@ fn entry_unit(e: &Entry) -> u64 {
 fn unit_counters(layout: Layout) -> u64 {
     match layout {
         Layout::Blocked => BLOCK_BITS,
-        Layout::Standard => 1,
+        Layout::Standard | Layout::SplitBlock => 1,
     }
 }
 
@@ -218,7 +220,7 @@ pub(crate) fn apply_entries(
                 let first = (entry_unit(e) * BLOCK_BITS - base) as usize;
                 for_each_in_block(e.1, p.k(), |pos| one(first + pos as usize, insert));
             }
-            Layout::Standard => one((entry_unit(e) - base) as usize, insert),
+            Layout::Standard | Layout::SplitBlock => one((entry_unit(e) - base) as usize, insert),
         }
     }
     saturated

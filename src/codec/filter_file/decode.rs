@@ -199,6 +199,7 @@ pub fn decode_filter(bytes: &[u8]) -> Result<DecodedFilter<'_>, CodecError> {
     let width = width_of_kind(&f)?;
     let mut r = ByteReader::new(f.body);
     let descriptor = read_file_descriptor(&mut r, f.kind, width)?;
+    descriptor.check_frame_version(f.version)?;
     let payload = r.take(descriptor.payload_len)?;
     r.finish()?;
     let params = descriptor.params;
@@ -276,7 +277,7 @@ fn read_file_descriptor(
 }
 
 /// Refuses a payload with anything set past position `m`. Writers never set
-/// the padding (both layouts pad storage to whole 512-bit blocks), so a set
+/// the padding (every layout pads storage to whole 512-bit blocks), so a set
 /// padding bit means corruption the CRC did not see or a foreign writer; and a
 /// canonical payload makes decode → encode the identity, which the fuzz
 /// targets check.

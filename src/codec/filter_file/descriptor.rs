@@ -1,7 +1,7 @@
 //! The filter descriptor (FORMAT.md § 5): the fixed 48-byte header of every
 //! serialized filter, and the identifiers it holds.
 
-use crate::codec::frame::FrameKind;
+use crate::codec::frame::{self, FrameKind};
 use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
 use crate::filter::counting::COUNTER_BLOCK_BYTES;
@@ -156,12 +156,12 @@ impl DescriptorV1 {
         let layout = Layout::from_id(layout_id).ok_or(CodecError::UnknownId {
             what: "layout",
             found: layout_id.into(),
-            supported: "1 (standard), 2 (blocked)",
+            supported: "1 (standard), 2 (blocked), 3 (split-block)",
         })?;
         let algo = HashAlgo::from_id(hash_id).ok_or(CodecError::UnknownId {
             what: "hash algorithm",
             found: hash_id.into(),
-            supported: "1 (xxh3-128)",
+            supported: "1 (xxh3-128), 2 (xxh64)",
         })?;
         let counter_width = CounterWidth::from_id(width_id).ok_or(CodecError::UnknownId {
             what: "counter width",
@@ -195,10 +195,40 @@ impl DescriptorV1 {
     }
 }
 
+impl DescriptorV1 {
+    /// The lowest format version whose readers interpret this descriptor:
+    /// 2 when it names the split-block layout (and with it the XXH64 hash),
+    /// both new in version 2; 1 otherwise. Writers frame the filter with it.
+    pub fn format_version(&self) -> u16 {
+        match self.params.layout() {
+            Layout::SplitBlock => frame::VERSION_2,
+            Layout::Standard | Layout::Blocked => frame::VERSION_1,
+        }
+    }
+
+    /// Refuses a descriptor that names what a newer version than its
+    /// frame's added (a version-1 frame cannot hold layout 3).
+    pub(crate) fn check_frame_version(&self, frame_version: u16) -> Result<(), CodecError> {
+        if frame_version < self.format_version() {
+            return Err(CodecError::InvalidField {
+                field: "layout",
+                reason: format!(
+                    "the {} layout is new in format version {}; a frame of version {frame_version} cannot name it",
+                    self.params.layout(),
+                    self.format_version()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Maps a refusal of [`FilterParams::new`] to the header field at fault.
 fn param_error(e: ParamError) -> CodecError {
     let field = match e {
         ParamError::KOutOfRange { .. } => "k",
+        ParamError::SplitBlockShape { k, .. } if k != crate::filter::geometry::SPLIT_K => "k",
+        ParamError::HashNotForLayout { .. } => "hash algorithm",
         _ => "m",
     };
     CodecError::InvalidField {

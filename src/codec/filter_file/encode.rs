@@ -77,7 +77,8 @@ fn encode_file(d: &DescriptorV1, write_payload: impl FnOnce(&mut Vec<u8>)) -> Ve
     // The payload length is bounded by 2^40 / 2 bytes: it fits in `usize` on the
     // 64-bit targets the crate supports.
     let body_len = DESCRIPTOR_LEN + d.payload_len as usize;
-    frame::encode_with(d.counter_width.file_kind(), 0, body_len, |out| {
+    let (kind, version) = (d.counter_width.file_kind(), d.format_version());
+    frame::encode_with_version(kind, 0, body_len, version, |out| {
         out.extend_from_slice(&d.to_bytes());
         write_payload(out);
     })

@@ -118,8 +118,8 @@ fn round_trips_both_widths_and_layouts() {
 fn unknown_ids_name_what_was_found_and_what_is_supported() {
     let (d, payload) = valid_parts(CounterWidth::Bit);
     for (at, value, what) in [
-        (0, 3, "layout"),
-        (1, 2, "hash algorithm"),
+        (0, 4, "layout"),
+        (1, 3, "hash algorithm"),
         (2, 8, "counter width"),
         (3, 1, "codec"),
         (3, 200, "codec"),
@@ -136,6 +136,41 @@ fn unknown_ids_name_what_was_found_and_what_is_supported() {
                 assert!(!supported.is_empty());
             }
             other => panic!("{what} = {value}: {other:?}"),
+        }
+    }
+}
+
+/// The split-block layout (id 3) and XXH64 (id 2) are version 2: a frame
+/// of version 1 naming them is refused, and so is a split-block descriptor
+/// with another hash, a seed, or another `k`.
+#[test]
+fn split_block_descriptors_need_version_two_and_their_own_hash() {
+    let p = FilterParams::new(Layout::SplitBlock, 256 * 5, 8, HashSpec::xxh64()).unwrap();
+    let f = BitFilter::new(p).unwrap();
+    f.insert(b"k");
+    let file = encode_bit_filter(&f, 1);
+    assert_eq!(decode_filter(&file).unwrap().version, 2);
+    let body = &file[frame::HEADER_LEN..file.len() - frame::TRAILER_LEN];
+    let v1 = frame::encode_versioned(Kind::BitFilter, 0, body, 1, 1);
+    assert!(matches!(
+        decode_filter(&v1),
+        Err(CodecError::InvalidField {
+            field: "layout",
+            ..
+        })
+    ));
+    for (at, value, field) in [
+        (1, 1u8, "hash algorithm"),
+        (8, 7, "hash algorithm"),
+        (4, 7, "k"),
+    ] {
+        let mut d: [u8; DESCRIPTOR_LEN] = body[..DESCRIPTOR_LEN].try_into().unwrap();
+        d[at] = value;
+        let bad = forged(Kind::BitFilter, d, &body[DESCRIPTOR_LEN..]);
+        let bad = frame::encode_versioned(Kind::BitFilter, 0, &bad[24..bad.len() - 4], 2, 2);
+        match decode_filter(&bad) {
+            Err(CodecError::InvalidField { field: f, .. }) => assert_eq!(f, field, "byte {at}"),
+            other => panic!("byte {at} = {value}: {other:?}"),
         }
     }
 }

@@ -114,6 +114,7 @@ pub fn decode_message_with_limit(
     let has_stats = check_message_frame(&f)?;
     let mut r = ByteReader::new(f.body);
     let descriptor = read_message_descriptor(&mut r, max_bits)?;
+    descriptor.check_frame_version(f.version)?;
     let fields = read_message_fields(&mut r, f.kind, descriptor.params.m())?;
     let stats = if has_stats {
         Some(read_build_stats(&mut r)?)

@@ -467,7 +467,7 @@ impl Head {
     /// unless it uses something version 2 added (§ 15).
     fn format_version(&self) -> u16 {
         let mut v = frame::VERSION_1;
-        if self.stats.is_some() {
+        if self.stats.is_some() || self.params.layout() == Layout::SplitBlock {
             v = v.max(frame::VERSION_2);
         }
         v

@@ -1,10 +1,10 @@
 //! The batched lookups: software pipelines that hash ahead and prefetch.
 
-use super::jobs::block_has_all;
+use super::jobs::{block_has_all, split_block_has_all};
 use super::probe::block_of;
 use super::BloomRead;
-use crate::filter::hash::{KeyHash, StandardProbes};
-use crate::filter::params::WORDS_PER_BLOCK;
+use crate::filter::hash::{KeyHash, KeyHasher, StandardProbes, Xxh3Hasher, Xxh64Hasher};
+use crate::filter::params::{split_block_of, WORDS_PER_BLOCK};
 use crate::filter::simd::Probe;
 
 /// Keys in flight in the batched lookup's pipeline (its ring of hashes).
@@ -30,12 +30,61 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
     let (spec, k) = (p.hash(), p.k());
     // The ring carries what the test needs, block index and `h2`: the
     // range map runs once per key, at entry.
-    let enter = |key: &K| {
-        let h = spec.hash(key.as_ref());
-        let block = block_of(&p, h);
-        f.prefetch_word(block * WORDS_PER_BLOCK);
-        (block, h.h2)
-    };
+    let h3 = Xxh3Hasher(spec.seed);
+    ring_pipeline(
+        keys,
+        out,
+        #[inline(always)]
+        |key: &K| {
+            let h = h3.hash(key.as_ref());
+            let block = block_of(&p, h);
+            f.prefetch_word(block * WORDS_PER_BLOCK);
+            (block, h.h2)
+        },
+        #[inline(always)]
+        |block, h2| block_has_all(f, probe, block, h2, k),
+    );
+}
+
+/// The batched lookup of the split-block layout: the blocked layout's
+/// pipeline, with the split block's index and the hash's lower half in
+/// the ring.
+#[inline(always)]
+pub(super) fn split_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+    f: &F,
+    probe: P,
+    keys: &[K],
+    out: &mut [bool],
+) {
+    let p = *f.params();
+    let h64 = Xxh64Hasher(p.hash().seed);
+    ring_pipeline(
+        keys,
+        out,
+        #[inline(always)]
+        |key: &K| {
+            let h = h64.hash(key.as_ref());
+            let block = split_block_of(&p, h);
+            f.prefetch_word(block * 4);
+            (block, h.h1)
+        },
+        #[inline(always)]
+        |block, h| split_block_has_all(f, probe, block, h as u32),
+    );
+}
+
+/// A pipeline of `RING` keys in flight: `enter` hashes a key and prefetches
+/// its line, returning what `test` needs; key `i + RING` enters while key
+/// `i` is tested. Both closures are `#[inline(always)]` (see `bulk::ring`:
+/// one left out of line calls the vector intrinsics instead of inlining
+/// them).
+#[inline(always)]
+fn ring_pipeline<K>(
+    keys: &[K],
+    out: &mut [bool],
+    enter: impl Fn(&K) -> (usize, u64),
+    test: impl Fn(usize, u64) -> bool,
+) {
     let mut ring = [(0usize, 0u64); RING];
     for (slot, key) in ring.iter_mut().zip(keys) {
         *slot = enter(key);
@@ -45,12 +94,12 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
     let steady = keys.len().saturating_sub(RING).min(out.len());
     let (head, tail) = out.split_at_mut(steady);
     for (i, (o, next)) in head.iter_mut().zip(keys.iter().skip(RING)).enumerate() {
-        let (block, h2) = std::mem::replace(&mut ring[i % RING], enter(next));
-        *o = block_has_all(f, probe, block, h2, k);
+        let (block, h) = std::mem::replace(&mut ring[i % RING], enter(next));
+        *o = test(block, h);
     }
     for (i, o) in tail.iter_mut().enumerate() {
-        let (block, h2) = ring[(steady + i) % RING];
-        *o = block_has_all(f, probe, block, h2, k);
+        let (block, h) = ring[(steady + i) % RING];
+        *o = test(block, h);
     }
 }
 
@@ -84,7 +133,7 @@ pub(super) fn standard_pipeline<F: BloomRead + ?Sized, K: AsRef<[u8]>>(
     out: &mut [bool],
 ) {
     let p = *f.params();
-    let (m, k, spec) = (p.m(), u64::from(p.k()), p.hash());
+    let (m, k, h3) = (p.m(), u64::from(p.k()), Xxh3Hasher(p.hash().seed));
     let bit = |pos: u64| f.word((pos / 64) as usize) >> (pos % 64) & 1 == 1;
     let prefetch = |pos: u64| f.prefetch_word((pos / 64) as usize);
     let empty = StandardSlot {
@@ -118,7 +167,7 @@ pub(super) fn standard_pipeline<F: BloomRead + ?Sized, K: AsRef<[u8]>>(
         }
         // Stage 1 for key `step`.
         if let Some(key) = keys.get(step) {
-            let mut rest = StandardProbes::new(spec.hash(key.as_ref()), m);
+            let mut rest = StandardProbes::new(h3.hash(key.as_ref()), m);
             let p0 = rest.next_position();
             let p1 = if k >= 2 { rest.next_position() } else { p0 };
             prefetch(p0);

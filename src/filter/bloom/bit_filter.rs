@@ -1,18 +1,14 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
+use super::bulk::{BulkInsert, BulkInsertMut, Hashes, Keys};
 use super::probe::{block_of, or_into, prefetch, probe_standard};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, KeyHash};
-use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
-use crate::filter::simd::{
-    self, block_masks, block_word_bit, Job, LookupFn, Probe, Scalar, SharedBlock,
-};
+use crate::filter::pages::{advise_huge, Pages};
+use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
+use crate::filter::simd::{self, block_masks, LookupFn, Probe, Scalar, SharedBlock, SplitShared};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
-/// batched lookup's depth: 16 ahead hides a miss behind the work of 16 keys).
-pub(crate) const INSERT_AHEAD: usize = 16;
 
 /// A Bloom filter held in memory, safe to share between threads.
 ///
@@ -35,9 +31,11 @@ pub struct BitFilter {
     /// alignment test); a standard-layout probe indexes the flat view of
     /// the same words (`SharedBlock::flat`: one bounds check and one load at
     /// `pos / 64`).
-    blocks: Box<[SharedBlock]>,
+    pub(super) blocks: Box<[SharedBlock]>,
     /// This filter's lookup for this CPU (`filter::simd`).
     lookup: LookupFn<BitFilter>,
+    /// Whether the kernel took the advice to back the bits with huge pages.
+    huge: bool,
 }
 
 impl std::fmt::Debug for BitFilter {
@@ -80,14 +78,30 @@ impl BloomRead for BitFilter {
         Some(&self.blocks[block])
     }
     #[inline(always)]
+    fn shared_split_block(&self, b: usize) -> Option<&SplitShared> {
+        Some(&SharedBlock::split_halves(&self.blocks)[b])
+    }
+    #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
         self.lookup.call(self, h)
+    }
+    fn on_huge_pages(&self) -> bool {
+        self.huge
     }
 }
 
 impl BitFilter {
-    /// An empty filter. Fails only if the memory cannot be allocated.
+    /// An empty filter, on the pages [`Pages::Auto`] chooses (huge pages
+    /// from 32 MiB on Linux). Fails only if the memory cannot be allocated.
     pub fn new(params: FilterParams) -> Result<Self, ParamError> {
+        BitFilter::with_pages(params, Pages::Auto)
+    }
+
+    /// An empty filter on the pages `pages` asks for (`filter::pages`):
+    /// huge pages make the TLB cover a filter larger than the caches,
+    /// which a lookup of a random block otherwise pays a page walk for.
+    /// The answers are the same on either.
+    pub fn with_pages(params: FilterParams, pages: Pages) -> Result<Self, ParamError> {
         // `num_blocks() ≤ 2^31` (MAX_M_BITS / 512): fits in usize on every
         // target with a 64-bit address space, and a failed reservation is
         // an error, not an abort.
@@ -97,12 +111,23 @@ impl BitFilter {
             .map_err(|_| ParamError::AllocationFailed {
                 bytes: params.bit_bytes(),
             })?;
+        // Before the first write, so that the faults of `resize_with`
+        // already take huge pages.
+        let huge = pages.huge_for(params.bit_bytes())
+            && advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<SharedBlock>());
         v.resize_with(n, SharedBlock::zeroed);
         Ok(BitFilter {
             params,
             blocks: v.into_boxed_slice(),
-            lookup: LookupFn::best(params.layout() == Layout::Blocked),
+            lookup: LookupFn::best(params.layout()),
+            huge,
         })
+    }
+
+    /// Where the bits start (for the page tests).
+    #[cfg(test)]
+    pub(crate) fn words_ptr(&self) -> *const u64 {
+        self.blocks.as_ptr().cast()
     }
 
     /// A filter holding the given words (as produced by [`BitFilter::to_words`]).
@@ -168,10 +193,7 @@ impl BitFilter {
         // lookup that happens after this insert sees what this read saw.
         match p.layout() {
             Layout::Standard => {
-                for_each_standard_position(h, p.m(), p.k(), |pos| {
-                    self.prefetch_word((pos / 64) as usize);
-                    true
-                });
+                self.prefetch_standard(h);
                 for_each_standard_position(h, p.m(), p.k(), |pos| {
                     changed |= or_into(self.atomic_word((pos / 64) as usize), 1 << (pos % 64));
                     true
@@ -180,6 +202,12 @@ impl BitFilter {
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
                 for (word, mask) in block.iter().zip(block_masks(probe, h.h2, p.k())) {
+                    changed |= or_into(word, mask);
+                }
+            }
+            Layout::SplitBlock => {
+                let half = &SharedBlock::split_halves(&self.blocks)[split_block_of(&p, h)];
+                for (word, mask) in half.0.iter().zip(probe.split_word_masks(h.h1 as u32)) {
                     changed |= or_into(word, mask);
                 }
             }
@@ -194,13 +222,18 @@ impl BitFilter {
     /// many inserts overlap. Returns how many keys found at least one of
     /// their bits clear (as [`BitFilter::insert`] counts them).
     pub fn insert_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> u64 {
-        let spec = self.params.hash();
-        self.insert_hashes_with(keys.len(), |i| spec.hash(keys[i].as_ref()))
+        simd::dispatch(BulkInsert {
+            f: self,
+            src: Keys(keys),
+        })
     }
 
     /// [`BitFilter::insert_many`] for keys already hashed with this filter's spec.
     pub fn insert_hashes(&self, hashes: &[KeyHash]) -> u64 {
-        self.insert_hashes_with(hashes.len(), |i| hashes[i])
+        simd::dispatch(BulkInsert {
+            f: self,
+            src: Hashes(hashes),
+        })
     }
 
     /// Adds every key of `keys` to a filter no other thread can see yet
@@ -209,102 +242,34 @@ impl BitFilter {
     /// stores instead of atomic read-modify-writes, each key's line
     /// prefetched 16 keys (`INSERT_AHEAD`) before its bits are set.
     pub fn insert_many_mut<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
-        let spec = self.params.hash();
-        self.insert_hashes_mut_with(keys.len(), |i| spec.hash(keys[i].as_ref()));
+        simd::dispatch(BulkInsertMut {
+            f: self,
+            src: Keys(keys),
+        });
     }
 
     /// [`BitFilter::insert_many_mut`] for keys already hashed with this filter's spec.
     pub fn insert_hashes_mut(&mut self, hashes: &[KeyHash]) {
-        self.insert_hashes_mut_with(hashes.len(), |i| hashes[i]);
+        simd::dispatch(BulkInsertMut {
+            f: self,
+            src: Hashes(hashes),
+        });
     }
 
-    /// The shared-filter bulk insert, compiled for this CPU (see
-    /// [`BulkInsert`]).
-    fn insert_hashes_with(&self, n: usize, hash: impl Fn(usize) -> KeyHash) -> u64 {
-        simd::dispatch(BulkInsert { f: self, n, hash })
-    }
-
-    /// The exclusive bulk insert, compiled for this CPU.
-    fn insert_hashes_mut_with(&mut self, n: usize, hash: impl Fn(usize) -> KeyHash) {
-        simd::dispatch(BulkInsertMut { f: self, n, hash });
-    }
-
-    /// The shared-filter bulk insert: a ring of hashes `INSERT_AHEAD` deep.
+    /// Prefetches the `k` lines a standard-layout key `h` will write.
     #[inline(always)]
-    fn insert_hashes_ring<P: Probe>(
-        &self,
-        probe: P,
-        n: usize,
-        hash: impl Fn(usize) -> KeyHash,
-    ) -> u64 {
-        let mut ring = [KeyHash { h1: 0, h2: 0 }; INSERT_AHEAD];
-        let mut changed = 0;
-        for i in 0..n + INSERT_AHEAD {
-            let slot = &mut ring[i % INSERT_AHEAD];
-            if i >= INSERT_AHEAD {
-                changed += u64::from(self.insert_hash_with(probe, *slot));
-            }
-            if i < n {
-                *slot = hash(i);
-                self.prefetch_key(*slot);
-            }
-        }
-        changed
-    }
-
-    /// The exclusive bulk insert: plain stores, same ring.
-    #[inline(always)]
-    fn insert_hashes_mut_ring<P: Probe>(
-        &mut self,
-        probe: P,
-        n: usize,
-        hash: impl Fn(usize) -> KeyHash,
-    ) {
-        let p = self.params;
-        let mut ring = [KeyHash { h1: 0, h2: 0 }; INSERT_AHEAD];
-        for i in 0..n + INSERT_AHEAD {
-            let slot = &mut ring[i % INSERT_AHEAD];
-            if i >= INSERT_AHEAD {
-                let h = *slot;
-                match p.layout() {
-                    Layout::Blocked => {
-                        let block = &mut self.blocks[block_of(&p, h)].0;
-                        // Each position ORed straight into its word: fewer
-                        // instructions than building masks first (callgrind:
-                        // 146 against 159 per key).
-                        probe.for_each_block_position(h.h2, p.k(), |pos| {
-                            let (w, bit) = block_word_bit(pos);
-                            *block[w].get_mut() |= bit;
-                        });
-                    }
-                    Layout::Standard => {
-                        let words = SharedBlock::flat_mut(&mut self.blocks);
-                        for_each_standard_position(h, p.m(), p.k(), |pos| {
-                            *words[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
-                            true
-                        });
-                    }
-                }
-            }
-            if i < n {
-                *slot = hash(i);
-                self.prefetch_key(*slot);
-            }
-        }
-    }
-
-    /// Prefetches the line(s) `h` will write: its block, or its first two
-    /// standard positions (the rest are prefetched by `insert_hash`).
-    #[inline(always)]
-    fn prefetch_key(&self, h: KeyHash) {
+    pub(super) fn prefetch_standard(&self, h: KeyHash) {
         let p = &self.params;
-        match p.layout() {
-            Layout::Blocked => self.prefetch_word(block_of(p, h) * WORDS_PER_BLOCK),
-            Layout::Standard => for_each_standard_position(h, p.m(), p.k(), |pos| {
-                self.prefetch_word((pos / 64) as usize);
-                true
-            }),
-        }
+        for_each_standard_position(h, p.m(), p.k(), |pos| {
+            self.prefetch_word((pos / 64) as usize);
+            true
+        });
+    }
+
+    /// The parameters, for the modules of `bloom` (without the trait).
+    #[inline(always)]
+    pub(super) fn params_ref(&self) -> &FilterParams {
+        &self.params
     }
 
     /// Sets bit `pos`; returns whether it was clear. `pos < m`.
@@ -374,37 +339,5 @@ impl BitFilter {
             f.store_word(i, self.word(i));
         }
         Ok(f)
-    }
-}
-
-/// [`BitFilter::insert_hashes_with`] as a [`Job`]: compiled once more with
-/// AVX2 and BMI2 (`mulx` in the hash and the range map, `shlx` for the
-/// bits), run with the best this CPU has.
-struct BulkInsert<'a, H> {
-    f: &'a BitFilter,
-    n: usize,
-    hash: H,
-}
-
-impl<H: Fn(usize) -> KeyHash> Job for BulkInsert<'_, H> {
-    type Out = u64;
-    #[inline(always)]
-    fn run<P: Probe>(self, probe: P) -> u64 {
-        self.f.insert_hashes_ring(probe, self.n, self.hash)
-    }
-}
-
-/// [`BitFilter::insert_hashes_mut_with`] as a [`Job`] (see [`BulkInsert`]).
-struct BulkInsertMut<'a, H> {
-    f: &'a mut BitFilter,
-    n: usize,
-    hash: H,
-}
-
-impl<H: Fn(usize) -> KeyHash> Job for BulkInsertMut<'_, H> {
-    type Out = ();
-    #[inline(always)]
-    fn run<P: Probe>(self, probe: P) {
-        self.f.insert_hashes_mut_ring(probe, self.n, self.hash);
     }
 }

@@ -4,12 +4,14 @@
 //! lookup of a hashed key is the [`HashLookup`] that each filter calls
 //! through the pointer it chose when made (`filter::simd::LookupFn`).
 
-use super::batch::{blocked_pipeline, standard_pipeline, PIPELINE_MIN_BYTES};
+use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline};
+use super::partition::partitioned;
 use super::probe::block_of;
+use super::BatchStrategy;
 use super::BloomRead;
-use crate::filter::hash::KeyHash;
-use crate::filter::params::Layout;
-use crate::filter::simd::{HashLookup, Job, Probe};
+use crate::filter::hash::{KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher};
+use crate::filter::params::{split_block_of, Layout};
+use crate::filter::simd::{HashLookup, Job, Probe, BLOCKED, SPLIT};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -26,6 +28,7 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
         match p.layout() {
             Layout::Standard => f.standard_has_all(h),
             Layout::Blocked => blocked_has_all(f, probe, h),
+            Layout::SplitBlock => split_has_all(f, probe, h),
         }
     }
 }
@@ -34,10 +37,11 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
 /// [`crate::filter::simd::LookupFn`].
 impl<F: BloomRead> HashLookup for F {
     #[inline(always)]
-    fn lookup_with<P: Probe, const BLOCKED: bool>(&self, probe: P, h: KeyHash) -> bool {
-        match BLOCKED {
-            true => blocked_has_all(self, probe, h),
-            false => self.standard_has_all(h),
+    fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool {
+        match LAYOUT {
+            BLOCKED => blocked_has_all(self, probe, h),
+            SPLIT => split_has_all(self, probe, h),
+            _ => self.standard_has_all(h),
         }
     }
 }
@@ -53,12 +57,19 @@ pub(super) fn blocked_has_all<F: BloomRead + ?Sized, P: Probe>(
     block_has_all(f, probe, block_of(p, h), h.h2, p.k())
 }
 
+/// The split-block lookup of a hashed key.
+#[inline(always)]
+pub(super) fn split_has_all<F: BloomRead + ?Sized, P: Probe>(f: &F, probe: P, h: KeyHash) -> bool {
+    split_block_has_all(f, probe, split_block_of(f.params(), h), h.h1 as u32)
+}
+
 /// A batch of lookups.
 pub(super) struct ContainsMany<'a, F: ?Sized, K> {
     pub f: &'a F,
     pub keys: &'a [K],
     /// As long as `keys`.
     pub out: &'a mut [bool],
+    pub strategy: BatchStrategy,
 }
 
 impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
@@ -67,17 +78,85 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
     fn run<P: Probe>(self, probe: P) {
         let (f, keys, out) = (self.f, self.keys, self.out);
         let p = *f.params();
-        if p.bit_bytes() <= PIPELINE_MIN_BYTES {
-            for (o, key) in out.iter_mut().zip(keys) {
-                let h = p.hash().hash(key.as_ref());
-                *o = ContainsHash { f, h }.run(probe);
+        let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
+        let strategy = match self.strategy {
+            BatchStrategy::Auto => {
+                BatchStrategy::auto(p.bit_bytes(), f.on_huge_pages(), keys.len())
             }
+            chosen => chosen,
+        };
+        if strategy == BatchStrategy::KeyByKey {
+            // One loop per layout, hashing with its algorithm.
+            match p.layout() {
+                Layout::Standard => one_by_one(keys, out, h3, |h| f.standard_has_all(h)),
+                Layout::Blocked => one_by_one(keys, out, h3, |h| blocked_has_all(f, probe, h)),
+                Layout::SplitBlock => one_by_one(keys, out, h64, |h| split_has_all(f, probe, h)),
+            }
+            return;
+        }
+        if strategy == BatchStrategy::Partitioned && partition(f, probe, keys, out) {
             return;
         }
         match p.layout() {
             Layout::Standard => standard_pipeline(f, keys, out),
             Layout::Blocked => blocked_pipeline(f, probe, keys, out),
+            Layout::SplitBlock => split_pipeline(f, probe, keys, out),
         }
+    }
+}
+
+/// The partitioned lookup of the block layouts (`partition.rs`); `false`
+/// for the standard layout, or when its scratch memory cannot be had.
+#[inline(always)]
+fn partition<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+    f: &F,
+    probe: P,
+    keys: &[K],
+    out: &mut [bool],
+) -> bool {
+    let p = *f.params();
+    let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
+    match p.layout() {
+        Layout::Standard => false,
+        Layout::Blocked => partitioned(
+            f,
+            keys,
+            out,
+            (p.num_blocks(), 64),
+            #[inline(always)]
+            |key: &[u8]| {
+                let h = h3.hash(key);
+                (block_of(&p, h) as u64, h.h2)
+            },
+            #[inline(always)]
+            |b, h2| block_has_all(f, probe, b, h2, p.k()),
+        ),
+        Layout::SplitBlock => partitioned(
+            f,
+            keys,
+            out,
+            (p.m() / 256, 32),
+            #[inline(always)]
+            |key: &[u8]| {
+                let h = h64.hash(key);
+                (split_block_of(&p, h) as u64, h.h1)
+            },
+            #[inline(always)]
+            |b, h| split_block_has_all(f, probe, b, h as u32),
+        ),
+    }
+}
+
+/// `out[i] = test(hash(keys[i]))`, key by key (filters that fit in L2).
+#[inline(always)]
+fn one_by_one<K: AsRef<[u8]>, H: KeyHasher>(
+    keys: &[K],
+    out: &mut [bool],
+    hasher: H,
+    test: impl Fn(KeyHash) -> bool,
+) {
+    for (o, key) in out.iter_mut().zip(keys) {
+        *o = test(hasher.hash(key.as_ref()));
     }
 }
 
@@ -95,5 +174,24 @@ pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
     match f.shared_block(b) {
         Some(shared) => probe.shared_block_has_all(shared, h2, k),
         None => probe.block_has_all(&f.block_words(b), h2, k),
+    }
+}
+
+/// Whether the eight lane bits of `x` are all set in split block `b` of `f`:
+/// vector loads of the aligned atomic words of an owned filter, a vector
+/// load of the bytes of a view, else the lanes copied out word by word.
+#[inline(always)]
+pub(super) fn split_block_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    x: u32,
+) -> bool {
+    if let Some(shared) = f.shared_split_block(b) {
+        return probe.shared_split_has_all(shared, x);
+    }
+    match f.split_block_bytes(b) {
+        Some(bytes) => probe.bytes_split_has_all(bytes, x),
+        None => probe.split_has_all(&f.split_block_lanes(b), x),
     }
 }

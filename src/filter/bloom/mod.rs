@@ -1,10 +1,11 @@
-//! The in-memory bit filter: two layouts, lock-free lookups, set operations,
-//! estimators, and a zero-copy view over borrowed bytes.
+//! The in-memory bit filter: three layouts, lock-free lookups, set
+//! operations, estimators, and a zero-copy view over borrowed bytes.
 //!
 //! # Storage
-//! Bits live in 64-byte aligned blocks of eight `AtomicU64` words, in both
-//! layouts (the standard layout's `m` is padded up to whole blocks; the
-//! padding is never set), stored as one flat slice of words. `insert` and
+//! Bits live in 64-byte aligned blocks of eight `AtomicU64` words, in every
+//! layout (the standard layout's `m` is padded up to whole blocks, a
+//! split-block filter with an odd number of its 256-bit blocks up to a
+//! whole line; the padding is never set), stored as one flat slice of words. `insert` and
 //! `contains` take `&self`: inserts are `fetch_or` (after a plain read, for
 //! the words that lack a bit), lookups are relaxed loads — plain `mov`s on
 //! x86-64 — so readers never take a lock and never wait for writers. A key whose `insert` has returned (and
@@ -56,7 +57,9 @@
 
 mod batch;
 mod bit_filter;
+mod bulk;
 mod jobs;
+mod partition;
 mod probe;
 mod setops;
 #[cfg(test)]
@@ -68,6 +71,7 @@ pub(crate) use setops::check_compatible;
 pub use view::FilterView;
 
 use crate::error::FilterError;
+use crate::filter::geometry::{SPLIT_BLOCK_BITS, SPLIT_K};
 use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 use crate::filter::simd;
@@ -142,6 +146,39 @@ pub trait BloomRead {
         None
     }
 
+    /// Split block `b` of a split-block filter as the aligned atomic words
+    /// a shared filter keeps (an owned [`BitFilter`]), for vector loads;
+    /// `None` (the default) reads [`BloomRead::split_block_bytes`].
+    #[doc(hidden)]
+    #[inline(always)]
+    fn shared_split_block(&self, _b: usize) -> Option<&simd::SplitShared> {
+        None
+    }
+
+    /// Split block `b` as its 32 bytes, where the filter holds plain bytes
+    /// (a [`FilterView`]); `None` (the default) reads
+    /// [`BloomRead::split_block_lanes`].
+    #[doc(hidden)]
+    #[inline(always)]
+    fn split_block_bytes(&self, _b: usize) -> Option<&[u8; 32]> {
+        None
+    }
+
+    /// Whether the bits are known to lie on huge pages (an owned filter
+    /// whose advice the kernel took, `filter::pages`): where they do, a
+    /// random block costs no page walk, and [`BatchStrategy::Auto`] keeps
+    /// the pipeline, which is faster there than partitioning.
+    fn on_huge_pages(&self) -> bool {
+        false
+    }
+
+    /// The eight 32-bit lanes of split block `b` (`< m / 256`), read
+    /// through [`BloomRead::word`].
+    #[inline]
+    fn split_block_lanes(&self, b: usize) -> [u32; SPLIT_K as usize] {
+        std::array::from_fn(|i| (self.word(4 * b + i / 2) >> (32 * (i % 2))) as u32)
+    }
+
     /// Whether the `k` in-block positions of `h2` are all set in block
     /// `block` (`< params().num_blocks()`): the scalar probe, the reference
     /// the SIMD probe is tested against.
@@ -167,9 +204,28 @@ pub trait BloomRead {
     /// # Panics
     /// If `out` is shorter than `keys` (a caller bug, not an input error).
     fn contains_many_into<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut [bool]) {
+        self.contains_many_with(keys, out, BatchStrategy::Auto);
+    }
+
+    /// [`BloomRead::contains_many_into`] with the way the batch runs
+    /// chosen by the caller (the answers are the same whichever runs).
+    ///
+    /// # Panics
+    /// If `out` is shorter than `keys` (a caller bug, not an input error).
+    fn contains_many_with<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        out: &mut [bool],
+        strategy: BatchStrategy,
+    ) {
         assert!(out.len() >= keys.len(), "output slice shorter than keys");
         let out = &mut out[..keys.len()];
-        simd::dispatch(jobs::ContainsMany { f: self, keys, out });
+        simd::dispatch(jobs::ContainsMany {
+            f: self,
+            keys,
+            out,
+            strategy,
+        });
     }
 
     /// Batched lookup returning a new vector.
@@ -200,28 +256,32 @@ pub trait BloomRead {
     /// key, one seeded run): standard 0.31% at n = 1,000, 0.15% at 10,000,
     /// 0.05% at 1,000,000; blocked 0.95%, 0.39% and 0.02%. The test asserts 2%.
     fn estimate_len(&self) -> f64 {
-        let p = self.params();
-        match p.layout() {
-            Layout::Standard => estimate_from_zeros(p.m(), p.m() - self.count_ones(), p.k()),
-            Layout::Blocked => (0..p.num_blocks() as usize)
-                .map(|b| {
-                    let ones: u64 = (0..WORDS_PER_BLOCK)
-                        .map(|w| self.word(b * WORDS_PER_BLOCK + w).count_ones() as u64)
-                        .sum();
-                    estimate_from_zeros(BLOCK_BITS, BLOCK_BITS - ones, p.k())
-                })
-                .sum(),
-        }
+        estimate_len_of(self.params(), |i| self.word(i))
     }
 
     /// The false-positive rate implied by the current fill: `(ones/m)^k`, or
-    /// its mean over blocks for the blocked layout. This is what a lookup of a
-    /// random absent key experiences now, whatever was inserted or removed.
+    /// its mean over blocks for the blocked layout, or the mean over blocks
+    /// of the product of the eight lanes' fills for the split-block layout.
+    /// This is what a lookup of a random absent key experiences now,
+    /// whatever was inserted or removed.
     fn estimated_fp(&self) -> f64 {
         let p = self.params();
         let k = p.k() as i32;
         match p.layout() {
             Layout::Standard => self.fill_ratio().powi(k),
+            Layout::SplitBlock => {
+                let blocks = p.m() / SPLIT_BLOCK_BITS;
+                let sum: f64 = (0..blocks as usize)
+                    .map(|b| {
+                        let lanes = self.split_block_lanes(b);
+                        lanes
+                            .iter()
+                            .map(|l| f64::from(l.count_ones()) / 32.0)
+                            .product::<f64>()
+                    })
+                    .sum();
+                sum / blocks as f64
+            }
             Layout::Blocked => {
                 let blocks = p.num_blocks() as usize;
                 let sum: f64 = (0..blocks)
@@ -240,22 +300,9 @@ pub trait BloomRead {
     /// Estimated size of the union of the two sets, from the OR of the filters.
     fn estimate_union_len(&self, other: &dyn BloomReadDyn) -> Result<f64, FilterError> {
         check_compatible(self.params(), other.params_dyn())?;
-        let p = self.params();
-        let or = |i: usize| self.word(i) | other.word_dyn(i);
-        Ok(match p.layout() {
-            Layout::Standard => {
-                let ones: u64 = (0..p.num_words()).map(|i| or(i).count_ones() as u64).sum();
-                estimate_from_zeros(p.m(), p.m() - ones, p.k())
-            }
-            Layout::Blocked => (0..p.num_blocks() as usize)
-                .map(|b| {
-                    let ones: u64 = (0..WORDS_PER_BLOCK)
-                        .map(|w| or(b * WORDS_PER_BLOCK + w).count_ones() as u64)
-                        .sum();
-                    estimate_from_zeros(BLOCK_BITS, BLOCK_BITS - ones, p.k())
-                })
-                .sum(),
-        })
+        Ok(estimate_len_of(self.params(), |i| {
+            self.word(i) | other.word_dyn(i)
+        }))
     }
 
     /// Estimated size of the intersection of the two sets by inclusion and
@@ -272,6 +319,51 @@ pub trait BloomRead {
         let a = self.estimate_len();
         let b = other.estimate_len_dyn();
         Ok((a + b - union).max(0.0))
+    }
+}
+
+/// How a batched lookup runs ([`BloomRead::contains_many_with`]); every
+/// strategy gives the same answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BatchStrategy {
+    /// Chosen by the sizes: key by key for filters up to 1 MiB (they sit in
+    /// L2, where the pipeline only adds work), partitioned for filters of
+    /// [`PARTITION_MIN_BYTES`] or more on base pages probed with batches of
+    /// [`PARTITION_MIN_KEYS`] or more keys, the pipeline otherwise (also on
+    /// huge pages, where a random block costs no page walk and the
+    /// pipeline is faster: the `peers` bench's large point).
+    #[default]
+    Auto,
+    /// One lookup after the other.
+    KeyByKey,
+    /// The prefetching pipeline (`contains_many_into`'s docs).
+    Pipeline,
+    /// Radix-partitioned probing (`filter::bloom::partition`): the batch is
+    /// hashed, grouped by block range and probed range by range. The
+    /// blocked and split-block layouts; the standard layout, whose keys
+    /// touch `k` ranges, runs the pipeline.
+    Partitioned,
+}
+
+/// The filter size from which [`BatchStrategy::Auto`] partitions a large
+/// batch.
+pub const PARTITION_MIN_BYTES: u64 = 256 << 20;
+/// The batch size from which [`BatchStrategy::Auto`] partitions, on a
+/// filter of [`PARTITION_MIN_BYTES`] or more.
+pub const PARTITION_MIN_KEYS: usize = 1 << 16;
+
+impl BatchStrategy {
+    /// What [`BatchStrategy::Auto`] runs for a filter of `bytes` (on huge
+    /// pages or not) and a batch of `keys`.
+    pub(crate) fn auto(bytes: u64, huge: bool, keys: usize) -> BatchStrategy {
+        if bytes <= batch::PIPELINE_MIN_BYTES {
+            BatchStrategy::KeyByKey
+        } else if bytes >= PARTITION_MIN_BYTES && !huge && keys >= PARTITION_MIN_KEYS {
+            BatchStrategy::Partitioned
+        } else {
+            BatchStrategy::Pipeline
+        }
     }
 }
 
@@ -298,7 +390,41 @@ impl<T: BloomRead> BloomReadDyn for T {
     }
 }
 
+/// The estimated number of keys of a filter of `p` whose word `i` is
+/// `word(i)` (see [`BloomRead::estimate_len`]): from the zero bits of the
+/// whole array (standard), of each block (blocked), or of each split block,
+/// whose lanes of 32 bits each take one bit per key (a lane with `j` keys
+/// has each bit clear with probability `(1 − 1/32)^j`, so `n̂ = ln(Z/256) /
+/// ln(1 − 1/32)` from the block's `Z` zeros).
+fn estimate_len_of(p: &FilterParams, word: impl Fn(usize) -> u64) -> f64 {
+    let ones = |words: std::ops::Range<usize>| -> u64 {
+        words.map(|i| u64::from(word(i).count_ones())).sum()
+    };
+    match p.layout() {
+        Layout::Standard => estimate_from_zeros(p.m(), p.m() - ones(0..p.num_words()), p.k()),
+        Layout::Blocked => (0..p.num_blocks() as usize)
+            .map(|b| {
+                let w = b * WORDS_PER_BLOCK;
+                estimate_from_zeros(BLOCK_BITS, BLOCK_BITS - ones(w..w + WORDS_PER_BLOCK), p.k())
+            })
+            .sum(),
+        Layout::SplitBlock => (0..(p.m() / SPLIT_BLOCK_BITS) as usize)
+            .map(|b| {
+                let zeros = SPLIT_BLOCK_BITS - ones(4 * b..4 * b + 4);
+                // Z/256 = (Z/8)/32: one lane of 32 bits, one bit per key.
+                estimate_from_zeros_f(32, zeros as f64 / 8.0, 1)
+            })
+            .sum(),
+    }
+}
+
 fn estimate_from_zeros(m: u64, zeros: u64, k: u32) -> f64 {
-    let z = if zeros == 0 { 0.5 } else { zeros as f64 };
+    estimate_from_zeros_f(m, zeros as f64, k)
+}
+
+/// `ln(Z/m) / (k·ln(1 − 1/m))`, a saturated filter (no zero) read as if
+/// half a bit were zero.
+fn estimate_from_zeros_f(m: u64, zeros: f64, k: u32) -> f64 {
+    let z = if zeros == 0.0 { 0.5 } else { zeros };
     (z / m as f64).ln() / (k as f64 * (-1.0 / m as f64).ln_1p())
 }

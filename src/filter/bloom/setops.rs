@@ -2,6 +2,7 @@
 
 use super::{BitFilter, BloomRead, BloomReadDyn};
 use crate::error::FilterError;
+use crate::filter::geometry::SPLIT_BLOCK_BITS;
 use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
 use std::sync::atomic::Ordering;
 
@@ -65,6 +66,11 @@ impl BitFilter {
     /// * Blocked layout: needs a power-of-two number of blocks, at least 2;
     ///   whole blocks `2j` and `2j+1` fold onto block `j`, in-block positions
     ///   are unchanged, so every key stays present.
+    /// * Split-block layout: needs an even number of 256-bit blocks (the
+    ///   block index `((h >> 32)·z) >> 32` halves with any even `z`), and
+    ///   folds blocks `2j` and `2j+1` onto block `j`: exactly the filter
+    ///   that inserting the same keys into `z/2` blocks builds, as arrow-rs's
+    ///   `Sbbf::fold_n` does.
     ///
     /// The result answers "maybe" for every key this filter held, with a higher
     /// false-positive rate.
@@ -83,6 +89,13 @@ impl BitFilter {
                 if !p.num_blocks().is_power_of_two() || p.num_blocks() < 2 {
                     return Err(FilterError::NotHalvable(
                         "blocked layout needs a power-of-two number of blocks, at least 2",
+                    ));
+                }
+            }
+            Layout::SplitBlock => {
+                if !p.m().is_multiple_of(2 * SPLIT_BLOCK_BITS) {
+                    return Err(FilterError::NotHalvable(
+                        "split-block layout needs an even number of 256-bit blocks",
                     ));
                 }
             }
@@ -105,6 +118,14 @@ impl BitFilter {
                         let a = self.word(2 * j * WORDS_PER_BLOCK + w);
                         let b = self.word((2 * j + 1) * WORDS_PER_BLOCK + w);
                         out.store_word(j * WORDS_PER_BLOCK + w, a | b);
+                    }
+                }
+            }
+            Layout::SplitBlock => {
+                // Split block j (words 4j..4j+4) = blocks 2j and 2j+1.
+                for j in 0..(new_m / SPLIT_BLOCK_BITS) as usize {
+                    for w in 0..4 {
+                        out.store_word(4 * j + w, self.word(8 * j + w) | self.word(8 * j + 4 + w));
                     }
                 }
             }

@@ -10,6 +10,14 @@ fn keys(range: std::ops::Range<u64>) -> Vec<[u8; 8]> {
     range.map(|i| i.to_le_bytes()).collect()
 }
 
+/// XXH3-128 with `seed`, or the split-block layout's fixed XXH64.
+fn spec(layout: Layout, seed: u64) -> HashSpec {
+    match layout {
+        Layout::SplitBlock => HashSpec::xxh64(),
+        _ => HashSpec::xxh3(seed),
+    }
+}
+
 #[test]
 fn fold_pairs_folds() {
     assert_eq!(fold_pairs(0b11), 1);
@@ -63,8 +71,8 @@ fn assert_lookups_match_reference(f: &BitFilter, probe: &[[u8; 8]]) -> Vec<bool>
 /// 10 bits per key, so both answers occur.
 #[test]
 fn lookups_match_the_reference_positions() {
-    for layout in [Layout::Standard, Layout::Blocked] {
-        let p = FilterParams::with_bits_per_key(2_000, 10.0, layout, HashSpec::xxh3(9)).unwrap();
+    for layout in Layout::ALL {
+        let p = FilterParams::with_bits_per_key(2_000, 10.0, layout, spec(layout, 9)).unwrap();
         let f = BitFilter::new(p).unwrap();
         for k in keys(0..2_000) {
             f.insert(&k);
@@ -74,8 +82,9 @@ fn lookups_match_the_reference_positions() {
             reference[..2_000].iter().all(|&x| x),
             "{layout}: false negative"
         );
-        // Expected 148 (standard, 0.82%) or 175 (blocked, 0.97%) of
-        // 18,000, σ ≈ 13: the band is more than 7σ wide on each side.
+        // Expected 148 (standard, 0.82%), 175 (blocked, 0.97%) or 228
+        // (split-block, 1.26%) of 18,000, σ ≤ 16: the band is more than 7σ
+        // wide on each side.
         let fp = reference[2_000..].iter().filter(|&&x| x).count();
         assert!(
             (50..500).contains(&fp),
@@ -86,22 +95,28 @@ fn lookups_match_the_reference_positions() {
 
 /// A filter above `PIPELINE_MIN_BYTES` (batches go through the prefetch
 /// pipeline), its words filled at random with 7/8 of the bits set so that
-/// about (7/8)^7 = 39% of keys are reported present.
+/// about (7/8)^k of keys are reported present: 39% at k = 7, 34% at the
+/// split-block layout's k = 8.
 #[test]
 fn pipelined_lookups_match_the_reference_positions() {
     use rand::{RngCore, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
-    for layout in [Layout::Standard, Layout::Blocked] {
+    for layout in Layout::ALL {
         let m = 4 * PIPELINE_MIN_BYTES * 8;
-        let p = FilterParams::new(layout, m, 7, HashSpec::xxh3(11)).unwrap();
+        let k = if layout == Layout::SplitBlock { 8 } else { 7 };
+        let p = FilterParams::new(layout, m, k, spec(layout, 11)).unwrap();
         let f = BitFilter::new(p).unwrap();
         for i in 0..p.num_words() {
             f.store_word(i, rng.next_u64() | rng.next_u64() | rng.next_u64());
         }
         let reference = assert_lookups_match_reference(&f, &keys(0..20_000));
-        // 39% of 20,000 = 7,850, σ ≈ 70.
-        let present = reference.iter().filter(|&&x| x).count();
-        assert!((7_000..8_700).contains(&present), "{layout}: {present}");
+        // 20,000 · (7/8)^k = 7,850 or 6,870, σ ≈ 70: ±6σ.
+        let want = 20_000.0 * 0.875f64.powi(k as i32);
+        let present = reference.iter().filter(|&&x| x).count() as f64;
+        assert!(
+            (present - want).abs() < 420.0,
+            "{layout}: {present} vs {want}"
+        );
     }
 }
 
@@ -109,8 +124,9 @@ fn pipelined_lookups_match_the_reference_positions() {
 /// bit changed, and the bits it skipped must be set.
 #[test]
 fn insert_reports_new_bits_only() {
-    for layout in [Layout::Standard, Layout::Blocked] {
-        let p = FilterParams::new(layout, 512 * 64, 7, HashSpec::xxh3(2)).unwrap();
+    for layout in Layout::ALL {
+        let k = if layout == Layout::SplitBlock { 8 } else { 7 };
+        let p = FilterParams::new(layout, 512 * 64, k, spec(layout, 2)).unwrap();
         let f = BitFilter::new(p).unwrap();
         let mut fresh = 0;
         for k in keys(0..500) {
@@ -132,8 +148,8 @@ fn insert_reports_new_bits_only() {
 
 #[test]
 fn view_and_owned_agree() {
-    for layout in [Layout::Standard, Layout::Blocked] {
-        let p = FilterParams::for_capacity(1000, 0.01, layout, HashSpec::xxh3(3)).unwrap();
+    for layout in Layout::ALL {
+        let p = FilterParams::for_capacity(1000, 0.01, layout, spec(layout, 3)).unwrap();
         let f = BitFilter::new(p).unwrap();
         for k in keys(0..1000) {
             f.insert(&k);
@@ -170,7 +186,7 @@ fn halving_refuses_non_powers_of_two() {
 }
 
 /// Every compiled lookup (the scalar one, and the AVX2 one on a CPU that
-/// has it), both layouts, `k` around the probe's row of eight: the answer
+/// has it), every layout, `k` around the probe's row of eight: the answer
 /// of the reference positions, and the same as `contains_hash`.
 #[test]
 fn every_compiled_lookup_matches_the_reference() {
@@ -179,15 +195,20 @@ fn every_compiled_lookup_matches_the_reference() {
     use rand::{RngCore, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
     let mut next = move || rng.next_u64();
-    for layout in [Layout::Blocked, Layout::Standard] {
+    for layout in Layout::ALL {
         for k in [1, 2, 7, 8, 9, 16, 17, 32] {
-            let p = FilterParams::new(layout, 512 * 64, k, HashSpec::xxh3(k.into())).unwrap();
+            let p = match layout {
+                Layout::SplitBlock if k != 8 => continue,
+                Layout::SplitBlock => FilterParams::new(layout, 256 * 127, k, HashSpec::xxh64()),
+                _ => FilterParams::new(layout, 512 * 64, k, HashSpec::xxh3(k.into())),
+            }
+            .unwrap();
             // Seven bits in eight set: both answers are common at every k.
             let words: Vec<u64> = (0..p.num_words())
                 .map(|_| next() | next() | next())
                 .collect();
             let f = BitFilter::from_words(p, &words).unwrap();
-            let lookups = LookupFn::<BitFilter>::all_for_tests(layout == Layout::Blocked);
+            let lookups = LookupFn::<BitFilter>::all_for_tests(layout);
             for i in 0..3_000u64 {
                 let h = p.hash().hash(&i.to_le_bytes());
                 let want = positions(layout, p.m(), k, h)
@@ -216,4 +237,49 @@ fn a_view_shortens_its_lifetime() {
     let p = FilterParams::new(Layout::Blocked, 512, 1, HashSpec::xxh3(0)).unwrap();
     let v = shorten(FilterView::new(p, &BYTES).unwrap());
     assert!(!v.contains(b"absent from an empty filter"));
+}
+
+/// Every batch strategy gives the answers of the reference, for every
+/// layout, on a filter in L2 and one above the pipeline's threshold, with
+/// batches of every awkward length, one longer than a partitioned round.
+#[test]
+fn every_batch_strategy_answers_alike() {
+    use super::partition::ROUND_KEYS;
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let strategies = [
+        BatchStrategy::Auto,
+        BatchStrategy::KeyByKey,
+        BatchStrategy::Pipeline,
+        BatchStrategy::Partitioned,
+    ];
+    for layout in Layout::ALL {
+        for m in [512 * 64, 4 * PIPELINE_MIN_BYTES * 8] {
+            let k = if layout == Layout::SplitBlock { 8 } else { 6 };
+            let p = FilterParams::new(layout, m, k, spec(layout, 17)).unwrap();
+            let words: Vec<u64> = (0..p.num_words())
+                .map(|_| rng.next_u64() | rng.next_u64() | rng.next_u64())
+                .collect();
+            let f = BitFilter::from_words(p, &words).unwrap();
+            let long = if layout == Layout::SplitBlock && m > 512 * 64 {
+                ROUND_KEYS as u64 + 123
+            } else {
+                5_000
+            };
+            let probe = keys(0..long);
+            let reference = assert_lookups_match_reference(&f, &probe[..3_000]);
+            let mut out = vec![false; probe.len()];
+            for s in strategies {
+                for len in [0, 1, 15, 16, 17, 3_000, probe.len()] {
+                    f.contains_many_with(&probe[..len], &mut out, s);
+                    let n = len.min(3_000);
+                    assert_eq!(&out[..n], &reference[..n], "{layout} m={m} {s:?} len {len}");
+                }
+                if probe.len() > 3_000 {
+                    let want: Vec<bool> = probe.iter().map(|k| f.contains(k)).collect();
+                    assert!(out == want, "{layout} m={m} {s:?}: the long batch differs");
+                }
+            }
+        }
+    }
 }

@@ -4,7 +4,7 @@ use super::probe::prefetch;
 use super::{BitFilter, BloomRead};
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::KeyHash;
-use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
+use crate::filter::params::{FilterParams, BLOCK_BITS, WORDS_PER_BLOCK};
 use crate::filter::simd::LookupFn;
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
@@ -95,7 +95,14 @@ impl BloomRead for FilterView<'_> {
         // Chosen per call, not kept in the view: a stored `fn(&FilterView<'a>)`
         // would make the view invariant in `'a` (a view of `'static` bytes
         // could no longer be passed where a shorter one is expected).
-        LookupFn::best(self.params.layout() == Layout::Blocked).call(self, h)
+        LookupFn::best(self.params.layout()).call(self, h)
+    }
+    #[inline(always)]
+    fn split_block_bytes(&self, b: usize) -> Option<&[u8; 32]> {
+        // `None` is unreachable: `new` checked the length, and `b < m/256`.
+        self.bytes
+            .get(32 * b..32 * b + 32)
+            .and_then(|s| <&[u8; 32]>::try_from(s).ok())
     }
     #[inline(always)]
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {

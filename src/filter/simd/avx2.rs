@@ -1,34 +1,41 @@
 //! The AVX2 block probe (x86-64): see the parent module for what it computes
 //! and why it is sound.
 
-use super::{Probe, SharedBlock};
-use crate::filter::geometry::{MAX_K, WORDS_PER_BLOCK};
+use super::{Probe, SharedBlock, SplitShared};
+use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, BLOCK_SALTS};
+use crate::filter::split::SPLIT_SALTS;
 
-/// `job` compiled with AVX2 and BMI2 enabled.
+/// `job` compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
 ///
 /// # Safety
-/// The CPU must support AVX2 and BMI2.
+/// The CPU must support every feature enabled here (what `Isa::detect`
+/// asks for).
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 pub(super) unsafe fn run_avx2<J: super::Job>(job: J) -> J::Out {
+    #[cfg(test)]
+    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     job.run(Avx2(()))
 }
 
-/// `T`'s lookup compiled with AVX2 and BMI2 enabled.
+/// `T`'s lookup compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
 ///
 /// # Safety
-/// The CPU must support AVX2 and BMI2.
+/// The CPU must support every feature enabled here (what `Isa::detect`
+/// asks for).
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn lookup_avx2<T: super::HashLookup, const BLOCKED: bool>(
+pub(super) unsafe fn lookup_avx2<T: super::HashLookup, const LAYOUT: u8>(
     t: &T,
     h: crate::filter::hash::KeyHash,
 ) -> bool {
-    t.lookup_with::<_, BLOCKED>(Avx2(()), h)
+    #[cfg(test)]
+    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t.lookup_with::<_, LAYOUT>(Avx2(()), h)
 }
 
-/// The AVX2 probe: holding one means the CPU has AVX2 and BMI2. Its field
+/// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
 /// is private to `filter::simd`, which makes one in three places only:
 /// inside [`run_avx2`] and [`lookup_avx2`] (called only after
 /// `Isa::detect` said yes: `dispatch`, `LookupFn::best`), and in
@@ -93,6 +100,82 @@ impl Probe for Avx2 {
             let lo = _mm256_loadu_si256(words.as_ptr().cast::<__m256i>());
             let hi = _mm256_loadu_si256(words.as_ptr().add(4).cast::<__m256i>());
             avx2_registers_have_all(lo, hi, h2, k)
+        }
+    }
+
+    #[inline(always)]
+    fn split_has_all(self, lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
+        use std::arch::x86_64::*;
+        // SAFETY: holding an `Avx2` means AVX2 is there (its docs); the
+        // load reads the 32 bytes of the local `lanes` (`loadu`: no
+        // alignment needed).
+        unsafe {
+            let block = _mm256_loadu_si256(lanes.as_ptr().cast::<__m256i>());
+            split_block_has_masks(block, split_masks(x))
+        }
+    }
+
+    #[inline(always)]
+    fn bytes_split_has_all(self, bytes: &[u8; 32], x: u32) -> bool {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX2 as above; the load reads the 32 bytes of `bytes`, a
+        // shared borrow of memory no one may write while it lives (plain
+        // bytes, not atomics), with no alignment needed.
+        unsafe {
+            let block = _mm256_loadu_si256(bytes.as_ptr().cast::<__m256i>());
+            split_block_has_masks(block, split_masks(x))
+        }
+    }
+
+    #[inline(always)]
+    fn shared_split_has_all(self, block: &SplitShared, x: u32) -> bool {
+        use std::arch::x86_64::*;
+        let p = block.0.as_ptr();
+        let (lo, hi): (__m128i, __m128i);
+        // SAFETY: AVX, so VMOVDQA exists (an `Avx2` is held). `p` points to
+        // a live split block of 32 bytes, 32-byte aligned (`SplitShared`),
+        // so both 16-byte loads are in bounds and aligned. As for
+        // `shared_block_has_all` below: the loads are in asm, not Rust, and
+        // each is one atomic 16-byte access on every CPU with AVX (Intel SDM
+        // Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2), so each word is read whole
+        // as a relaxed atomic load would read it; a 32-byte load carries no
+        // such guarantee, hence two. `readonly`, no `pure`: each call reads
+        // the words again (`tests::shared_probes_see_later_stores`).
+        unsafe {
+            std::arch::asm!(
+                "vmovdqa {lo}, xmmword ptr [{p}]",
+                "vmovdqa {hi}, xmmword ptr [{p} + 16]",
+                p = in(reg) p,
+                lo = out(xmm_reg) lo,
+                hi = out(xmm_reg) hi,
+                options(nostack, readonly, preserves_flags),
+            );
+            split_block_has_masks(_mm256_set_m128i(hi, lo), split_masks(x))
+        }
+    }
+
+    #[inline(always)]
+    fn split_word_masks(self, x: u32) -> [u64; 4] {
+        use std::arch::x86_64::*;
+        let mut words = [0u64; 4];
+        // SAFETY: AVX2 as above; the store writes the 32 bytes of the local
+        // `words`, with no alignment needed.
+        unsafe { _mm256_storeu_si256(words.as_mut_ptr().cast::<__m256i>(), split_masks(x)) };
+        words
+    }
+
+    #[inline(always)]
+    fn split_insert_mut(self, block: &mut SplitShared, x: u32) {
+        use std::arch::x86_64::*;
+        let p = block.0.as_mut_ptr().cast::<__m256i>();
+        // SAFETY: AVX2 as above. `p` points to a live split block of 32
+        // bytes, 32-byte aligned, borrowed exclusively (`&mut`): no other
+        // access to it exists, atomic or not, so plain vector loads and
+        // stores are race-free. `AtomicU64` has the size, alignment and bit
+        // validity of `u64`, and any bits are a valid block.
+        unsafe {
+            let old = _mm256_load_si256(p);
+            _mm256_store_si256(p, _mm256_or_si256(old, split_masks(x)));
         }
     }
 
@@ -170,6 +253,43 @@ unsafe fn avx2_registers_have_all(
         }
         all
     }
+}
+
+/// The eight lane masks of the split-block layout for `x`, lane `i` of the
+/// register being lane `i` of the block: `1 << ((x · SALT[i]) >> 27)`,
+/// one `vpmulld`, one shift and one `vpsllvd`.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn split_masks(x: u32) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    #[repr(C, align(32))]
+    struct Salts([u32; SPLIT_K as usize]);
+    const SALTS: Salts = Salts(SPLIT_SALTS);
+    // SAFETY: AVX2 per this function's contract; the load reads the 32
+    // aligned bytes of `SALTS`.
+    unsafe {
+        let salts = _mm256_load_si256(SALTS.0.as_ptr().cast::<__m256i>());
+        let bits = _mm256_srli_epi32::<27>(_mm256_mullo_epi32(_mm256_set1_epi32(x as i32), salts));
+        _mm256_sllv_epi32(_mm256_set1_epi32(1), bits)
+    }
+}
+
+/// Whether every lane mask is set in `block`: one `vptest` (CF set when
+/// `masks AND NOT block` is zero) and `setb`.
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn split_block_has_masks(
+    block: std::arch::x86_64::__m256i,
+    masks: std::arch::x86_64::__m256i,
+) -> bool {
+    // SAFETY: AVX per this function's contract. (The intrinsic, not the
+    // `asm!` of `all_live_set`: with masks computed in registers LLVM
+    // emits `vptest` and `setb` for it, and knows the result is 0 or 1.)
+    unsafe { std::arch::x86_64::_mm256_testc_si256(block, masks) != 0 }
 }
 
 /// Whether every bit set in `mask` is set in `got`: one `vptest` (CF)

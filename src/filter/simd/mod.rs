@@ -31,7 +31,7 @@
 //! # Why this is sound
 //! * **Dispatch.** The CPU is asked once ([`Isa::detect`], cached in an
 //!   atomic); [`avx2::Avx2`] values exist only after it answered yes, so every
-//!   intrinsic below runs on a CPU that has AVX2 and BMI2. Code that uses
+//!   intrinsic below runs on a CPU that has every feature those functions enable (AVX, AVX2, BMI1, BMI2, POPCNT). Code that uses
 //!   the probe is written once, generic over [`Probe`], and instantiated
 //!   twice: inside [`run_avx2`] or [`lookup_avx2`], compiled with the
 //!   features enabled, and inside the baseline build. A [`LookupFn`] holds
@@ -58,12 +58,23 @@
 //!   compile time). Tested against indexing block by block
 //!   (`flat_view_matches_block_indexing`).
 //!
+//! * **Split-block layout** (Parquet's SBBF, `filter::split`). A block is
+//!   eight 32-bit lanes, exactly one AVX2 register: `vpmulld` of the
+//!   broadcast lower hash half by the eight salts, a shift by 27 and a
+//!   variable shift of 1 make the eight lane masks, and one `vptest` of the
+//!   block against them answers (CF: no mask bit is clear in the block).
+//!   A block of a shared filter is read by two aligned 16-byte `VMOVDQA`
+//!   in `asm!`, for the reason given below; an insert into a filter held
+//!   `&mut` ORs the masks into the block with plain vector loads and
+//!   stores, which exclusive access makes race-free.
+//!
 //! Tested against the scalar probe in `tests/core_simd.rs` (proptest over
 //! `k = 1..=32`, all-ones, all-zeros and single-bit blocks, adversarial
 //! `h2`) and under concurrent inserts.
 
-use crate::filter::geometry::{MAX_K, WORDS_PER_BLOCK};
+use crate::filter::geometry::{Layout, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, KeyHash};
+use crate::filter::split::{split_masks, split_word_masks};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// A block probe: whether the `k` in-block positions of `h2` are all set
@@ -90,6 +101,64 @@ pub(crate) trait Probe: Copy {
             f(in_block_position(h2, i));
         }
     }
+
+    /// Whether the eight lane bits of `x` (the lower half of a split-block
+    /// hash) are all set in the split block whose lanes are `lanes`.
+    #[inline(always)]
+    fn split_has_all(self, lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
+        scalar_split_has_all(lanes, x)
+    }
+
+    /// [`Probe::split_has_all`] of a split block held as its 32 bytes
+    /// (little-endian lanes, as in a borrowed bitset).
+    #[inline(always)]
+    fn bytes_split_has_all(self, bytes: &[u8; 32], x: u32) -> bool {
+        let lanes = std::array::from_fn(|i| {
+            u32::from_le_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ])
+        });
+        self.split_has_all(&lanes, x)
+    }
+
+    /// [`Probe::split_has_all`] of a split block of a shared filter: each
+    /// word read as a relaxed atomic load would read it (or stronger).
+    #[inline(always)]
+    fn shared_split_has_all(self, block: &SplitShared, x: u32) -> bool {
+        let lanes = std::array::from_fn(|i| {
+            (block.0[i / 2].load(Ordering::Relaxed) >> (32 * (i % 2))) as u32
+        });
+        self.split_has_all(&lanes, x)
+    }
+
+    /// The lane masks of `x` as the block's four 64-bit words: what a
+    /// shared insert ORs in (`split::split_word_masks`).
+    #[inline(always)]
+    fn split_word_masks(self, x: u32) -> [u64; 4] {
+        split_word_masks(x)
+    }
+
+    /// ORs the lane masks of `x` into a block no other thread can reach.
+    #[inline(always)]
+    fn split_insert_mut(self, block: &mut SplitShared, x: u32) {
+        for (word, mask) in block.0.iter_mut().zip(split_word_masks(x)) {
+            *word.get_mut() |= mask;
+        }
+    }
+}
+
+/// The reference split-block probe (also the fallback): every lane tested,
+/// accumulated without a branch.
+#[inline(always)]
+pub fn scalar_split_has_all(lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
+    let mut all = true;
+    for (lane, mask) in lanes.iter().zip(split_masks(x)) {
+        all &= lane & mask != 0;
+    }
+    all
 }
 
 /// Word `pos / 64` of a block and bit `pos % 64` in it, for an in-block
@@ -114,6 +183,15 @@ pub(crate) fn block_masks<P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PE
     });
     masks
 }
+
+/// One block of the split-block layout in a shared filter: four atomic
+/// words, 32-byte aligned, half of a [`SharedBlock`] (block `b` is half
+/// `b % 2` of line `b / 2`).
+#[doc(hidden)]
+#[repr(C, align(32))]
+pub struct SplitShared(pub(crate) [AtomicU64; 4]);
+
+const _: () = assert!(2 * std::mem::size_of::<SplitShared>() == std::mem::size_of::<SharedBlock>());
 
 /// One block of a shared filter: eight atomic words on one 64-byte line.
 /// A [`crate::BitFilter`] keeps its bits as a slice of these, so every
@@ -149,6 +227,35 @@ impl SharedBlock {
             std::slice::from_raw_parts(
                 blocks.as_ptr().cast::<AtomicU64>(),
                 blocks.len() * WORDS_PER_BLOCK,
+            )
+        }
+    }
+
+    /// The blocks as twice as many split blocks, in order: split block `b`
+    /// is words `4·(b % 2) ..` of block `b / 2`.
+    #[inline(always)]
+    pub(crate) fn split_halves(blocks: &[SharedBlock]) -> &[SplitShared] {
+        // SAFETY: a `SharedBlock` is exactly two `SplitShared` (sizes
+        // asserted above; both `repr(C)` over `AtomicU64` arrays, no
+        // padding), so `n` blocks are `2·n` contiguous, initialised halves,
+        // each 32-byte aligned (the blocks are 64-byte aligned, the second
+        // half starts 32 bytes in). The length cannot overflow: the blocks
+        // occupy `64·n ≤ isize::MAX` bytes. The slice borrows `blocks`
+        // immutably, and atomics permit shared mutation, as the blocks do.
+        unsafe {
+            std::slice::from_raw_parts(blocks.as_ptr().cast::<SplitShared>(), blocks.len() * 2)
+        }
+    }
+
+    /// [`SharedBlock::split_halves`] for exclusive access.
+    #[inline(always)]
+    pub(crate) fn split_halves_mut(blocks: &mut [SharedBlock]) -> &mut [SplitShared] {
+        // SAFETY: as for `split_halves`; the slice borrows `blocks` mutably
+        // for its lifetime, so no other access overlaps it.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                blocks.as_mut_ptr().cast::<SplitShared>(),
+                blocks.len() * 2,
             )
         }
     }
@@ -210,7 +317,7 @@ static ISA: AtomicU8 = AtomicU8::new(0);
 pub(crate) enum Isa {
     /// Portable code only.
     Scalar,
-    /// AVX2 and BMI2 (x86-64).
+    /// AVX, AVX2, BMI1, BMI2 and POPCNT (x86-64).
     Avx2,
 }
 
@@ -229,10 +336,21 @@ impl Isa {
         }
     }
 
+    /// Every feature that a function of `avx2.rs` enables
+    /// (`#[target_feature(enable = ...)]`) must be asked for here: running
+    /// code compiled for a feature the CPU lacks is undefined behaviour (a
+    /// VM may mask BMI1 or POPCNT while passing AVX2 through). The test
+    /// `detection_covers_every_enabled_feature` reads both lists from the
+    /// source and fails if one is missing.
     #[cold]
     fn ask_cpu() -> Isa {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("bmi2") {
+        if std::is_x86_feature_detected!("avx")
+            && std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("bmi1")
+            && std::is_x86_feature_detected!("bmi2")
+            && std::is_x86_feature_detected!("popcnt")
+        {
             return Isa::Avx2;
         }
         Isa::Scalar
@@ -255,22 +373,29 @@ pub(crate) fn dispatch<J: Job>(job: J) -> J::Out {
         not(all(target_feature = "avx2", target_feature = "bmi2"))
     ))]
     if Isa::detect() == Isa::Avx2 {
-        // SAFETY: `run_avx2` needs AVX2 and BMI2, which `Isa::detect` just
-        // confirmed this CPU has.
+        // SAFETY: `run_avx2` needs the features it enables (AVX2, BMI1,
+        // BMI2, POPCNT), which `Isa::detect` just confirmed this CPU has.
         return unsafe { run_avx2(job) };
     }
     #[allow(unreachable_code)]
     job.run(Scalar)
 }
 
+/// A layout as a const generic parameter of [`HashLookup::lookup_with`].
+pub(crate) const STANDARD: u8 = 0;
+/// See [`STANDARD`].
+pub(crate) const BLOCKED: u8 = 1;
+/// See [`STANDARD`].
+pub(crate) const SPLIT: u8 = 2;
+
 /// A lookup of one hashed key, written once over [`Probe`] (see
 /// [`LookupFn`]).
 pub(crate) trait HashLookup {
     /// Whether the key hashed to `h` may be present, probed with `probe`;
-    /// `BLOCKED` is whether the filter has the blocked layout (each
-    /// layout's lookup is compiled on its own, without the other's
-    /// registers and branch).
-    fn lookup_with<P: Probe, const BLOCKED: bool>(&self, probe: P, h: KeyHash) -> bool;
+    /// `LAYOUT` is the filter's layout ([`STANDARD`], [`BLOCKED`] or
+    /// [`SPLIT`]): each layout's lookup is compiled on its own, without the
+    /// others' registers and branches.
+    fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool;
 }
 
 /// A filter's lookup compiled for its layout and the best probe of this
@@ -297,8 +422,8 @@ pub(crate) struct LookupFn<T> {
         allow(dead_code)
     )]
     f: unsafe fn(&T, KeyHash) -> bool,
-    /// Whether the filter has the blocked layout.
-    blocked: bool,
+    /// The filter's layout.
+    layout: Layout,
 }
 
 impl<T> Clone for LookupFn<T> {
@@ -311,7 +436,7 @@ impl<T> Copy for LookupFn<T> {}
 impl<T> std::fmt::Debug for LookupFn<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LookupFn")
-            .field("blocked", &self.blocked)
+            .field("layout", &self.layout)
             .finish_non_exhaustive()
     }
 }
@@ -319,28 +444,30 @@ impl<T> std::fmt::Debug for LookupFn<T> {
 impl<T: HashLookup> LookupFn<T> {
     /// The lookup of a filter of this layout for this CPU.
     #[inline]
-    pub(crate) fn best(blocked: bool) -> Self {
+    pub(crate) fn best(layout: Layout) -> Self {
         #[cfg(all(
             target_arch = "x86_64",
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            let f = match blocked {
-                true => lookup_avx2::<T, true>,
-                false => lookup_avx2::<T, false>,
+            let f = match layout {
+                Layout::Standard => lookup_avx2::<T, STANDARD>,
+                Layout::Blocked => lookup_avx2::<T, BLOCKED>,
+                Layout::SplitBlock => lookup_avx2::<T, SPLIT>,
             };
-            return LookupFn { f, blocked };
+            return LookupFn { f, layout };
         }
-        LookupFn::scalar(blocked)
+        LookupFn::scalar(layout)
     }
 
     /// The lookup with the portable probe.
-    fn scalar(blocked: bool) -> Self {
-        let f = match blocked {
-            true => lookup_scalar::<T, true>,
-            false => lookup_scalar::<T, false>,
+    fn scalar(layout: Layout) -> Self {
+        let f = match layout {
+            Layout::Standard => lookup_scalar::<T, STANDARD>,
+            Layout::Blocked => lookup_scalar::<T, BLOCKED>,
+            Layout::SplitBlock => lookup_scalar::<T, SPLIT>,
         };
-        LookupFn { f, blocked }
+        LookupFn { f, layout }
     }
 
     /// Looks `h` up in `t`.
@@ -351,12 +478,13 @@ impl<T: HashLookup> LookupFn<T> {
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return match self.blocked {
-            true => t.lookup_with::<_, true>(avx2::Avx2(()), h),
-            false => t.lookup_with::<_, false>(avx2::Avx2(()), h),
+        return match self.layout {
+            Layout::Standard => t.lookup_with::<_, STANDARD>(avx2::Avx2(()), h),
+            Layout::Blocked => t.lookup_with::<_, BLOCKED>(avx2::Avx2(()), h),
+            Layout::SplitBlock => t.lookup_with::<_, SPLIT>(avx2::Avx2(()), h),
         };
         // SAFETY: the pointer is `lookup_avx2` only if `Isa::detect` found
-        // AVX2 and BMI2 (`best`, the only constructor), else the scalar one,
+        // every feature it enables (`best`, the only constructor), else the scalar one,
         // which has no requirement.
         #[allow(unreachable_code)]
         unsafe {
@@ -369,23 +497,23 @@ impl<T: HashLookup> LookupFn<T> {
 impl<T: HashLookup> LookupFn<T> {
     /// Every lookup this build can run on this CPU for a layout (the scalar
     /// one, and the one [`LookupFn::best`] picks), for the tests.
-    pub(crate) fn all_for_tests(blocked: bool) -> [Self; 2] {
-        [LookupFn::scalar(blocked), LookupFn::best(blocked)]
+    pub(crate) fn all_for_tests(layout: Layout) -> [Self; 2] {
+        [LookupFn::scalar(layout), LookupFn::best(layout)]
     }
 
     /// Calls the pointer itself (which [`LookupFn::call`] skips in a crate
     /// built for AVX2).
     pub(crate) fn call_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
         // SAFETY: as in `call`: the pointer is `lookup_avx2` only if this
-        // CPU has AVX2 and BMI2.
+        // CPU has every feature it enables.
         unsafe { (self.f)(t, h) }
     }
 }
 
 /// `T`'s lookup with the scalar probe (`unsafe` only to share
 /// [`LookupFn`]'s pointer type; it has no requirement).
-unsafe fn lookup_scalar<T: HashLookup, const BLOCKED: bool>(t: &T, h: KeyHash) -> bool {
-    t.lookup_with::<_, BLOCKED>(Scalar, h)
+unsafe fn lookup_scalar<T: HashLookup, const LAYOUT: u8>(t: &T, h: KeyHash) -> bool {
+    t.lookup_with::<_, LAYOUT>(Scalar, h)
 }
 
 /// The dispatched block probe on its own (for the tests that compare it
@@ -402,6 +530,21 @@ pub fn block_has_all(words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
         }
     }
     dispatch(One(words, h2, k))
+}
+
+/// The dispatched split-block probe of a block's lanes on its own (for the
+/// tests that compare it with [`scalar_split_has_all`]).
+#[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
+pub fn split_has_all(lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
+    struct One<'a>(&'a [u32; SPLIT_K as usize], u32);
+    impl Job for One<'_> {
+        type Out = bool;
+        #[inline(always)]
+        fn run<P: Probe>(self, probe: P) -> bool {
+            probe.split_has_all(self.0, self.1)
+        }
+    }
+    dispatch(One(lanes, x))
 }
 
 /// Whether this process probes with AVX2.

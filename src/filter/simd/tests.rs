@@ -103,3 +103,264 @@ fn dispatched_probe_matches_scalar_bit_by_bit() {
         }
     }
 }
+
+/// How many times `run_avx2` or `lookup_avx2` ran in this test process
+/// (counted in test builds only), for `the_avx2_path_ran_where_required`.
+pub(super) static AVX2_RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// Random lanes, and the lanes of exactly `x`'s bits with one cleared: the
+/// split-block probes (lanes, bytes, shared words) answer as the scalar
+/// reference, and a block missing any one bit is refused.
+#[test]
+fn split_probes_match_scalar() {
+    use crate::filter::split::split_masks;
+    struct All<'a>(&'a [u32; 8], &'a [u8; 32], &'a SplitShared, u32);
+    impl Job for All<'_> {
+        type Out = [bool; 3];
+        #[inline(always)]
+        fn run<P: Probe>(self, probe: P) -> [bool; 3] {
+            [
+                probe.split_has_all(self.0, self.3),
+                probe.bytes_split_has_all(self.1, self.3),
+                probe.shared_split_has_all(self.2, self.3),
+            ]
+        }
+    }
+    let blocks = [SharedBlock::zeroed()];
+    let shared = &SharedBlock::split_halves(&blocks)[1];
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut answers = [0u32; 2];
+    for round in 0..20_000u32 {
+        let x = next() as u32;
+        let dense = (round % 3) as usize;
+        let random: [u32; 8] =
+            std::array::from_fn(|_| (0..dense).fold(next() as u32, |a, _| a | next() as u32));
+        let exact = split_masks(x);
+        let mut less = exact;
+        less[round as usize % 8] = 0;
+        for lanes in [random, exact, less] {
+            let bytes: [u8; 32] = std::array::from_fn(|i| (lanes[i / 4] >> (8 * (i % 4))) as u8);
+            for (w, word) in shared.0.iter().enumerate() {
+                let v = u64::from(lanes[2 * w]) | u64::from(lanes[2 * w + 1]) << 32;
+                word.store(v, Ordering::Relaxed);
+            }
+            let want = scalar_split_has_all(&lanes, x);
+            answers[want as usize] += 1;
+            let got = dispatch(All(&lanes, &bytes, shared, x));
+            assert_eq!(got, [want; 3], "x = {x:#x}, lanes {lanes:x?}");
+        }
+        assert!(scalar_split_has_all(&exact, x) && !scalar_split_has_all(&less, x));
+    }
+    assert!(answers.iter().all(|&a| a > 10_000), "{answers:?}");
+}
+
+/// The vector insert into an exclusively held block and the word masks of
+/// a shared insert set exactly the scalar masks.
+#[test]
+fn split_inserts_match_scalar() {
+    use crate::filter::split::split_word_masks;
+    struct Insert<'a>(&'a mut SplitShared, u32);
+    impl Job for Insert<'_> {
+        type Out = [u64; 4];
+        #[inline(always)]
+        fn run<P: Probe>(self, probe: P) -> [u64; 4] {
+            probe.split_insert_mut(self.0, self.1);
+            probe.split_word_masks(self.1)
+        }
+    }
+    let mut blocks = [SharedBlock::zeroed(), SharedBlock::zeroed()];
+    let mut want = [0u64; 4];
+    let mut x = 7u32;
+    for _ in 0..1_000 {
+        x = x.wrapping_mul(0x9e37_79b9).wrapping_add(0x7f4a_7c15);
+        let half = &mut SharedBlock::split_halves_mut(&mut blocks)[3];
+        let masks = dispatch(Insert(half, x));
+        assert_eq!(masks, split_word_masks(x));
+        for (w, m) in want.iter_mut().zip(masks) {
+            *w |= m;
+        }
+        let got: Vec<u64> = SharedBlock::split_halves(&blocks)[3]
+            .0
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(got, want);
+    }
+    // Nothing outside the block was written.
+    let flat = SharedBlock::flat(&blocks);
+    assert!(flat[..12].iter().all(|w| w.load(Ordering::Relaxed) == 0));
+}
+
+/// Every feature a function of `avx2.rs` enables is one `Isa::ask_cpu`
+/// detects (issue 22: BMI1 and POPCNT were enabled but not asked for).
+/// Read from the sources, so that a feature added to an attribute without
+/// its detection fails here.
+#[test]
+fn detection_covers_every_enabled_feature() {
+    let detected: Vec<&str> = include_str!("mod.rs")
+        .split("fn ask_cpu")
+        .nth(1)
+        .and_then(|s| s.split("Isa::Scalar").next())
+        .unwrap()
+        .split("is_x86_feature_detected!(\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    assert!(detected.len() >= 5, "{detected:?}");
+    let mut enabled: Vec<&str> = include_str!("avx2.rs")
+        .split("target_feature(enable = \"")
+        .skip(1)
+        .flat_map(|s| s.split('"').next().unwrap().split(','))
+        .collect();
+    enabled.sort_unstable();
+    enabled.dedup();
+    assert!(
+        enabled.contains(&"bmi1") && enabled.contains(&"popcnt"),
+        "{enabled:?}"
+    );
+    for f in &enabled {
+        assert!(detected.contains(f), "`{f}` is enabled but not detected");
+    }
+}
+
+/// On a machine whose CPU has the features (`.ci/run` sets
+/// `FILTERSTORE_REQUIRE_AVX2=1` when /proc/cpuinfo lists them), the AVX2
+/// code ran: detection said so, and single lookups of every layout, a batch
+/// and a bulk insert went through `lookup_avx2` and `run_avx2` (or, in a
+/// crate built for AVX2, through the inlined path: nothing to count).
+#[test]
+fn the_avx2_path_ran_where_required() {
+    use crate::filter::bloom::BitFilter;
+    use crate::filter::hash::HashSpec;
+    use crate::filter::params::FilterParams;
+    if std::env::var("FILTERSTORE_REQUIRE_AVX2").as_deref() != Ok("1") {
+        return;
+    }
+    assert!(
+        uses_avx2(),
+        "FILTERSTORE_REQUIRE_AVX2=1 but detection chose the scalar probe"
+    );
+    if cfg!(all(target_feature = "avx2", target_feature = "bmi2")) {
+        return;
+    }
+    for layout in Layout::ALL {
+        let hash = match layout {
+            Layout::SplitBlock => HashSpec::xxh64(),
+            _ => HashSpec::xxh3(1),
+        };
+        let p = FilterParams::for_capacity(10_000, 0.01, layout, hash).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        let keys: Vec<[u8; 4]> = (0u32..1000).map(u32::to_le_bytes).collect();
+        let before = AVX2_RUNS.load(Ordering::Relaxed);
+        f.insert_many(&keys);
+        assert!(f.contains(&keys[0]));
+        assert!(f.contains_many(&keys).iter().all(|&x| x));
+        // At least the bulk insert, the lookup and the batch (other tests
+        // running at once only add to the count).
+        let ran = AVX2_RUNS.load(Ordering::Relaxed) - before;
+        assert!(ran >= 3, "{layout}: the AVX2 functions ran {ran} times");
+    }
+}
+
+/// The shared probes' `asm!` loads are not `pure`: a second read of a
+/// block after another thread set its bits must read it again, not reuse
+/// the first read. With `pure` (mutation testing, issue 22) LLVM may merge
+/// the two reads or hoist a read out of a polling loop, since nothing
+/// between them writes memory (the delay below is arithmetic only); such a
+/// mutant fails here in every attempt (checked for both asm blocks), where
+/// the real code passes whenever the other thread ran within the delay.
+#[test]
+fn shared_probes_see_later_stores() {
+    use crate::filter::split::split_word_masks;
+    use std::sync::atomic::AtomicU8;
+    /// Reads each block, waits (arithmetic only), reads it again; `phase`
+    /// tells the other thread which block to fill.
+    struct Twice<'a>(&'a SharedBlock, &'a SplitShared, &'a AtomicU8, u32);
+    /// About 0.1–0.3 s of dependent multiplies.
+    fn delay(seed: u64) -> u64 {
+        (0..100_000_000u64).fold(seed, |a, i| a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i)
+    }
+    impl Job for Twice<'_> {
+        type Out = ([bool; 4], u64);
+        #[inline(always)]
+        fn run<P: Probe>(self, probe: P) -> ([bool; 4], u64) {
+            let (line, half, phase, x) = (self.0, self.1, self.2, self.3);
+            phase.store(1, Ordering::Release);
+            let line_before = probe.shared_block_has_all(line, u64::from(x), 8);
+            let d = delay(u64::from(line_before));
+            let line_after = probe.shared_block_has_all(line, u64::from(x), 8);
+            phase.store(2, Ordering::Release);
+            let half_before = probe.shared_split_has_all(half, x);
+            let d = delay(d ^ u64::from(half_before));
+            let half_after = probe.shared_split_has_all(half, x);
+            ([line_before, line_after, half_before, half_after], d)
+        }
+    }
+    let x = 0x1234_5677u32;
+    let mut seen_after = [0; 2];
+    for _attempt in 0..3 {
+        let blocks = [SharedBlock::zeroed(), SharedBlock::zeroed()];
+        // The line, and a split block of another line.
+        let (line, half) = (&blocks[0], &SharedBlock::split_halves(&blocks)[3]);
+        let phase = AtomicU8::new(0);
+        let wait = |p: u8| {
+            while phase.load(Ordering::Acquire) < p {
+                std::hint::spin_loop();
+            }
+        };
+        let (seen, _) = std::thread::scope(|s| {
+            s.spawn(|| {
+                wait(1);
+                // Every bit of the line: the blocked probe of any key is set.
+                for w in &line.0 {
+                    w.store(u64::MAX, Ordering::Relaxed);
+                }
+                wait(2);
+                for (w, m) in half.0.iter().zip(split_word_masks(x)) {
+                    w.fetch_or(m, Ordering::Relaxed);
+                }
+            });
+            dispatch(Twice(line, half, &phase, x))
+        });
+        seen_after[0] += usize::from(seen[1]);
+        seen_after[1] += usize::from(seen[3]);
+    }
+    assert!(
+        seen_after.iter().all(|&n| n >= 1),
+        "second reads that saw the other thread's store, of 3 (line, split block): {seen_after:?}"
+    );
+}
+
+/// Why the shared loads are `VMOVDQA` and a test pins it (issue 22's second
+/// mutant, `VMOVDQU`): with an aligned address the two instructions perform
+/// the same access on every CPU, so no test can tell them apart by
+/// behaviour (a misaligned address would fault with `VMOVDQA` only, and the
+/// types make one impossible: `flat_view_matches_block_indexing` checks the
+/// alignment). What differs is the documentation the SAFETY argument rests
+/// on: the Intel SDM (Vol. 3A §9.1.1) guarantees a 16-byte access to be
+/// atomic for `VMOVDQA` (VEX.128), not for `VMOVDQU`. The mutant would be
+/// harmless on real hardware but would leave the argument resting on
+/// undocumented behaviour; this test keeps the documented instruction.
+#[test]
+fn shared_loads_use_the_documented_atomic_instruction() {
+    let src = include_str!("avx2.rs");
+    let asm_loads = src.matches("\"vmovdqa {").count();
+    assert_eq!(asm_loads, 6, "four loads of a line, two of a split block");
+    assert!(
+        !src.contains("\"vmovdqu"),
+        "unaligned loads carry no atomicity guarantee"
+    );
+    for options in src.split("options(").skip(1) {
+        let options = options.split(')').next().unwrap();
+        assert!(
+            !(options.contains("readonly") && options.contains("pure")),
+            "a load from shared memory marked pure: {options}"
+        );
+    }
+}

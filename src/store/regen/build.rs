@@ -13,7 +13,7 @@ use super::health::parameters_changed;
 use super::{current_record, RegenOptions, RegenReport};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::hash::{positions, KeyHash};
+use crate::filter::hash::{positions, HashSpec, KeyHash};
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use std::sync::Arc;
 const COUNT_STEP: usize = 1 << 16;
 
 /// Counters being built, with the blocks the tail of the journal touched.
-struct Build {
+pub(super) struct Build {
     params: FilterParams,
     counters: Vec<u8>,
     /// Unmatched journaled inserts per hash (see the module docs).
@@ -103,12 +103,13 @@ impl Build {
 }
 
 /// The capacity and parameters of the new generation (the sizing rules of
-/// the [module docs](super#sizing)).
-fn plan(
+/// the [module docs](super#sizing)), in `layout` hashed by `hash`.
+pub(super) fn plan(
     meta: &TableMeta,
     old: &Generation,
     live_at_start: u64,
     options: &RegenOptions,
+    (layout, hash): (Layout, HashSpec),
 ) -> Result<(u64, FilterParams), StoreError> {
     let mut capacity = options
         .capacity
@@ -117,18 +118,13 @@ fn plan(
         capacity = capacity.max(meta.expected_keys);
     }
     let capacity = capacity.max(1);
-    let params = FilterParams::for_capacity(
-        capacity,
-        meta.target_fp,
-        old.params.layout(),
-        old.params.hash(),
-    )?;
+    let params = FilterParams::for_capacity(capacity, meta.target_fp, layout, hash)?;
     Ok((capacity, params))
 }
 
 impl Build {
     /// Zeroed counters for `params` (`m/2` bytes, allocated fallibly).
-    fn new(
+    pub(super) fn new(
         params: FilterParams,
         capacity: u64,
         old: &Generation,
@@ -163,7 +159,11 @@ impl Build {
     }
 
     /// Step 2: counts every key of the source.
-    fn count_source<F, I, K, E>(&mut self, source: F, table: &str) -> Result<(), StoreError>
+    pub(super) fn count_source<F, I, K, E>(
+        &mut self,
+        source: F,
+        table: &str,
+    ) -> Result<(), StoreError>
     where
         F: FnOnce() -> I,
         I: IntoIterator<Item = Result<K, E>>,
@@ -206,7 +206,11 @@ impl Build {
     /// before the locks are taken: the flush under them then writes only the
     /// tail (writers wait milliseconds, not the seconds that `m/2` bytes of
     /// pages take to reach the disk).
-    fn write_new_tree(&self, db: &engine::Db, name: &str) -> Result<engine::Tree, StoreError> {
+    pub(super) fn write_new_tree(
+        &self,
+        db: &engine::Db,
+        name: &str,
+    ) -> Result<engine::Tree, StoreError> {
         db.drop_tree(name.as_bytes())
             .map_err(sled_err("clearing a partial generation"))?;
         let tree = db
@@ -270,7 +274,8 @@ impl Table {
         K: AsRef<[u8]>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let (capacity, params) = plan(meta, old, live_at_start, options)?;
+        let same = (old.params.layout(), old.params.hash());
+        let (capacity, params) = plan(meta, old, live_at_start, options, same)?;
         let mut b = Build::new(params, capacity, old, &meta.name)?;
         b.count_source(source, &meta.name)?;
         // The journal so far, taken without holding the lock for the replay.
@@ -290,15 +295,32 @@ impl Table {
         &self,
         old: &Arc<Generation>,
         meta: &TableMeta,
+        b: Build,
+        tree: engine::Tree,
+    ) -> Result<RegenReport, StoreError> {
+        let catalog = self.inner.store.catalog_lock.lock();
+        let mut w = old.writer.lock();
+        old.check_live()?;
+        let tail = w.journal.finish();
+        self.commit_locked(old, meta, b, tree, &tail, catalog, w)
+    }
+
+    /// Step 4 with the catalog lock and the old writer lock held (released
+    /// here): writes the journal's `tail`, flushes, commits, swaps.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_locked(
+        &self,
+        old: &Arc<Generation>,
+        meta: &TableMeta,
         mut b: Build,
         tree: engine::Tree,
+        tail: &[LogOp],
+        _catalog: parking_lot::MutexGuard<'_, ()>,
+        mut w: parking_lot::MutexGuard<'_, super::super::table::Writer>,
     ) -> Result<RegenReport, StoreError> {
         let store = &self.inner.store;
         let db = &store.db;
-        let _catalog = store.catalog_lock.lock();
-        let mut w = old.writer.lock();
-        old.check_live()?;
-        b.write_tail(&tree, &w.journal.finish(), &meta.name)?;
+        b.write_tail(&tree, tail, &meta.name)?;
         db.flush().map_err(sled_err("flushing a new generation"))?;
         let (bits, saturated) = b.derive_bits(&meta.name)?;
         let new_meta = write_new_record(store, old, meta, &b)?;
@@ -349,6 +371,9 @@ fn write_new_record(
         ));
     }
     let new_meta = TableMeta {
+        layout: b.params.layout().id(),
+        hash_algo: b.params.hash().algo.id(),
+        seed: b.params.hash().seed,
         m: b.params.m(),
         k: b.params.k(),
         expected_keys: b.report.capacity,

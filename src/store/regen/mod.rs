@@ -72,6 +72,7 @@
 
 mod build;
 mod health;
+mod relayout;
 
 pub(crate) use health::run_hook;
 

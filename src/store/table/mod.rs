@@ -15,6 +15,7 @@ pub use bloom::TableBloom;
 pub(crate) use fold::{GenerationState, MAX_FOLD_OPS};
 pub(crate) use generation::{sled_err, store_block_words, Generation};
 pub use reader::TableReader;
+pub(crate) use writer::Writer;
 
 use super::batch::{Durability, WriteBatch};
 use super::catalog::{TableMeta, STORE_FORMAT_VERSION};
@@ -162,21 +163,35 @@ impl TableInner {
         self.gen.load().write_pending()
     }
 
-    fn apply_ops(
+    /// Applies the operations `ops_for` derives from the keys under the
+    /// parameters of the generation in force. A generation is retired at
+    /// most once per regeneration, so the loop turns at most once per
+    /// concurrent regeneration; the operations are derived again when the
+    /// new generation hashes differently (a layout change,
+    /// `regen::relayout`: a key hashed for the old one would land on other
+    /// positions in the new one).
+    fn apply_ops<O: AsRef<[LogOp]>>(
         self: &Arc<Self>,
-        ops: &[LogOp],
+        ops_for: impl Fn(&FilterParams) -> O,
         durability: Durability,
     ) -> Result<(), StoreError> {
-        if ops.len() > MAX_RECORD_OPS {
+        let mut g = self.gen.load_full();
+        let mut ops = ops_for(&g.params);
+        let len = ops.as_ref().len();
+        if len > MAX_RECORD_OPS {
             return Err(StoreError::BatchTooLarge {
-                len: ops.len(),
+                len,
                 max: MAX_RECORD_OPS,
             });
         }
-        // A generation is retired at most once per regeneration, so this
-        // loop turns at most once per concurrent regeneration.
-        while !self.gen.load_full().apply_ops(ops, durability)? {}
-        self.count_for_check(ops.len() as u64);
+        while !g.apply_ops(ops.as_ref(), durability)? {
+            let hashed_for = g.params.hash();
+            g = self.gen.load_full();
+            if g.params.hash() != hashed_for {
+                ops = ops_for(&g.params);
+            }
+        }
+        self.count_for_check(len as u64);
         Ok(())
     }
 
@@ -314,13 +329,15 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub fn insert(&self, key: &[u8]) -> Result<(), StoreError> {
-        // The hash does not depend on the generation: a regeneration keeps
-        // the seed (see `regen`).
-        let op = LogOp {
-            insert: true,
-            hash: self.params().hash().hash(key),
+        // Hashed for the generation the write lands in (a regeneration
+        // keeps the hash; a layout change does not: `apply_ops`).
+        let op = |p: &FilterParams| {
+            [LogOp {
+                insert: true,
+                hash: p.hash().hash(key),
+            }]
         };
-        self.inner.apply_ops(&[op], Durability::Buffered)
+        self.inner.apply_ops(op, Durability::Buffered)
     }
 
     /// Removes one occurrence of `key`, durable after the next
@@ -350,11 +367,13 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
-        let op = LogOp {
-            insert: false,
-            hash: self.params().hash().hash(key),
+        let op = |p: &FilterParams| {
+            [LogOp {
+                insert: false,
+                hash: p.hash().hash(key),
+            }]
         };
-        match self.inner.apply_ops(&[op], Durability::Buffered) {
+        match self.inner.apply_ops(op, Durability::Buffered) {
             Err(StoreError::NotPresent { table, .. }) => {
                 Err(StoreError::NotPresent { table, index: None })
             }
@@ -390,15 +409,17 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub fn apply(&self, batch: &WriteBatch, durability: Durability) -> Result<(), StoreError> {
-        let spec = self.params().hash();
-        let ops: Vec<LogOp> = batch
-            .iter()
-            .map(|(insert, key)| LogOp {
-                insert,
-                hash: spec.hash(key),
-            })
-            .collect();
-        self.inner.apply_ops(&ops, durability)
+        let ops = |p: &FilterParams| -> Vec<LogOp> {
+            let spec = p.hash();
+            batch
+                .iter()
+                .map(|(insert, key)| LogOp {
+                    insert,
+                    hash: spec.hash(key),
+                })
+                .collect()
+        };
+        self.inner.apply_ops(ops, durability)
     }
 
     /// Inserts many keys at once, straight into the counter pages: folds the

@@ -130,7 +130,7 @@ fn for_each_block(p: &FilterParams, op: &LogOp, mut f: impl FnMut(u64)) {
             op.hash.h1,
             p.num_blocks(),
         )),
-        Layout::Standard => {
+        Layout::Standard | Layout::SplitBlock => {
             let mut last = u64::MAX;
             for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
                 let b = pos / BLOCK_BITS;

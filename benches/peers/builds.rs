@@ -1,0 +1,73 @@
+//! Whole builds from empty, one round at a time, interleaved with the
+//! lookups of the `peers` bench: sbbf's insert loop (with either hash) and,
+//! for each of our block layouts that runs, the `&mut` bulk build and the
+//! shared `insert_many`.
+
+use super::clock::Tick;
+use super::harness::{Figure, Key, Keys, Results};
+use super::subjects::{hash64, xxh64_parquet, HASH_SEED};
+use super::BITS_PER_KEY;
+use filterstore::{BitFilter, FilterParams, HashSpec, Layout, ParamError};
+
+/// One round of whole builds from empty, interleaved with the lookups:
+/// sbbf's insert loop (with either hash), and for each of our layouts that
+/// runs, the `&mut` bulk build and the shared `insert_many`.
+pub fn build_round(
+    r: &mut Results,
+    round: usize,
+    keys: &Keys,
+    run: &dyn Fn(&str) -> bool,
+) -> Result<(), ParamError> {
+    let n = keys.n();
+    let per_key = |start: Tick| start.elapsed().as_nanos() as f64 / n as f64;
+    for (name, hash) in [
+        ("sbbf", hash64 as fn(&Key) -> u64),
+        ("sbbf_xxh64", xxh64_parquet),
+    ] {
+        let mut sbbf = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
+        let start = Tick::now();
+        keys.insert.iter().for_each(|k| {
+            sbbf.insert_hash(hash(k));
+        });
+        r.add_round(Figure::InsertNs, name, round, &[per_key(start)]);
+    }
+    let layouts = [
+        (
+            "blocked",
+            Layout::Blocked,
+            "filterstore_blocked_bulk",
+            "filterstore_blocked_many",
+        ),
+        (
+            "split",
+            Layout::SplitBlock,
+            "filterstore_split_bulk",
+            "filterstore_split_many",
+        ),
+    ];
+    for (part, layout, bulk, many) in layouts {
+        if !run(part) {
+            continue;
+        }
+        let params = FilterParams::with_bits_per_key(n as u64, BITS_PER_KEY, layout, spec(layout))?;
+        let mut f = BitFilter::new(params)?;
+        let start = Tick::now();
+        f.insert_many_mut(&keys.insert);
+        r.add_round(Figure::InsertNs, bulk, round, &[per_key(start)]);
+        drop(f);
+        let f = BitFilter::new(params)?;
+        let start = Tick::now();
+        f.insert_many(&keys.insert);
+        r.add_round(Figure::InsertNs, many, round, &[per_key(start)]);
+    }
+    Ok(())
+}
+
+/// The hash of a filterstore subject: XXH3-128 with the bench's seed, or
+/// the split-block layout's XXH64 seed 0.
+pub fn spec(layout: Layout) -> HashSpec {
+    match layout {
+        Layout::SplitBlock => HashSpec::xxh64(),
+        _ => HashSpec::xxh3(HASH_SEED),
+    }
+}

@@ -1,0 +1,6 @@
+//! Fuzz target `split_block_ops`: see `filterstore_fuzz::split_block_ops` (fuzz/src/lib.rs) for
+//! what it checks; `tests/fuzz_corpus_replay.rs` runs the same check over
+//! the committed corpus on stable Rust.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| filterstore_fuzz::split_block_ops(data));

@@ -1,0 +1,89 @@
+//! Moving a table to another layout ([`Table::change_layout`]): a rebuild
+//! from the host's keys with writers held out.
+//!
+//! A regeneration keeps the table's hash because its journal holds key
+//! hashes, not keys (module docs of [`super`]); a new layout may need a new
+//! hash (the split-block layout hashes with XXH64, the others with seeded
+//! XXH3-128), so the writes made during the build could not be replayed
+//! into it. Instead the rebuild holds the table's writer lock from before
+//! the key source is called to the swap: writes to the table wait (lookups
+//! do not: they read the old generation until the swap), there is no
+//! journal, and the source must yield every key live at that moment. The
+//! catalog lock is held as long (the lock order of the store docs: 2 → 3
+//! → 5), so creates, drops and regeneration commits of other tables wait
+//! too. An error before the commit point leaves the old generation, and
+//! everything in it, in force.
+
+use super::super::error::StoreError;
+use super::super::table::Table;
+use super::build::{plan, Build};
+use super::{RegenOptions, RegenReport};
+use crate::filter::hash::HashSpec;
+use crate::filter::params::Layout;
+
+impl Table {
+    /// Rebuilds the table in `layout` from `source`, which must yield every
+    /// key live in the table (each as often as it is live); `options`
+    /// sizes it as for [`Table::regenerate`] (capacity from the live keys
+    /// times the headroom, or fixed), at the table's target rate. Writes to
+    /// the table wait until it returns; lookups answer from the old filter
+    /// until the swap. The new generation hashes with the layout's hash:
+    /// XXH64 seed 0 for [`Layout::SplitBlock`], a fresh random seed of
+    /// XXH3-128 for the others. On error (the source's, or storage's)
+    /// nothing changed.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, Layout, RegenOptions, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(1_000, 0.01))?;
+    /// let keys: Vec<Vec<u8>> = (0..1_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    /// for k in &keys {
+    ///     t.insert(k)?;
+    /// }
+    /// let source = || keys.iter().map(Ok::<_, std::io::Error>);
+    /// let report = t.change_layout(Layout::SplitBlock, source, &RegenOptions::default())?;
+    /// assert_eq!((report.keys_read, report.new_generation), (1_000, 2));
+    /// assert_eq!(t.params().layout(), Layout::SplitBlock);
+    /// assert!(keys.iter().all(|k| t.contains(k)));
+    /// # Ok(()) }
+    /// ```
+    pub fn change_layout<F, I, K, E>(
+        &self,
+        layout: Layout,
+        source: F,
+        options: &RegenOptions,
+    ) -> Result<RegenReport, StoreError>
+    where
+        F: FnOnce() -> I,
+        I: IntoIterator<Item = Result<K, E>>,
+        K: AsRef<[u8]>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let inner = &self.inner;
+        let _one = inner.regen_lock.lock();
+        let catalog = inner.store.catalog_lock.lock();
+        let old = inner.gen.load_full();
+        let w = old.writer.lock();
+        old.check_live()?;
+        let live = old.live_keys_locked(&w);
+        let meta = self.meta();
+        let hash = (layout, HashSpec::default_for(layout));
+        let (capacity, params) = plan(&meta, &old, live, options, hash)?;
+        let new_name = meta.tree_name(old.meta.generation + 1);
+        let built = Build::new(params, capacity, &old, &meta.name).and_then(|mut b| {
+            b.count_source(source, &meta.name)?;
+            let tree = b.write_new_tree(&inner.store.db, &new_name)?;
+            Ok((b, tree))
+        });
+        match built {
+            Ok((b, tree)) => self.commit_locked(&old, &meta, b, tree, &[], catalog, w),
+            Err(e) => {
+                let _ = inner.store.db.drop_tree(new_name.as_bytes());
+                Err(e)
+            }
+        }
+    }
+}
