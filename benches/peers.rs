@@ -70,10 +70,10 @@ mod ratios;
 #[path = "peers/subjects.rs"]
 mod subjects;
 
+use builds::{build_round, spec};
 use criterion::Criterion;
 use filterstore::{BitFilter, CountingFilter, FilterParams, HashSpec, Layout, ParamError};
 use harness::{env_f64, load1, loadavg, time_once, Bench, Figure, Key, Keys, Results};
-use builds::{build_round, spec};
 use ratios::ratio_lines;
 use std::hash::BuildHasher;
 use std::time::Duration;
@@ -394,7 +394,6 @@ fn build_all(
         others,
     })
 }
-
 
 /// Object-safe access to a dynamic filter for [`build_all`]: the insert
 /// benchmark stays monomorphic inside.
