@@ -430,6 +430,10 @@ async fn explain_shows_every_decision() {
             text.contains("BloomFilterExec") && text.contains("rows_in"),
             "{text}"
         );
+        // The decisions, in the row the rule appends to the analyzed plan.
+        assert!(text.contains("Runtime filters"), "{text}");
+        assert!(text.contains("BloomRuntimeFilters: 1 applied"), "{text}");
+        assert!(text.contains("left side: skipped"), "{text}");
     })
     .await
 }

@@ -18,6 +18,7 @@
 //! matches nulls. Everything it cannot prove is skipped with a reason
 //! ([`SkipReason`]), visible in `EXPLAIN` and in [`RuntimeFilterReport`].
 
+pub mod analyze;
 pub mod build;
 pub mod codec;
 pub mod exec;

@@ -12,8 +12,10 @@
 //! the query would run, filters included, followed by one line per join
 //! side with the decision and its reason. `EXPLAIN ANALYZE` runs the plan
 //! with its filters; their metrics (`rows_in`, `output_rows`,
-//! `message_bytes`) appear beside each `BloomFilterExec`.
+//! `message_bytes`) appear beside each `BloomFilterExec`, and a last row
+//! (`plan_type` "Runtime filters") gives the decisions, as `EXPLAIN` does.
 
+use super::analyze::BloomReportExec;
 use super::report::RuntimeFilterReport;
 use super::rule::BloomRuntimeFilterRule;
 use super::RuntimeFilterConfig;
@@ -97,6 +99,7 @@ impl BloomRuntimeFilterPlanner {
             let (new_input, report) = self.rule.optimize(input, state).await?;
             let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
             let plan = plan.replace_children(vec![new_input], opts)?;
+            let plan = BloomReportExec::wrap(plan, report.to_string());
             return Ok((plan, report));
         }
         self.rule.optimize(plan, state).await

@@ -1,0 +1,119 @@
+//! `EXPLAIN ANALYZE` with the runtime filters' decisions: the analyzed
+//! plan's rows, then one more row (`plan_type` "Runtime filters") with the
+//! decision and reason of every join side, as `EXPLAIN` prints them.
+//!
+//! DataFusion's `AnalyzeExec` (and datafusion-distributed's) output two
+//! string columns, `plan_type` and `plan`, in one partition; this node runs
+//! on the coordinator only, above them, and is never sent to a worker.
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::StreamExt;
+use std::fmt;
+use std::sync::Arc;
+
+/// Name of the node in plans.
+const NAME: &str = "BloomReportExec";
+
+/// The `plan_type` of the appended row.
+pub const REPORT_ROW: &str = "Runtime filters";
+
+/// Appends the decisions to an analyze node's output.
+#[derive(Debug)]
+pub struct BloomReportExec {
+    input: Arc<dyn ExecutionPlan>,
+    report: String,
+}
+
+impl BloomReportExec {
+    /// `analyze` with `report` appended, or `analyze` itself when its output
+    /// is not the two string columns of an analyze node (nothing to append
+    /// to, and nothing changed).
+    pub fn wrap(analyze: Arc<dyn ExecutionPlan>, report: String) -> Arc<dyn ExecutionPlan> {
+        let schema = analyze.schema();
+        let strings = schema.fields().len() == 2
+            && schema
+                .fields()
+                .iter()
+                .all(|f| f.data_type() == &DataType::Utf8);
+        if !strings || analyze.properties().partitioning.partition_count() != 1 {
+            return analyze;
+        }
+        Arc::new(BloomReportExec {
+            input: analyze,
+            report,
+        })
+    }
+
+    fn report_batch(&self) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![REPORT_ROW])),
+            Arc::new(StringArray::from(vec![self.report.trim_end().to_string()])),
+        ];
+        RecordBatch::try_new(self.input.schema(), columns).map_err(DataFusionError::from)
+    }
+}
+
+impl DisplayAs for BloomReportExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{NAME}")
+    }
+}
+
+impl ExecutionPlan for BloomReportExec {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        // No expressions of its own.
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal(format!(
+                "{NAME} takes one child, got {}",
+                children.len()
+            )));
+        }
+        Ok(BloomReportExec::wrap(
+            children.swap_remove(0),
+            self.report.clone(),
+        ))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let extra = futures::stream::once(futures::future::ready(self.report_batch()));
+        let schema = self.schema();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            input.chain(extra),
+        )))
+    }
+}
