@@ -66,13 +66,12 @@ async fn body() {
     let (mut applied, mut forced_applied) = (0, 0);
     for q in 1..=22 {
         let stmts = tpch::statements(q);
-        let ordered = tpch::ordered(q);
-        let expected = tpch::rows(&tpch::run(&single, &stmts).await.unwrap(), ordered);
+        let expected = tpch::rows(&tpch::run(&single, &stmts).await.unwrap());
         for (name, ctx) in [("without", &without), ("with", &with), ("forced", &forced)] {
             let got = tpch::run(ctx, &stmts)
                 .await
                 .unwrap_or_else(|e| panic!("q{q} {name}: {e}"));
-            let got = tpch::rows(&got, ordered);
+            let got = tpch::rows(&got);
             if let Some(d) = tpch::diff(&expected, &got) {
                 panic!("q{q} {name} differs from single-node DataFusion: {d}");
             }
