@@ -22,6 +22,7 @@ pub struct StoreConfig {
     pub(crate) flush_every_ms: Option<u64>,
     pub(crate) max_filter_bytes: Option<u64>,
     pub(crate) io_timeout: std::time::Duration,
+    pub(crate) memory_budget: Option<u64>,
 }
 
 /// How long one call into the storage engine may take before the store
@@ -79,6 +80,7 @@ impl Default for StoreConfig {
             flush_every_ms: None,
             max_filter_bytes: None,
             io_timeout: DEFAULT_IO_TIMEOUT,
+            memory_budget: None,
         }
     }
 }
@@ -112,7 +114,7 @@ impl StoreConfig {
     /// Operations of non-durable writes gathered in memory before they are
     /// written to sled as one log record ([`DEFAULT_BUFFER_OPS`]; at least 1).
     pub fn buffer_ops(mut self, ops: usize) -> Self {
-        self.buffer_ops = ops.clamp(1, super::wal::MAX_RECORD_OPS);
+        self.buffer_ops = ops.clamp(1, super::disk::log::MAX_RECORD_OPS);
         self
     }
 
@@ -159,6 +161,21 @@ impl StoreConfig {
     /// and its flush, or the open of the database).
     pub fn io_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.io_timeout = timeout.max(std::time::Duration::from_millis(1));
+        self
+    }
+
+    /// The memory budget of the **whole process** (every store in it), in
+    /// bytes: a store opened with `Some(bytes)` sets it. Every large
+    /// allocation — a table's bit filter for as long as the table is open, a
+    /// regeneration's new counters and bits, a bulk load's or a counting
+    /// snapshot's counters, an import's or an export's buffers — is reserved
+    /// under it first, and refused with
+    /// [`StoreError::OverBudget`](super::StoreError::OverBudget) (nothing
+    /// allocated or written) when the reservations in force would pass it.
+    /// `None` (the default) leaves the budget as it is: unless set, 3/4 of the
+    /// process's cgroup v2 `memory.max`, or of `MemAvailable` without one.
+    pub fn memory_budget(mut self, bytes: Option<u64>) -> Self {
+        self.memory_budget = bytes;
         self
     }
 

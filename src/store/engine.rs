@@ -1,125 +1,170 @@
-//! The one door to sled: every call the store makes into sled 0.34.7 runs on
-//! one worker thread of the process, one at a time, and every call that may
-//! have written is flushed before the next one starts. This makes sled's
-//! segment-accountant deadlock (sled issue #804) impossible for the store's
-//! own traffic (the argument follows), and it gives every call a deadline
-//! (the last section): a sled call that never returns — as on a full disk —
-//! costs the caller [`StoreConfig::io_timeout`](super::StoreConfig::io_timeout)
-//! and a typed error, not a hang.
+//! sled 0.34.7, for what the store still keeps in it: the guard's storage
+//! ([`SledDiffStorage`](crate::SledDiffStorage)), and the data of stores
+//! of formats 1 and 2 while they are migrated. Writes run on one worker
+//! thread of the process, one at a time, small, each flushed; reads run on
+//! the caller's thread. This module proves from sled's code that sled's
+//! writer deadlock (its issue #804) cannot close under these rules, and
+//! gives every write a deadline that counts only its own running time.
 //!
 //! # The deadlock, from sled's code
 //! A writer that fills a log segment asks the segment accountant (SA) for
-//! the next one while holding the SA mutex (`iobuf.rs`
-//! `maybe_seal_and_write_iobuf` → `SegmentAccountant::next` → `bump_tip`).
-//! If the file tail was freed earlier, `bump_tip` first waits for the
-//! asynchronous truncation that freeing queued on sled's process-wide thread
-//! pool (`segment.rs` `truncate`). That pool starts 7 threads and grows only
-//! when its queue is deeper than 7 *and* fewer than 7 threads are counted as
-//! waiting — a count that wraps below zero while more than half the threads
-//! run tasks (`threadpool.rs`: a running task is subtracted twice), so in
-//! practice it never grows past 7 while busy. Every sealed log buffer queues
-//! one `write_to_log` task, which ends in `sa_stabilize` → `with_sa`, i.e.
-//! waits for the SA mutex. If all 7 threads hold such tasks while a writer
-//! in `bump_tip` holds the mutex, the truncation behind them never runs: the
-//! writer waits for the truncation, the truncation for a thread, the threads
-//! for the writer. Upstream fixed this after 0.34.7 with a dedicated
-//! truncation thread (PR #1269), never released on the 0.34 line.
+//! the next one while holding the SA mutex (`pagecache/iobuf.rs`
+//! `maybe_seal_and_write_iobuf` → `SegmentAccountant::next` →
+//! `bump_tip`). If the file tail was freed earlier, `bump_tip` first waits
+//! for the asynchronous truncation that freeing queued on sled's
+//! process-wide thread pool (`pagecache/segment.rs` `truncate`). That pool
+//! starts 7 threads and in practice never grows past them while busy
+//! (`threadpool.rs`: a running task is subtracted twice from the count of
+//! waiting threads). Every sealed log buffer queues one `write_to_log` task,
+//! which ends in `sa_stabilize` → `with_sa`, i.e. waits for the SA mutex. If
+//! all 7 threads hold such tasks while a writer in `bump_tip` holds the
+//! mutex, the truncation behind them never runs. Upstream fixed this after
+//! 0.34.7 (PR #1269), never released on the 0.34 line.
 //!
-//! # Why it cannot close here
-//! The cycle needs 7 `write_to_log` tasks blocked at once. Their only
-//! sources are sealed buffers (from writes and flushes), `Tree::flush_async`
-//! (never called) and sled's background flusher (disabled: the store opens
-//! sled with `flush_every_ms(None)`, which also disables sled's background
-//! segment cleaning, `PageCache::attempt_gc`, which only that thread calls).
-//! The store keeps three rules:
+//! # Why it cannot close here: writes
+//! The cycle needs 7 `write_to_log` tasks blocked at once, whose only
+//! sources are sealed buffers; sled's background flusher is off
+//! (`flush_every_ms(None)`, which also disables its background segment
+//! cleaning, `PageCache::attempt_gc`, called only by that thread), and
+//! `flush_async` is never called. Three rules:
 //!
-//! 1. **One call at a time.** Every sled call of the process's stores runs on
-//!    the engine's worker thread, reads included (a read of an unflushed
-//!    page can seal a buffer); dropping a handle too. Only the worker
-//!    reserves log space, so only it can be the writer in `bump_tip`; pool
-//!    tasks never call `SA::next`.
-//! 2. **Flushed before the next call.** A call that may have written
-//!    flushes before it returns; `flush` returns once every
-//!    buffer sealed so far has been written (`make_stable`), so those tasks
-//!    have only their `sa_stabilize` left, which needs the SA mutex for a
-//!    moment and nothing else.
-//! 3. **Small calls.** Steady-state calls write at most two items of at most
-//!    one counter page each (16 KiB; log records are either small or larger
-//!    than sled's inline limit of `segment_size / 4` = 128 KiB, in which
-//!    case sled writes them to a blob file and logs a pointer). Per item sled
-//!    may also log a consolidated node (its fragment chain reached its
-//!    threshold) and split a node, each inline only below 128 KiB; so a call
-//!    logs under 1 MiB = 2 segments of 512 KiB: at most 2 buffers sealed
-//!    full, plus the 1 sealed by the flush — 3 tasks per call.
+//! 1. **One write at a time.** Every call that may write runs on the
+//!    engine's worker thread, so only the worker reserves log space and can
+//!    be the writer in `bump_tip`; pool tasks never call `SA::next`.
+//! 2. **Flushed before the next.** A write call flushes before it returns,
+//!    and its settling (below) flushes after every traversal that wrote:
+//!    `flush` returns once every buffer sealed so far has been written
+//!    (`make_stable`), so their tasks have only `sa_stabilize` left.
+//! 3. **Small.** One sled call writes at most [`MAX_CALL_ITEMS`] items, each
+//!    a key of at most [`MAX_KEY`] bytes and a value of at most
+//!    [`MAX_VALUE`]: below sled's inline limit (`segment_size / 4`, 128 KiB,
+//!    `pagecache/logger.rs` `reserve_inner`), and such that a leaf of 17
+//!    items (sled splits a leaf of more than 16, `node.rs` `should_split`)
+//!    stays inline too, so nothing ever becomes a blob file. Per item sled
+//!    logs its fragment and may consolidate its node (when its chain
+//!    reaches 10 fragments, `PAGE_CONSOLIDATION_THRESHOLD`): at most
+//!    17 × 4.4 KiB ≈ 75 KiB; so a call logs under 8 × 80 KiB = 640 KiB,
+//!    at most 2 buffers sealed full plus 1 by the flush. A settling
+//!    traversal of one key (below) splits or merges at most its path's
+//!    nodes and is flushed by itself.
 //!
-//! While the worker waits in `bump_tip`, the tasks that exist are its
-//! own call's (≤ 3) and the previous call's (≤ 3, past `make_stable`); one
-//! more call's worth would need a task to stay parked on the SA mutex across
-//! a whole call of another thread, which ends with an `fsync` — while
-//! parking_lot (sled's mutex) hands a contended lock to a waiter at least
-//! every 0.5 ms. So at most 6 of the 7 threads can be blocked, and the
-//! truncation — queued behind at most 6 tasks in FIFO order — gets the 7th.
+//! While the worker waits in `bump_tip`, the tasks that exist are its own
+//! segment's (≤ 3) and the previous segment's (≤ 3, past `make_stable`); so
+//! at most 6 of the 7 threads can be blocked, and the truncation, queued
+//! behind at most 6 tasks in FIFO order, gets the 7th. (The earlier engine
+//! stated the same bound and had been looped 10,000 times without a hang;
+//! `scripts/hang-loop.sh` loops the guard's concurrent test now.)
 //!
-//! Exceptions, outside the steady state and documented where they occur: a
-//! store migration's switch batch (one item per table, once per store), and
-//! the host records of [`SledDiffStorage`](crate::SledDiffStorage) (the host
-//! sizes its own batches). Both still run on the worker.
+//! # Why it cannot close here: reads on the caller's thread
+//! A `Tree::get` traverses the tree from its root (`tree.rs`
+//! `view_for_key`) and, on its way, finishes any structure modification it
+//! finds pending: it splits a node that has grown past its limit
+//! (`should_split`), merges one that has shrunk (`should_merge`), completes
+//! a half-done split or merge, or hoists a new root — and each of those
+//! *writes* (`pagecache.replace`, `link`, `allocate`). Reading a page that
+//! is not in the cache pulls it from the log (`pagecache/logger.rs` `read`),
+//! and if its position is not yet stable, `make_durable` seals the current
+//! buffer, which may take `SA::next`. Neither may happen on a reader's
+//! thread. So:
 //!
-//! The price: sled calls of all stores in one process are serialised and
-//! each write is its own flush. Lookups never call sled, and the write path
-//! already groups operations into log records, so this costs only folds and
-//! regenerations, which write one page per call (`cargo bench --bench
-//! store` measures both).
+//! * each tree has a **gate**: a read holds it shared, a write call on the
+//!   worker holds it exclusively from before its first sled call until it
+//!   has flushed and **settled** the tree: traversed again every key it
+//!   wrote, flushing after each traversal, until a whole round wrote
+//!   nothing (`Tree::flush` returns the bytes it made stable). A split or a
+//!   merge changes only nodes on the written keys' paths, new halves (which
+//!   start within their limits), and a merged node's left sibling, which
+//!   then holds the written keys and is on their paths; so after a round
+//!   that wrote nothing, no node of the tree has anything pending. A tree
+//!   opened after a crash (whose recovery may have left a split half done)
+//!   is settled by traversing all of it, the same way, before any read.
+//! * every write call flushes, so every page of a settled tree is stable:
+//!   a read that pulls one returns from `make_durable` at once (`stable >=
+//!   lsn`) and reads the file with `pread`. Its remaining work (the page
+//!   cache's in-memory eviction, `page_out`) takes no lock of the SA.
+//!
+//! A read of a settled tree therefore reserves no log space, seals no
+//! buffer, queues no pool task and never takes the SA mutex: it cannot be
+//! part of the cycle, and it runs beside the worker on any tree. Readers of
+//! one tree wait only for a write call *of that tree* (one small call and
+//! its settling); never for another tree or another store. If settling ever
+//! stopped short (after 64 rounds, which a tree within these limits does
+//! not need), the tree is marked unsettled and its reads go to the worker
+//! until a write settles it again.
 //!
 //! # Power loss
-//! sled's `flush` makes its log "stable" with `sync_file_range` (`iobuf.rs`
-//! `write_to_log`), which writes the data pages but neither the file's
-//! metadata (its size grows as segments are added) nor the disk's volatile
-//! cache: enough for a process kill, not for a power cut. So
-//! [`Db::flush`] — which every durability point of the store calls (a
-//! durable apply, `Table::flush`, a catalog change, a regeneration's swap,
-//! the end of a bulk load) — also syncs, in this order: every new blob
-//! file (sled never syncs those: `blob_io.rs` `write_blob`) with its
-//! directory, then the log (`fdatasync`) and the database directory (sled
-//! creates snapshots there). A blob is thus durable before any durable
-//! record points at it. sled also deletes a replaced blob before the
-//! replacing record is durable; [`blobkeep`](super::blobkeep) keeps a
-//! second name for each blob until then, and puts it back before sled
-//! recovers.
+//! sled's `flush` makes its log "stable" with `sync_file_range`
+//! (`pagecache/iobuf.rs` `write_to_log`), which is not durable. So
+//! [`Db::flush`] — called at the end of every operation of the guard's
+//! storage — also syncs, in this order: every new blob file with its
+//! directory ([`blobkeep`](super::blobkeep): none are made within the
+//! limits above, but a store of format 1 or 2 may hold some), then the log
+//! (`fdatasync`) and the database directory. sled never syncs its `conf`
+//! file, which it rewrites on every open (`config.rs` `write_config`); a
+//! torn one fails its CRC and sled refuses to open. Its contents follow from
+//! the configuration alone, so a `conf` that fails its CRC is removed before
+//! sled opens (sled writes it again) and the new one is synced right after.
 //!
-//! # Deadlines, and a full disk
-//! On a full disk sled 0.34.7 can wait forever: a failed snapshot or log
-//! write leaves `flush` (called by every `Tree` drop) waiting for a stable
-//! log position that never comes (reproduced on a 20 MB tmpfs: the 26th
-//! 20k-key insert, and every open afterwards, hung in `Tree::drop` →
-//! `PageCache::flush`). So the caller waits for the worker at most the
-//! database's deadline; if it passes, the database is marked failed, the
-//! stuck worker is abandoned to sled (a fresh one serves other databases),
-//! and the caller gets an I/O error of kind `TimedOut`. Any I/O error,
-//! corruption or sled bug report marks the database failed too (sled keeps
-//! such an error for good). Every later call on a failed database fails at
-//! once, and its handles are leaked rather than dropped, since dropping
-//! flushes and the flush may never return: the directory stays locked
-//! until the process exits. Lookups never call sled and keep working;
-//! nothing durable is lost (sled only ever appends to its log). A sled
-//! panic is caught on the worker and reported as an error.
+//! # Deadlines
+//! On a full disk sled 0.34.7 can wait forever (a failed log write leaves
+//! `flush` waiting for a stable position that never comes). A write call's
+//! caller waits for it at most the database's deadline **from the moment
+//! the worker starts it**: the time it queued behind other databases' calls
+//! is not counted. If the deadline passes, that database alone is marked
+//! failed: its later writes fail at once, its handles are leaked rather than
+//! dropped (dropping flushes, which may never return), and the caller gets
+//! an I/O error of kind `TimedOut`; the worker is never replaced (a second
+//! worker would put two threads into sled). A call of another database that
+//! is still queued when the worker's current call has passed *its* deadline
+//! is withdrawn and fails with kind `WouldBlock` ("the storage worker is
+//! held by another store's call"), without marking its database failed:
+//! retry later. Reads wait for their tree's gate at most the deadline.
+//! Any I/O error, corruption or sled bug report marks the database failed
+//! too. A sled panic is caught on the worker and reported as an error.
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(crate) use sled::IVec;
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+/// The most items (inserts and removes) one write call hands sled.
+pub(crate) const MAX_CALL_ITEMS: usize = 8;
+/// The longest key a write may carry, in bytes.
+pub(crate) const MAX_KEY: usize = 256;
+/// The longest value a write may carry, in bytes.
+pub(crate) const MAX_VALUE: usize = 4097;
+/// The most traversal rounds of one settling.
+const SETTLE_ROUNDS: usize = 64;
 
-/// The sender of the process's sled worker; `None` until the first call and
-/// after the worker was abandoned.
+/// A job's state: queued, running, withdrawn by its caller.
+const QUEUED: u8 = 0;
+const RUNNING: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+struct Job {
+    state: Arc<JobState>,
+    run: Box<dyn FnOnce() + Send + 'static>,
+}
+
+struct JobState {
+    state: AtomicU8,
+    /// When the worker started it (valid once running).
+    started: Mutex<Option<Instant>>,
+    /// The deadline of its database.
+    timeout: Duration,
+}
+
+/// What the worker is running: its start and deadline.
+static CURRENT: Mutex<Option<(Instant, Duration)>> = parking_lot::const_mutex(None);
+
+/// The sender of the process's sled worker; `None` until the first call.
 static WORKER: Mutex<Option<mpsc::Sender<Job>>> = parking_lot::const_mutex(None);
 
-/// Queues `job` on the worker, starting one if there is none.
 fn submit(job: Job) -> Result<(), Job> {
     let mut worker = WORKER.lock();
     let tx = worker.get_or_insert_with(spawn_worker);
@@ -135,9 +180,21 @@ fn spawn_worker() -> mpsc::Sender<Job> {
         .name("filterstore-sled".into())
         .spawn(move || {
             for job in rx {
+                if job
+                    .state
+                    .state
+                    .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue; // withdrawn by its caller
+                }
+                let now = Instant::now();
+                *job.state.started.lock() = Some(now);
+                *CURRENT.lock() = Some((now, job.state.timeout));
                 // A sled panic must not take the worker with it: the job's
                 // reply channel is dropped, which its caller reports.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job.run));
+                *CURRENT.lock() = None;
             }
         });
     // Without a thread the receiver is gone and every send fails: reported.
@@ -145,19 +202,30 @@ fn spawn_worker() -> mpsc::Sender<Job> {
     tx
 }
 
-/// Abandons the worker (stuck in sled): the next call starts a fresh one.
-fn abandon_worker() {
-    *WORKER.lock() = None;
+/// Whether the worker's current call has run past its own deadline.
+fn worker_held() -> bool {
+    CURRENT
+        .lock()
+        .is_some_and(|(start, timeout)| start.elapsed() > timeout)
+}
+
+fn io_error(kind: std::io::ErrorKind, msg: String) -> sled::Error {
+    sled::Error::Io(std::io::Error::new(kind, msg))
+}
+
+/// Errors after which sled's database is not to be trusted with more calls.
+fn is_fatal(e: &sled::Error) -> bool {
+    matches!(
+        e,
+        sled::Error::Io(_) | sled::Error::Corruption { .. } | sled::Error::ReportableBug(_)
+    )
 }
 
 /// What the handles of one database share.
 #[derive(Debug)]
 struct Shared {
-    /// How long a caller waits for one sled call.
     timeout: Duration,
-    /// Set by a timeout or a fatal error: every later call fails at once.
     failed: AtomicBool,
-    /// Why it failed.
     reason: Mutex<String>,
 }
 
@@ -177,55 +245,92 @@ impl Shared {
         }
     }
 
-    fn failed_error(&self) -> sled::Error {
-        io_error(
-            std::io::ErrorKind::Other,
-            format!(
-                "the database failed earlier ({}); reopen the store",
-                self.reason.lock()
-            ),
-        )
+    fn check(&self) -> sled::Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(io_error(
+                std::io::ErrorKind::Other,
+                format!(
+                    "the database failed earlier ({}); reopen the store",
+                    self.reason.lock()
+                ),
+            ));
+        }
+        Ok(())
     }
 
-    /// Runs `job` on the worker and waits for it at most the deadline.
+    /// Runs `job` on the worker; waits for it at most the deadline counted
+    /// from its start (module docs, "Deadlines").
     fn call<R: Send + 'static>(
         &self,
         job: impl FnOnce() -> sled::Result<R> + Send + 'static,
     ) -> sled::Result<R> {
-        if self.failed.load(Ordering::Acquire) {
-            return Err(self.failed_error());
-        }
+        self.check()?;
         let (tx, rx) = mpsc::sync_channel(1);
-        let sent = submit(Box::new(move || {
-            let _ = tx.send(job());
-        }));
+        let state = Arc::new(JobState {
+            state: AtomicU8::new(QUEUED),
+            started: Mutex::new(None),
+            timeout: self.timeout,
+        });
+        let sent = submit(Job {
+            state: Arc::clone(&state),
+            run: Box::new(move || {
+                let _ = tx.send(job());
+            }),
+        });
         if sent.is_err() {
             return Err(io_error(
                 std::io::ErrorKind::Other,
                 "could not start the storage engine's thread".into(),
             ));
         }
-        match rx.recv_timeout(self.timeout) {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => {
-                if is_fatal(&e) {
-                    self.fail(e.to_string());
+        let poll = self.timeout.min(Duration::from_millis(20));
+        loop {
+            match rx.recv_timeout(poll) {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) => {
+                    if is_fatal(&e) {
+                        self.fail(e.to_string());
+                    }
+                    return Err(e);
                 }
-                Err(e)
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let msg = format!(
-                    "the storage engine did not answer within {:?} (a full or failing disk?)",
-                    self.timeout
-                );
-                self.fail(msg.clone());
-                abandon_worker();
-                Err(io_error(std::io::ErrorKind::TimedOut, msg))
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let msg = "the storage engine panicked".to_string();
-                self.fail(msg.clone());
-                Err(sled::Error::ReportableBug(msg))
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let started = *state.started.lock();
+                    match started {
+                        Some(t) if t.elapsed() > self.timeout => {
+                            let msg = format!(
+                                "the storage engine did not answer within {:?} (a full or failing disk?)",
+                                self.timeout
+                            );
+                            self.fail(msg.clone());
+                            return Err(io_error(std::io::ErrorKind::TimedOut, msg));
+                        }
+                        Some(_) => {}
+                        None if worker_held()
+                            && state
+                                .state
+                                .compare_exchange(
+                                    QUEUED,
+                                    WITHDRAWN,
+                                    Ordering::AcqRel,
+                                    Ordering::Acquire,
+                                )
+                                .is_ok() =>
+                        {
+                            return Err(io_error(
+                                std::io::ErrorKind::WouldBlock,
+                                "the storage worker is held by another store's call that passed \
+                                 its deadline; nothing was written, retry later"
+                                    .into(),
+                            ));
+                        }
+                        None => {}
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let msg = "the storage engine panicked".to_string();
+                    self.fail(msg.clone());
+                    return Err(sled::Error::ReportableBug(msg));
+                }
             }
         }
     }
@@ -235,7 +340,17 @@ impl Shared {
     fn release<T: Send + 'static>(&self, handle: T) {
         if self.failed.load(Ordering::Acquire) {
             std::mem::forget(handle);
-        } else if let Err(job) = submit(Box::new(move || drop(handle))) {
+            return;
+        }
+        let job = Job {
+            state: Arc::new(JobState {
+                state: AtomicU8::new(QUEUED),
+                started: Mutex::new(None),
+                timeout: self.timeout,
+            }),
+            run: Box::new(move || drop(handle)),
+        };
+        if let Err(job) = submit(job) {
             std::mem::forget(job);
         }
     }
@@ -246,31 +361,58 @@ fn dropped() -> sled::Error {
     sled::Error::ReportableBug("a storage handle was used while being dropped".into())
 }
 
-fn io_error(kind: std::io::ErrorKind, msg: String) -> sled::Error {
-    sled::Error::Io(std::io::Error::new(kind, msg))
+/// A tree's gate (module docs): readers share it, a write call holds it
+/// until it has flushed and settled the tree.
+#[derive(Debug, Default)]
+struct Gate {
+    lock: RwLock<()>,
+    /// Whether the tree has nothing pending (reads may run on the caller's
+    /// thread).
+    settled: AtomicBool,
 }
 
-/// Errors after which sled's database is not to be trusted with more calls.
-fn is_fatal(e: &sled::Error) -> bool {
-    matches!(
-        e,
-        sled::Error::Io(_) | sled::Error::Corruption { .. } | sled::Error::ReportableBug(_)
-    )
+/// Traverses every key of `keys` again, flushing after each traversal that
+/// wrote, until a round writes nothing (module docs); `Ok(false)` if that
+/// took more than [`SETTLE_ROUNDS`] rounds.
+fn settle_keys(tree: &sled::Tree, keys: &[IVec]) -> sled::Result<bool> {
+    for _ in 0..SETTLE_ROUNDS {
+        let mut wrote = 0;
+        for k in keys {
+            tree.get(k)?;
+            wrote += tree.flush()?;
+        }
+        if wrote == 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
-/// Flushes after a call that may have written; the call's error wins.
-fn flushed<R>(result: sled::Result<R>, flush: sled::Result<usize>) -> sled::Result<R> {
-    let value = result?;
-    flush?;
-    Ok(value)
+/// Settles a whole tree: traverses all of it (an iteration reaches every
+/// leaf through `view_for_key`), flushing every 64 items, until a pass
+/// writes nothing.
+fn settle_all(tree: &sled::Tree) -> sled::Result<bool> {
+    for _ in 0..SETTLE_ROUNDS {
+        let mut wrote = 0;
+        for (i, item) in tree.iter().enumerate() {
+            item?;
+            if i % 64 == 63 {
+                wrote += tree.flush()?;
+            }
+        }
+        wrote += tree.flush()?;
+        if wrote == 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
-/// A sled database, reached only through the worker.
+/// A sled database, reached only through the worker for writes.
 #[derive(Debug)]
 pub(crate) struct Db {
     inner: Option<sled::Db>,
     shared: Arc<Shared>,
-    /// The database directory.
     dir: Arc<PathBuf>,
 }
 
@@ -285,9 +427,7 @@ impl Clone for Db {
 }
 
 /// Steps 2 to 4 of a durability point, after sled's flush (module docs,
-/// "Power loss"): blob files synced and kept, then sled's log
-/// `fdatasync`ed and the database directory `fsync`ed (sled creates its
-/// snapshots and configuration there), then the deleted blobs released.
+/// "Power loss").
 fn sync_files(dir: &Path) -> std::io::Result<()> {
     super::blobkeep::keep_new(dir)?;
     std::fs::File::open(dir.join("db"))?.sync_data()?;
@@ -305,14 +445,17 @@ impl Drop for Db {
 
 impl Db {
     /// Opens a database with `config` (sled's background flusher disabled);
-    /// every call on it, the open included, waits at most `timeout`.
+    /// the open is a call with the deadline `timeout`, as every write.
     pub(crate) fn open(path: &Path, config: sled::Config, timeout: Duration) -> sled::Result<Db> {
         let shared = Shared::new(timeout);
         let config = config.path(path).flush_every_ms(None);
         let dir = path.to_path_buf();
         let inner = shared.call(move || {
             super::blobkeep::restore(&dir).map_err(sled::Error::Io)?;
-            config.open()
+            repair_conf(&dir);
+            let db = config.open()?;
+            sync_conf(&dir).map_err(sled::Error::Io)?;
+            Ok(db)
         })?;
         Ok(Db {
             inner: Some(inner),
@@ -321,28 +464,36 @@ impl Db {
         })
     }
 
-    /// sled's handle (`None` only while this handle is dropped).
     fn db(&self) -> sled::Result<sled::Db> {
         self.inner.clone().ok_or_else(dropped)
     }
 
+    /// Opens (or creates) a tree and settles all of it (module docs).
     pub(crate) fn open_tree(&self, name: impl AsRef<[u8]>) -> sled::Result<Tree> {
         let (db, name) = (self.db()?, name.as_ref().to_vec());
+        let gate = Arc::new(Gate::default());
+        let g = Arc::clone(&gate);
         let inner = self.shared.call(move || {
-            let tree = db.open_tree(name);
-            flushed(tree, db.flush())
+            let _w = g.lock.write();
+            let tree = db.open_tree(name)?;
+            db.flush()?;
+            let settled = settle_all(&tree)?;
+            g.settled.store(settled, Ordering::Release);
+            Ok(tree)
         })?;
         Ok(Tree {
             inner: Some(inner),
             shared: self.shared.clone(),
+            gate,
         })
     }
 
     pub(crate) fn drop_tree(&self, name: impl AsRef<[u8]>) -> sled::Result<bool> {
         let (db, name) = (self.db()?, name.as_ref().to_vec());
         self.shared.call(move || {
-            let dropped = db.drop_tree(name);
-            flushed(dropped, db.flush())
+            let dropped = db.drop_tree(name)?;
+            db.flush()?;
+            Ok(dropped)
         })
     }
 
@@ -352,8 +503,7 @@ impl Db {
     }
 
     /// Makes everything written so far durable, also against power loss:
-    /// sled's flush, then `fdatasync` of sled's log and `fsync` of the
-    /// directories whose entries sled creates (module docs, "Power loss").
+    /// sled's flush, then the syncs of the module docs ("Power loss").
     pub(crate) fn flush(&self) -> sled::Result<()> {
         let (db, dir) = (self.db()?, self.dir.clone());
         self.shared.call(move || {
@@ -367,18 +517,14 @@ impl Db {
         let db = self.db()?;
         self.shared.call(move || Ok(db.is_empty()))
     }
-
-    pub(crate) fn size_on_disk(&self) -> sled::Result<u64> {
-        let db = self.db()?;
-        self.shared.call(move || db.size_on_disk())
-    }
 }
 
-/// A sled tree, reached only through the worker.
+/// A sled tree: writes through the worker, reads on the caller's thread.
 #[derive(Debug)]
 pub(crate) struct Tree {
     inner: Option<sled::Tree>,
     shared: Arc<Shared>,
+    gate: Arc<Gate>,
 }
 
 impl Clone for Tree {
@@ -386,6 +532,7 @@ impl Clone for Tree {
         Tree {
             inner: self.inner.clone(),
             shared: self.shared.clone(),
+            gate: self.gate.clone(),
         }
     }
 }
@@ -398,38 +545,80 @@ impl Drop for Tree {
     }
 }
 
-/// Records fetched per worker call while iterating.
+/// Records fetched per gate acquisition while iterating.
 const ITER_BATCH: usize = 64;
 
 impl Tree {
-    /// sled's handle (`None` only while this handle is dropped).
     fn tree(&self) -> sled::Result<sled::Tree> {
         self.inner.clone().ok_or_else(dropped)
     }
 
-    /// A call that may write: flushed before it returns.
-    fn write<R: Send + 'static>(
+    /// Runs `read` on the caller's thread under the tree's gate (module
+    /// docs), or on the worker if the tree is not settled.
+    fn read<R: Send + 'static>(
         &self,
-        call: impl FnOnce(&sled::Tree) -> sled::Result<R> + Send + 'static,
+        read: impl FnOnce(&sled::Tree) -> sled::Result<R> + Send + 'static,
     ) -> sled::Result<R> {
-        let tree = self.tree()?;
+        self.shared.check()?;
+        let tree = self.inner.as_ref().ok_or_else(dropped)?;
+        let Some(_shared) = self.gate.lock.try_read_for(self.shared.timeout) else {
+            return Err(io_error(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "a write of this storage held it for more than {:?}",
+                    self.shared.timeout
+                ),
+            ));
+        };
+        if self.gate.settled.load(Ordering::Acquire) {
+            return read(tree);
+        }
+        drop(_shared);
+        let (tree, gate) = (tree.clone(), Arc::clone(&self.gate));
         self.shared.call(move || {
-            let result = call(&tree);
-            flushed(result, tree.flush())
+            let _w = gate.lock.write();
+            read(&tree)
         })
     }
 
-    fn read<R: Send + 'static>(
+    /// A write call (module docs): `call` on the worker under the gate(s),
+    /// then a flush, then settling every tree in `trees` along `keys`.
+    fn write<R: Send + 'static>(
         &self,
+        others: &[&Tree],
+        keys: Vec<IVec>,
         call: impl FnOnce(&sled::Tree) -> sled::Result<R> + Send + 'static,
     ) -> sled::Result<R> {
         let tree = self.tree()?;
-        self.shared.call(move || call(&tree))
+        let mut all: Vec<(sled::Tree, Arc<Gate>)> = vec![(tree.clone(), Arc::clone(&self.gate))];
+        for o in others {
+            all.push((o.tree()?, Arc::clone(&o.gate)));
+        }
+        self.shared.call(move || {
+            let _held: Vec<_> = all.iter().map(|(_, g)| g.lock.write()).collect();
+            for (t, g) in &all {
+                if !g.settled.load(Ordering::Acquire) {
+                    g.settled.store(settle_all(t)?, Ordering::Release);
+                }
+            }
+            let result = call(&tree);
+            tree.flush()?;
+            for (t, g) in &all {
+                let settled = settle_keys(t, &keys)?;
+                g.settled.store(settled, Ordering::Release);
+            }
+            result
+        })
     }
 
     pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
         let key = IVec::from(key.as_ref());
         self.read(move |t| t.get(key))
+    }
+
+    /// The values of `keys`, in order, under one acquisition of the gate.
+    pub(crate) fn get_many(&self, keys: Vec<IVec>) -> sled::Result<Vec<Option<IVec>>> {
+        self.read(move |t| keys.iter().map(|k| t.get(k)).collect())
     }
 
     pub(crate) fn len(&self) -> sled::Result<usize> {
@@ -440,50 +629,43 @@ impl Tree {
         self.read(|t| Ok(t.is_empty()))
     }
 
-    pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> sled::Result<()> {
-        let (key, value) = (IVec::from(key.as_ref()), value.into());
-        self.write(move |t| t.insert(key, value)).map(drop)
-    }
-
-    pub(crate) fn remove(&self, key: impl AsRef<[u8]>) -> sled::Result<()> {
-        let key = IVec::from(key.as_ref());
-        self.write(move |t| t.remove(key)).map(drop)
-    }
-
+    /// Applies `batch` atomically (at most [`MAX_CALL_ITEMS`] items, each
+    /// within [`MAX_KEY`] and [`MAX_VALUE`]: a larger one is a bug of the
+    /// caller, refused).
     pub(crate) fn apply_batch(&self, batch: Batch) -> sled::Result<()> {
-        self.write(move |t| t.apply_batch(batch.inner))
-    }
-
-    pub(crate) fn clear(&self) -> sled::Result<()> {
-        self.write(|t| t.clear())
+        batch.check()?;
+        let keys = batch.keys.clone();
+        self.write(&[], keys, move |t| t.apply_batch(batch.inner))
     }
 
     /// The records whose keys start with `prefix`, in key order, fetched
     /// [`ITER_BATCH`] at a time.
     pub(crate) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        self.iter_from(Start::Prefix(prefix.as_ref().to_vec()))
+        self.iter_from(Some(prefix.as_ref().to_vec()))
     }
 
     /// Every record, in key order.
     pub(crate) fn iter(&self) -> Iter {
-        self.iter_from(Start::All)
+        self.iter_from(None)
     }
 
-    fn iter_from(&self, start: Start) -> Iter {
+    fn iter_from(&self, prefix: Option<Vec<u8>>) -> Iter {
         Iter {
-            state: match self.inner.clone() {
-                Some(tree) => IterState::Start(tree, start),
-                None => IterState::Done,
-            },
-            shared: self.shared.clone(),
-            buffered: std::collections::VecDeque::new(),
+            tree: self.clone(),
+            prefix,
+            after: None,
+            done: false,
+            buffered: VecDeque::new(),
         }
     }
 
-    /// Runs `f` as one sled transaction over `self` and `other`, flushed.
+    /// Runs `f` as one sled transaction over `self` and `other`, writing at
+    /// most [`MAX_CALL_ITEMS`] items whose keys are `keys` (settled
+    /// afterwards in both trees).
     pub(crate) fn transaction2<A, E>(
         &self,
         other: &Tree,
+        keys: Vec<IVec>,
         f: impl Fn(
                 &sled::transaction::TransactionalTree,
                 &sled::transaction::TransactionalTree,
@@ -496,12 +678,10 @@ impl Tree {
         E: Send + 'static,
     {
         use sled::transaction::{TransactionError, Transactional};
-        let (a, b) = (self.tree()?, other.tree()?);
-        self.shared.call(move || {
-            let result = (&a, &b).transaction(|(x, y)| f(x, y));
-            let flush = a.flush();
-            match result {
-                Ok(value) => flush.map(|_| Ok(value)),
+        let b = other.tree()?;
+        self.write(&[other], keys, move |a| {
+            match (a, &b).transaction(|(x, y)| f(x, y)) {
+                Ok(value) => Ok(Ok(value)),
                 Err(TransactionError::Abort(e)) => Ok(Err(e)),
                 Err(TransactionError::Storage(e)) => Err(e),
             }
@@ -509,76 +689,55 @@ impl Tree {
     }
 }
 
-enum Start {
-    All,
-    Prefix(Vec<u8>),
-}
-
-enum IterState {
-    /// Not started: the tree and where to start.
-    Start(sled::Tree, Start),
-    /// Between batches (the iterator is lent to the worker during one).
-    Running(Box<sled::Iter>),
-    /// Exhausted, failed, or lent to a worker that never returned it.
-    Done,
-}
-
-/// A sled iterator driven by the worker, [`ITER_BATCH`] records per call.
+/// A sled iterator run on the caller's thread under the tree's gate,
+/// [`ITER_BATCH`] records per acquisition (between two, writes may run:
+/// each resumes after the last key returned).
 pub(crate) struct Iter {
-    state: IterState,
-    shared: Arc<Shared>,
-    buffered: std::collections::VecDeque<(IVec, IVec)>,
+    tree: Tree,
+    prefix: Option<Vec<u8>>,
+    after: Option<IVec>,
+    done: bool,
+    buffered: VecDeque<(IVec, IVec)>,
 }
 
 impl Iter {
-    /// Fetches the next batch into `buffered`; the error of the call if any.
-    fn refill(&mut self) -> Option<sled::Error> {
-        let iter = match std::mem::replace(&mut self.state, IterState::Done) {
-            IterState::Start(tree, Start::All) => Lent::Start(tree, None),
-            IterState::Start(tree, Start::Prefix(p)) => Lent::Start(tree, Some(p)),
-            IterState::Running(iter) => Lent::Running(iter),
-            IterState::Done => return None,
-        };
-        let fetched = self.shared.call(move || {
-            let mut iter = match iter {
-                Lent::Start(tree, None) => Box::new(tree.iter()),
-                Lent::Start(tree, Some(p)) => Box::new(tree.scan_prefix(p)),
-                Lent::Running(iter) => iter,
+    fn refill(&mut self) -> sled::Result<()> {
+        let (prefix, after) = (self.prefix.clone(), self.after.clone());
+        let batch = self.tree.read(move |t| {
+            let start = match (&after, &prefix) {
+                (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
+                (None, Some(p)) => std::ops::Bound::Included(IVec::from(p.as_slice())),
+                (None, None) => std::ops::Bound::Unbounded,
             };
-            let mut batch = Vec::with_capacity(ITER_BATCH);
-            while batch.len() < ITER_BATCH {
-                match iter.next() {
-                    Some(item) => batch.push(item?),
-                    None => return Ok((None, batch)),
+            let mut out = Vec::with_capacity(ITER_BATCH);
+            for item in t.range::<IVec, _>((start, std::ops::Bound::Unbounded)) {
+                let (k, v) = item?;
+                if prefix.as_ref().is_some_and(|p| !k.starts_with(p)) {
+                    break;
+                }
+                out.push((k, v));
+                if out.len() == ITER_BATCH {
+                    break;
                 }
             }
-            Ok((Some(iter), batch))
-        });
-        match fetched {
-            Ok((rest, batch)) => {
-                self.buffered.extend(batch);
-                if let Some(iter) = rest {
-                    self.state = IterState::Running(iter);
-                }
-                None
-            }
-            Err(e) => Some(e),
+            Ok(out)
+        })?;
+        if batch.len() < ITER_BATCH {
+            self.done = true;
         }
+        self.after = batch.last().map(|(k, _)| k.clone());
+        self.buffered.extend(batch);
+        Ok(())
     }
-}
-
-/// What a batch call takes to the worker.
-enum Lent {
-    Start(sled::Tree, Option<Vec<u8>>),
-    Running(Box<sled::Iter>),
 }
 
 impl Iterator for Iter {
     type Item = sled::Result<(IVec, IVec)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.buffered.is_empty() {
-            if let Some(e) = self.refill() {
+        if self.buffered.is_empty() && !self.done {
+            if let Err(e) = self.refill() {
+                self.done = true;
                 return Some(Err(e));
             }
         }
@@ -586,28 +745,121 @@ impl Iterator for Iter {
     }
 }
 
-impl Drop for Iter {
-    fn drop(&mut self) {
-        match std::mem::replace(&mut self.state, IterState::Done) {
-            IterState::Start(tree, _) => self.shared.release(tree),
-            IterState::Running(iter) => self.shared.release(iter),
-            IterState::Done => {}
-        }
-    }
-}
-
-/// An atomic batch of writes to one tree.
+/// An atomic batch of writes to one tree (see [`Tree::apply_batch`]).
 #[derive(Default)]
 pub(crate) struct Batch {
     inner: sled::Batch,
+    keys: Vec<IVec>,
+    oversized: bool,
 }
 
 impl Batch {
     pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl Into<IVec>) {
+        let value = value.into();
+        self.oversized |= key.as_ref().len() > MAX_KEY || value.len() > MAX_VALUE;
+        self.keys.push(IVec::from(key.as_ref()));
         self.inner.insert(key.as_ref(), value);
     }
 
     pub(crate) fn remove(&mut self, key: impl AsRef<[u8]>) {
+        self.oversized |= key.as_ref().len() > MAX_KEY;
+        self.keys.push(IVec::from(key.as_ref()));
         self.inner.remove(key.as_ref());
     }
+
+    fn check(&self) -> sled::Result<()> {
+        if self.oversized || self.keys.len() > MAX_CALL_ITEMS {
+            return Err(sled::Error::Unsupported(format!(
+                "a storage call of {} items (at most {MAX_CALL_ITEMS}, keys of at most \
+                 {MAX_KEY} bytes, values of at most {MAX_VALUE})",
+                self.keys.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How long [`open_with_retry`] waits for sled's lock held by a database
+/// that was just dropped in this process.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Opens sled in `path` with the store's configuration. sled releases its
+/// directory lock only when the last of its background threads and
+/// epoch-deferred destructors lets go of the file, a few milliseconds after
+/// the `Db` is dropped; a reopen in the same process therefore retries for
+/// up to [`LOCK_WAIT`] before reporting
+/// [`StoreError::Locked`](super::StoreError::Locked).
+pub(crate) fn open_with_retry(
+    path: &Path,
+    config: &super::StoreConfig,
+) -> Result<Db, super::StoreError> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let attempt = Db::open(
+            path,
+            sled::Config::new()
+                .cache_capacity(config.cache_capacity)
+                .mode(sled::Mode::HighThroughput),
+            config.io_timeout,
+        );
+        match attempt {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+                if start.elapsed() >= LOCK_WAIT {
+                    return Err(super::StoreError::Locked {
+                        path: path.to_path_buf(),
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
+            Err(other) => return Err(super::StoreError::sled("opening the database", other)),
+        }
+    }
+}
+
+/// Works around a recovery bug of sled 0.34.7 (its issue #1527): sled writes
+/// a snapshot to `snap.<lsn>.generating`, fsyncs it and renames it to
+/// `snap.<lsn>`, deleting older snapshots only after the rename; but at open
+/// it considers the `.generating` file too, and a process killed while
+/// writing one leaves a torn file that fails its CRC, so the database no
+/// longer opens. Such a file is by construction an unfinished snapshot, and
+/// the complete one it was to replace is still there: removing it lets sled
+/// recover from that one and the log. Called only after an open failed with
+/// a corruption error, i.e. after this process acquired sled's lock, so no
+/// other process is writing the file. Returns whether a file was removed
+/// (then the open is retried).
+fn remove_torn_snapshots(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut removed = false;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            removed |= std::fs::remove_file(e.path()).is_ok();
+        }
+    }
+    removed
+}
+
+/// Removes a `conf` that fails its CRC (module docs, "Power loss").
+fn repair_conf(dir: &Path) {
+    let conf = dir.join("conf");
+    if let Ok(b) = std::fs::read(&conf) {
+        if b.len() > 8 {
+            let (text, crc) = b.split_at(b.len() - 4);
+            if crc32fast::hash(text).to_le_bytes() != crc {
+                let _ = std::fs::remove_file(&conf);
+            }
+        }
+    }
+}
+
+fn sync_conf(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir.join("conf"))?.sync_all()?;
+    std::fs::File::open(dir)?.sync_all()
 }

@@ -203,6 +203,39 @@ pub enum StoreError {
     /// filter does not say how many keys set each bit.
     #[error("a bit filter cannot become a table: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; import a counting filter (Table::export with ExportKind::Counting)")]
     NotCounting,
+    /// A large allocation (a bit filter, a regeneration's or a bulk load's
+    /// counters, an export's buffers) would pass the process's memory
+    /// budget; nothing was allocated, written or entered in the catalog.
+    #[error("{what} needs {bytes} bytes, over the process's memory budget of {budget} bytes ({source_of_budget}; {in_use} bytes already in use); raise it with --memory-budget or StoreConfig::memory_budget, or size the table for fewer keys or a higher rate")]
+    OverBudget {
+        /// What needed the memory.
+        what: String,
+        /// Bytes asked for.
+        bytes: u64,
+        /// The budget in force.
+        budget: u64,
+        /// Bytes reserved by others when it was refused.
+        in_use: u64,
+        /// Where the budget comes from.
+        source_of_budget: &'static str,
+    },
+    /// The store was opened read-only ([`FilterStore::open_snapshot`](super::FilterStore::open_snapshot));
+    /// writes are refused.
+    #[error("the store at {path:?} is open read-only; open it with FilterStore::open to write")]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// An earlier failure of the store's files (a failed sync, or a commit
+    /// whose outcome is unknown) stopped every write of this store;
+    /// lookups keep answering from memory and nothing durable was lost.
+    #[error("the store at {path:?} stopped writing after an earlier failure ({reason}); lookups keep working; reopen the store (it recovers to its last durable state)")]
+    Degraded {
+        /// The store directory.
+        path: PathBuf,
+        /// The first failure.
+        reason: String,
+    },
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]
     BatchTooLarge {

@@ -11,13 +11,12 @@
 //! Saturated (sticky) counters are imported as they are, so they stay
 //! sticky.
 
-use super::catalog::{self, TableMeta, HEADER_KEY};
-use super::engine;
+use super::budget;
+use super::catalog::{validate_name, TableMeta};
 use super::error::StoreError;
-use super::keys::STATE_KEY;
 use super::pages;
-use super::table::GenerationState;
-use super::{sled_err, validate_name, FilterStore, Table};
+use super::table::Generation;
+use super::{FilterStore, Table};
 use crate::codec::filter_file::{decode_filter, encode_bit_filter, encode_counting_filter};
 use crate::error::CodecError;
 use crate::filter::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
@@ -112,53 +111,44 @@ impl FilterStore {
         live_keys: u64,
     ) -> Result<Table, StoreError> {
         validate_name(name)?;
+        self.inner.shared.check_writable()?;
         let p = *counters.params();
-        let _guard = self.inner.catalog_lock.lock();
-        if self.read_meta(name)?.is_some() {
+        let mut catalog = self.inner.catalog.lock();
+        if catalog.contains(name) {
             return Err(StoreError::TableExists(name.to_string()));
         }
         self.check_filter_memory(name, &p)?;
-        let mut header = self.read_header("importing a table")?;
         let expected_keys = live_keys.max(1);
         let meta = TableMeta::new_table(
-            header.next_table_id,
+            catalog.header().next_table_id,
             name,
             &p,
             expected_keys,
             // Inside (0, 1) whatever n is, so the record stays valid.
             p.expected_fp(expected_keys).clamp(1e-12, 0.5),
         );
-        // The data first, in a tree nothing names yet; the catalog write
-        // below is the commit point.
-        let tree_name = meta.tree_name(1);
-        self.inner
-            .db
-            .drop_tree(tree_name.as_bytes())
-            .map_err(sled_err("clearing table data"))?;
-        let tree = self
-            .inner
-            .db
-            .open_tree(&tree_name)
-            .map_err(sled_err("opening table data"))?;
+        // Memory first, then the files (named by nothing yet), then the
+        // catalog record: the commit point.
+        let (bits, memory) = budget::bit_filter(name, p)?;
+        let gen = Generation::create(&self.inner.shared, meta, bits, memory)?;
+        let bytes = counters.as_bytes();
         let chunk_bytes = pages::CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
-        for (idx, chunk) in counters.as_bytes().chunks(chunk_bytes).enumerate() {
-            // A chunk that is all zeros has no record (see `pages`).
-            if chunk.iter().any(|&b| b != 0) {
-                tree.insert(
-                    pages::chunk_key(idx as u64),
-                    pages::encode_chunk(idx as u64, chunk),
-                )
-                .map_err(sled_err("writing counter pages"))?;
-            }
+        let filled = gen.fill(
+            i64::try_from(live_keys).unwrap_or(i64::MAX),
+            &mut |idx, buf| {
+                let at = idx as usize * chunk_bytes;
+                let len = pages::blocks_in_chunk(&p, idx) as usize * COUNTER_BLOCK_BYTES;
+                buf.extend_from_slice(&bytes[at..at + len]);
+                Ok(())
+            },
+        );
+        if let Err(e) = filled {
+            gen.mark_dropped();
+            let (id, generation) = (gen.meta.id, gen.meta.generation);
+            drop(gen);
+            super::table::remove_files(&self.inner.shared.dir, id, generation);
+            return Err(e);
         }
-        let state = GenerationState::settled(i64::try_from(live_keys).unwrap_or(i64::MAX), 0);
-        tree.insert(STATE_KEY, state.encode(name)?)
-            .map_err(sled_err("writing table state"))?;
-        header.next_table_id += 1;
-        let mut batch = engine::Batch::default();
-        batch.insert(catalog::table_key(name), meta.encode()?);
-        batch.insert(HEADER_KEY, header.encode()?);
-        // One flush covers the pages and the catalog.
-        self.commit_new_table(batch, meta)
+        self.commit_new_table(&mut catalog, gen)
     }
 }

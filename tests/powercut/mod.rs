@@ -139,6 +139,10 @@ pub enum Trigger {
     Ops(u64),
     /// Right after this many unlinks.
     Unlinks(u64),
+    /// At this many `fsync`s (files or directories): that sync fails and
+    /// the power goes, with everything written before it still unsynced —
+    /// the moment a missing sync would show.
+    Syncs(u64),
 }
 
 struct Shared {
@@ -148,6 +152,8 @@ struct Shared {
     ops_allowed: AtomicU64,
     unlinks: AtomicU64,
     unlinks_allowed: AtomicU64,
+    syncs: AtomicU64,
+    syncs_allowed: AtomicU64,
 }
 
 /// The filesystem; clones share it (one is mounted, one images).
@@ -281,6 +287,8 @@ impl MemFs {
             ops_allowed: AtomicU64::new(u64::MAX),
             unlinks: AtomicU64::new(0),
             unlinks_allowed: AtomicU64::new(u64::MAX),
+            syncs: AtomicU64::new(0),
+            syncs_allowed: AtomicU64::new(u64::MAX),
         }))
     }
 
@@ -289,6 +297,7 @@ impl MemFs {
         match trigger {
             Trigger::Ops(n) => self.0.ops_allowed.store(n, Ordering::SeqCst),
             Trigger::Unlinks(n) => self.0.unlinks_allowed.store(n, Ordering::SeqCst),
+            Trigger::Syncs(n) => self.0.syncs_allowed.store(n, Ordering::SeqCst),
         }
     }
 
@@ -303,6 +312,11 @@ impl MemFs {
     /// Filesystem operations so far.
     pub fn ops(&self) -> u64 {
         self.0.ops.load(Ordering::SeqCst)
+    }
+
+    /// `fsync`s so far.
+    pub fn syncs(&self) -> u64 {
+        self.0.syncs.load(Ordering::SeqCst)
     }
 
     pub fn is_cut(&self) -> bool {
@@ -424,6 +438,11 @@ impl MemFs {
     /// `fsync` of a file or a directory: its durable state becomes its live
     /// state (for a directory, by the model's rule).
     fn sync(&self, ino: INodeNo, reply: ReplyEmpty) {
+        let n = self.0.syncs.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= self.0.syncs_allowed.load(Ordering::SeqCst) {
+            self.cut();
+            return reply.error(Errno::EIO);
+        }
         let synced = self.with(|s| match s.nodes.get_mut(&ino.0) {
             Some(Node::File {
                 live,

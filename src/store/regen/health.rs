@@ -86,8 +86,9 @@ impl Table {
         target_fp: Option<f64>,
     ) -> Result<(), StoreError> {
         let store = &self.inner.store;
-        let _catalog = store.catalog_lock.lock();
-        let mut meta = current_record(store, &self.meta())?;
+        store.shared.check_writable()?;
+        let mut catalog = store.catalog.lock();
+        let mut meta = current_record(&catalog, &self.meta())?;
         meta.expected_keys = expected_keys.unwrap_or(meta.expected_keys);
         meta.target_fp = target_fp.unwrap_or(meta.target_fp);
         // Validates the pair (the next regeneration sizes with it).
@@ -97,7 +98,7 @@ impl Table {
             self.params().layout(),
             self.params().hash(),
         )?;
-        write_record(store, &meta)?;
+        write_record(&mut catalog, &meta)?;
         *self.inner.meta.lock() = meta;
         Ok(())
     }

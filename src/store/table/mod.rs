@@ -12,15 +12,17 @@ mod reader;
 mod writer;
 
 pub use bloom::TableBloom;
-pub(crate) use fold::{GenerationState, MAX_FOLD_OPS};
-pub(crate) use generation::{sled_err, store_block_words, Generation};
+pub(crate) use fold::MAX_FOLD_OPS;
+pub(crate) use generation::{
+    commit_chunks, create_files, io_err, remove_files, store_block_words, Generation,
+};
 pub use reader::TableReader;
 pub(crate) use writer::Writer;
 
 use super::batch::{Durability, WriteBatch};
 use super::catalog::{TableMeta, STORE_FORMAT_VERSION};
+use super::disk::log::{LogOp, MAX_RECORD_OPS};
 use super::error::StoreError;
-use super::wal::{LogOp, MAX_RECORD_OPS};
 use super::StoreInner;
 use crate::filter::bloom::BloomRead;
 use crate::filter::counting::{counter_bytes, CountingFilter};
@@ -139,15 +141,20 @@ pub(crate) struct TableInner {
 impl TableInner {
     /// Opens a table in its generation in force.
     pub(crate) fn load(store: &Arc<StoreInner>, meta: TableMeta) -> Result<TableInner, StoreError> {
-        let gen = Generation::load(&store.db, meta.clone(), store.config)?;
-        Ok(TableInner {
+        let gen = Generation::load(&store.shared, meta.clone())?;
+        Ok(TableInner::new(store, meta, gen))
+    }
+
+    /// The shared state of a table whose generation in force is `gen`.
+    pub(crate) fn new(store: &Arc<StoreInner>, meta: TableMeta, gen: Generation) -> TableInner {
+        TableInner {
             gen: ArcSwap::from_pointee(gen),
             meta: Mutex::new(meta),
             store: Arc::clone(store),
             observed: ObservedFp::new(OBSERVED_WINDOW),
             regen_lock: Mutex::new(()),
             since_check: AtomicU64::new(0),
-        })
+        }
     }
 
     /// Marks the table dropped; afterwards no write touches its trees. Called
@@ -157,10 +164,9 @@ impl TableInner {
         self.gen.load().mark_dropped();
     }
 
-    /// Writes the buffer of the generation in force to sled (flushed by the
-    /// engine, like every sled write).
-    pub(crate) fn write_pending(&self) -> Result<(), StoreError> {
-        self.gen.load().write_pending()
+    /// Makes every write to the generation in force durable.
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        self.gen.load().flush()
     }
 
     /// Applies the operations `ops_for` derives from the keys under the
@@ -488,11 +494,11 @@ impl Table {
         Ok(n)
     }
 
-    /// Makes every write applied so far (to any table of the store) durable.
+    /// Makes every write applied so far to this table durable, against
+    /// power loss too (one `fdatasync` of its log, shared with concurrent
+    /// flushes and durable applies).
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.inner.write_pending()?;
-        self.inner.store.db.flush().map_err(sled_err("flushing"))?;
-        Ok(())
+        self.inner.flush()
     }
 
     /// Inserts minus removes, never negative. No lock.
@@ -542,7 +548,7 @@ impl Table {
         let saturated = {
             let mut w = g.writer.lock();
             g.check_live()?;
-            g.fold(&mut w)?;
+            g.fold_if_writable(&mut w)?;
             w.saturated
         };
         let p = &g.params;
@@ -573,17 +579,13 @@ impl Table {
     /// itself never holds it.
     pub fn counting_snapshot(&self) -> Result<CountingFilter, StoreError> {
         let g = self.inner.gen.load_full();
-        let _w = {
+        let (bytes, _memory) = {
             let mut w = g.writer.lock();
             g.check_live()?;
-            g.fold(&mut w)?;
-            w
+            g.fold_if_writable(&mut w)?;
+            g.read_counters_with_log(&w, "a counting snapshot")?
         };
         let p = g.params;
-        // The log is empty after the fold; the state on disk tells which
-        // records a cut-short fold already holds.
-        let state = GenerationState::read(&g.tree, &g.meta.name)?;
-        let bytes = g.read_counters(&state)?;
         CountingFilter::from_bytes(p, bytes).map_err(|e| {
             StoreError::corrupt(
                 format!("counters of table {:?}", g.meta.name),
