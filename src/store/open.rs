@@ -213,6 +213,15 @@ impl FilterStore {
     /// # Ok(()) }
     /// ```
     pub fn open_snapshot(dir: impl AsRef<Path>) -> Result<FilterStore, StoreError> {
+        FilterStore::open_snapshot_with(dir, StoreConfig::default())
+    }
+
+    /// [`open_snapshot`](FilterStore::open_snapshot) with a configuration
+    /// (its [`memory_budget`](StoreConfig::memory_budget), say).
+    pub fn open_snapshot_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<FilterStore, StoreError> {
         let dir = dir.as_ref();
         match marker::classify(dir)? {
             DirKind::Marked | DirKind::Legacy => {}
@@ -232,21 +241,11 @@ impl FilterStore {
             .map_err(io("reading the catalog"))?
             .is_some()
         {
-            return Self::open_in(
-                dir.to_path_buf(),
-                StoreConfig::default(),
-                Access::Read,
-                false,
-            );
+            return Self::open_in(dir.to_path_buf(), config, Access::Read, false);
         }
         let scratch = marker::copy_store(dir, LOCK_WAIT)?;
         let path = scratch.path().to_path_buf();
-        Self::open_in(
-            path,
-            StoreConfig::default(),
-            Access::Scratch(scratch),
-            false,
-        )
+        Self::open_in(path, config, Access::Scratch(scratch), false)
     }
 
     fn open_in(

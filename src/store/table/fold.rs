@@ -52,6 +52,10 @@ pub(super) fn fold_log(
     shared: &Shared,
 ) -> Result<Folded, StoreError> {
     let first_seq = w.pages.superblock().folded_seq;
+    let _memory = super::super::budget::reserve(
+        || format!("the fold of table {table:?}"),
+        entry_bytes(params, w.log_ops),
+    )?;
     let mut entries = Vec::new();
     let (mut n, mut delta) = (0u64, 0i64);
     let scanned = log::scan(w.log.file(), first_seq, MAX_PASS_OPS, |op| {
@@ -99,6 +103,17 @@ pub(super) fn fold_log(
     // superblock's first expected number already skips.
     let _ = w.log.reset();
     Ok(Folded { delta, saturated })
+}
+
+/// Bytes of position entries that `ops` logged operations take in a fold
+/// or an open (`pages` module docs): 16 per operation in the blocked
+/// layout, `16·k` in the standard layout.
+pub(super) fn entry_bytes(params: &FilterParams, ops: u64) -> u64 {
+    let per_op = match params.layout() {
+        crate::filter::params::Layout::Blocked => 16,
+        _ => 16 * u64::from(params.k()),
+    };
+    ops.saturating_mul(per_op)
 }
 
 #[cfg(test)]

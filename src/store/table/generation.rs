@@ -177,6 +177,8 @@ fn missing(table: &str, what: &'static str, e: std::io::Error) -> StoreError {
 
 /// What an open learnt from the log.
 struct Replayed {
+    /// The budget reservation of `entries`.
+    _memory: Reservation,
     entries: Vec<pages::Entry>,
     delta: i64,
     scanned: log::Scanned,
@@ -190,6 +192,16 @@ fn replay_log(
     first_seq: u64,
     table: &str,
 ) -> Result<Replayed, StoreError> {
+    // At most one operation per 17 bytes of log: the entries' memory,
+    // reserved under the budget before the file is read.
+    let len = file
+        .metadata()
+        .map_err(io_err("reading a table's log"))?
+        .len();
+    let memory = budget::reserve(
+        || format!("the log replay of table {table:?}"),
+        super::fold::entry_bytes(params, len / 17),
+    )?;
     let mut entries = Vec::new();
     let mut delta = 0i64;
     let mut n = 0u64;
@@ -229,6 +241,7 @@ fn replay_log(
         ));
     }
     Ok(Replayed {
+        _memory: memory,
         entries,
         delta,
         scanned,
@@ -436,6 +449,37 @@ impl Generation {
             counters[at..at + c.len()].copy_from_slice(c);
         })?;
         Ok((counters, memory))
+    }
+
+    /// Calls `put` with the absolute counters of every chunk in order (all
+    /// zeros for chunks never written): the chunks with the log file's
+    /// records applied (none after a fold). One chunk in memory at a time,
+    /// plus the log's entries (a read-only store's unfolded log).
+    pub(crate) fn stream_counters(
+        &self,
+        w: &Writer,
+        put: &mut dyn FnMut(&[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let name = &self.meta.name;
+        let mut replayed = replay_log(
+            w.log.file(),
+            &self.params,
+            w.pages.superblock().folded_seq,
+            name,
+        )?;
+        pages::sort_entries(&mut replayed.entries);
+        let mut runs = pages::by_chunk(self.params.layout(), &replayed.entries).peekable();
+        let mut buf = Vec::new();
+        for idx in 0..pages::chunk_count(&self.params) {
+            w.pages
+                .read_chunk(idx, &mut buf)
+                .map_err(page_err(name, "reading counter pages"))?;
+            if let Some((_, run)) = runs.next_if(|(c, _)| *c == idx) {
+                pages::apply_entries(&self.params, &mut buf, idx, run);
+            }
+            put(&buf)?;
+        }
+        Ok(())
     }
 
     /// Retires this generation for a newer one; `w` is its writer, locked.
