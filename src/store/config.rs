@@ -191,7 +191,17 @@ impl StoreConfig {
         self.cache_capacity
     }
 
-    /// The fold threshold, in logged operations, for a table with `params`.
+    /// The fold threshold, in logged operations, for a table with `params`:
+    /// as configured, else enough operations that a fold's memory is
+    /// [`DEFAULT_FOLD_MEMORY`] or the size of the table's counters, whichever
+    /// is larger (at most 4,194,304). A fold rewrites every chunk its
+    /// operations touch, and a large table's operations touch all of them:
+    /// folding after as many operations as its counters have bytes / 16
+    /// keeps the pages a fold rewrites near one byte per logged byte,
+    /// whatever the table's size (a 10M-key table, 48 MiB of counters,
+    /// folds every 3M operations). The unfolded log is replayed when the
+    /// table is opened: its memory, 16 bytes per operation (blocked layout,
+    /// `16·k` standard), is at most that of the counters.
     pub fn fold_threshold_ops(&self, params: &crate::filter::params::FilterParams) -> u64 {
         self.fold_threshold.unwrap_or_else(|| {
             let per_op = match params.layout() {
@@ -199,7 +209,8 @@ impl StoreConfig {
                 crate::filter::params::Layout::Standard
                 | crate::filter::params::Layout::SplitBlock => 16 * params.k() as u64,
             };
-            (DEFAULT_FOLD_MEMORY / per_op).max(1)
+            let counters = crate::filter::counting::counter_bytes(params) as u64;
+            (DEFAULT_FOLD_MEMORY.max(counters) / per_op).clamp(1, super::table::MAX_FOLD_OPS)
         })
     }
 }
