@@ -40,8 +40,8 @@
 
 use super::budget;
 use super::catalog::{validate_name, TableMeta};
+use super::disk::chunks as pages;
 use super::error::StoreError;
-use super::pages;
 use super::table::{remove_files, Generation};
 use super::{FilterStore, Table};
 use crate::codec::filter_file::{encode_bit_filter, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};

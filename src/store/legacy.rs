@@ -4,9 +4,9 @@
 //! (`docs/FORMAT.md` §10 and §11 as they were, kept in §15). Only the
 //! migration to format 3 reads them ([`migrate`](super::migrate)).
 
+use super::disk::chunks::{blocks_in_chunk, chunk_count, CHUNK_COUNTERS};
 use super::engine;
 use super::error::StoreError;
-use super::pages::{blocks_in_chunk, chunk_count, CHUNK_COUNTERS};
 use crate::codec::frame::{self, Kind};
 use crate::codec::meta;
 use crate::codec::reader::ByteReader;

@@ -29,10 +29,10 @@ use super::catalog::{
     Catalog, StoreHeader, CATALOG_TREE, HEADER_KEY, STORE_FORMAT_VERSION, TABLE_TREE_PREFIX,
 };
 use super::config::StoreConfig;
+use super::disk::chunks::{self as pages, CHUNK_COUNTERS};
 use super::engine;
 use super::error::StoreError;
 use super::legacy;
-use super::pages::{self, CHUNK_COUNTERS};
 use super::shared::Shared;
 use super::table::{commit_chunks, create_files};
 use crate::filter::counting::counter_bytes;

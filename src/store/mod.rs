@@ -146,7 +146,6 @@ mod legacy;
 mod marker;
 mod migrate;
 mod open;
-mod pages;
 pub mod regen;
 mod shared;
 pub mod table;

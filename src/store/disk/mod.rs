@@ -12,6 +12,7 @@
 //! ```
 
 pub(crate) mod catalog_file;
+pub(crate) mod chunks;
 pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;

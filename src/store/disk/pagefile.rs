@@ -22,13 +22,13 @@
 //! zeros and was never written, so creating a table writes only its
 //! superblock (the file is sparse).
 
+use super::chunks::{blocks_in_chunk, chunk_count, CHUNK_BLOCKS};
 use super::io::{read_exact_at, sync_dir, write_all_at};
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
 use crate::filter::counting::COUNTER_BLOCK_BYTES;
 use crate::filter::params::FilterParams;
-use crate::store::pages::{blocks_in_chunk, chunk_count, CHUNK_BLOCKS};
 use std::fs::File;
 use std::io;
 use std::path::Path;

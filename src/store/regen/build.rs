@@ -3,10 +3,10 @@
 
 use super::super::budget::{self, Reservation};
 use super::super::catalog::TableMeta;
+use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS};
 use super::super::disk::log::{LogFile, LogOp};
 use super::super::disk::pagefile::PageFile;
 use super::super::error::StoreError;
-use super::super::pages::{self, CHUNK_BLOCKS};
 use super::super::shared::Shared;
 use super::super::table::{
     create_files, remove_files, store_block_words, Generation, Table, Writer,

@@ -13,9 +13,9 @@
 //! after it all of them.
 
 use super::super::budget;
+use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, CHUNK_COUNTERS};
 use super::super::disk::pagefile::CommitError;
 use super::super::error::StoreError;
-use super::super::pages::{self, CHUNK_BLOCKS, CHUNK_COUNTERS};
 use super::fold::{crash_point, scan_chunks};
 use super::generation::{io_err, store_block_words, Generation};
 use super::writer::Writer;

@@ -17,10 +17,10 @@
 //! fold read: those are never applied twice, whether or not the emptying of
 //! the log reached the disk.
 
+use super::super::disk::chunks::{self as pages, MAX_PASS_OPS};
 use super::super::disk::log;
 use super::super::disk::pagefile::{CommitError, PageFile};
 use super::super::error::StoreError;
-use super::super::pages::{self, MAX_PASS_OPS};
 use super::super::shared::Shared;
 use super::generation::{io_err, page_err};
 use super::writer::Writer;

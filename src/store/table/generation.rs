@@ -3,11 +3,11 @@
 
 use super::super::budget::{self, Reservation};
 use super::super::catalog::TableMeta;
+use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
 use super::super::disk::log::{self, LogFile, LogSync};
 use super::super::disk::pagefile::{Owner, PageFile};
 use super::super::disk::table_files;
 use super::super::error::StoreError;
-use super::super::pages::{self, CHUNK_BLOCKS, MAX_PASS_OPS};
 use super::super::shared::Shared;
 use super::fold::scan_chunks;
 use super::writer::{Journal, Writer};

@@ -36,10 +36,10 @@
 //! [`StoreConfig::buffer_ops`]: crate::StoreConfig::buffer_ops
 
 use super::super::batch::Durability;
+use super::super::disk::chunks::CHUNK_BLOCKS;
 use super::super::disk::log::{LogFile, LogOp};
 use super::super::disk::pagefile::PageFile;
 use super::super::error::StoreError;
-use super::super::pages::CHUNK_BLOCKS;
 use super::fold::fold_log;
 use super::generation::{io_err, page_err, store_block_words, Generation};
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};

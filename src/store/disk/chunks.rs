@@ -5,7 +5,7 @@
 //! Counters are stored in *chunks* of [`CHUNK_BLOCKS`] = 64 counter blocks
 //! (64 × 256 bytes = 16 KiB of packed 4-bit counters, the layout of
 //! [`crate::filter::counting`]), each in a slot of the page file
-//! ([`disk::pagefile`](super::disk::pagefile)). The size was chosen when
+//! ([`pagefile`](super::pagefile)). The size was chosen when
 //! each chunk was one sled value (format 2): folding 1M logged inserts into
 //! a 10M-key table (48 MiB of counters, every chunk touched) took 450–700 ms
 //! with 4 KiB chunks, 330–400 ms with 8 KiB, 245–300 ms with 16 KiB and
@@ -31,7 +31,7 @@ use crate::filter::counting::{nibble, COUNTER_MAX};
 use crate::filter::hash::{in_block_position, map_to_range, positions};
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 
-use super::disk::log::LogOp;
+use super::log::LogOp;
 
 /// Counter blocks per chunk.
 pub(crate) const CHUNK_BLOCKS: u64 = 64;
