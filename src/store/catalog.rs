@@ -41,6 +41,13 @@ pub(crate) const HEADER_KEY: &[u8] = b"\x00header";
 /// Prefix byte of table records in the catalog.
 pub(crate) const TABLE_PREFIX: u8 = 1;
 
+fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// Checks a table name (rules in [`NameError`]).
 pub fn validate_name(name: &str) -> Result<(), StoreError> {
     let bad = |source| StoreError::InvalidName {
@@ -142,7 +149,7 @@ impl TableMeta {
             expected_keys,
             target_fp,
             generation: 1,
-            created_unix_s: super::open::now_unix_s(),
+            created_unix_s: now_unix_s(),
         }
     }
 

@@ -107,7 +107,7 @@ impl StoreConfig {
     /// counting filter, `m/2` bytes) at the cost of fold memory and of open
     /// time (the unfolded log is replayed).
     pub fn fold_threshold(mut self, ops: u64) -> Self {
-        self.fold_threshold = Some(ops.clamp(1, super::table::MAX_FOLD_OPS));
+        self.fold_threshold = Some(ops.clamp(1, super::disk::chunks::MAX_FOLD_OPS));
         self
     }
 
@@ -210,7 +210,7 @@ impl StoreConfig {
                 | crate::filter::params::Layout::SplitBlock => 16 * params.k() as u64,
             };
             let counters = crate::filter::counting::counter_bytes(params) as u64;
-            (DEFAULT_FOLD_MEMORY.max(counters) / per_op).clamp(1, super::table::MAX_FOLD_OPS)
+            (DEFAULT_FOLD_MEMORY.max(counters) / per_op).clamp(1, super::disk::chunks::MAX_FOLD_OPS)
         })
     }
 }

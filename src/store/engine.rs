@@ -879,11 +879,11 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// epoch-deferred destructors lets go of the file, a few milliseconds after
 /// the `Db` is dropped; a reopen in the same process therefore retries for
 /// up to [`LOCK_WAIT`] before reporting
-/// [`StoreError::Locked`](super::StoreError::Locked).
+/// [`StoreError::Locked`](super::error::StoreError::Locked).
 pub(crate) fn open_with_retry(
     path: &Path,
-    config: &super::StoreConfig,
-) -> Result<Db, super::StoreError> {
+    config: &super::config::StoreConfig,
+) -> Result<Db, super::error::StoreError> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
@@ -898,7 +898,7 @@ pub(crate) fn open_with_retry(
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                 if start.elapsed() >= LOCK_WAIT {
-                    return Err(super::StoreError::Locked {
+                    return Err(super::error::StoreError::Locked {
                         path: path.to_path_buf(),
                     });
                 }
@@ -906,7 +906,12 @@ pub(crate) fn open_with_retry(
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
             Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
-            Err(other) => return Err(super::StoreError::sled("opening the database", other)),
+            Err(other) => {
+                return Err(super::error::StoreError::sled(
+                    "opening the database",
+                    other,
+                ))
+            }
         }
     }
 }

@@ -41,9 +41,11 @@
 use super::budget;
 use super::catalog::{validate_name, TableMeta};
 use super::disk::chunks as pages;
+use super::disk::remove_files;
 use super::error::StoreError;
-use super::table::{remove_files, Generation};
-use super::{FilterStore, Table};
+use super::open::FilterStore;
+use super::table::Generation;
+use super::table::Table;
 use crate::codec::filter_file::{encode_bit_filter, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
@@ -276,7 +278,7 @@ impl FilterStore {
         n: u64,
         source: &mut dyn ChunkImport,
     ) -> Result<Table, StoreError> {
-        let mut catalog = self.inner.catalog.lock();
+        let mut catalog = self.inner.shared.catalog.lock();
         if catalog.contains(name) {
             return Err(StoreError::TableExists(name.to_string()));
         }

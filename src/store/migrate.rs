@@ -30,11 +30,12 @@ use super::catalog::{
 };
 use super::config::StoreConfig;
 use super::disk::chunks::{self as pages, CHUNK_COUNTERS};
+use super::disk::create_files;
 use super::engine;
 use super::error::StoreError;
 use super::legacy;
 use super::shared::Shared;
-use super::table::{commit_chunks, create_files};
+use super::table::commit_chunks;
 use crate::filter::counting::counter_bytes;
 use std::path::Path;
 
@@ -202,7 +203,7 @@ pub(crate) fn write_table_files(
     dir: &Path,
     config: &StoreConfig,
 ) -> Result<(), StoreError> {
-    let shared = Shared::new(dir.to_path_buf(), *config, false);
+    let shared = Shared::new(dir.to_path_buf(), *config, false, catalog.clone());
     let (records, _) = catalog.readable();
     for meta in records {
         let params = meta.params()?;
@@ -214,7 +215,7 @@ pub(crate) fn write_table_files(
             counter_bytes(&params),
         )?;
         let live = legacy::read_generation(&tree, &params, &meta.name, &mut counters)?;
-        let (mut pages_file, _log) = create_files(dir, &meta, params)?;
+        let (mut pages_file, _log) = create_files(dir, super::table::owner(&meta), params)?;
         let chunk_bytes = (CHUNK_COUNTERS / 2) as usize;
         commit_chunks(
             &mut pages_file,
@@ -295,7 +296,17 @@ mod tests {
             .unwrap()
             .path();
         std::fs::write(&any, b"left by a crash").unwrap();
-        let store = super::super::open::tests_open_retry(dir.path());
+        let store = {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match FilterStore::open(dir.path()) {
+                    Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    other => break other.unwrap(),
+                }
+            }
+        };
         for name in ["blocked", "standard"] {
             let t = store.open_table(name).unwrap();
             for i in 100..1200u32 {

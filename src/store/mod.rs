@@ -152,7 +152,7 @@ pub mod table;
 mod tables;
 
 pub use batch::{Durability, WriteBatch};
-pub use catalog::{validate_name, MAX_NAME_LEN, STORE_FORMAT_VERSION};
+pub use catalog::{MAX_NAME_LEN, STORE_FORMAT_VERSION};
 pub use config::{
     StoreConfig, DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE,
     DEFAULT_FOLD_MEMORY, DEFAULT_IO_TIMEOUT, DEFAULT_MATERIALIZED_BLOCKS,
@@ -162,50 +162,6 @@ pub use error::{NameError, StoreError};
 pub use import::ExportKind;
 pub use marker::MARKER_FILE;
 pub use open::FilterStore;
-pub(crate) use open::StoreInner;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
 pub use table::{Table, TableBloom, TableReader, TableStats};
-
-use crate::filter::params::Layout;
-
-/// How to size a new table.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TableSpec {
-    expected_keys: u64,
-    target_fp: f64,
-    layout: Layout,
-    seed: Option<u64>,
-}
-
-impl TableSpec {
-    /// A table for `expected_keys` keys at false-positive rate `target_fp`,
-    /// blocked layout, random seed.
-    pub fn new(expected_keys: u64, target_fp: f64) -> Self {
-        TableSpec {
-            expected_keys,
-            target_fp,
-            layout: Layout::Blocked,
-            seed: None,
-        }
-    }
-
-    /// Chooses the layout ([`Layout::Blocked`] by default). A table of the
-    /// split-block layout ([`Layout::SplitBlock`], Parquet's SBBF) hashes
-    /// with XXH64 seed 0 and takes no seed: its bits can be exported as an
-    /// SBBF and read by any Parquet reader, at the price of positions anyone
-    /// can compute ([`HashSpec::xxh64`] says what that means for keys an
-    /// adversary chooses). A table changes layout only by a rebuild from its
-    /// keys ([`Table::change_layout`]).
-    pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
-        self
-    }
-
-    /// Fixes the hash seed (a random one by default, so that nobody who does
-    /// not know it can craft colliding keys). The split-block layout has no
-    /// seed: creating such a table with one is refused.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-}
+pub use tables::TableSpec;

@@ -2,7 +2,8 @@
 //! ([`StoreInner`]), and opening a store directory: a new one, one of
 //! this format, one of an older format (migrated), or a read-only one.
 
-use super::catalog::Catalog;
+use super::budget;
+use super::catalog::{validate_name, Catalog, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::disk::lock::{self, DirLock};
 use super::disk::{catalog_file, parse_table_file, TABLES_DIR};
@@ -10,7 +11,6 @@ use super::engine;
 use super::error::StoreError;
 use super::marker::{self, DirKind};
 use super::migrate;
-use super::regen;
 use super::shared::Shared;
 use super::table::TableInner;
 use parking_lot::Mutex;
@@ -28,20 +28,11 @@ pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs
 const GUARD_TREE_PREFIX: &str = "filterstore/guard/";
 
 pub(crate) struct StoreInner {
-    /// What the tables share: directory, configuration, failure state.
+    /// What the tables share: directory, configuration, catalog, policy,
+    /// health callback, failure state.
     pub(crate) shared: Arc<Shared>,
     /// The directory, canonical, as registered in [`OPEN_DIRS`].
     canonical: PathBuf,
-    /// The catalog; its mutex is the catalog lock (level 3 of the lock
-    /// order).
-    pub(crate) catalog: Mutex<Catalog>,
-    /// Called when an automatic health check finds a table that needs
-    /// regeneration ([`FilterStore::on_needs_regeneration`]).
-    pub(crate) regen_hook: Mutex<Option<regen::RegenHook>>,
-    /// Whether `regen_hook` is set (read on every write without the lock).
-    pub(crate) has_regen_hook: std::sync::atomic::AtomicBool,
-    /// The policy of [`Table::health`](super::Table::health).
-    pub(crate) policy: Mutex<crate::filter::drift::DriftPolicy>,
     /// Open tables: one in-memory state per table, shared by all handles.
     pub(crate) tables: Mutex<HashMap<String, Weak<TableInner>>>,
     /// sled, for the guard's storage: opened on first use (or by a
@@ -103,13 +94,6 @@ pub(crate) fn open_here(path: &Path) -> bool {
         Ok(p) => open_dirs().contains(&p),
         Err(_) => false,
     }
-}
-
-pub(crate) fn now_unix_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
@@ -257,7 +241,7 @@ impl FilterStore {
         let write = !matches!(access, Access::Read);
         let dir_lock = lock::lock(&path, write, LOCK_WAIT)?;
         if let Some(b) = config.memory_budget {
-            super::budget::set(Some(b));
+            budget::set(Some(b));
         }
         let mut sled = None;
         let catalog = match Catalog::load(&path)? {
@@ -273,16 +257,16 @@ impl FilterStore {
             None => create_new(&path)?,
         };
         let header = catalog.header();
-        if header.format_version != super::STORE_FORMAT_VERSION {
-            return Err(if header.format_version > super::STORE_FORMAT_VERSION {
+        if header.format_version != STORE_FORMAT_VERSION {
+            return Err(if header.format_version > STORE_FORMAT_VERSION {
                 StoreError::UnsupportedFormat {
                     found: header.format_version,
-                    supported: super::STORE_FORMAT_VERSION,
+                    supported: STORE_FORMAT_VERSION,
                 }
             } else {
                 StoreError::NoMigration {
                     from: header.format_version,
-                    to: super::STORE_FORMAT_VERSION,
+                    to: STORE_FORMAT_VERSION,
                 }
             });
         }
@@ -302,12 +286,8 @@ impl FilterStore {
         open_dirs().push(canonical.clone());
         Ok(FilterStore {
             inner: Arc::new(StoreInner {
-                shared: Arc::new(Shared::new(path, config, read_only)),
+                shared: Arc::new(Shared::new(path, config, read_only, catalog)),
                 canonical,
-                catalog: Mutex::new(catalog),
-                regen_hook: Mutex::new(None),
-                has_regen_hook: std::sync::atomic::AtomicBool::new(false),
-                policy: Mutex::new(crate::filter::drift::DriftPolicy::default()),
                 tables: Mutex::new(HashMap::new()),
                 sled: Mutex::new(sled),
                 _lock: dir_lock,
@@ -356,7 +336,7 @@ impl FilterStore {
         &self,
         name: &str,
     ) -> Result<(engine::Tree, engine::Tree), StoreError> {
-        super::validate_name(name)?;
+        validate_name(name)?;
         let db = self.sled()?;
         let open = |part: &str| {
             db.open_tree(format!("{GUARD_TREE_PREFIX}{name}/{part}"))
@@ -432,19 +412,4 @@ fn collect_garbage(path: &Path, catalog: &Catalog) -> Result<(), StoreError> {
         }
     }
     Ok(())
-}
-
-/// Tests: opens the store in `dir`, waiting for sled's lock of a database
-/// just dropped in this process.
-#[cfg(test)]
-pub(crate) fn tests_open_retry(dir: &Path) -> FilterStore {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match FilterStore::open(dir) {
-            Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => return other.unwrap(),
-        }
-    }
 }

@@ -5,8 +5,8 @@ use super::budget;
 use super::catalog::{validate_name, TableMeta};
 use super::error::StoreError;
 use super::open::FilterStore;
+use super::regen;
 use super::table::{Generation, Table, TableInner};
-use super::TableSpec;
 use crate::filter::hash::HashSpec;
 use crate::filter::params::{FilterParams, Layout};
 use std::collections::HashMap;
@@ -39,7 +39,7 @@ impl FilterStore {
     pub fn create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
         self.inner.shared.check_writable()?;
-        let mut catalog = self.inner.catalog.lock();
+        let mut catalog = self.inner.shared.catalog.lock();
         self.create_locked(&mut catalog, name, spec)
     }
 
@@ -114,10 +114,15 @@ impl FilterStore {
         if let Err(e) = committed {
             gen.mark_dropped();
             drop(gen);
-            super::table::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
+            super::disk::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
             return Err(e);
         }
-        let inner = Arc::new(TableInner::new(&self.inner, meta.clone(), gen));
+        let inner = Arc::new(TableInner::new(
+            &self.inner.shared,
+            meta.clone(),
+            gen,
+            regen::run_hook,
+        ));
         self.inner
             .tables
             .lock()
@@ -132,7 +137,7 @@ impl FilterStore {
         meta: TableMeta,
     ) -> Result<Table, StoreError> {
         let name = meta.name.clone();
-        let inner = Arc::new(TableInner::load(&self.inner, meta)?);
+        let inner = Arc::new(TableInner::load(&self.inner.shared, meta, regen::run_hook)?);
         tables.insert(name, Arc::downgrade(&inner));
         Ok(Table::new(inner))
     }
@@ -141,7 +146,7 @@ impl FilterStore {
     /// state; the first open derives its bit filter from disk.
     pub fn open_table(&self, name: &str) -> Result<Table, StoreError> {
         validate_name(name)?;
-        let catalog = self.inner.catalog.lock();
+        let catalog = self.inner.shared.catalog.lock();
         let meta = catalog
             .get(name)?
             .ok_or_else(|| StoreError::NoSuchTable(name.to_string()))?;
@@ -156,6 +161,7 @@ impl FilterStore {
     pub fn list_tables(&self) -> Result<Vec<String>, StoreError> {
         Ok(self
             .inner
+            .shared
             .catalog
             .lock()
             .records()?
@@ -186,7 +192,7 @@ impl FilterStore {
     /// ```
     pub fn open_or_create_table(&self, name: &str, spec: TableSpec) -> Result<Table, StoreError> {
         validate_name(name)?;
-        let mut catalog = self.inner.catalog.lock();
+        let mut catalog = self.inner.shared.catalog.lock();
         match catalog.get(name)? {
             Some(meta) => {
                 let mut tables = self.inner.tables.lock();
@@ -208,7 +214,7 @@ impl FilterStore {
     pub fn drop_table(&self, name: &str) -> Result<(), StoreError> {
         validate_name(name)?;
         self.inner.shared.check_writable()?;
-        let mut catalog = self.inner.catalog.lock();
+        let mut catalog = self.inner.shared.catalog.lock();
         // A table whose catalog record is damaged can still be dropped: its
         // files, which the record no longer tells, are collected at the next
         // open.
@@ -229,7 +235,7 @@ impl FilterStore {
             }
         }
         if let Some(meta) = meta {
-            super::table::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
+            super::disk::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
         }
         Ok(())
     }
@@ -248,5 +254,47 @@ impl FilterStore {
             t.flush()?;
         }
         Ok(())
+    }
+}
+
+/// How to size a new table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TableSpec {
+    expected_keys: u64,
+    target_fp: f64,
+    layout: Layout,
+    seed: Option<u64>,
+}
+
+impl TableSpec {
+    /// A table for `expected_keys` keys at false-positive rate `target_fp`,
+    /// blocked layout, random seed.
+    pub fn new(expected_keys: u64, target_fp: f64) -> Self {
+        TableSpec {
+            expected_keys,
+            target_fp,
+            layout: Layout::Blocked,
+            seed: None,
+        }
+    }
+
+    /// Chooses the layout ([`Layout::Blocked`] by default). A table of the
+    /// split-block layout ([`Layout::SplitBlock`], Parquet's SBBF) hashes
+    /// with XXH64 seed 0 and takes no seed: its bits can be exported as an
+    /// SBBF and read by any Parquet reader, at the price of positions anyone
+    /// can compute ([`HashSpec::xxh64`] says what that means for keys an
+    /// adversary chooses). A table changes layout only by a rebuild from its
+    /// keys ([`Table::change_layout`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Fixes the hash seed (a random one by default, so that nobody who does
+    /// not know it can craft colliding keys). The split-block layout has no
+    /// seed: creating such a table with one is refused.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 }

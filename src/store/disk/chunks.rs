@@ -29,7 +29,7 @@
 
 use crate::filter::counting::{nibble, COUNTER_MAX};
 use crate::filter::hash::{in_block_position, map_to_range, positions};
-use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 
 use super::log::LogOp;
 
@@ -39,6 +39,13 @@ pub(crate) const CHUNK_BLOCKS: u64 = 64;
 pub(crate) const CHUNK_COUNTERS: u64 = CHUNK_BLOCKS * BLOCK_BITS;
 /// The most operations one pass of a fold or an open sorts at once (23 bits).
 pub(crate) const MAX_PASS_OPS: u64 = 1 << 23;
+
+/// The most logged operations the log may gather before it is folded (the
+/// largest fold threshold). A log holds at most this plus one record's
+/// operations, which stays below the 23-bit operation index of the
+/// position entries.
+pub(crate) const MAX_FOLD_OPS: u64 = MAX_PASS_OPS / 2;
+const _: () = assert!(MAX_FOLD_OPS + super::log::MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
 
 /// Number of chunks of a filter.
 pub(crate) fn chunk_count(p: &FilterParams) -> u64 {
@@ -171,6 +178,15 @@ pub(crate) fn by_chunk(layout: Layout, entries: &[Entry]) -> impl Iterator<Item 
 /// Sorts entries by unit, keeping the log's order within a unit.
 pub(crate) fn sort_entries(entries: &mut [Entry]) {
     entries.sort_unstable_by_key(|e| e.0);
+}
+
+/// Writes the eight words of block `b` from its 256 bytes of counters.
+#[inline]
+pub(crate) fn store_block_words(bits: &crate::filter::bloom::BitFilter, b: u64, counters: &[u8]) {
+    let first = b as usize * WORDS_PER_BLOCK;
+    for (w, c) in counters.chunks_exact(32).enumerate() {
+        bits.store_word(first + w, nonzero_word(c));
+    }
 }
 
 /// The "counter > 0" word of 64 counters packed in 32 bytes: bit `j` is set

@@ -3,14 +3,14 @@
 
 use super::super::budget::{self, Reservation};
 use super::super::catalog::TableMeta;
+use super::super::disk::chunks::store_block_words;
 use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS};
 use super::super::disk::log::{LogFile, LogOp};
 use super::super::disk::pagefile::PageFile;
+use super::super::disk::{create_files, remove_files};
 use super::super::error::StoreError;
 use super::super::shared::Shared;
-use super::super::table::{
-    create_files, remove_files, store_block_words, Generation, Table, Writer,
-};
+use super::super::table::{Generation, Table, Writer};
 use super::health::parameters_changed;
 use super::{current_record, RegenOptions, RegenReport};
 use crate::filter::bloom::BitFilter;
@@ -101,16 +101,16 @@ impl Build {
             let c = &self.counters[at..at + len];
             if keep_zero || c.iter().any(|&b| b != 0) {
                 fold.write_chunk(idx, c)
-                    .map_err(super::super::table::io_err("writing counter pages"))?;
+                    .map_err(super::super::disk::io_err("writing counter pages"))?;
             }
         }
         match fold.commit(0, live) {
             Ok(()) => Ok(()),
             Err(super::super::disk::pagefile::CommitError::Before(e)) => {
-                Err(super::super::table::io_err("syncing counter pages")(e))
+                Err(super::super::disk::io_err("syncing counter pages")(e))
             }
             Err(super::super::disk::pagefile::CommitError::After(e)) => {
-                Err(shared.failed_with(super::super::table::io_err("committing counter pages")(e)))
+                Err(shared.failed_with(super::super::disk::io_err("committing counter pages")(e)))
             }
         }
     }
@@ -222,7 +222,8 @@ impl Build {
         shared: &Shared,
         meta: &TableMeta,
     ) -> Result<(PageFile, LogFile), StoreError> {
-        let (mut pages, log) = create_files(&shared.dir, meta, self.params)?;
+        let (mut pages, log) =
+            create_files(&shared.dir, super::super::table::owner(meta), self.params)?;
         self.write_chunks(
             &mut pages,
             shared,
@@ -302,7 +303,7 @@ impl Table {
         b.replay(&early, None);
         drop(early);
         let new_meta = b.new_meta(meta);
-        let files = b.write_new_files(&self.inner.store.shared, &new_meta)?;
+        let files = b.write_new_files(&self.inner.shared, &new_meta)?;
         self.commit_and_swap(old, new_meta, b, files)
     }
 
@@ -318,7 +319,7 @@ impl Table {
         b: Build,
         files: (PageFile, LogFile),
     ) -> Result<RegenReport, StoreError> {
-        let catalog = self.inner.store.catalog.lock();
+        let catalog = self.inner.shared.catalog.lock();
         let mut w = old.writer.lock();
         old.check_live()?;
         let tail = w.journal.finish();
@@ -339,7 +340,7 @@ impl Table {
             parking_lot::MutexGuard<'_, Writer>,
         ),
     ) -> Result<RegenReport, StoreError> {
-        let shared = &self.inner.store.shared;
+        let shared = &self.inner.shared;
         b.write_tail(&mut pages, shared, tail)?;
         let (bits, memory, saturated) = b.derive_bits(&new_meta.name)?;
         let new_meta = write_new_record(&mut catalog, old, &new_meta)?;

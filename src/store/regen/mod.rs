@@ -77,19 +77,16 @@ mod relayout;
 pub(crate) use health::run_hook;
 
 use super::catalog::TableMeta;
+use super::disk::remove_files;
 use super::error::StoreError;
-use super::table::{remove_files, Table};
+use super::table::Table;
 use crate::filter::drift::{Assessment, DriftReason, HealthSignals};
 use serde::Serialize;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// Default headroom of a regenerated table: sized for exactly the keys it
 /// holds (see [`Table::regenerate`], § Sizing).
 pub const DEFAULT_HEADROOM: f64 = 1.0;
-
-/// The callback of [`FilterStore::on_needs_regeneration`].
-pub(crate) type RegenHook = Arc<dyn Fn(&str, &DriftReason) + Send + Sync>;
 
 /// How a regeneration sizes the new generation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -248,7 +245,7 @@ impl Table {
     {
         let inner = &self.inner;
         let _one = inner.regen_lock.lock();
-        inner.store.shared.check_writable()?;
+        inner.shared.check_writable()?;
         let old = inner.gen.load_full();
         let live_at_start = {
             let mut w = old.writer.lock();
@@ -265,7 +262,7 @@ impl Table {
             if !old.retired.load(Ordering::Acquire) {
                 w.journal.stop();
                 drop(w);
-                remove_files(&inner.store.shared.dir, meta.id, old.meta.generation + 1);
+                remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
             }
         }
         result

@@ -15,7 +15,8 @@
 //! everything in it, in force.
 
 use super::super::error::StoreError;
-use super::super::table::{remove_files, Table};
+use super::super::disk::remove_files;
+use super::super::table::Table;
 use super::build::{plan, Build};
 use super::{RegenOptions, RegenReport};
 use crate::filter::hash::HashSpec;
@@ -65,8 +66,8 @@ impl Table {
     {
         let inner = &self.inner;
         let _one = inner.regen_lock.lock();
-        inner.store.shared.check_writable()?;
-        let catalog = inner.store.catalog.lock();
+        inner.shared.check_writable()?;
+        let catalog = inner.shared.catalog.lock();
         let old = inner.gen.load_full();
         let w = old.writer.lock();
         old.check_live()?;
@@ -77,7 +78,7 @@ impl Table {
         let built = Build::new(params, capacity, &old, &meta.name).and_then(|mut b| {
             b.count_source(source, &meta.name)?;
             let new_meta = b.new_meta(&meta);
-            let files = b.write_new_files(&inner.store.shared, &new_meta)?;
+            let files = b.write_new_files(&inner.shared, &new_meta)?;
             Ok((b, new_meta, files))
         });
         let result = match built {
@@ -90,7 +91,7 @@ impl Table {
         // Before the commit point (the old generation not retired), the
         // partial files go; after it they are the table's.
         if result.is_err() && !old.retired.load(Ordering::Acquire) {
-            remove_files(&inner.store.shared.dir, meta.id, old.meta.generation + 1);
+            remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
         }
         result
     }

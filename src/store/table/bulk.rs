@@ -13,12 +13,14 @@
 //! after it all of them.
 
 use super::super::budget;
+use super::super::disk::chunks::store_block_words;
 use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, CHUNK_COUNTERS};
+use super::super::disk::io_err;
 use super::super::disk::pagefile::CommitError;
 use super::super::error::StoreError;
 use super::fold::{crash_point, scan_chunks};
-use super::generation::{io_err, store_block_words, Generation};
-use super::writer::Writer;
+use super::generation::Generation;
+use super::state::Writer;
 use crate::filter::counting::{
     add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
 };

@@ -20,19 +20,12 @@
 use super::super::disk::chunks::{self as pages, MAX_PASS_OPS};
 use super::super::disk::log;
 use super::super::disk::pagefile::{CommitError, PageFile};
+use super::super::disk::{io_err, page_err};
 use super::super::error::StoreError;
 use super::super::shared::Shared;
-use super::generation::{io_err, page_err};
-use super::writer::Writer;
+use super::state::Writer;
 use crate::filter::counting::nibble;
 use crate::filter::params::FilterParams;
-
-/// The most logged operations the log may gather before it is folded (the
-/// largest fold threshold). A log holds at most this plus one record's
-/// operations, which stays below the 23-bit operation index of the
-/// position entries.
-pub(crate) const MAX_FOLD_OPS: u64 = MAX_PASS_OPS / 2;
-const _: () = assert!(MAX_FOLD_OPS + log::MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
 
 /// What a fold changed.
 pub(super) struct Folded {

@@ -3,17 +3,19 @@
 
 use super::super::budget::{self, Reservation};
 use super::super::catalog::TableMeta;
+use super::super::disk::chunks::store_block_words;
 use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
 use super::super::disk::log::{self, LogFile, LogSync};
 use super::super::disk::pagefile::{Owner, PageFile};
 use super::super::disk::table_files;
+use super::super::disk::{create_files, io_err, page_err};
 use super::super::error::StoreError;
 use super::super::shared::Shared;
 use super::fold::scan_chunks;
-use super::writer::{Journal, Writer};
+use super::state::{Journal, Writer};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
+use crate::filter::params::FilterParams;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::fs::File;
@@ -45,83 +47,12 @@ pub(crate) struct Generation {
 /// [`Generation::fill`]).
 pub(crate) type ChunkSource<'a> = dyn FnMut(u64, &mut Vec<u8>) -> Result<(), StoreError> + 'a;
 
-/// Writes the eight words of block `b` from its 256 bytes of counters.
-#[inline]
-pub(crate) fn store_block_words(bits: &BitFilter, b: u64, counters: &[u8]) {
-    let first = b as usize * WORDS_PER_BLOCK;
-    for (w, c) in counters.chunks_exact(32).enumerate() {
-        bits.store_word(first + w, pages::nonzero_word(c));
-    }
-}
-
 /// The owner check of a table generation's page file.
 pub(crate) fn owner(meta: &TableMeta) -> Owner {
     Owner {
         table_id: meta.id,
         generation: meta.generation,
     }
-}
-
-/// An I/O error of table `table`'s files while doing `op`.
-pub(crate) fn io_err(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
-    move |source| StoreError::Io { op, source }
-}
-
-/// The error of a page file read.
-pub(crate) fn page_err<'a>(
-    table: &'a str,
-    op: &'static str,
-) -> impl Fn(super::super::disk::pagefile::PageError) -> StoreError + 'a {
-    use super::super::disk::pagefile::PageError;
-    move |e| match e {
-        PageError::Io(source) if source.kind() == std::io::ErrorKind::UnexpectedEof => {
-            StoreError::corrupt(
-                format!("page file of table {table:?}"),
-                crate::error::CodecError::InvalidField {
-                    field: "page file",
-                    reason: format!("shorter than its table needs ({source})"),
-                },
-            )
-        }
-        PageError::Io(source) => StoreError::Io { op, source },
-        PageError::Corrupt(what, e) => StoreError::corrupt(format!("{what} of table {table:?}"), e),
-    }
-}
-
-/// Creates the files of generation `meta` in store `dir` (see
-/// [`Generation::create`]): the log first, then the page file, whose
-/// creation syncs the directory with both names.
-pub(crate) fn create_files(
-    dir: &std::path::Path,
-    meta: &TableMeta,
-    params: FilterParams,
-) -> Result<(PageFile, LogFile), StoreError> {
-    let tables = dir.join(super::super::disk::TABLES_DIR);
-    if !tables.is_dir() {
-        std::fs::create_dir_all(&tables).map_err(io_err("creating the table directory"))?;
-        super::super::disk::io::sync_dir(dir).map_err(io_err("syncing the database directory"))?;
-    }
-    let (pages_path, log_path) = table_files(dir, meta.id, meta.generation);
-    let log_file = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&log_path)
-        .and_then(|f| super::super::disk::io::sync_all(&f).map(|()| f))
-        .map_err(io_err("creating a table's log"))?;
-    let pages = PageFile::create(&pages_path, params, owner(meta), 0)
-        .map_err(io_err("creating a table's page file"))?;
-    Ok((pages, LogFile::new(log_file, 0, 0)))
-}
-
-/// Deletes the files of generation `generation` of table `id` (a dropped
-/// table, a retired generation, an abandoned build); what cannot be deleted
-/// now is collected at the next open.
-pub(crate) fn remove_files(dir: &std::path::Path, id: u64, generation: u64) {
-    let (pages_path, log_path) = table_files(dir, id, generation);
-    let _ = std::fs::remove_file(pages_path);
-    let _ = std::fs::remove_file(log_path);
 }
 
 /// Writes `chunks` (chunk index, counters; all-zero chunks skipped) into the
@@ -344,7 +275,7 @@ impl Generation {
         memory: Reservation,
     ) -> Result<Generation, StoreError> {
         let params = meta.params()?;
-        let (pages, log) = create_files(&shared.dir, &meta, params)?;
+        let (pages, log) = create_files(&shared.dir, owner(&meta), params)?;
         let writer = Writer::empty(params, pages, log, 0, 0);
         Ok(Generation::assemble(
             shared, meta, params, bits, memory, writer,

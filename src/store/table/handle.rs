@@ -5,7 +5,7 @@ use super::super::batch::{Durability, WriteBatch};
 use super::super::catalog::{TableMeta, STORE_FORMAT_VERSION};
 use super::super::disk::log::{LogOp, MAX_RECORD_OPS};
 use super::super::error::StoreError;
-use super::super::StoreInner;
+use super::super::shared::Shared;
 use super::bloom::TableBloom;
 use super::generation::Generation;
 use crate::filter::bloom::BloomRead;
@@ -106,14 +106,23 @@ impl std::fmt::Debug for Table {
 /// The shared state of one open table: the generation in force, swapped
 /// atomically by a regeneration ([`arc_swap::ArcSwap`]: a lookup loads the
 /// pointer without a lock and never waits), and what outlives generations.
+/// The automatic health check of a table (`regen::run_hook`); a failed
+/// assessment (an I/O error) is not the writer's error: the next interval
+/// tries again, so it returns nothing.
+pub(crate) type HealthCheck = fn(&Arc<TableInner>);
+
 pub(crate) struct TableInner {
     /// The generation in force.
     pub(crate) gen: ArcSwap<Generation>,
     /// The table's catalog record in force (`set` changes the target and the
     /// expected size without building a new generation).
     pub(crate) meta: Mutex<TableMeta>,
-    /// The store (catalog, its lock, the health callback).
-    pub(crate) store: Arc<StoreInner>,
+    /// What the store's tables share (catalog, its lock, the policy and
+    /// the health callback).
+    pub(crate) shared: Arc<Shared>,
+    /// The automatic health check, run when the check interval is crossed
+    /// (given by the store: the regeneration layer above tables).
+    check: HealthCheck,
     /// Feedback of the host about lookups of absent keys.
     pub(crate) observed: ObservedFp,
     /// One regeneration at a time per table.
@@ -124,17 +133,27 @@ pub(crate) struct TableInner {
 
 impl TableInner {
     /// Opens a table in its generation in force.
-    pub(crate) fn load(store: &Arc<StoreInner>, meta: TableMeta) -> Result<TableInner, StoreError> {
-        let gen = Generation::load(&store.shared, meta.clone())?;
-        Ok(TableInner::new(store, meta, gen))
+    pub(crate) fn load(
+        shared: &Arc<Shared>,
+        meta: TableMeta,
+        check: HealthCheck,
+    ) -> Result<TableInner, StoreError> {
+        let gen = Generation::load(shared, meta.clone())?;
+        Ok(TableInner::new(shared, meta, gen, check))
     }
 
     /// The shared state of a table whose generation in force is `gen`.
-    pub(crate) fn new(store: &Arc<StoreInner>, meta: TableMeta, gen: Generation) -> TableInner {
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        meta: TableMeta,
+        gen: Generation,
+        check: HealthCheck,
+    ) -> TableInner {
         TableInner {
             gen: ArcSwap::from_pointee(gen),
             meta: Mutex::new(meta),
-            store: Arc::clone(store),
+            shared: Arc::clone(shared),
+            check,
             observed: ObservedFp::new(OBSERVED_WINDOW),
             regen_lock: Mutex::new(()),
             since_check: AtomicU64::new(0),
@@ -189,7 +208,7 @@ impl TableInner {
     /// and runs it (outside any lock) when the interval is crossed.
     pub(crate) fn count_for_check(self: &Arc<Self>, n: u64) {
         // An atomic, not the hook's mutex: every write of every table passes here.
-        if !self.store.has_regen_hook.load(Ordering::Relaxed) {
+        if !self.shared.has_regen_hook.load(Ordering::Relaxed) {
             return;
         }
         let before = self.since_check.fetch_add(n, Ordering::Relaxed);
@@ -202,7 +221,7 @@ impl TableInner {
         {
             // A failed assessment (an I/O error) is not the writer's error:
             // the next interval tries again.
-            let _ = super::super::regen::run_hook(self);
+            (self.check)(self);
         }
     }
 

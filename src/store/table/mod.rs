@@ -11,14 +11,12 @@ mod fold_tests;
 mod generation;
 pub(crate) mod handle;
 mod reader;
+mod state;
 mod writer;
 
 pub use bloom::TableBloom;
-pub(crate) use fold::MAX_FOLD_OPS;
-pub(crate) use generation::{
-    commit_chunks, create_files, io_err, remove_files, store_block_words, Generation,
-};
+pub(crate) use generation::{commit_chunks, owner, Generation};
 pub(crate) use handle::TableInner;
 pub use handle::{Table, TableStats};
 pub use reader::TableReader;
-pub(crate) use writer::Writer;
+pub(crate) use state::Writer;
