@@ -271,6 +271,7 @@ mod tests {
 
     #[test]
     fn a_crash_before_the_switch_leaves_a_format_2_store_that_migrates_again() {
+        let _serial = super::super::engine::SERIAL.lock();
         let dir = v2_copy();
         {
             let (catalog, db) =
@@ -321,6 +322,7 @@ mod tests {
 
     #[test]
     fn versions_without_a_path_or_impossible_ones_are_refused() {
+        let _serial = super::super::engine::SERIAL.lock();
         let dir = v2_copy();
         let db = engine::open_with_retry(dir.path(), &StoreConfig::default()).unwrap();
         let tree = db.open_tree(CATALOG_TREE).unwrap();

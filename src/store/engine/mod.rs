@@ -136,6 +136,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+#[cfg(test)]
+pub(crate) use worker::SERIAL;
 use worker::{dropped, io_error, Shared};
 
 /// The most items (inserts and removes) one write call hands sled.

@@ -41,7 +41,12 @@ fn submit(job: Job) -> Result<(), Job> {
     })
 }
 
+/// Workers started so far (one per process unless its thread could not
+/// start: a stuck worker is never replaced).
+static SPAWNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn spawn_worker() -> mpsc::Sender<Job> {
+    SPAWNED.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel::<Job>();
     let spawned = std::thread::Builder::new()
         .name("filterstore-sled".into())
@@ -161,36 +166,8 @@ impl Shared {
                     return Err(e);
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    let started = *state.started.lock();
-                    match started {
-                        Some(t) if t.elapsed() > self.timeout => {
-                            let msg = format!(
-                                "the storage engine did not answer within {:?} (a full or failing disk?)",
-                                self.timeout
-                            );
-                            self.fail(msg.clone());
-                            return Err(io_error(std::io::ErrorKind::TimedOut, msg));
-                        }
-                        Some(_) => {}
-                        None if worker_held()
-                            && state
-                                .state
-                                .compare_exchange(
-                                    QUEUED,
-                                    WITHDRAWN,
-                                    Ordering::AcqRel,
-                                    Ordering::Acquire,
-                                )
-                                .is_ok() =>
-                        {
-                            return Err(io_error(
-                                std::io::ErrorKind::WouldBlock,
-                                "the storage worker is held by another store's call that passed \
-                                 its deadline; nothing was written, retry later"
-                                    .into(),
-                            ));
-                        }
-                        None => {}
+                    if let Some(e) = self.given_up(&state) {
+                        return Err(e);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -199,6 +176,38 @@ impl Shared {
                     return Err(sled::Error::ReportableBug(msg));
                 }
             }
+        }
+    }
+
+    /// Whether a caller still waiting for `state`'s job gives up: its own
+    /// deadline passed since the worker started it (the database fails), or
+    /// it is still queued behind another database's call that passed its
+    /// deadline (withdrawn; this database does not fail).
+    fn given_up(&self, state: &JobState) -> Option<sled::Error> {
+        let started = *state.started.lock();
+        match started {
+            Some(t) if t.elapsed() > self.timeout => {
+                let msg = format!(
+                    "the storage engine did not answer within {:?} (a full or failing disk?)",
+                    self.timeout
+                );
+                self.fail(msg.clone());
+                Some(io_error(std::io::ErrorKind::TimedOut, msg))
+            }
+            None if worker_held()
+                && state
+                    .state
+                    .compare_exchange(QUEUED, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok() =>
+            {
+                Some(io_error(
+                    std::io::ErrorKind::WouldBlock,
+                    "the storage worker is held by another store's call that passed its \
+                     deadline; nothing was written, retry later"
+                        .into(),
+                ))
+            }
+            _ => None,
         }
     }
 
@@ -226,4 +235,82 @@ impl Shared {
 /// The error of a call on a handle being dropped (which no caller can make).
 pub(super) fn dropped() -> sled::Error {
     sled::Error::ReportableBug("a storage handle was used while being dropped".into())
+}
+
+/// Tests that use the process's worker take this: one of them makes it
+/// stuck on purpose.
+#[cfg(test)]
+pub(crate) static SERIAL: Mutex<()> = parking_lot::const_mutex(());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(e: &sled::Error) -> Option<std::io::ErrorKind> {
+        match e {
+            sled::Error::Io(io) => Some(io.kind()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_stuck_call_fails_only_its_own_database_and_the_worker_stays_one() {
+        let _serial = SERIAL.lock();
+        let a = Shared::new(Duration::from_millis(100));
+        let b = Shared::new(Duration::from_secs(20));
+        assert_eq!(b.call(|| Ok(1)).unwrap(), 1);
+        let spawned = SPAWNED.load(Ordering::Relaxed);
+        // A's call is stuck (as sled on a full disk) until released.
+        let (release, stuck) = mpsc::channel::<()>();
+        let a2 = Arc::clone(&a);
+        let waiter = std::thread::spawn(move || {
+            a2.call(move || {
+                let _ = stuck.recv_timeout(Duration::from_secs(60));
+                Ok(())
+            })
+        });
+        // Its caller gives up after A's deadline: TimedOut, A failed.
+        let r = waiter.join().unwrap();
+        assert_eq!(
+            r.as_ref().err().and_then(kind),
+            Some(std::io::ErrorKind::TimedOut)
+        );
+        assert!(a.failed.load(Ordering::Acquire));
+        assert!(
+            a.call(|| Ok(())).is_err(),
+            "a failed database refuses calls"
+        );
+        // B, queued behind a call past its deadline, is withdrawn at once and
+        // told so; B is not failed (its deadline, 20 s, counts nothing of
+        // the queue).
+        let t0 = Instant::now();
+        let r = b.call(|| Ok(2));
+        assert_eq!(
+            r.as_ref().err().and_then(kind),
+            Some(std::io::ErrorKind::WouldBlock)
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(!b.failed.load(Ordering::Acquire));
+        // Once the stuck call returns, B's calls run on the same worker.
+        release.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let got = loop {
+            match b.call(|| Ok(3)) {
+                Ok(v) => break v,
+                Err(e)
+                    if kind(&e) == Some(std::io::ErrorKind::WouldBlock)
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(got, 3);
+        assert_eq!(
+            SPAWNED.load(Ordering::Relaxed),
+            spawned,
+            "a second worker was started"
+        );
+    }
 }

@@ -88,6 +88,49 @@ pub(crate) fn commit_chunks(
     }
 }
 
+/// Opens the page file and the log of generation `meta` (for writing
+/// unless the store is read-only).
+fn open_files(
+    shared: &Shared,
+    meta: &TableMeta,
+    params: FilterParams,
+) -> Result<(PageFile, File), StoreError> {
+    let name = &meta.name;
+    let write = !shared.read_only;
+    let (pages_path, log_path) = table_files(&shared.dir, meta.id, meta.generation);
+    let pages = match PageFile::open(&pages_path, params, owner(meta), write) {
+        Err(super::super::disk::pagefile::PageError::Io(e))
+            if e.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Err(missing(name, "page file", e))
+        }
+        other => other.map_err(page_err(name, "opening a table"))?,
+    };
+    let log_file = File::options()
+        .read(true)
+        .write(write)
+        .open(&log_path)
+        .map_err(|e| missing(name, "log", e))?;
+    Ok((pages, log_file))
+}
+
+/// Cuts a log whose records in sequence end at `end` back to there, durably,
+/// before anything is appended after a tail that is not a whole record in
+/// sequence (`disk::log`).
+fn cut_torn_tail(log_file: &File, end: u64) -> Result<(), StoreError> {
+    let len = log_file
+        .metadata()
+        .map_err(io_err("opening a table"))?
+        .len();
+    if len > end {
+        log_file
+            .set_len(end)
+            .and_then(|()| super::super::disk::io::sync_all(log_file))
+            .map_err(io_err("cutting a torn log tail"))?;
+    }
+    Ok(())
+}
+
 /// A table file named by the catalog that is not there.
 fn missing(table: &str, what: &'static str, e: std::io::Error) -> StoreError {
     if e.kind() == std::io::ErrorKind::NotFound {
@@ -188,49 +231,21 @@ impl Generation {
         let params = meta.params()?;
         let name = meta.name.clone();
         let write = !shared.read_only;
-        let (pages_path, log_path) = table_files(&shared.dir, meta.id, meta.generation);
-        let pages = match PageFile::open(&pages_path, params, owner(&meta), write) {
-            Err(super::super::disk::pagefile::PageError::Io(e))
-                if e.kind() == std::io::ErrorKind::NotFound =>
-            {
-                return Err(missing(&name, "page file", e))
-            }
-            other => other.map_err(page_err(&name, "opening a table"))?,
-        };
-        let log_file = File::options()
-            .read(true)
-            .write(write)
-            .open(&log_path)
-            .map_err(|e| missing(&name, "log", e))?;
+        let (pages, log_file) = open_files(shared, &meta, params)?;
         let sb = pages.superblock().clone();
         let mut replayed = replay_log(&log_file, &params, sb.folded_seq, &name)?;
-        let file_len = log_file
-            .metadata()
-            .map_err(io_err("opening a table"))?
-            .len();
-        if write && file_len > replayed.scanned.end {
-            // A tail that is not a whole record in sequence: cut it, durably,
-            // before anything is appended after it.
-            log_file
-                .set_len(replayed.scanned.end)
-                .and_then(|()| super::super::disk::io::sync_all(&log_file))
-                .map_err(io_err("cutting a torn log tail"))?;
+        if write {
+            cut_torn_tail(&log_file, replayed.scanned.end)?;
         }
         let (bits, memory) = budget::bit_filter(&name, params)?;
         pages::sort_entries(&mut replayed.entries);
         let mut absolute_saturated = 0;
-        let disk_saturated = scan_chunks(
-            &pages,
-            &params,
-            &name,
-            &replayed.entries,
-            |idx, counters| {
-                absolute_saturated += nibble::count_saturated(counters);
-                for (i, block) in counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
-                    store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
-                }
-            },
-        )?;
+        let disk_saturated = scan_chunks(&pages, &params, &name, &replayed.entries, |idx, c| {
+            absolute_saturated += nibble::count_saturated(c);
+            for (i, block) in c.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
+                store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
+            }
+        })?;
         // A writing store counts what its chunks hold (a fold adds what the
         // log saturates when it applies it); a read-only one never folds,
         // so it counts the absolute counters.
@@ -244,11 +259,10 @@ impl Generation {
             let b = pages::entry_block(params.layout(), e);
             dirty[(b / 64) as usize] |= 1 << (b % 64);
         }
-        let log_ops = replayed.scanned.ops;
-        let log = LogFile::new(log_file, replayed.scanned.end, replayed.scanned.next_seq);
+        let s = replayed.scanned;
         let writer = Writer {
             buffer: Vec::new(),
-            log_ops,
+            log_ops: s.ops,
             dirty,
             materialized: HashMap::new(),
             live: sb.live_keys + replayed.delta,
@@ -256,7 +270,7 @@ impl Generation {
             saturated,
             journal: Journal::default(),
             pages,
-            log,
+            log: LogFile::new(log_file, s.end, s.next_seq),
         };
         Ok(Generation::assemble(
             shared, meta, params, bits, memory, writer,
