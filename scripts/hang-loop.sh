@@ -8,7 +8,7 @@
 # By default it loops tests/store_guard_stress.rs, the guard's storage under
 # concurrent writers, readers and merges: what the store still keeps in sled
 # 0.34.7, whose writer can deadlock against its own thread pool (#804; the
-# argument why it cannot here is in src/store/engine.rs). The test that hung
+# argument why it cannot here is in src/store/engine/mod.rs). The test that hung
 # before the engine existed, store_regen's concurrent writers during a
 # regeneration, no longer touches sled; it is looped with
 # BIN=store_regen TEST=concurrent_writers_during_regeneration_lose_nothing.

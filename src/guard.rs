@@ -309,7 +309,7 @@ impl<S: DiffStorage> Guard<S> {
 ///
 /// Reads run on the caller's thread and never wait for another store;
 /// writes run through the store's sled worker in calls of at most eight
-/// items, each flushed (`src/store/engine.rs` proves from sled's code why
+/// items, each flushed (`src/store/engine/mod.rs` proves from sled's code why
 /// this keeps sled 0.34.7's writer deadlock from closing). Hence its
 /// limits: a key of at most [`MAX_GUARD_KEY`] bytes and a value of at most
 /// [`MAX_GUARD_VALUE`] (larger ones are refused with

@@ -171,10 +171,13 @@ fn v2_store_fixture_with_a_fold_cut_short_migrates_exact() {
             );
             assert_eq!(t.stats().unwrap().format_version, 3);
         }
-        // The migrated store is a format-3 store: its sled trees of table
-        // data are gone, its files are there.
+        // The migrated store is a format-3 store: the old sled database is
+        // gone, its files are there.
         drop(store);
         assert!(copy.path().join("catalog").is_file());
+        for gone in ["db", "conf"] {
+            assert!(!copy.path().join(gone).exists(), "{gone} left behind");
+        }
         assert_eq!(
             std::fs::read_dir(copy.path().join("tables"))
                 .unwrap()

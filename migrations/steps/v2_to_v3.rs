@@ -5,18 +5,20 @@
 //! its chunks with every log record applied in order, under the fold marks
 //! of its state record (a fold cut short by a crash is finished here) — and
 //! written into a new page file (one fold, committed and synced) with an
-//! empty log. Then the catalog's pairs are written, as they were, into the
-//! catalog file with the header's version raised to 3: that file is the
-//! switch. A crash before it leaves the version-2 store intact (files
-//! written so far are overwritten when the step runs again); after it, the
-//! store is at version 3 and the sled trees it no longer reads are dropped
-//! (now, or when sled is next opened).
+//! empty log. The guard storage's trees, if any, are copied into the
+//! guard's own database (`guard/`, sled with 16 MiB segments:
+//! `src/store/engine/mod.rs`). Then the catalog's pairs are written, as they
+//! were, into the catalog file with the header's version raised to 3: that
+//! file is the switch. A crash before it leaves the version-2 store intact
+//! (files written so far are overwritten when the step runs again); after
+//! it, the store is at version 3 and the old sled database is removed (now,
+//! or by the next writing open).
 
 use super::super::catalog::{Catalog, StoreHeader};
 use super::super::config::StoreConfig;
 use super::super::engine;
 use super::super::error::StoreError;
-use super::{drop_legacy_trees, write_table_files, StopAt};
+use super::{copy_guard_trees, write_table_files, StopAt};
 use std::path::Path;
 
 /// Builds the format-3 files and switches to them; returns the catalog in
@@ -35,6 +37,7 @@ pub(super) fn v2_to_v3(
     }
     let mut catalog = Catalog::from_entries(dir, entries)?;
     write_table_files(db, &catalog, dir, config)?;
+    copy_guard_trees(db, dir, config)?;
     if stop == StopAt::BeforeSwitch {
         return Ok(catalog);
     }
@@ -43,7 +46,5 @@ pub(super) fn v2_to_v3(
         ..catalog.header()
     };
     catalog.commit(|e| e.set_header(header))?;
-    // Garbage from here on: dropped when sled is next opened if this fails.
-    let _ = drop_legacy_trees(db);
     Ok(catalog)
 }

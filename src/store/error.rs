@@ -112,6 +112,15 @@ pub enum StoreError {
         /// The version this build writes.
         to: u32,
     },
+    /// A store of an older format holds something the migration to this
+    /// build's format cannot carry over; the store is left as it was.
+    #[error("the store at {path:?} cannot be migrated to store format 3: {reason}; it was left as it was: open it with the filterstore release that wrote it")]
+    MigrationRefused {
+        /// The store's directory.
+        path: PathBuf,
+        /// What stops the migration.
+        reason: String,
+    },
     /// A persisted record failed its checks (checksum, framing, field values).
     /// A table's filter can always be rebuilt from the table's keys.
     #[error("corrupt {what}: {source}; rebuild the table from its keys (drop it, create it again and insert every key, or import an exported counting filter), or restore the database from a backup")]

@@ -18,16 +18,15 @@
 //! applied as one atomic sled batch with the new header version, and
 //! flushed), the 2 → 3 step in new files. The 2 → 3 switch is the catalog
 //! file: until it exists the store is a version-2 store (files written
-//! before a crash are overwritten when the step runs again); once it exists
-//! the store is a version-3 store whose sled trees of table data are
-//! garbage, dropped when sled is next opened. So a step may be cut by a
+//! before a crash, the tables' and the guard's new database, are
+//! overwritten when the step runs again); once it exists the store is a
+//! version-3 store and the old sled database in its directory is garbage,
+//! removed then or by the next writing open. So a step may be cut by a
 //! crash at any point and the store still opens, as the version before the
 //! step or the one after.
 
 use super::budget;
-use super::catalog::{
-    Catalog, StoreHeader, CATALOG_TREE, HEADER_KEY, STORE_FORMAT_VERSION, TABLE_TREE_PREFIX,
-};
+use super::catalog::{Catalog, StoreHeader, CATALOG_TREE, HEADER_KEY, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::disk::chunks::{self as pages, CHUNK_COUNTERS};
 use super::disk::create_files;
@@ -74,22 +73,23 @@ pub(crate) enum StopAt {
 }
 
 /// Opens sled in `dir` (a store of format 1 or 2) and brings the store to
-/// [`STORE_FORMAT_VERSION`]: returns its catalog, and sled, which stays open
-/// for the guard's storage.
-pub(crate) fn upgrade_legacy(
-    dir: &Path,
-    config: &StoreConfig,
-) -> Result<(Catalog, Option<engine::Db>), StoreError> {
-    upgrade_legacy_with(dir, config, StopAt::Never)
+/// [`STORE_FORMAT_VERSION`]: returns its catalog. The old database is then
+/// removed ([`remove_legacy_sled`]).
+pub(crate) fn upgrade_legacy(dir: &Path, config: &StoreConfig) -> Result<Catalog, StoreError> {
+    let catalog = upgrade_legacy_with(dir, config, StopAt::Never)?;
+    // Garbage now: what is not removed here, the next writing open removes.
+    let _ = remove_legacy_sled(dir);
+    Ok(catalog)
 }
 
-/// [`upgrade_legacy`], stopping where `stop` says (tests).
+/// [`upgrade_legacy`] but for the removal, stopping where `stop` says
+/// (tests). The old database is closed when this returns.
 pub(crate) fn upgrade_legacy_with(
     dir: &Path,
     config: &StoreConfig,
     stop: StopAt,
-) -> Result<(Catalog, Option<engine::Db>), StoreError> {
-    let db = engine::open_with_retry(dir, config)?;
+) -> Result<Catalog, StoreError> {
+    let db = engine::open_with_retry(dir, config, engine::LEGACY_SEGMENT)?;
     let sled_err = |op| move |e| StoreError::sled(op, e);
     let names = db.tree_names().map_err(sled_err("reading the database"))?;
     if !names.iter().any(|n| n == CATALOG_TREE.as_bytes()) {
@@ -103,7 +103,7 @@ pub(crate) fn upgrade_legacy_with(
         // sled was created, its catalog never: a new store.
         let mut catalog = Catalog::new(dir);
         catalog.commit(|_| {})?;
-        return Ok((catalog, Some(db)));
+        return Ok(catalog);
     }
     let tree = db
         .open_tree(CATALOG_TREE)
@@ -117,13 +117,11 @@ pub(crate) fn upgrade_legacy_with(
             // A store of format 1 or 2 cut before its header was written.
             let mut catalog = Catalog::new(dir);
             catalog.commit(|_| {})?;
-            return Ok((catalog, Some(db)));
+            return Ok(catalog);
         }
     };
-    let header = upgrade_in_sled(&db, &tree, header, SLED_STEPS)?;
-    let catalog = v2_to_v3::v2_to_v3(&db, &tree, dir, config, stop)?;
-    let _ = header;
-    Ok((catalog, Some(db)))
+    upgrade_in_sled(&db, &tree, header, SLED_STEPS)?;
+    v2_to_v3::v2_to_v3(&db, &tree, dir, config, stop)
 }
 
 /// Runs the steps inside sled from `header`'s version to the last version
@@ -236,21 +234,95 @@ pub(crate) fn write_table_files(
     Ok(())
 }
 
-/// Drops the sled trees that formats 1 and 2 kept (the catalog, table
-/// data): garbage once the catalog file exists.
-pub(crate) fn drop_legacy_trees(db: &engine::Db) -> Result<(), StoreError> {
-    let names = db
+/// Copies the guard storage's trees of a format-1 or -2 database `db`
+/// into the guard's own database (`dir/guard`, created with
+/// [`engine::GUARD_SEGMENT`]; whatever an earlier, cut-short run left there
+/// is removed first), in groups of [`engine::MAX_CALL_ITEMS`], and makes
+/// them durable. A record over the guard's limits (format 2 had none)
+/// stops the migration with [`StoreError::MigrationRefused`].
+pub(crate) fn copy_guard_trees(
+    db: &engine::Db,
+    dir: &Path,
+    config: &StoreConfig,
+) -> Result<(), StoreError> {
+    let sled_err = |op| move |e| StoreError::sled(op, e);
+    let names: Vec<_> = db
         .tree_names()
-        .map_err(|e| StoreError::sled("reading the database", e))?;
+        .map_err(sled_err("reading the database"))?
+        .into_iter()
+        .filter(|n| n.starts_with(engine::GUARD_TREE_PREFIX.as_bytes()))
+        .collect();
+    let to = dir.join(engine::GUARD_DIR);
+    if to.exists() {
+        std::fs::remove_dir_all(&to).map_err(|source| StoreError::Io {
+            op: "removing a guard database left by an earlier migration",
+            source,
+        })?;
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    let new = engine::open_with_retry(&to, config, engine::GUARD_SEGMENT)?;
     for name in names {
-        let legacy =
-            name == CATALOG_TREE.as_bytes() || name.starts_with(TABLE_TREE_PREFIX.as_bytes());
-        if legacy {
-            db.drop_tree(&name)
-                .map_err(|e| StoreError::sled("removing data of the old format", e))?;
+        let from = db
+            .open_tree(&name)
+            .map_err(sled_err("opening guard storage to migrate"))?;
+        let into = new
+            .open_tree(&name)
+            .map_err(sled_err("creating the migrated guard storage"))?;
+        let mut group = engine::Batch::default();
+        let mut in_group = 0;
+        for item in from.iter() {
+            let (k, v) = item.map_err(sled_err("reading guard storage to migrate"))?;
+            if k.len() > engine::MAX_KEY || v.len() > engine::MAX_VALUE {
+                return Err(StoreError::MigrationRefused {
+                    path: dir.to_path_buf(),
+                    reason: format!(
+                        "guard storage {:?} holds a record with a {}-byte key and a {}-byte \
+                         value, over this release's limits ({}-byte keys, {}-byte values)",
+                        String::from_utf8_lossy(&name[engine::GUARD_TREE_PREFIX.len()..]),
+                        k.len(),
+                        v.len().saturating_sub(1),
+                        engine::MAX_KEY,
+                        engine::MAX_VALUE - 1
+                    ),
+                });
+            }
+            group.insert(k, v);
+            in_group += 1;
+            if in_group == engine::MAX_CALL_ITEMS {
+                into.apply_batch(std::mem::take(&mut group))
+                    .map_err(sled_err("writing the migrated guard storage"))?;
+                in_group = 0;
+            }
+        }
+        if in_group > 0 {
+            into.apply_batch(group)
+                .map_err(sled_err("writing the migrated guard storage"))?;
         }
     }
-    Ok(())
+    new.flush()
+        .map_err(sled_err("flushing the migrated guard storage"))
+}
+
+/// Removes the sled database of a store of format 1 or 2 from `dir` (its
+/// files `blobs.kept/`, `blobs/`, `snap.*`, `conf` and, last, `db`): garbage
+/// once the catalog file exists.
+pub(crate) fn remove_legacy_sled(dir: &Path) -> std::io::Result<()> {
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    gone(std::fs::remove_dir_all(dir.join("blobs.kept")))?;
+    gone(std::fs::remove_dir_all(dir.join("blobs")))?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().starts_with("snap.") {
+            gone(std::fs::remove_file(e.path()))?;
+        }
+    }
+    gone(std::fs::remove_file(dir.join("conf")))?;
+    gone(std::fs::remove_file(dir.join("db")))
 }
 
 #[cfg(test)]
@@ -274,11 +346,10 @@ mod tests {
         let _serial = super::super::engine::SERIAL.lock();
         let dir = v2_copy();
         {
-            let (catalog, db) =
+            let catalog =
                 upgrade_legacy_with(dir.path(), &StoreConfig::default(), StopAt::BeforeSwitch)
                     .unwrap();
             assert_eq!(catalog.header().format_version, 2);
-            drop(db);
         }
         // The files were written, the switch was not: still format 2.
         assert!(!dir.path().join("catalog").exists());
@@ -324,7 +395,9 @@ mod tests {
     fn versions_without_a_path_or_impossible_ones_are_refused() {
         let _serial = super::super::engine::SERIAL.lock();
         let dir = v2_copy();
-        let db = engine::open_with_retry(dir.path(), &StoreConfig::default()).unwrap();
+        let db =
+            engine::open_with_retry(dir.path(), &StoreConfig::default(), engine::LEGACY_SEGMENT)
+                .unwrap();
         let tree = db.open_tree(CATALOG_TREE).unwrap();
         let h = StoreHeader::decode_any(&tree.get(HEADER_KEY).unwrap().unwrap()).unwrap();
         let at = |v| StoreHeader {

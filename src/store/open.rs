@@ -23,10 +23,6 @@ use std::sync::{Arc, Weak};
 /// promptly, but not instantly.
 pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Prefix of the trees of guard storage ([`crate::SledDiffStorage`]) in
-/// sled.
-const GUARD_TREE_PREFIX: &str = "filterstore/guard/";
-
 pub(crate) struct StoreInner {
     /// What the tables share: directory, configuration, catalog, policy,
     /// health callback, failure state.
@@ -35,8 +31,7 @@ pub(crate) struct StoreInner {
     canonical: PathBuf,
     /// Open tables: one in-memory state per table, shared by all handles.
     pub(crate) tables: Mutex<HashMap<String, Weak<TableInner>>>,
-    /// sled, for the guard's storage: opened on first use (or by a
-    /// migration, which read the older format's data from it).
+    /// sled, for the guard's storage: opened on first use.
     sled: Mutex<Option<engine::Db>>,
     /// The directory's lock.
     _lock: Option<DirLock>,
@@ -100,8 +95,8 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
     move |source| StoreError::Io { op, source }
 }
 
-/// Whether `dir` holds sled's files (a store of format 1 or 2, or a store
-/// whose guard storage was used).
+/// Whether `dir` itself holds sled's files: a store of format 1 or 2 (the
+/// guard's database of format 3 is in `guard/`).
 fn has_sled(dir: &Path) -> bool {
     dir.join("db").is_file() || dir.join("conf").is_file()
 }
@@ -243,17 +238,12 @@ impl FilterStore {
         if let Some(b) = config.memory_budget {
             budget::set(Some(b));
         }
-        let mut sled = None;
         let catalog = match Catalog::load(&path)? {
             Some(c) => c,
             None if !write => {
                 return Err(StoreError::NotAFilterStore { path });
             }
-            None if has_sled(&path) => {
-                let (catalog, db) = migrate::upgrade_legacy(&path, &config)?;
-                sled = db;
-                catalog
-            }
+            None if has_sled(&path) => migrate::upgrade_legacy(&path, &config)?,
             None => create_new(&path)?,
         };
         let header = catalog.header();
@@ -275,6 +265,12 @@ impl FilterStore {
                 marker::write_marker(&path)?;
             }
             catalog_file::remove_leftover(&path).map_err(io("removing an unfinished catalog"))?;
+            if has_sled(&path) {
+                // The database of the format before, left by a crash after
+                // the migration's switch.
+                migrate::remove_legacy_sled(&path)
+                    .map_err(io("removing the database of the old format"))?;
+            }
             collect_garbage(&path, &catalog)?;
         }
         let (read_only, scratch) = match access {
@@ -289,7 +285,7 @@ impl FilterStore {
                 shared: Arc::new(Shared::new(path, config, read_only, catalog)),
                 canonical,
                 tables: Mutex::new(HashMap::new()),
-                sled: Mutex::new(sled),
+                sled: Mutex::new(None),
                 _lock: dir_lock,
                 _scratch: scratch,
             }),
@@ -307,25 +303,25 @@ impl FilterStore {
         self.inner.shared.read_only
     }
 
-    /// sled, opened on first use (for the guard's storage). Trees that the
-    /// formats before 3 kept there (the catalog, table data) are dropped
-    /// when it is opened: a migrated store no longer reads them.
+    /// sled, opened on first use, for the guard's storage: its own
+    /// database in `guard/`, with 16 MiB segments (see
+    /// [`engine`](super::engine), "The bounds").
     pub(crate) fn sled(&self) -> Result<engine::Db, StoreError> {
         self.inner.shared.check_writable()?;
         let mut slot = self.inner.sled.lock();
         if let Some(db) = &*slot {
             return Ok(db.clone());
         }
-        let config = self.config();
-        let db = engine::Db::open(
-            &self.inner.shared.dir,
-            sled::Config::new()
-                .cache_capacity(config.cache_capacity)
-                .mode(sled::Mode::HighThroughput),
-            config.io_timeout,
-        )
-        .map_err(|e| StoreError::sled("opening the guard storage", e))?;
-        migrate::drop_legacy_trees(&db)?;
+        let dir = self.inner.shared.dir.join(engine::GUARD_DIR);
+        let new = !dir.exists();
+        std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
+        let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
+        if new {
+            // The directory's name, durable before anything in it is.
+            std::fs::File::open(&self.inner.shared.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io("syncing the database directory"))?;
+        }
         *slot = Some(db.clone());
         Ok(db)
     }
@@ -339,7 +335,7 @@ impl FilterStore {
         validate_name(name)?;
         let db = self.sled()?;
         let open = |part: &str| {
-            db.open_tree(format!("{GUARD_TREE_PREFIX}{name}/{part}"))
+            db.open_tree(format!("{}{name}/{part}", engine::GUARD_TREE_PREFIX))
                 .map_err(|e| StoreError::sled("opening guard storage", e))
         };
         Ok((open("base")?, open("diff")?))

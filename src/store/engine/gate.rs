@@ -129,16 +129,16 @@ pub(super) fn settle_keys(tree: &sled::Tree, keys: &[IVec]) -> sled::Result<bool
 }
 
 /// Settles a whole tree: traverses all of it (an iteration reaches every
-/// leaf through `view_for_key`), flushing every 64 items, until a pass
-/// writes nothing.
+/// leaf through `view_for_key`), flushing after every item (so that no
+/// flush covers more than one traversal, module docs "The bounds"), until
+/// a pass writes nothing. A flush that finds nothing to write returns at
+/// once.
 pub(super) fn settle_all(tree: &sled::Tree) -> sled::Result<bool> {
     for _ in 0..SETTLE_ROUNDS {
         let mut wrote = 0;
-        for (i, item) in tree.iter().enumerate() {
+        for item in tree.iter() {
             item?;
-            if i % 64 == 63 {
-                wrote += tree.flush()?;
-            }
+            wrote += tree.flush()?;
         }
         wrote += tree.flush()?;
         if wrote == 0 {

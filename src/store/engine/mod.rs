@@ -22,39 +22,80 @@
 //! 0.34.7 (PR #1269), never released on the 0.34 line.
 //!
 //! # Why it cannot close here: writes
-//! The cycle needs 7 `write_to_log` tasks blocked at once, whose only
-//! sources are sealed buffers; sled's background flusher is off
-//! (`flush_every_ms(None)`, which also disables its background segment
-//! cleaning, `PageCache::attempt_gc`, called only by that thread), and
-//! `flush_async` is never called. Three rules:
+//! The cycle needs the writer in `bump_tip` to wait for a truncation task
+//! that no pool thread will run. The argument below does not count pool
+//! threads or tasks (a pool thread may be preempted anywhere, say between a
+//! task's `mark_interval` and its `sa_stabilize`, and a lock's hand-off is
+//! no bound): it rests on the order of sled's pool queue and of its segment
+//! accountant.
 //!
-//! 1. **One write at a time.** Every call that may write runs on the
-//!    engine's worker thread, so only the worker reserves log space and can
-//!    be the writer in `bump_tip`; pool tasks never call `SA::next`.
-//! 2. **Flushed before the next.** A write call flushes before it returns,
-//!    and its settling (below) flushes after every traversal that wrote:
-//!    `flush` returns once every buffer sealed so far has been written
-//!    (`make_stable`), so their tasks have only `sa_stabilize` left.
-//! 3. **Small.** One sled call writes at most [`MAX_CALL_ITEMS`] items, each
-//!    a key of at most [`MAX_KEY`] bytes and a value of at most
-//!    [`MAX_VALUE`]: below sled's inline limit (`segment_size / 4`, 128 KiB,
-//!    `pagecache/logger.rs` `reserve_inner`), and such that a leaf of 17
-//!    items (sled splits a leaf of more than 16, `node.rs` `should_split`)
-//!    stays inline too, so nothing ever becomes a blob file. Per item sled
-//!    logs its fragment and may consolidate its node (when its chain
-//!    reaches 10 fragments, `PAGE_CONSOLIDATION_THRESHOLD`): at most
-//!    17 × 4.4 KiB ≈ 75 KiB; so a call logs under 8 × 80 KiB = 640 KiB,
-//!    at most 2 buffers sealed full plus 1 by the flush. A settling
-//!    traversal of one key (below) splits or merges at most its path's
-//!    nodes and is flushed by itself.
+//! 1. **One writer.** Every call that may write runs on the engine's worker
+//!    thread, so only the worker reserves log space, seals buffers and
+//!    calls `SA::next`: sled's background flusher is off
+//!    (`flush_every_ms(None)`, which also disables its segment cleaning,
+//!    `PageCache::attempt_gc`, called only by that thread), `flush_async`
+//!    is never called, and reads write nothing (next section).
+//! 2. **A truncation leaves a free segment.**
+//!    `SegmentAccountant::free_segment` (`pagecache/segment.rs`), the only
+//!    caller of `truncate`, truncates only while more than one segment is
+//!    free (`laziness_factor`): when a truncation task T is queued, a free
+//!    segment remains. `SA::next` takes a free segment if there is one and
+//!    calls `bump_tip` (which waits for T) only when there is none. So
+//!    between T's queueing and a `bump_tip` that waits for it, `next` took
+//!    a free segment at some moment t1, and the log then filled that
+//!    segment: `next` is called again only when a buffer is sealed *maxed*
+//!    (`iobuf.rs` `maybe_seal_and_write_iobuf`: a reservation does not fit
+//!    in the rest of the segment, or less than a message header is left),
+//!    i.e. after more than `segment_size` less the largest message was
+//!    logged into it.
+//! 3. **Flushed well within a segment.** Every write call, and every
+//!    settling step (below), ends with a flush, and none logs that much
+//!    (bounds below). So between t1 and that `bump_tip` a flush of ours
+//!    returned that covered the buffer sealed at t1: `flush` returns once
+//!    every byte reserved before it is stable (`make_stable`), i.e. once
+//!    that buffer's `write_to_log` task has passed `mark_interval`.
+//! 4. **The pool's queue is first-in first-out** (`threadpool.rs`: one
+//!    `VecDeque`, `push_back`, `pop_front`; a task taken runs to its end on
+//!    the thread that took it). The `write_to_log` task of the buffer sealed
+//!    at t1 was queued after `next` returned at t1, so after T; it was
+//!    taken (it ran `mark_interval`), so T was taken before it, and T
+//!    (`set_len` and `sync_all` of the log file) takes no lock of sled. When
+//!    the worker reaches `bump_tip`, T has finished or is running and will
+//!    finish: the wait ends, however many pool threads are blocked.
 //!
-//! While the worker waits in `bump_tip`, the tasks that exist are its own
-//! segment's (≤ 3) and the previous segment's (≤ 3, past `make_stable`); so
-//! at most 6 of the 7 threads can be blocked, and the truncation, queued
-//! behind at most 6 tasks in FIFO order, gets the 7th. (The earlier engine
-//! stated the same bound and had been looped 10,000 times without a hang;
-//! `scripts/hang-loop.sh` loops the guard's concurrent test now.)
-//!
+//! **The bounds.** The guard's database is created with sled's largest
+//! segment, 16 MiB ([`GUARD_SEGMENT`]; its inline limit is a quarter of
+//! it, `pagecache/logger.rs` `reserve_inner`). One write call hands sled at
+//! most [`MAX_CALL_ITEMS`] = 8 items (a merge's transaction: 4 changes, an
+//! insert and a remove each), keys of at most [`MAX_KEY`] = 256 bytes and
+//! values of at most [`MAX_VALUE`] = 4,097: an item's fragment is under
+//! 4.4 KiB; a leaf holds at most 17 items (sled splits one of more than 16
+//! at the next traversal, `node.rs` `should_split`), under 75 KiB; an index
+//! node at most 257 children, under 70 KiB; no message comes near the
+//! inline limit, so nothing ever becomes a blob file. A call starts on a
+//! settled tree (no split or merge pending, below). Each item makes at most
+//! one node over- or under-full, and each split or merge resolves one and
+//! may make its parent so: the traversal of item `j` finds at most `j − 1`
+//! pending on its path, so a call makes at most 28 splits or merges (each
+//! logging two nodes and a parent fragment, under 155 KiB) and 36
+//! fragments (each of which may consolidate its node when its chain
+//! reaches 10, `PAGE_CONSOLIDATION_THRESHOLD`: under 75 KiB): under 7 MiB
+//! with a root hoist, far below 16 MiB less 4 MiB. Settling flushes after
+//! the traversal of each key (`settle_all` after each item), which splits
+//! or merges at most one node per level of its path. The database of a
+//! store of format 1 or 2 has sled's default 512 KiB segments
+//! ([`LEGACY_SEGMENT`]) and is opened only by the migration, which writes
+//! one small catalog batch and settles the trees it reads: one traversal
+//! per flush, at most a leaf split (two halves of at most 128 KiB each,
+//! larger ones being blob pointers) and, per level above, a split of an
+//! index node whose keys are the catalog's and the tables' (at most 129
+//! bytes: under 35 KiB per node), under 512 KiB less 128 KiB. (A guard tree
+//! of format 2 with keys over 256 bytes, which that format allowed, is
+//! outside this bound; the migration refuses such records.) The cost of
+//! the large segment: sled
+//! allocates each log buffer at segment size (virtual memory, touched as it
+//! is written) and grows its file a segment at a time.
+
 //! # Why it cannot close here: reads on the caller's thread
 //! A `Tree::get` traverses the tree from its root (`tree.rs`
 //! `view_for_key`) and, on its way, finishes any structure modification it
@@ -146,6 +187,17 @@ pub(crate) const MAX_CALL_ITEMS: usize = 8;
 pub(crate) const MAX_KEY: usize = 256;
 /// The longest value a write may carry, in bytes.
 pub(crate) const MAX_VALUE: usize = 4097;
+/// sled's segment size in the guard's database: sled's largest, 16 MiB
+/// (module docs, "The bounds").
+pub(crate) const GUARD_SEGMENT: usize = 1 << 24;
+/// sled's default segment size, 512 KiB, with which stores of formats 1
+/// and 2 were created.
+pub(crate) const LEGACY_SEGMENT: usize = 512 * 1024;
+/// The directory of the guard's database, in the store's directory.
+pub(crate) const GUARD_DIR: &str = "guard";
+/// The prefix of the guard storage's trees (formats 1 and 2 kept them in
+/// the store's one database under the same names).
+pub(crate) const GUARD_TREE_PREFIX: &str = "filterstore/guard/";
 
 /// A sled database, reached only through the worker for writes.
 #[derive(Debug)]
@@ -224,15 +276,6 @@ impl Db {
             inner: Some(inner),
             shared: self.shared.clone(),
             gate,
-        })
-    }
-
-    pub(crate) fn drop_tree(&self, name: impl AsRef<[u8]>) -> sled::Result<bool> {
-        let (db, name) = (self.db()?, name.as_ref().to_vec());
-        self.shared.call(move || {
-            let dropped = db.drop_tree(name)?;
-            db.flush()?;
-            Ok(dropped)
         })
     }
 

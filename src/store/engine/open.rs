@@ -16,9 +16,15 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// the `Db` is dropped; a reopen in the same process therefore retries for
 /// up to [`LOCK_WAIT`] before reporting
 /// [`StoreError::Locked`](super::super::error::StoreError::Locked).
+///
+/// `segment_size` must be the one the database was created with (sled
+/// refuses another): [`LEGACY_SEGMENT`](super::LEGACY_SEGMENT) for the
+/// database of a store of format 1 or 2,
+/// [`GUARD_SEGMENT`](super::GUARD_SEGMENT) for the guard's.
 pub(crate) fn open_with_retry(
     path: &Path,
     config: &super::super::config::StoreConfig,
+    segment_size: usize,
 ) -> Result<Db, super::super::error::StoreError> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(1);
@@ -27,6 +33,7 @@ pub(crate) fn open_with_retry(
             path,
             sled::Config::new()
                 .cache_capacity(config.cache_capacity)
+                .segment_size(segment_size)
                 .mode(sled::Mode::HighThroughput),
             config.io_timeout,
         );
