@@ -235,6 +235,15 @@ fn main() {
     }
     // (g) first: it wants the machine as quiet as this run leaves it.
     let goals_dir = tempfile::tempdir().unwrap();
+    if let Ok(which) = std::env::var("FILTERSTORE_BENCH_PROFILE") {
+        // One subject of (g) alone, to profile it (`store/goals.rs`).
+        if which == "durable" {
+            goals::insert_goals(goals_dir.path());
+        } else {
+            goals::guard_goal(goals_dir.path());
+        }
+        return;
+    }
     let mut goal_results = goals::insert_goals(goals_dir.path());
     goal_results.extend(goals::guard_goal(goals_dir.path()));
     drop(goals_dir);

@@ -204,16 +204,30 @@ impl Generation {
         w.buffer.extend_from_slice(ops);
         w.journal.record(ops);
         let mut delta = 0i64;
-        for op in ops {
-            if !op.insert {
-                delta -= 1;
-                continue;
+        if scratch.is_empty() {
+            // No block of the batch is materialized (a remove loads its
+            // blocks into `scratch`, so these are inserts): the bits of all
+            // its inserts at once, each key's line prefetched ahead so that
+            // the cache misses overlap (the bit filter of a 10M-key table is
+            // 12 MB; one miss per key was 74% of a durable batch's CPU).
+            let mut inserts = Vec::with_capacity(ops.len());
+            for op in ops {
+                if op.insert {
+                    delta += 1;
+                    for_each_block(p, op, |b| w.set_dirty(b));
+                    inserts.push(op.hash);
+                } else {
+                    delta -= 1;
+                }
             }
-            delta += 1;
-            if scratch.is_empty() {
-                for_each_block(p, op, |b| w.set_dirty(b));
-                self.bits.insert_hash(op.hash);
-            } else {
+            self.bits.insert_hashes(&inserts);
+        } else {
+            for op in ops {
+                if !op.insert {
+                    delta -= 1;
+                    continue;
+                }
+                delta += 1;
                 for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
                     let b = q / BLOCK_BITS;
                     if !scratch.contains_key(&b) {
