@@ -184,3 +184,39 @@ fn read_many_over_sled_answers_as_single_reads() {
     let single: Vec<_> = keys.iter().map(|k| guard.read(k).unwrap()).collect();
     assert_eq!(many, single);
 }
+
+#[test]
+fn statistics_count_every_read_of_every_thread() {
+    // The counters are kept per thread slot (16 of them) and summed: 20
+    // threads (more than the slots, so some share one) of 2,000 reads each,
+    // half through `read`, half through `read_many`, must add up exactly.
+    let dir = tempfile::tempdir().unwrap();
+    let store = FilterStore::open(dir.path()).unwrap();
+    let table = store
+        .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
+        .unwrap();
+    let guard = Guard::open(Counted::default(), table).unwrap();
+    fill(&guard, |records| {
+        guard.storage().base.lock().extend(records)
+    });
+    let s0 = guard.stats();
+    std::thread::scope(|s| {
+        for t in 0..20u32 {
+            let guard = &guard;
+            s.spawn(move || {
+                let keys: Vec<Vec<u8>> = (0..1_000).map(|i| key(t * 1_000 + i)).collect();
+                for k in &keys {
+                    guard.read(k).unwrap();
+                }
+                guard.read_many(&keys).unwrap();
+            });
+        }
+    });
+    let s1 = guard.stats();
+    assert_eq!(s1.reads - s0.reads, 40_000);
+    assert_eq!(
+        (s1.diff_reads - s0.diff_reads) + (s1.diff_reads_avoided - s0.diff_reads_avoided),
+        40_000
+    );
+    assert!(s1.false_positives - s0.false_positives <= s1.diff_reads - s0.diff_reads);
+}
