@@ -159,6 +159,7 @@ mod tests {
         let inside_w = Arc::new(AtomicBool::new(false));
         let inside_r = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let total = Arc::new(AtomicU64::new(0));
         let readers: Vec<_> = (0..3)
             .map(|_| {
                 let (gate, w, r, stop) = (
@@ -167,6 +168,7 @@ mod tests {
                     inside_r.clone(),
                     stop.clone(),
                 );
+                let total = total.clone();
                 std::thread::spawn(move || {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
@@ -174,6 +176,7 @@ mod tests {
                         r.fetch_add(1, Ordering::SeqCst);
                         assert!(!w.load(Ordering::SeqCst), "a reader inside with the writer");
                         r.fetch_sub(1, Ordering::SeqCst);
+                        total.fetch_add(1, Ordering::SeqCst);
                         n += 1;
                     }
                     n
@@ -181,14 +184,24 @@ mod tests {
             })
             .collect();
         for _ in 0..2_000 {
-            let _g = gate.write();
-            inside_w.store(true, Ordering::SeqCst);
-            assert_eq!(
-                inside_r.load(Ordering::SeqCst),
-                0,
-                "the writer inside with a reader"
-            );
-            inside_w.store(false, Ordering::SeqCst);
+            {
+                let _g = gate.write();
+                inside_w.store(true, Ordering::SeqCst);
+                assert_eq!(
+                    inside_r.load(Ordering::SeqCst),
+                    0,
+                    "the writer inside with a reader"
+                );
+                inside_w.store(false, Ordering::SeqCst);
+            }
+            // Between two writes, give a reader a chance to get in (up to
+            // 2 ms): on a loaded machine the readers might otherwise not be
+            // scheduled before the loop ends, and nothing would be tested.
+            let (before, t0) = (total.load(Ordering::SeqCst), Instant::now());
+            while total.load(Ordering::SeqCst) == before && t0.elapsed() < Duration::from_millis(2)
+            {
+                std::thread::yield_now();
+            }
         }
         stop.store(true, Ordering::Relaxed);
         let reads: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
