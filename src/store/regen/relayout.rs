@@ -14,8 +14,8 @@
 //! too. An error before the commit point leaves the old generation, and
 //! everything in it, in force.
 
-use super::super::error::StoreError;
 use super::super::disk::remove_files;
+use super::super::error::StoreError;
 use super::super::table::Table;
 use super::build::{plan, Build};
 use super::{RegenOptions, RegenReport};
@@ -82,7 +82,9 @@ impl Table {
             Ok((b, new_meta, files))
         });
         let result = match built {
-            Ok((b, new_meta, files)) => self.commit_locked(&old, new_meta, b, files, &[], (catalog, w)),
+            Ok((b, new_meta, files)) => {
+                self.commit_locked(&old, new_meta, b, files, &[], (catalog, w))
+            }
             Err(e) => {
                 drop((catalog, w));
                 Err(e)
