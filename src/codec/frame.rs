@@ -172,12 +172,13 @@ pub fn encode_with_version(
     write_frame(kind, flags, body_len, version, version, write_body)
 }
 
-/// The header [`encode_with`] writes before a body of `body_len` bytes: for
-/// a writer that streams the body (and the CRC of header and body after it)
-/// instead of building the frame in memory (the store's export).
+/// The header [`encode_with_version`] writes before a body of `body_len`
+/// bytes for readers of `version`: for a writer that streams the body (and
+/// the CRC of header and body after it) instead of building the frame in
+/// memory (the store's export).
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
-pub(crate) fn header(kind: Kind, flags: u8, body_len: u64) -> [u8; HEADER_LEN] {
-    header_with(kind, flags, body_len, FORMAT_VERSION, MIN_READ_VERSION)
+pub(crate) fn header(kind: Kind, flags: u8, body_len: u64, version: u16) -> [u8; HEADER_LEN] {
+    header_with(kind, flags, body_len, version, version)
 }
 
 fn header_with(

@@ -146,7 +146,9 @@ impl Table {
         }
         let d = DescriptorV1::raw(p, g.live_keys_locked(&w), width);
         let body_len = DESCRIPTOR_LEN as u64 + d.payload_len;
-        let head = frame::header(width.file_kind(), 0, body_len);
+        // The lowest version that describes the file, as the in-memory
+        // encoders write it (1 for the version-1 layouts).
+        let head = frame::header(width.file_kind(), 0, body_len, d.format_version());
         let mut crc = crc32fast::Hasher::new();
         let mut put = |bytes: &[u8]| -> Result<(), StoreError> {
             crc.update(bytes);
