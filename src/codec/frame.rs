@@ -200,11 +200,12 @@ fn header_with(
 
 /// Checks the header at the start of a frame, for a reader that streams the
 /// body (the store's import): the checks of [`decode`] that need only the
-/// header, in its order. Returns the kind, the flags and the body length.
+/// header, in its order. Returns the kind, the flags, the body length and
+/// the version.
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
-pub(crate) fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<(Kind, u8, u64), CodecError> {
+pub(crate) fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<(Kind, u8, u64, u16), CodecError> {
     let h = read_header(&mut ByteReader::new(bytes))?;
-    Ok((h.kind, h.flags, h.body_len))
+    Ok((h.kind, h.flags, h.body_len, h.version))
 }
 
 fn write_frame(

@@ -205,7 +205,7 @@ impl FilterStore {
         crc.update(&head);
         let mut fh = [0u8; frame::HEADER_LEN];
         fh.copy_from_slice(&head[..frame::HEADER_LEN]);
-        let (kind, flags, body_len) = frame::decode_header(&fh).map_err(bad)?;
+        let (kind, flags, body_len, version) = frame::decode_header(&fh).map_err(bad)?;
         match kind {
             Kind::CountingFilter => {}
             Kind::BitFilter => return Err(StoreError::NotCounting),
@@ -224,6 +224,9 @@ impl FilterStore {
         }
         let d =
             DescriptorV1::read(&mut ByteReader::new(&head[frame::HEADER_LEN..])).map_err(bad)?;
+        // A version-1 frame cannot name the split-block layout (as the
+        // in-memory decoder refuses it).
+        d.check_frame_version(version).map_err(bad)?;
         if d.counter_width != CounterWidth::Four
             || d.payload_len != crate::filter::counting::counter_bytes(&d.params) as u64
             || body_len != DESCRIPTOR_LEN as u64 + d.payload_len
