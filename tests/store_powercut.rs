@@ -17,7 +17,9 @@
 //!
 //! Cuts rotate the three directory models of [`powercut::DirModel`], and
 //! come in chains of three: the next cut's filesystem starts from the last
-//! cut's image, so recovery from a cut is itself cut. Two tests: cuts at
+//! cut's image, so recovery from a cut is itself cut; the chains alternate
+//! between a table of the blocked layout and one of the split-block layout
+//! ([`layout_of`]). Two tests: cuts at
 //! random moments of a random mix of writes, folds and regenerations, and
 //! cuts inside folds. 16 cuts each by default; `FILTERSTORE_POWER_CUTS`
 //! sets another number (the bar is 1,000).
@@ -30,7 +32,7 @@
 #![cfg(all(feature = "store", target_os = "linux"))]
 
 use filterstore::{
-    Durability, FilterStore, RegenOptions, StoreError, Table, TableSpec, WriteBatch,
+    Durability, FilterStore, Layout, RegenOptions, StoreError, Table, TableSpec, WriteBatch,
 };
 use powercut::{DirModel, MemFs, Trigger};
 use rand::rngs::StdRng;
@@ -119,9 +121,7 @@ fn child(spec: &str) {
         decode(parts.next().unwrap()),
     );
     let store = FilterStore::open(dir).unwrap();
-    let table = store
-        .open_or_create_table(TABLE, TableSpec::new(100_000, 0.01).seed(3))
-        .unwrap();
+    let table = store.open_or_create_table(TABLE, spec_of(cut)).unwrap();
     table.flush().unwrap();
     println!("opened");
     let mut rng = StdRng::seed_from_u64(u64::from(cut));
@@ -181,6 +181,25 @@ fn child(spec: &str) {
                 live.push(b);
             }
         }
+    }
+}
+
+/// The layout of the table the chain of `cut` writes: chains of three cuts
+/// alternate between the blocked layout and the split-block layout
+/// (Parquet's SBBF, XXH64: the same files, its eight positions counted as
+/// the standard layout's are), so both go through every cut.
+fn layout_of(cut: u32) -> Layout {
+    if (cut / 3).is_multiple_of(2) {
+        Layout::Blocked
+    } else {
+        Layout::SplitBlock
+    }
+}
+
+fn spec_of(cut: u32) -> TableSpec {
+    match layout_of(cut) {
+        Layout::SplitBlock => TableSpec::new(100_000, 0.01).layout(Layout::SplitBlock),
+        layout => TableSpec::new(100_000, 0.01).layout(layout).seed(3),
     }
 }
 
@@ -280,7 +299,7 @@ fn run_cuts(mode: Mode) {
         // the image as the cut left it, so its own recovery can be cut.
         let copy = tempfile::tempdir_in(work.path()).unwrap();
         copy_dir(image.path(), copy.path());
-        match check(copy.path(), &must) {
+        match check(copy.path(), &must, layout_of(cut)) {
             Ok((n, 0)) => checked += n,
             outcome => {
                 let why = match outcome {
@@ -489,7 +508,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Opens the store on `image`: the keys checked and the durable keys lost,
 /// or why the store or its table does not open (a sled panic included).
-fn check(image: &Path, must: &[BatchId]) -> Result<(u64, u64), String> {
+fn check(image: &Path, must: &[BatchId], layout: Layout) -> Result<(u64, u64), String> {
     let opened = std::panic::catch_unwind(|| -> Result<Option<Table>, String> {
         let store =
             FilterStore::open(image).map_err(|e| format!("the store does not open: {e}"))?;
@@ -505,6 +524,12 @@ fn check(image: &Path, must: &[BatchId]) -> Result<(u64, u64), String> {
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err("opening the store panicked".into()),
     };
+    if table.params().layout() != layout {
+        return Err(format!(
+            "the table is of the {} layout, written as {layout}",
+            table.params().layout()
+        ));
+    }
     let mut lost = 0;
     for &b in must {
         let missing = batch(b).filter(|k| !table.contains(k)).count();
