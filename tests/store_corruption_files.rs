@@ -214,3 +214,31 @@ fn a_truncated_page_file_is_refused() {
         }
     })
 }
+
+#[test]
+fn a_split_block_superblock_relabelled_as_version_1_is_refused() {
+    // The superblock names the table's layout and hash: a split-block
+    // table's is framed as version 2 (docs/FORMAT.md § 11, § 13), and one
+    // that says version 1 (its CRC made to hold) is corrupt.
+    use filterstore::Layout;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = FilterStore::open(dir.path()).unwrap();
+        let spec = TableSpec::new(20_000, 0.01).layout(Layout::SplitBlock);
+        store.create_table("a", spec).unwrap();
+    }
+    let path = file_of_a(dir.path(), "pages");
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Copy 0, the one in force (no fold yet), framed 2/2.
+    assert_eq!(&bytes[4..8], &[2, 0, 2, 0]);
+    let body = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    bytes[4..8].copy_from_slice(&[1, 0, 1, 0]);
+    let crc = crc32fast::hash(&bytes[..24 + body]);
+    bytes[24 + body..28 + body].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let store = FilterStore::open(dir.path()).unwrap();
+    match store.open_table("a") {
+        Err(e @ StoreError::Corrupt { .. }) => assert!(e.to_string().contains("version"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -134,6 +134,19 @@ fn file_bytes(params: &FilterParams) -> u64 {
     slot_offset(params, chunk_count(params), Slot::First)
 }
 
+/// The lowest frame version that describes a superblock of a table of
+/// `p`: 2 when it names the split-block layout or its XXH64 hash (new in
+/// version 2, `docs/FORMAT.md` § 13), else 1.
+fn frame_version(p: &FilterParams) -> u16 {
+    if p.layout() == crate::filter::params::Layout::SplitBlock
+        || p.hash().algo != crate::filter::hash::HashAlgo::Xxh3_128
+    {
+        frame::VERSION_2
+    } else {
+        frame::VERSION_1
+    }
+}
+
 fn corrupt(field: &'static str, reason: String) -> CodecError {
     CodecError::InvalidField { field, reason }
 }
@@ -158,15 +171,26 @@ impl Superblock {
             map[c / 4] |= (*s as u8) << (2 * (c % 4));
         }
         body.extend_from_slice(&map);
-        frame::encode(Kind::TableState, 0, &body)
+        let v = frame_version(p);
+        frame::encode_versioned(Kind::TableState, 0, &body, v, v)
     }
 
     /// Decodes a superblock copy (`bytes` may run past the frame), checking
     /// it against the table it must belong to.
     fn decode(bytes: &[u8], owner: Owner, p: &FilterParams) -> Result<Superblock, CodecError> {
         let len = frame_len(bytes)?;
-        let body = frame::decode_kind(&bytes[..len], Kind::TableState)?.body;
-        let mut r = ByteReader::new(body);
+        let f = frame::decode_kind(&bytes[..len], Kind::TableState)?;
+        if f.version < frame_version(p) {
+            return Err(corrupt(
+                "page file version",
+                format!(
+                    "a superblock of version {} names the {} layout",
+                    f.version,
+                    p.layout()
+                ),
+            ));
+        }
+        let mut r = ByteReader::new(f.body);
         let (id, generation, m, k) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
         let (layout, algo) = (r.u8()?, r.u8()?);
         r.reserved::<2>()?;
