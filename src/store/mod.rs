@@ -124,7 +124,8 @@
 //! lock held). Lookups take no lock at all. The sites: `create_table` and
 //! `import` (3 → 4), `drop_table` (3 → 4 → 5), `open_table` (4), `flush`
 //! (4, released, then 5 per table), `regenerate` (2 → 5, released; later
-//! 2 → 3 → 5 for the swap).
+//! 2 → 3 → 5 for the swap), `change_layout` (2 → 3 → 5, held from before
+//! the key source is called to the swap: `regen::relayout`).
 //!
 //! # Open
 //! Opening a table reads its superblock, replays its log (at most one fold
