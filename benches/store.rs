@@ -14,6 +14,11 @@
 //!   with the same bits, interleaved (see [`lookup_ratios`]);
 //! * (f) bulk loads of as many keys into new tables, through the library
 //!   and through `filterstore insert` (`store/bulk.rs`);
+//! * (g) the three figures issue 22 sets goals for, each against its bound
+//!   in the same run, interleaved (`store/goals.rs`):
+//!   `store.buffered_batch_vs_raw_sled`, `store.durable_batch_vs_fsync_bound`,
+//!   `guard.reads_vs_raw_sled_get`. `FILTERSTORE_BENCH_ONLY=goals` runs only
+//!   this part.
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines. The figures come from the
 //! same criterion measurements (total time over total iterations of every
@@ -32,6 +37,8 @@ use std::time::{Duration, Instant};
 mod bulk;
 #[path = "common/clock.rs"]
 mod clock;
+#[path = "store/goals.rs"]
+mod goals;
 use clock::Tick;
 
 const CHILD_ENV: &str = "FILTERSTORE_BENCH_REOPEN";
@@ -226,6 +233,26 @@ fn main() {
         reopen_child(Path::new(&dir));
         return;
     }
+    // (g) first: it wants the machine as quiet as this run leaves it.
+    let goals_dir = tempfile::tempdir().unwrap();
+    if let Ok(which) = std::env::var("FILTERSTORE_BENCH_PROFILE") {
+        // One subject of (g) alone, to profile it (`store/goals.rs`).
+        if which == "durable" {
+            goals::insert_goals(goals_dir.path());
+        } else {
+            goals::guard_goal(goals_dir.path());
+        }
+        return;
+    }
+    let mut goal_results = goals::insert_goals(goals_dir.path());
+    goal_results.extend(goals::guard_goal(goals_dir.path()));
+    drop(goals_dir);
+    if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("goals") {
+        for r in goal_results {
+            println!("{r}");
+        }
+        return;
+    }
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
@@ -399,6 +426,7 @@ fn main() {
     drop(store);
     // (f) bulk loads into new tables.
     results.extend(bulk::bulk_loads(n, key16));
+    results.extend(goal_results);
     for r in results {
         println!("{r}");
     }

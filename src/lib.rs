@@ -88,6 +88,9 @@ pub use store::{
 pub use guard::{
     Change, DiffStorage, Guard, GuardError, GuardStats, SledDiffError, SledDiffStorage,
 };
+// Issue 22: the guard storage's limits (one line of its own for the merge).
+#[cfg(feature = "store")]
+pub use guard::{GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE};
 
 /// Unstable internals for the fuzz crate and the byte-level format tests
 /// (feature `test-internals`): the raw frame and metadata encoders and the

@@ -124,3 +124,59 @@ fn export_leaves_neighbours_alone() {
         .collect();
     assert!(names.is_empty(), "temporary files left: {names:?}");
 }
+
+/// A pipe that no process reads is an error at once, not a wait forever
+/// (the export used to block in `open` until a reader came).
+#[test]
+fn export_to_a_pipe_without_a_reader_fails_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, _) = store_and_export(tmp.path());
+    let fifo = tmp.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .map(|s| s.success());
+    if made.ok() != Some(true) {
+        println!("skipped: mkfifo is not available");
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    let o = run(&db, &["export", "t", "--output", path_str(&fifo)], b"");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no process reads"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(60));
+    assert!(kind(&fifo).is_fifo());
+}
+
+/// A dangling symbolic link is followed as documented: the file it names is
+/// created, the link stays a link.
+#[test]
+fn export_through_a_dangling_symlink_creates_the_file_it_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, want) = store_and_export(tmp.path());
+    std::fs::create_dir(tmp.path().join("sub")).unwrap();
+    let link = tmp.path().join("link.fsf");
+    // Relative to the link's directory.
+    std::os::unix::fs::symlink("sub/new.fsf", &link).unwrap();
+    export(&db, &link);
+    assert!(kind(&link).is_symlink());
+    assert_eq!(std::fs::read(tmp.path().join("sub/new.fsf")).unwrap(), want);
+}
+
+/// The target's permissions are kept: a 0600 export stays 0600 (a new
+/// temporary file would otherwise bring the umask's 0644).
+#[test]
+fn export_keeps_the_targets_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (db, want) = store_and_export(tmp.path());
+    let out = tmp.path().join("private.fsf");
+    std::fs::write(&out, b"old").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o600)).unwrap();
+    export(&db, &out);
+    assert_eq!(std::fs::read(&out).unwrap(), want);
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}

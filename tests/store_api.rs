@@ -326,42 +326,6 @@ fn unusable_directories_are_typed_errors() {
     })
 }
 
-/// Flips one byte in the value of every record whose key starts with
-/// `prefix` in every table tree, through sled directly (as a disk error
-/// would).
-fn corrupt(dir: &std::path::Path, prefix: u8) {
-    let db = open_sled(dir);
-    for name in db.tree_names() {
-        if !name.starts_with(b"filterstore/table/") {
-            continue;
-        }
-        let tree = db.open_tree(&name).unwrap();
-        let items: Vec<_> = tree.scan_prefix([prefix]).map(|r| r.unwrap()).collect();
-        assert!(!items.is_empty(), "nothing to corrupt");
-        for (k, v) in items {
-            let mut v = v.to_vec();
-            let at = v.len() / 2;
-            v[at] ^= 0x10;
-            tree.insert(k, v).unwrap();
-        }
-    }
-    db.flush().unwrap();
-}
-
-/// Opens the database with sled itself, waiting for the lock of the store
-/// just dropped (sled releases it a moment later).
-fn open_sled(dir: &std::path::Path) -> sled::Db {
-    let mut db = sled::open(dir);
-    for _ in 0..200 {
-        if db.is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        db = sled::open(dir);
-    }
-    db.unwrap()
-}
-
 fn reopen_table(dir: &std::path::Path) -> Result<Table, StoreError> {
     reopen(dir).open_table("t")
 }
@@ -369,41 +333,100 @@ fn reopen_table(dir: &std::path::Path) -> Result<Table, StoreError> {
 #[test]
 fn corrupt_records_are_typed_errors() {
     common::with_timeout(common::TEST_LIMIT, || {
-        // 1 = counter pages, 2 = log records.
-        for prefix in [1u8, 2] {
-            let dir = tempfile::tempdir().unwrap();
-            {
-                let store = FilterStore::open(dir.path()).unwrap();
-                let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
-                for k in keys("k", 500) {
-                    t.insert(&k).unwrap();
-                }
-                if prefix == 1 {
-                    t.fold().unwrap();
-                }
-                t.flush().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = FilterStore::open(dir.path()).unwrap();
+            let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
+            for k in keys("k", 500) {
+                t.insert(&k).unwrap();
             }
-            corrupt(dir.path(), prefix);
-            match reopen_table(dir.path()) {
-                Err(StoreError::Corrupt { what, source }) => {
-                    assert!(!what.is_empty());
-                    assert!(matches!(
-                        source,
-                        filterstore::CodecError::ChecksumMismatch { .. }
-                    ));
-                }
-                other => panic!("prefix {prefix}: {other:?}"),
+            t.fold().unwrap();
+            t.flush().unwrap();
+        }
+        // A chunk in force was synced before its fold committed: a flipped
+        // byte in it is damage, reported as such.
+        let pages = table_file(dir.path(), "pages");
+        let mut bytes = std::fs::read(&pages).unwrap();
+        let slot = first_slot(&bytes);
+        bytes[slot + 100] ^= 0x10;
+        std::fs::write(&pages, &bytes).unwrap();
+        match reopen_table(dir.path()) {
+            Err(StoreError::Corrupt { what, source }) => {
+                assert!(
+                    what.contains("counter page") && what.contains("\"t\""),
+                    "{what}"
+                );
+                assert!(matches!(
+                    source,
+                    filterstore::CodecError::ChecksumMismatch { .. }
+                ));
             }
+            other => panic!("{other:?}"),
         }
     })
 }
 
 #[test]
+fn a_torn_log_tail_ends_the_log_there() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        // A record that fails its checksum is what a cut leaves of a record
+        // written but not synced: the log ends before it (docs/FORMAT.md
+        // §10), and the records before it are all there.
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = FilterStore::open(dir.path()).unwrap();
+            let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
+            let mut first = WriteBatch::new();
+            for k in keys("a", 100) {
+                first.insert(&k);
+            }
+            t.apply(&first, Durability::Durable).unwrap();
+            let mut second = WriteBatch::new();
+            for k in keys("b", 100) {
+                second.insert(&k);
+            }
+            t.apply(&second, Durability::Durable).unwrap();
+        }
+        let log = table_file(dir.path(), "log");
+        let mut bytes = std::fs::read(&log).unwrap();
+        let last = bytes.len() - 10;
+        bytes[last] ^= 1;
+        std::fs::write(&log, &bytes).unwrap();
+        let store = reopen(dir.path());
+        let t = store.open_table("t").unwrap();
+        assert!(keys("a", 100).iter().all(|k| t.contains(k)));
+        assert_eq!(t.live_keys(), 100);
+        // The writing open cut the torn tail away, durably.
+        assert!(std::fs::metadata(&log).unwrap().len() < bytes.len() as u64);
+    })
+}
+
+/// The page file or the log of the store's only table.
+fn table_file(dir: &std::path::Path, ext: &str) -> std::path::PathBuf {
+    let mut found: Vec<_> = std::fs::read_dir(dir.join("tables"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.pop().unwrap()
+}
+
+/// The offset of the first chunk slot written (a frame of kind 5, "FSTR"
+/// then version, then kind byte 5), after the two superblock copies.
+fn first_slot(bytes: &[u8]) -> usize {
+    (8192..bytes.len() - 9)
+        .find(|&i| &bytes[i..i + 4] == b"FSTR" && bytes[i + 8] == 5)
+        .expect("a written chunk")
+}
+
+#[test]
 fn data_of_a_table_whose_drop_was_interrupted_is_collected() {
     common::with_timeout(common::TEST_LIMIT, || {
-        // Simulate a crash between the catalog removal (the commit point of a
-        // drop) and the deletion of the table's data: remove only the catalog
-        // record, through sled directly. The next open deletes the orphan tree.
+        // Simulate a crash between the catalog write (the commit point of a
+        // drop) and the deletion of the table's files: rewrite the catalog
+        // file without the table's record (docs/FORMAT.md §8). The next
+        // open deletes the orphan files.
         let dir = tempfile::tempdir().unwrap();
         {
             let store = FilterStore::open(dir.path()).unwrap();
@@ -412,25 +435,51 @@ fn data_of_a_table_whose_drop_was_interrupted_is_collected() {
             t.flush().unwrap();
             store.create_table("kept", TableSpec::new(10, 0.1)).unwrap();
         }
-        let data_trees = |db: &sled::Db| {
-            db.tree_names()
-                .into_iter()
-                .filter(|n| n.starts_with(b"filterstore/table/"))
+        let files = || {
+            std::fs::read_dir(dir.path().join("tables"))
+                .unwrap()
                 .count()
         };
-        {
-            let db = open_sled(dir.path());
-            assert_eq!(data_trees(&db), 2);
-            let catalog = db.open_tree("filterstore/catalog").unwrap();
-            assert!(catalog.remove(b"\x01t").unwrap().is_some());
-            db.flush().unwrap();
-        }
-        {
-            assert_eq!(names(&reopen(dir.path())), ["kept"]);
-        }
-        let db = open_sled(dir.path());
-        assert_eq!(data_trees(&db), 1, "the orphan tree was not collected");
+        assert_eq!(files(), 4);
+        let path = dir.path().join("catalog");
+        let entries = catalog_entries(&std::fs::read(&path).unwrap());
+        let kept: Vec<_> = entries.into_iter().filter(|(k, _)| k != b"\x01t").collect();
+        std::fs::write(&path, encode_catalog(&kept)).unwrap();
+        assert_eq!(names(&reopen(dir.path())), ["kept"]);
+        assert_eq!(files(), 2, "the orphan files were not collected");
     })
+}
+
+/// The (key, value) entries of a catalog file (docs/FORMAT.md §8).
+fn catalog_entries(bytes: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    assert_eq!(&bytes[..4], b"FSCF");
+    let count = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let mut at = 12;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let klen = u16::from_le_bytes(bytes[at..at + 2].try_into().unwrap()) as usize;
+        let vlen = u32::from_le_bytes(bytes[at + 2..at + 6].try_into().unwrap()) as usize;
+        let key = bytes[at + 10..at + 10 + klen].to_vec();
+        let value = bytes[at + 10 + klen..at + 10 + klen + vlen].to_vec();
+        out.push((key, value));
+        at += 10 + klen + vlen;
+    }
+    assert_eq!(at, bytes.len());
+    out
+}
+
+/// A catalog file holding `entries` (docs/FORMAT.md §8).
+fn encode_catalog(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = b"FSCF\x01\x00\x00\x00".to_vec();
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (k, v) in entries {
+        out.extend_from_slice(&(k.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(k).to_le_bytes());
+        out.extend_from_slice(k);
+        out.extend_from_slice(v);
+    }
+    out
 }
 
 fn reopen(dir: &std::path::Path) -> FilterStore {

@@ -7,7 +7,6 @@
 use super::keys::KeyReader;
 use super::output::Out;
 use super::{open_read_only, Failure, Outcome};
-use filterstore::FilterStore;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
 use filterstore::{encode_message, FilterParams};
 use filterstore::{BitFilter, BloomRead, HashSpec};
@@ -46,15 +45,23 @@ pub fn export(
     }
     let store = open_read_only(dir)?;
     let t = store.open_table(table)?;
-    let (bytes, what) = if opts.counting {
-        // The export folds the log first, so the counters are complete.
-        (t.export(ExportKind::Counting)?, "counting filter")
-    } else if opts.compressed {
-        export_message(&t, opts)?
+    if opts.compressed {
+        let (bytes, what) = export_message(&t, opts)?;
+        return write_output(output, what, table, out, &mut |w| {
+            w.write_all(&bytes)
+                .map_err(|e| Failure(format!("cannot write: {e}")))
+        });
+    }
+    // Filter files stream from the table to the target: the counting
+    // filter chunk by chunk from its page file, never whole in memory.
+    let (kind, what) = if opts.counting {
+        (ExportKind::Counting, "counting filter")
     } else {
-        (t.export(ExportKind::Bits)?, "bit filter")
+        (ExportKind::Bits, "bit filter")
     };
-    write_output(output, &bytes, what, table, out)
+    write_output(output, what, table, out, &mut |w| {
+        t.export_to(kind, w).map(drop).map_err(Failure::from)
+    })
 }
 
 /// The exchange message `export --compressed` writes, and what it is.
@@ -85,22 +92,21 @@ fn export_message(
 }
 
 /// Writes an export to `output` atomically, or to standard output unless it
-/// is a terminal.
+/// is a terminal; `write` writes the bytes into the writer it is given.
 fn write_output(
     output: Option<&Path>,
-    bytes: &[u8],
     what: &str,
     table: &str,
     out: &mut Out,
+    write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<(), Failure>,
 ) -> Outcome {
     match output {
         Some(path) if path != Path::new("-") => {
-            write_atomically(path, bytes)?;
+            let n = write_atomically(path, write)?;
             // stdout stays free for the data when no file is named.
             eprintln!(
-                "filterstore: wrote the {what} of {table} to {} ({} bytes)",
-                path.display(),
-                bytes.len()
+                "filterstore: wrote the {what} of {table} to {} ({n} bytes)",
+                path.display()
             );
             Ok(())
         }
@@ -111,53 +117,148 @@ fn write_output(
                     "the {what} is binary: write it to a file with -o FILE, or redirect standard output"
                 )));
             }
-            out.bytes(bytes)
+            let mut buf = Vec::new();
+            write(&mut buf)?;
+            out.bytes(&buf)
         }
     }
 }
 
-/// Writes `bytes` to `path` so that a reader never sees half a file and
-/// nothing else is clobbered:
+/// Counts the bytes that pass through it.
+struct Counted<W> {
+    inner: W,
+    n: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A pipe opened without blocking (so that one without a reader is an
+/// error, not a hang), written as a blocking writer would: a full pipe is
+/// waited for, in short sleeps.
+struct Pipe(std::fs::File);
+
+impl std::io::Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        loop {
+            match self.0.write(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                other => return other,
+            }
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Writes to `path` so that a reader never sees half a file and nothing
+/// else is clobbered; returns the bytes written:
 ///
 /// * a path that names something other than a regular file (`/dev/null`, a
 ///   pipe) is written in place: renaming a file over it would replace the
 ///   device node or the pipe itself (as root, `--output /dev/null` used to
-///   turn `/dev/null` into a regular file);
-/// * a symbolic link is followed: the file it names is replaced, not the link;
+///   turn `/dev/null` into a regular file). It is opened without blocking: a
+///   pipe that no process reads is an error at once, not a wait forever;
+/// * a symbolic link is followed, dangling or not: the file it names is
+///   written (created if missing), the link stays;
 /// * otherwise the bytes go to a new temporary file beside the target
-///   (created exclusively, so no existing file is truncated), which is synced
-///   and renamed over the target.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    use std::io::Write;
+///   (created exclusively, so no existing file is truncated, with the
+///   existing target's permissions), which is synced and renamed over the
+///   target, and the directory is synced: the new file is durable, under its
+///   name, when this returns.
+fn write_atomically(
+    path: &Path,
+    write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<(), Failure>,
+) -> Result<u64, Failure> {
     let fail = |e: std::io::Error| Failure(format!("cannot write {}: {e}", path.display()));
-    let existing = std::fs::metadata(path);
+    let target = resolve_links(path).map_err(fail)?;
+    let existing = std::fs::metadata(&target);
     if existing.as_ref().is_ok_and(|m| !m.is_file()) {
-        let mut f = std::fs::OpenOptions::new()
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
             .write(true)
-            .open(path)
-            .map_err(fail)?;
-        return f.write_all(bytes).map_err(fail);
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&target)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENXIO) => Failure(format!(
+                    "cannot write {}: it is a pipe that no process reads; start its reader first",
+                    path.display()
+                )),
+                _ => fail(e),
+            })?;
+        let mut w = Counted {
+            inner: Pipe(f),
+            n: 0,
+        };
+        write(&mut w)?;
+        return Ok(w.n);
     }
-    let target = match existing {
-        Ok(_) => std::fs::canonicalize(path).map_err(fail)?,
-        Err(_) => path.to_path_buf(),
-    };
     let mut tmp_name = target.as_os_str().to_owned();
     tmp_name.push(format!(".{}.tmp", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp_name);
-    let mut f = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&tmp)
         .map_err(fail)?;
-    let written = f
-        .write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, &target));
+    let mut w = Counted {
+        inner: std::io::BufWriter::with_capacity(1 << 16, f),
+        n: 0,
+    };
+    let written = write(&mut w).and_then(|()| {
+        let f = w.inner.into_inner().map_err(|e| fail(e.into_error()))?;
+        if let Ok(m) = &existing {
+            f.set_permissions(m.permissions()).map_err(fail)?;
+        }
+        f.sync_all()
+            .and_then(|()| std::fs::rename(&tmp, &target))
+            .and_then(|()| sync_parent(&target))
+            .map_err(fail)
+    });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    written.map_err(fail)
+    written.map(|()| w.n)
+}
+
+/// The path `path` names after following symbolic links (a dangling link's
+/// target path, relative to the link's directory); `path` itself when it is
+/// not a link.
+fn resolve_links(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let next = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if next.is_relative() => dir.join(next),
+                    _ => next,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
+}
+
+/// `fsync` of the directory holding `file`: its new name becomes durable.
+fn sync_parent(file: &Path) -> std::io::Result<()> {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)?.sync_all()
 }
 
 fn read_all_keys(file: &Path) -> Result<Vec<Vec<u8>>, Failure> {
@@ -236,20 +337,28 @@ fn load(path: &Path, peeked: Peeked<'_>) -> Result<Loaded, Failure> {
     }
 }
 
-/// `filterstore import`: a table from a counting filter file. A bit filter is
+/// `filterstore import`: a table from a counting filter file, streamed from
+/// the file into the table (`FilterStore::import_from`). A bit filter is
 /// refused: see `FilterStore::import` for why.
 pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
-    let bytes = read_file(file)?;
-    let d = decode_filter(&bytes).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
-    let Some(view) = d.counters() else {
-        return Err(Failure(format!(
-            "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
-            file.display()
-        )));
+    let mut f = std::fs::File::open(file)
+        .map(|f| std::io::BufReader::with_capacity(1 << 16, f))
+        .map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
+    let store = super::open_or_create(dir)?;
+    let t = match store.import_from(table, &mut f) {
+        Err(filterstore::StoreError::NotCounting) => {
+            return Err(Failure(format!(
+                "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
+                file.display()
+            )))
+        }
+        Err(filterstore::StoreError::BadFilterFile(e)) => {
+            return Err(Failure(format!("{}: {e}", file.display())))
+        }
+        other => other?,
     };
-    let store = FilterStore::open(dir)?;
-    let t = store.import(table, &bytes)?;
     let p = t.params();
+    let s = t.stats()?;
     out.line(&format!(
         "imported table {table} from {}: {} layout, m = {}, k = {}, seed {:#018x}, {} live keys, {} saturated counters (durable)",
         file.display(),
@@ -258,7 +367,7 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
         p.k(),
         p.hash().seed,
         t.live_keys(),
-        view.saturated()
+        s.saturated_counters
     ))
 }
 

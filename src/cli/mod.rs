@@ -39,6 +39,17 @@ struct Cli {
     /// Database directory [default: ./filterstore.db]
     #[arg(long, global = true, env = "FILTERSTORE_DB", value_name = "DIR")]
     db: Option<PathBuf>,
+    /// The memory this process may take for filters, counters and their
+    /// buffers, in bytes [default: 3/4 of the cgroup's memory.max, else of
+    /// MemAvailable]. Over it a command fails with one line, having
+    /// allocated and written nothing.
+    #[arg(
+        long,
+        global = true,
+        env = "FILTERSTORE_MEMORY_BUDGET",
+        value_name = "BYTES"
+    )]
+    memory_budget: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -309,6 +320,10 @@ fn one_line(rendered: &str) -> String {
 }
 
 fn run(cli: Cli) -> Outcome {
+    MEMORY_BUDGET.store(
+        cli.memory_budget.unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let dir = match (&cli.command, cli.db) {
         (Command::Demo | Command::DemoChild | Command::Plot { .. }, db) => {
             return run_tool(cli.command, db)
@@ -450,6 +465,21 @@ fn run_table_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
     }
 }
 
+/// `--memory-budget` (`u64::MAX`: not given).
+static MEMORY_BUDGET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// The configuration every command opens its store with: the default, with
+/// `--memory-budget` when given.
+fn config() -> StoreConfig {
+    let b = MEMORY_BUDGET.load(std::sync::atomic::Ordering::Relaxed);
+    StoreConfig::default().memory_budget((b != u64::MAX).then_some(b))
+}
+
+/// Opens (or creates) the store in `dir` for a command that makes a table.
+fn open_or_create(dir: &Path) -> Result<FilterStore, Failure> {
+    Ok(FilterStore::open_with(dir, config())?)
+}
+
 /// Opens a store that must already exist (only `create` makes a new one, so
 /// that a mistyped `--db` does not leave an empty database behind).
 fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {
@@ -459,22 +489,21 @@ fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {
             dir.display()
         )));
     }
-    Ok(FilterStore::open(dir)?)
+    Ok(FilterStore::open_with(dir, config())?)
 }
 
-/// Opens an existing store for a command that only reads it: a private copy,
-/// so that nothing in `dir` is created or modified (sled writes on every
-/// open), and a directory that is not a filterstore database is refused
-/// untouched.
+/// Opens an existing store for a command that only reads it: read-only, so
+/// that nothing in `dir` is created or modified, and a directory that is not
+/// a filterstore database is refused untouched.
 fn open_read_only(dir: &Path) -> Result<FilterStore, Failure> {
     if !dir.exists() {
         return open_existing(dir);
     }
-    Ok(FilterStore::open_snapshot(dir)?)
+    Ok(FilterStore::open_snapshot_with(dir, config())?)
 }
 
 fn create(dir: &Path, table: &str, spec: TableSpec, allow_large: bool, out: &mut Out) -> Outcome {
-    let mut config = StoreConfig::default();
+    let mut config = config();
     if allow_large {
         config = config.max_filter_bytes(Some(u64::MAX));
     }

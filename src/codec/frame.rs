@@ -172,6 +172,42 @@ pub fn encode_with_version(
     write_frame(kind, flags, body_len, version, version, write_body)
 }
 
+/// The header [`encode_with_version`] writes before a body of `body_len`
+/// bytes for readers of `version`: for a writer that streams the body (and
+/// the CRC of header and body after it) instead of building the frame in
+/// memory (the store's export).
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
+pub(crate) fn header(kind: Kind, flags: u8, body_len: u64, version: u16) -> [u8; HEADER_LEN] {
+    header_with(kind, flags, body_len, version, version)
+}
+
+fn header_with(
+    kind: Kind,
+    flags: u8,
+    body_len: u64,
+    version: u16,
+    min_reader: u16,
+) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..4].copy_from_slice(&MAGIC);
+    h[4..6].copy_from_slice(&version.to_le_bytes());
+    h[6..8].copy_from_slice(&min_reader.to_le_bytes());
+    h[8] = kind.id();
+    h[9] = flags;
+    h[12..20].copy_from_slice(&body_len.to_le_bytes());
+    h
+}
+
+/// Checks the header at the start of a frame, for a reader that streams the
+/// body (the store's import): the checks of [`decode`] that need only the
+/// header, in its order. Returns the kind, the flags, the body length and
+/// the version.
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
+pub(crate) fn decode_header(bytes: &[u8; HEADER_LEN]) -> Result<(Kind, u8, u64, u16), CodecError> {
+    let h = read_header(&mut ByteReader::new(bytes))?;
+    Ok((h.kind, h.flags, h.body_len, h.version))
+}
+
 fn write_frame(
     kind: FrameKind,
     flags: u8,
@@ -181,15 +217,13 @@ fn write_frame(
     write_body: impl FnOnce(&mut Vec<u8>),
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(OVERHEAD + body_len);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&min_reader.to_le_bytes());
-    out.push(kind.id());
-    out.push(flags);
-    out.extend_from_slice(&[0u8; 2]);
-    out.extend_from_slice(&(body_len as u64).to_le_bytes());
-    out.extend_from_slice(&[0u8; 4]);
-    debug_assert_eq!(out.len(), HEADER_LEN);
+    out.extend_from_slice(&header_with(
+        kind,
+        flags,
+        body_len as u64,
+        version,
+        min_reader,
+    ));
     write_body(&mut out);
     assert_eq!(
         out.len(),

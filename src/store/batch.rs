@@ -1,19 +1,30 @@
 //! Write batches: a sequence of inserts and removes applied atomically.
 
-/// Whether [`Table::apply`](super::Table::apply) waits for the batch to be on
-/// disk.
+/// What survives of a batch when [`Table::apply`](super::Table::apply)
+/// returns: every level makes it visible at once; they differ in what it
+/// survives. `cargo bench --bench store` measures what each costs
+/// (`RESULT store.buffered_batch_vs_raw_sled`,
+/// `RESULT store.durable_batch_vs_fsync_bound`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// Visible at once; durable after the next [`flush`](super::Table::flush).
     /// Until then the batch may sit in the table's in-memory buffer (up to
     /// [`StoreConfig::buffer_ops`](super::StoreConfig::buffer_ops) operations,
-    /// written to sled as one record when full, at a flush, or when the last
-    /// handle of the table is dropped); once written to sled it is durable
-    /// (every sled write is flushed at once).
+    /// appended to the log when full, at a flush, or when the last handle of
+    /// the table is dropped): a crash can lose it.
     Buffered,
-    /// Visible at once and durable when `apply` returns: the batch (with any
-    /// buffered writes before it) is written as one log record and the
-    /// database is flushed. Concurrent durable batches share flushes.
+    /// **Process-crash-safe**: the batch (with any buffered writes before
+    /// it) is appended to the table's log file as one record before `apply`
+    /// returns — one `pwrite`, no sync. It survives the process being
+    /// killed (the operating system has the bytes), not a power cut or a
+    /// kernel crash. For a host that keeps its own write-ahead log and can
+    /// replay its filter writes after a power cut; a later
+    /// [`flush`](super::Table::flush) or `Durable` apply makes it
+    /// power-cut-safe too.
+    ProcessCrashSafe,
+    /// **Power-cut-safe**: as `ProcessCrashSafe`, then the log is
+    /// `fdatasync`ed before `apply` returns. Concurrent durable batches of
+    /// a table share one sync (group commit).
     Durable,
 }
 

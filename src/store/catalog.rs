@@ -1,37 +1,52 @@
-//! The catalog: one sled tree holding the store header (format version, next
-//! table id) and one metadata record per table, each framed and versioned by
-//! [`codec::meta`](crate::codec::meta). The trees, keys and records are
-//! specified in `docs/FORMAT.md` §8 (catalog record) and §9 (table metadata
-//! record); a table generation's own tree in §10 and §11.
+//! The catalog: the store header (format version, next table id) and one
+//! metadata record per table, each framed and versioned by
+//! [`codec::meta`](crate::codec::meta), kept under the keys the catalog tree
+//! of formats 1 and 2 used. In format 3 they live in the catalog file
+//! ([`disk::catalog_file`](super::disk::catalog_file)), held in memory by
+//! [`Catalog`] and rewritten whole on every change. The records are
+//! specified in `docs/FORMAT.md` §8 (catalog) and §9 (table metadata); a
+//! table generation's files in §10 and §11.
 //!
-//! All data of a table generation lives in its own tree, so dropping a table
-//! (or retiring a generation) is one catalog write followed by dropping trees;
-//! a tree that no catalog record names is garbage left by a crash between the
-//! two and is removed when the store is opened.
+//! All data of a table generation lives in its own files, so dropping a
+//! table (or retiring a generation) is one catalog write followed by
+//! deleting files; files that no catalog record names are garbage left by a
+//! crash between the two and are removed when the store is opened.
 
+use super::disk::catalog_file;
 use super::error::{NameError, StoreError};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
+use crate::error::CodecError;
 use crate::filter::hash::{HashAlgo, HashSpec};
 use crate::filter::params::{FilterParams, Layout};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The store format version this build writes (kept in the catalog header).
-/// Version 1: the layout described in the module docs of `store`; version
-/// 2: a generation's state record may carry the marks of a fold under way
-/// (`docs/FORMAT.md` §11, §15).
-pub const STORE_FORMAT_VERSION: u32 = 2;
+/// Version 1: everything in one sled database; version 2: a generation's
+/// state record may carry the marks of a fold under way; version 3: the
+/// catalog, counter pages and logs in the store's own files, sled only for
+/// the guard's storage (`docs/FORMAT.md` §8-§11, §15).
+pub const STORE_FORMAT_VERSION: u32 = 3;
 /// The longest table name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 
-/// Name of the catalog tree.
+/// Name of the catalog tree (formats 1 and 2).
 pub(crate) const CATALOG_TREE: &str = "filterstore/catalog";
-/// Prefix of every per-generation data tree.
+/// Prefix of every per-generation data tree (formats 1 and 2).
 pub(crate) const TABLE_TREE_PREFIX: &str = "filterstore/table/";
 /// Key of the store header in the catalog.
 pub(crate) const HEADER_KEY: &[u8] = b"\x00header";
 /// Prefix byte of table records in the catalog.
 pub(crate) const TABLE_PREFIX: u8 = 1;
+
+fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
 
 /// Checks a table name (rules in [`NameError`]).
 pub fn validate_name(name: &str) -> Result<(), StoreError> {
@@ -80,17 +95,6 @@ impl StoreHeader {
     pub(crate) fn decode_any(bytes: &[u8]) -> Result<StoreHeader, StoreError> {
         let (h, _): (StoreHeader, u16) = meta::decode(bytes, Kind::Catalog)
             .map_err(|e| StoreError::corrupt("store header", e))?;
-        Ok(h)
-    }
-
-    pub(crate) fn decode(bytes: &[u8]) -> Result<StoreHeader, StoreError> {
-        let h = StoreHeader::decode_any(bytes)?;
-        if h.format_version > STORE_FORMAT_VERSION {
-            return Err(StoreError::UnsupportedFormat {
-                found: h.format_version,
-                supported: STORE_FORMAT_VERSION,
-            });
-        }
         Ok(h)
     }
 }
@@ -145,7 +149,7 @@ impl TableMeta {
             expected_keys,
             target_fp,
             generation: 1,
-            created_unix_s: super::now_unix_s(),
+            created_unix_s: now_unix_s(),
         }
     }
 
@@ -177,7 +181,8 @@ impl TableMeta {
         .map_err(|e| corrupt(e.to_string()))
     }
 
-    /// Name of the sled tree holding generation `generation` of this table.
+    /// Name of the sled tree that held generation `generation` of this
+    /// table (formats 1 and 2).
     pub(crate) fn tree_name(&self, generation: u64) -> String {
         tree_name(self.id, generation)
     }
@@ -234,9 +239,223 @@ pub(crate) fn table_key(name: &str) -> Vec<u8> {
     k
 }
 
-/// Name of the data tree of table `id`, generation `generation`.
+/// Name of the data tree of table `id`, generation `generation` (formats 1
+/// and 2).
 pub(crate) fn tree_name(id: u64, generation: u64) -> String {
     format!("{TABLE_TREE_PREFIX}{id:016x}/gen/{generation:016x}")
+}
+
+/// A catalog record as read: decoded, or the bytes that failed to decode
+/// (kept, so that the table can still be dropped and the rest of the
+/// catalog rewritten unchanged).
+#[derive(Clone, Debug)]
+enum Record {
+    Table(TableMeta),
+    Damaged { value: Vec<u8>, error: String },
+}
+
+/// The catalog of a store in format 3: in memory, and in its file.
+#[derive(Clone, Debug)]
+pub(crate) struct Catalog {
+    dir: PathBuf,
+    header: StoreHeader,
+    tables: BTreeMap<String, Record>,
+}
+
+/// A catalog file that is not a valid one.
+fn bad_catalog(reason: String) -> StoreError {
+    StoreError::corrupt(
+        "catalog file",
+        CodecError::InvalidField {
+            field: "catalog",
+            reason,
+        },
+    )
+}
+
+impl Catalog {
+    /// The catalog of the store in `dir`, `None` if it has no catalog file.
+    /// A damaged table record is kept aside (reported when the table is
+    /// opened); a damaged header or container fails the whole catalog.
+    pub(crate) fn load(dir: &Path) -> Result<Option<Catalog>, StoreError> {
+        let bytes = catalog_file::read(dir).map_err(|source| StoreError::Io {
+            op: "reading the catalog",
+            source,
+        })?;
+        let Some(bytes) = bytes else {
+            return Ok(None);
+        };
+        Catalog::decode(dir, &bytes).map(Some)
+    }
+
+    /// The catalog of a store whose catalog tree (formats 1 and 2) or file
+    /// held `entries`.
+    pub(crate) fn decode(dir: &Path, bytes: &[u8]) -> Result<Catalog, StoreError> {
+        let entries = catalog_file::decode(bytes).map_err(|e| bad_catalog(e.0))?;
+        Catalog::from_entries(dir, entries)
+    }
+
+    /// The catalog holding `entries` (the header and table records under
+    /// their catalog keys).
+    pub(crate) fn from_entries(
+        dir: &Path,
+        entries: catalog_file::Entries,
+    ) -> Result<Catalog, StoreError> {
+        let mut header = None;
+        let mut tables = BTreeMap::new();
+        for (key, value) in entries {
+            if key == HEADER_KEY {
+                let (h, _): (StoreHeader, u16) = meta::decode(&value, Kind::Catalog)
+                    .map_err(|e| StoreError::corrupt("store header of the catalog", e))?;
+                header = Some(h);
+                continue;
+            }
+            if key.first() != Some(&TABLE_PREFIX) {
+                // Unknown keys are ignored, as the catalog tree's were (§8).
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(&key[1..]) else {
+                return Err(bad_catalog("a table key is not UTF-8".into()));
+            };
+            let record = match TableMeta::decode(&key, &value) {
+                Ok(m) => Record::Table(m),
+                Err(e) => Record::Damaged {
+                    value,
+                    error: e.to_string(),
+                },
+            };
+            tables.insert(name.to_string(), record);
+        }
+        let header = header.ok_or_else(|| bad_catalog("the store header is missing".into()))?;
+        Ok(Catalog {
+            dir: dir.to_path_buf(),
+            header,
+            tables,
+        })
+    }
+
+    /// A new, empty catalog (not yet written).
+    pub(crate) fn new(dir: &Path) -> Catalog {
+        Catalog {
+            dir: dir.to_path_buf(),
+            header: StoreHeader {
+                format_version: STORE_FORMAT_VERSION,
+                next_table_id: 1,
+            },
+            tables: BTreeMap::new(),
+        }
+    }
+
+    /// The store header.
+    pub(crate) fn header(&self) -> StoreHeader {
+        self.header
+    }
+
+    /// Table `name`'s record; [`StoreError::Corrupt`] if it is damaged.
+    pub(crate) fn get(&self, name: &str) -> Result<Option<TableMeta>, StoreError> {
+        match self.tables.get(name) {
+            None => Ok(None),
+            Some(Record::Table(m)) => Ok(Some(m.clone())),
+            Some(Record::Damaged { error, .. }) => Err(damaged(name, error)),
+        }
+    }
+
+    /// Whether a record (damaged or not) of `name` exists.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.tables.contains_key(name)
+    }
+
+    /// Every table record, sorted by name; [`StoreError::Corrupt`] if one
+    /// is damaged.
+    pub(crate) fn records(&self) -> Result<Vec<TableMeta>, StoreError> {
+        self.tables
+            .iter()
+            .map(|(name, r)| match r {
+                Record::Table(m) => Ok(m.clone()),
+                Record::Damaged { error, .. } => Err(damaged(name, error)),
+            })
+            .collect()
+    }
+
+    /// Every readable record, and whether some record is damaged.
+    pub(crate) fn readable(&self) -> (Vec<TableMeta>, bool) {
+        let mut damaged = false;
+        let mut out = Vec::new();
+        for r in self.tables.values() {
+            match r {
+                Record::Table(m) => out.push(m.clone()),
+                Record::Damaged { .. } => damaged = true,
+            }
+        }
+        (out, damaged)
+    }
+
+    /// The (key, value) pairs of this catalog, header first.
+    pub(crate) fn entries(&self) -> Result<catalog_file::Entries, StoreError> {
+        let mut entries = vec![(HEADER_KEY.to_vec(), self.header.encode()?)];
+        for (name, r) in &self.tables {
+            let value = match r {
+                Record::Table(m) => m.encode()?,
+                Record::Damaged { value, .. } => value.clone(),
+            };
+            entries.push((table_key(name), value));
+        }
+        Ok(entries)
+    }
+
+    /// Applies `change` to a copy of this catalog, writes the copy's file
+    /// durably (the commit point), then makes the copy this catalog. On an
+    /// error nothing changed, in memory or (as far as the rename is atomic)
+    /// on disk.
+    pub(crate) fn commit(
+        &mut self,
+        change: impl FnOnce(&mut CatalogEdit),
+    ) -> Result<(), StoreError> {
+        let mut next = CatalogEdit(self.clone());
+        change(&mut next);
+        catalog_file::write(&self.dir, &next.0.entries()?).map_err(|source| StoreError::Io {
+            op: "writing the catalog",
+            source,
+        })?;
+        *self = next.0;
+        Ok(())
+    }
+}
+
+/// The error of a damaged record of table `name`.
+fn damaged(name: &str, error: &str) -> StoreError {
+    StoreError::corrupt(
+        format!("catalog record of table {name:?}"),
+        CodecError::InvalidField {
+            field: "table record",
+            reason: error.to_string(),
+        },
+    )
+}
+
+/// Changes to a catalog, made inside [`Catalog::commit`].
+pub(crate) struct CatalogEdit(Catalog);
+
+impl CatalogEdit {
+    /// Adds or replaces table `meta.name`'s record.
+    pub(crate) fn put(&mut self, meta: TableMeta) {
+        self.0.tables.insert(meta.name.clone(), Record::Table(meta));
+    }
+
+    /// Removes table `name`'s record.
+    pub(crate) fn remove(&mut self, name: &str) {
+        self.0.tables.remove(name);
+    }
+
+    /// Sets the header.
+    pub(crate) fn set_header(&mut self, header: StoreHeader) {
+        self.0.header = header;
+    }
+
+    /// The header as edited so far.
+    pub(crate) fn header(&self) -> StoreHeader {
+        self.0.header
+    }
 }
 
 #[cfg(test)]
@@ -294,17 +513,5 @@ mod tests {
         assert_eq!(m.params().unwrap().k(), 5);
         let bad = TableMeta { layout: 9, ..m };
         assert!(matches!(bad.params(), Err(StoreError::Corrupt { .. })));
-    }
-
-    #[test]
-    fn newer_store_format_is_refused() {
-        let h = StoreHeader {
-            format_version: STORE_FORMAT_VERSION + 1,
-            next_table_id: 1,
-        };
-        assert!(matches!(
-            StoreHeader::decode(&h.encode().unwrap()),
-            Err(StoreError::UnsupportedFormat { .. })
-        ));
     }
 }

@@ -22,6 +22,7 @@ pub struct StoreConfig {
     pub(crate) flush_every_ms: Option<u64>,
     pub(crate) max_filter_bytes: Option<u64>,
     pub(crate) io_timeout: std::time::Duration,
+    pub(crate) memory_budget: Option<u64>,
 }
 
 /// How long one call into the storage engine may take before the store
@@ -79,6 +80,7 @@ impl Default for StoreConfig {
             flush_every_ms: None,
             max_filter_bytes: None,
             io_timeout: DEFAULT_IO_TIMEOUT,
+            memory_budget: None,
         }
     }
 }
@@ -105,14 +107,14 @@ impl StoreConfig {
     /// counting filter, `m/2` bytes) at the cost of fold memory and of open
     /// time (the unfolded log is replayed).
     pub fn fold_threshold(mut self, ops: u64) -> Self {
-        self.fold_threshold = Some(ops.clamp(1, super::table::MAX_FOLD_OPS));
+        self.fold_threshold = Some(ops.clamp(1, super::disk::chunks::MAX_FOLD_OPS));
         self
     }
 
     /// Operations of non-durable writes gathered in memory before they are
     /// written to sled as one log record ([`DEFAULT_BUFFER_OPS`]; at least 1).
     pub fn buffer_ops(mut self, ops: usize) -> Self {
-        self.buffer_ops = ops.clamp(1, super::wal::MAX_RECORD_OPS);
+        self.buffer_ops = ops.clamp(1, super::disk::log::MAX_RECORD_OPS);
         self
     }
 
@@ -162,6 +164,21 @@ impl StoreConfig {
         self
     }
 
+    /// The memory budget of the **whole process** (every store in it), in
+    /// bytes: a store opened with `Some(bytes)` sets it. Every large
+    /// allocation — a table's bit filter for as long as the table is open, a
+    /// regeneration's new counters and bits, a bulk load's or a counting
+    /// snapshot's counters, an import's or an export's buffers — is reserved
+    /// under it first, and refused with
+    /// [`StoreError::OverBudget`](super::StoreError::OverBudget) (nothing
+    /// allocated or written) when the reservations in force would pass it.
+    /// `None` (the default) leaves the budget as it is: unless set, 3/4 of the
+    /// process's cgroup v2 `memory.max`, or of `MemAvailable` without one.
+    pub fn memory_budget(mut self, bytes: Option<u64>) -> Self {
+        self.memory_budget = bytes;
+        self
+    }
+
     /// The limit [`max_filter_bytes`](StoreConfig::max_filter_bytes) sets,
     /// resolved: `None` when there is none.
     pub(crate) fn filter_bytes_limit(&self) -> Option<u64> {
@@ -174,7 +191,17 @@ impl StoreConfig {
         self.cache_capacity
     }
 
-    /// The fold threshold, in logged operations, for a table with `params`.
+    /// The fold threshold, in logged operations, for a table with `params`:
+    /// as configured, else enough operations that a fold's memory is
+    /// [`DEFAULT_FOLD_MEMORY`] or the size of the table's counters, whichever
+    /// is larger (at most 4,194,304). A fold rewrites every chunk its
+    /// operations touch, and a large table's operations touch all of them:
+    /// folding after as many operations as its counters have bytes / 16
+    /// keeps the pages a fold rewrites near one byte per logged byte,
+    /// whatever the table's size (a 10M-key table, 48 MiB of counters,
+    /// folds every 3M operations). The unfolded log is replayed when the
+    /// table is opened: its memory, 16 bytes per operation (blocked layout,
+    /// `16·k` standard), is at most that of the counters.
     pub fn fold_threshold_ops(&self, params: &crate::filter::params::FilterParams) -> u64 {
         self.fold_threshold.unwrap_or_else(|| {
             let per_op = match params.layout() {
@@ -182,7 +209,8 @@ impl StoreConfig {
                 crate::filter::params::Layout::Standard
                 | crate::filter::params::Layout::SplitBlock => 16 * params.k() as u64,
             };
-            (DEFAULT_FOLD_MEMORY / per_op).max(1)
+            let counters = crate::filter::counting::counter_bytes(params) as u64;
+            (DEFAULT_FOLD_MEMORY.max(counters) / per_op).clamp(1, super::disk::chunks::MAX_FOLD_OPS)
         })
     }
 }

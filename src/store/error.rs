@@ -112,6 +112,15 @@ pub enum StoreError {
         /// The version this build writes.
         to: u32,
     },
+    /// A store of an older format holds something the migration to this
+    /// build's format cannot carry over; the store is left as it was.
+    #[error("the store at {path:?} cannot be migrated to store format 3: {reason}; it was left as it was: open it with the filterstore release that wrote it")]
+    MigrationRefused {
+        /// The store's directory.
+        path: PathBuf,
+        /// What stops the migration.
+        reason: String,
+    },
     /// A persisted record failed its checks (checksum, framing, field values).
     /// A table's filter can always be rebuilt from the table's keys.
     #[error("corrupt {what}: {source}; rebuild the table from its keys (drop it, create it again and insert every key, or import an exported counting filter), or restore the database from a backup")]
@@ -203,6 +212,39 @@ pub enum StoreError {
     /// filter does not say how many keys set each bit.
     #[error("a bit filter cannot become a table: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; import a counting filter (Table::export with ExportKind::Counting)")]
     NotCounting,
+    /// A large allocation (a bit filter, a regeneration's or a bulk load's
+    /// counters, an export's buffers) would pass the process's memory
+    /// budget; nothing was allocated, written or entered in the catalog.
+    #[error("{what} needs {bytes} bytes, over the process's memory budget of {budget} bytes ({source_of_budget}; {in_use} bytes already in use); raise it with --memory-budget or StoreConfig::memory_budget, or size the table for fewer keys or a higher rate")]
+    OverBudget {
+        /// What needed the memory.
+        what: String,
+        /// Bytes asked for.
+        bytes: u64,
+        /// The budget in force.
+        budget: u64,
+        /// Bytes reserved by others when it was refused.
+        in_use: u64,
+        /// Where the budget comes from.
+        source_of_budget: &'static str,
+    },
+    /// The store was opened read-only ([`FilterStore::open_snapshot`](super::FilterStore::open_snapshot));
+    /// writes are refused.
+    #[error("the store at {path:?} is open read-only; open it with FilterStore::open to write")]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// An earlier failure of the store's files (a failed sync, or a commit
+    /// whose outcome is unknown) stopped every write of this store;
+    /// lookups keep answering from memory and nothing durable was lost.
+    #[error("the store at {path:?} stopped writing after an earlier failure ({reason}); lookups keep working; reopen the store (it recovers to its last durable state)")]
+    Degraded {
+        /// The store directory.
+        path: PathBuf,
+        /// The first failure.
+        reason: String,
+    },
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]
     BatchTooLarge {

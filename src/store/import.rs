@@ -10,17 +10,49 @@
 //! refused with a message that says to export the counting filter instead.
 //! Saturated (sticky) counters are imported as they are, so they stay
 //! sticky.
+//!
+//! # Streaming, and what an import checks
+//! Both directions stream: an export writes the frame header, the
+//! descriptor, then the counters chunk by chunk from the page file, then the
+//! CRC ([`Table::export_to`]); an import reads the header and descriptor,
+//! then the counters chunk by chunk straight into the new table's page file,
+//! and checks the CRC at the end ([`FilterStore::import_from`]). Memory: the
+//! new table's bit filter (`m/8`, as any open table) and one 16 KiB chunk,
+//! well under the 1.5 × the counters the issue allows. Nothing names the new
+//! table until every check passed:
+//!
+//! * the file (frame, descriptor, lengths, padding, CRC: `docs/FORMAT.md` §7);
+//! * **the counters against `n`** ([`check_counters`]): a counter that
+//!   never reached 15 counts exactly the live keys that set it, so the sum
+//!   `S` of the counters below 15 is the sum over the `n` live keys of their
+//!   distinct positions, between 1 and `k` each. Without saturated counters,
+//!   `S` must be within eight standard deviations (plus 0.2% for the
+//!   position model) of `n · E[d]`, `E[d]` the expected number of distinct
+//!   positions of `k` draws among the 512 of a block (blocked layout) or the
+//!   `m` of the filter (standard layout), the variance of `S` at most
+//!   `n · (k − E[d])` (a count of collisions); with saturated counters only
+//!   `S ≤ k · n` holds. An all-zero payload with `n > 0` fails it, and so
+//!   does one table's header spliced onto the counters of another whose live
+//!   count differs by more than the tolerance (a 1% difference at 200,000
+//!   keys is 150 σ). What no check can see: counters of another table with
+//!   the same `m`, `k` and `n` but another seed — the positions of a seed
+//!   are indistinguishable from random without the keys.
 
-use super::catalog::{self, TableMeta, HEADER_KEY};
-use super::engine;
+use super::budget;
+use super::catalog::{validate_name, TableMeta};
+use super::disk::chunks as pages;
+use super::disk::remove_files;
 use super::error::StoreError;
-use super::keys::STATE_KEY;
-use super::pages;
-use super::table::GenerationState;
-use super::{sled_err, validate_name, FilterStore, Table};
-use crate::codec::filter_file::{decode_filter, encode_bit_filter, encode_counting_filter};
+use super::open::FilterStore;
+use super::table::Generation;
+use super::table::Table;
+use crate::codec::filter_file::{encode_bit_filter, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
+use crate::codec::frame::{self, Kind};
+use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
-use crate::filter::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::filter::counting::{nibble, CountingFilter, COUNTER_BLOCK_BYTES, COUNTER_MAX};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use std::io::{Read, Write};
 
 /// Which filter [`Table::export`] writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,9 +67,9 @@ pub enum ExportKind {
 
 impl Table {
     /// The table's filter as a filter file (`docs/FORMAT.md` §3-7), with its
-    /// live key count as `n`: the bytes `filterstore export` writes. The
-    /// counting export folds the log first and holds the counters in memory
-    /// (`m/2` bytes) while it encodes them.
+    /// live key count as `n`: the bytes `filterstore export` writes, in
+    /// memory (reserved under the memory budget); [`export_to`](Table::export_to)
+    /// streams them instead.
     ///
     /// # Examples
     /// ```
@@ -66,16 +98,84 @@ impl Table {
     /// # Ok(()) }
     /// ```
     pub fn export(&self, kind: ExportKind) -> Result<Vec<u8>, StoreError> {
+        let p = self.params();
+        let len = match kind {
+            ExportKind::Counting => crate::filter::counting::counter_bytes(&p) as u64,
+            ExportKind::Bits => p.bit_bytes(),
+        } + (frame::OVERHEAD + DESCRIPTOR_LEN) as u64;
+        let _memory = budget::reserve(|| format!("the export of table {:?}", self.name()), len)?;
         match kind {
             ExportKind::Counting => {
-                let counters = self.counting_snapshot()?;
-                Ok(encode_counting_filter(&counters, self.live_keys()))
+                let mut out = Vec::new();
+                out.try_reserve_exact(len as usize)
+                    .map_err(|_| StoreError::OutOfMemory {
+                        table: self.name().to_string(),
+                        bytes: len,
+                    })?;
+                self.export_to(kind, &mut out)?;
+                Ok(out)
             }
             ExportKind::Bits => {
                 let g = self.current();
                 Ok(encode_bit_filter(&g.bits, self.live_keys()))
             }
         }
+    }
+
+    /// Writes [`export`](Table::export)'s bytes to `out` as they are made:
+    /// the counting filter chunk by chunk from the page file (the log is
+    /// folded first, or, in a read-only store, applied to each chunk as it
+    /// is read), holding one chunk; the bit filter word by word. Returns the
+    /// bytes written. Writers wait meanwhile (the table's writer lock is
+    /// held), lookups do not.
+    pub fn export_to(&self, kind: ExportKind, out: &mut dyn Write) -> Result<u64, StoreError> {
+        let io = |source| StoreError::Io {
+            op: "writing the export",
+            source,
+        };
+        let g = self.inner.gen.load_full();
+        let p = g.params;
+        let width = match kind {
+            ExportKind::Counting => CounterWidth::Four,
+            ExportKind::Bits => CounterWidth::Bit,
+        };
+        let mut w = g.writer.lock();
+        g.check_live()?;
+        if kind == ExportKind::Counting {
+            g.fold_if_writable(&mut w)?;
+        }
+        let d = DescriptorV1::raw(p, g.live_keys_locked(&w), width);
+        let body_len = DESCRIPTOR_LEN as u64 + d.payload_len;
+        // The lowest version that describes the file, as the in-memory
+        // encoders write it (1 for the version-1 layouts).
+        let head = frame::header(width.file_kind(), 0, body_len, d.format_version());
+        let mut crc = crc32fast::Hasher::new();
+        let mut put = |bytes: &[u8]| -> Result<(), StoreError> {
+            crc.update(bytes);
+            out.write_all(bytes).map_err(io)
+        };
+        put(&head)?;
+        put(&d.to_bytes())?;
+        match kind {
+            ExportKind::Counting => g.stream_counters(&w, &mut put)?,
+            ExportKind::Bits => {
+                drop(w);
+                let mut buf = Vec::with_capacity(8 * 1024);
+                for i in 0..p.num_words() {
+                    buf.extend_from_slice(
+                        &crate::filter::bloom::BloomRead::word(&g.bits, i).to_le_bytes(),
+                    );
+                    if buf.len() >= 8 * 1024 {
+                        put(&buf)?;
+                        buf.clear();
+                    }
+                }
+                put(&buf)?;
+            }
+        }
+        let crc = crc.finalize();
+        out.write_all(&crc.to_le_bytes()).map_err(io)?;
+        Ok(frame::OVERHEAD as u64 + body_len)
     }
 }
 
@@ -84,27 +184,78 @@ impl FilterStore {
     /// [`Table::export`] writes with [`ExportKind::Counting`]): same
     /// parameters, seed and counters, `n` live keys. A bit filter file is
     /// refused with [`StoreError::NotCounting`] (see the module docs for
-    /// why), bytes that are not a valid filter file with
+    /// why), bytes that are not a valid filter file, or whose counters do
+    /// not agree with its `n` (module docs), with
     /// [`StoreError::BadFilterFile`]. Durable when this returns.
     pub fn import(&self, name: &str, file: &[u8]) -> Result<Table, StoreError> {
+        self.import_from(name, &mut &file[..])
+    }
+
+    /// [`import`](FilterStore::import) from a reader, streaming (module
+    /// docs): the file is read once, its counters go straight into the new
+    /// table's files, and the table enters the catalog only after the CRC
+    /// and the counter checks passed (on any failure its files are deleted).
+    pub fn import_from(&self, name: &str, file: &mut dyn Read) -> Result<Table, StoreError> {
         validate_name(name)?;
-        let d = decode_filter(file).map_err(StoreError::BadFilterFile)?;
-        let view = d.counters().ok_or(StoreError::NotCounting)?;
-        let counters = view.to_counting_filter().map_err(|e| {
-            StoreError::BadFilterFile(CodecError::InvalidField {
-                field: "counters",
-                reason: e.to_string(),
-            })
-        })?;
-        self.import_counting(name, &counters, d.n())
+        self.inner.shared.check_writable()?;
+        let bad = StoreError::BadFilterFile;
+        let mut head = [0u8; frame::HEADER_LEN + DESCRIPTOR_LEN];
+        read_exact(file, &mut head)?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        let mut fh = [0u8; frame::HEADER_LEN];
+        fh.copy_from_slice(&head[..frame::HEADER_LEN]);
+        let (kind, flags, body_len, version) = frame::decode_header(&fh).map_err(bad)?;
+        match kind {
+            Kind::CountingFilter => {}
+            Kind::BitFilter => return Err(StoreError::NotCounting),
+            other => {
+                return Err(bad(CodecError::WrongKind {
+                    expected: Kind::CountingFilter.name(),
+                    found: other.name(),
+                }))
+            }
+        }
+        if flags != 0 {
+            return Err(bad(CodecError::InvalidField {
+                field: "flags",
+                reason: format!("{flags:#04x}: a filter file defines none"),
+            }));
+        }
+        let d =
+            DescriptorV1::read(&mut ByteReader::new(&head[frame::HEADER_LEN..])).map_err(bad)?;
+        // A version-1 frame cannot name the split-block layout (as the
+        // in-memory decoder refuses it).
+        d.check_frame_version(version).map_err(bad)?;
+        if d.counter_width != CounterWidth::Four
+            || d.payload_len != crate::filter::counting::counter_bytes(&d.params) as u64
+            || body_len != DESCRIPTOR_LEN as u64 + d.payload_len
+        {
+            return Err(bad(CodecError::InvalidField {
+                field: "payload length",
+                reason: format!(
+                    "a body of {body_len} bytes with a payload of {} for counters of m = {}",
+                    d.payload_len,
+                    d.params.m()
+                ),
+            }));
+        }
+        let p = d.params;
+        let mut source = Streamed {
+            file,
+            crc,
+            stats: CounterStats::default(),
+        };
+        self.create_from_chunks(name, p, d.n, &mut source)
     }
 
     /// Creates table `name` holding exactly the counters of `counters`, with
-    /// `live_keys` live keys (the file's `n`). The table's parameters (layout,
-    /// `m`, `k`, hash and seed) are the filter's; it is recorded as sized for
-    /// `live_keys` keys at the false-positive rate the layout model gives for
-    /// that many. Durable when this returns; a crash before that leaves no
-    /// table (the data written so far is collected at the next open).
+    /// `live_keys` live keys (the file's `n`), after the checks of the
+    /// module docs. The table's parameters (layout, `m`, `k`, hash and seed)
+    /// are the filter's; it is recorded as sized for `live_keys` keys at the
+    /// false-positive rate the layout model gives for that many. Durable when
+    /// this returns; a crash before that leaves no table (the files written
+    /// so far are collected at the next open).
     pub fn import_counting(
         &self,
         name: &str,
@@ -112,53 +263,212 @@ impl FilterStore {
         live_keys: u64,
     ) -> Result<Table, StoreError> {
         validate_name(name)?;
+        self.inner.shared.check_writable()?;
         let p = *counters.params();
-        let _guard = self.inner.catalog_lock.lock();
-        if self.read_meta(name)?.is_some() {
+        let mut source = InMemory {
+            bytes: counters.as_bytes(),
+            stats: CounterStats::default(),
+        };
+        self.create_from_chunks(name, p, live_keys, &mut source)
+    }
+
+    /// Creates table `name` with parameters `p` and `n` live keys from the
+    /// chunks `source` gives in order, then runs its checks: memory first,
+    /// then the files (named by nothing yet), then the catalog record, the
+    /// commit point; on any error the files are deleted.
+    fn create_from_chunks(
+        &self,
+        name: &str,
+        p: FilterParams,
+        n: u64,
+        source: &mut dyn ChunkImport,
+    ) -> Result<Table, StoreError> {
+        let mut catalog = self.inner.shared.catalog.lock();
+        if catalog.contains(name) {
             return Err(StoreError::TableExists(name.to_string()));
         }
         self.check_filter_memory(name, &p)?;
-        let mut header = self.read_header("importing a table")?;
-        let expected_keys = live_keys.max(1);
+        let expected_keys = n.max(1);
         let meta = TableMeta::new_table(
-            header.next_table_id,
+            catalog.header().next_table_id,
             name,
             &p,
             expected_keys,
             // Inside (0, 1) whatever n is, so the record stays valid.
             p.expected_fp(expected_keys).clamp(1e-12, 0.5),
         );
-        // The data first, in a tree nothing names yet; the catalog write
-        // below is the commit point.
-        let tree_name = meta.tree_name(1);
-        self.inner
-            .db
-            .drop_tree(tree_name.as_bytes())
-            .map_err(sled_err("clearing table data"))?;
-        let tree = self
-            .inner
-            .db
-            .open_tree(&tree_name)
-            .map_err(sled_err("opening table data"))?;
-        let chunk_bytes = pages::CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
-        for (idx, chunk) in counters.as_bytes().chunks(chunk_bytes).enumerate() {
-            // A chunk that is all zeros has no record (see `pages`).
-            if chunk.iter().any(|&b| b != 0) {
-                tree.insert(
-                    pages::chunk_key(idx as u64),
-                    pages::encode_chunk(idx as u64, chunk),
-                )
-                .map_err(sled_err("writing counter pages"))?;
+        let (bits, memory) = budget::bit_filter(name, p)?;
+        let gen = Generation::create(&self.inner.shared, meta, bits, memory)?;
+        let filled = gen
+            .fill(i64::try_from(n).unwrap_or(i64::MAX), &mut |idx, buf| {
+                source.chunk(&p, idx, buf)
+            })
+            .and_then(|()| source.finish(&p, n));
+        if let Err(e) = filled {
+            gen.mark_dropped();
+            let (id, generation) = (gen.meta.id, gen.meta.generation);
+            drop(gen);
+            remove_files(&self.inner.shared.dir, id, generation);
+            return Err(e);
+        }
+        self.commit_new_table(&mut catalog, gen)
+    }
+}
+
+/// Where an import's counters come from.
+trait ChunkImport {
+    /// Puts chunk `idx`'s counters into `buf` (empty), and counts them.
+    fn chunk(&mut self, p: &FilterParams, idx: u64, buf: &mut Vec<u8>) -> Result<(), StoreError>;
+    /// After the last chunk: the remaining checks, `n` the live keys.
+    fn finish(&mut self, p: &FilterParams, n: u64) -> Result<(), StoreError>;
+}
+
+/// The counters of a filter file being read.
+struct Streamed<'a> {
+    file: &'a mut dyn Read,
+    crc: crc32fast::Hasher,
+    stats: CounterStats,
+}
+
+impl ChunkImport for Streamed<'_> {
+    fn chunk(&mut self, p: &FilterParams, idx: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
+        let len = pages::blocks_in_chunk(p, idx) as usize * COUNTER_BLOCK_BYTES;
+        buf.resize(len, 0);
+        read_exact(self.file, buf)?;
+        self.crc.update(buf);
+        self.stats
+            .add(p, idx, buf)
+            .map_err(StoreError::BadFilterFile)
+    }
+
+    fn finish(&mut self, p: &FilterParams, n: u64) -> Result<(), StoreError> {
+        let bad = StoreError::BadFilterFile;
+        let mut trailer = [0u8; frame::TRAILER_LEN];
+        read_exact(self.file, &mut trailer)?;
+        let stored = u32::from_le_bytes(trailer);
+        let computed = self.crc.clone().finalize();
+        if stored != computed {
+            return Err(bad(CodecError::ChecksumMismatch { stored, computed }));
+        }
+        let mut extra = [0u8; 1];
+        let more = self
+            .file
+            .read(&mut extra)
+            .map_err(|source| StoreError::Io {
+                op: "reading the filter file",
+                source,
+            })?;
+        if more != 0 {
+            return Err(bad(CodecError::TrailingBytes { extra: 1 }));
+        }
+        check_counters(p, n, &self.stats).map_err(bad)
+    }
+}
+
+/// The counters of a counting filter in memory.
+struct InMemory<'a> {
+    bytes: &'a [u8],
+    stats: CounterStats,
+}
+
+impl ChunkImport for InMemory<'_> {
+    fn chunk(&mut self, p: &FilterParams, idx: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
+        let at = (idx * pages::CHUNK_COUNTERS / 2) as usize;
+        let len = pages::blocks_in_chunk(p, idx) as usize * COUNTER_BLOCK_BYTES;
+        buf.extend_from_slice(&self.bytes[at..at + len]);
+        self.stats
+            .add(p, idx, buf)
+            .map_err(StoreError::BadFilterFile)
+    }
+
+    fn finish(&mut self, p: &FilterParams, n: u64) -> Result<(), StoreError> {
+        check_counters(p, n, &self.stats).map_err(StoreError::BadFilterFile)
+    }
+}
+
+/// `read_exact`, a short file being a truncated filter file.
+fn read_exact(file: &mut dyn Read, buf: &mut [u8]) -> Result<(), StoreError> {
+    file.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => StoreError::BadFilterFile(CodecError::Truncated {
+            needed: buf.len() as u64,
+            found: 0,
+        }),
+        _ => StoreError::Io {
+            op: "reading the filter file",
+            source: e,
+        },
+    })
+}
+
+/// What [`check_counters`] needs, gathered chunk by chunk.
+#[derive(Default, Debug)]
+pub(crate) struct CounterStats {
+    /// Sum of the counters below 15.
+    sum: u64,
+    /// Counters at 15.
+    saturated: u64,
+}
+
+impl CounterStats {
+    /// Adds chunk `idx`'s counters; refuses non-zero padding (counters at
+    /// `m` and above, standard layout).
+    fn add(&mut self, p: &FilterParams, idx: u64, counters: &[u8]) -> Result<(), CodecError> {
+        let first = idx * pages::CHUNK_COUNTERS;
+        let count = (counters.len() * 2) as u64;
+        for i in 0..count {
+            let c = nibble::get(counters, i as usize);
+            if c == 0 {
+                continue;
+            }
+            if first + i >= p.m() {
+                return Err(CodecError::InvalidField {
+                    field: "padding",
+                    reason: format!("counter {} past m = {} is {c}", first + i, p.m()),
+                });
+            }
+            if c == COUNTER_MAX {
+                self.saturated += 1;
+            } else {
+                self.sum += u64::from(c);
             }
         }
-        let state = GenerationState::settled(i64::try_from(live_keys).unwrap_or(i64::MAX), 0);
-        tree.insert(STATE_KEY, state.encode(name)?)
-            .map_err(sled_err("writing table state"))?;
-        header.next_table_id += 1;
-        let mut batch = engine::Batch::default();
-        batch.insert(catalog::table_key(name), meta.encode()?);
-        batch.insert(HEADER_KEY, header.encode()?);
-        // One flush covers the pages and the catalog.
-        self.commit_new_table(batch, meta)
+        Ok(())
     }
+}
+
+/// The check of the counters against `n` (module docs).
+pub(crate) fn check_counters(p: &FilterParams, n: u64, s: &CounterStats) -> Result<(), CodecError> {
+    let k = f64::from(p.k());
+    let refuse = |reason: String| {
+        Err(CodecError::InvalidField {
+            field: "counters",
+            reason,
+        })
+    };
+    if s.sum as f64 > k * n as f64 {
+        return refuse(format!(
+            "they sum to {}, more than k · n = {} · {n}: they are not the counters of {n} keys",
+            s.sum,
+            p.k()
+        ));
+    }
+    if s.saturated > 0 {
+        return Ok(());
+    }
+    let slots = match p.layout() {
+        Layout::Blocked => BLOCK_BITS as f64,
+        _ => p.m() as f64,
+    };
+    let expected_d = slots * (1.0 - (1.0 - 1.0 / slots).powf(k));
+    let mean = n as f64 * expected_d;
+    let sigma = (n as f64 * (k - expected_d).max(0.0)).sqrt();
+    let tolerance = 8.0 * sigma + 0.002 * k * n as f64 + 8.0;
+    if (s.sum as f64 - mean).abs() > tolerance {
+        return refuse(format!(
+            "they sum to {}, while {n} keys set {mean:.0} ± {tolerance:.0} (no counter is \
+             saturated): the file's n does not describe these counters",
+            s.sum
+        ));
+    }
+    Ok(())
 }

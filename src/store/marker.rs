@@ -141,7 +141,7 @@ pub(crate) fn copy_store(dir: &Path, wait: std::time::Duration) -> Result<Scratc
     let scratch = Scratch {
         path: scratch_path(),
     };
-    fs::create_dir(&scratch.path).map_err(io("making a temporary copy of the store"))?;
+    private_dir(&scratch.path).map_err(io("making a temporary copy of the store"))?;
     copy_tree(dir, &scratch.path)?;
     super::blobkeep::copy_restored(dir, &scratch.path)
         .map_err(io("making a temporary copy of the store"))?;
@@ -172,6 +172,41 @@ fn lock(db: &File, dir: &Path, wait: std::time::Duration) -> Result<(), StoreErr
     }
 }
 
+/// Creates `dir` readable by its owner only (the copy of a store is as
+/// private as the store may be).
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut b = fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+}
+
+/// The prefix of a private copy's directory name: `<prefix><pid>-...`.
+const SCRATCH_PREFIX: &str = "filterstore-ro-";
+
+/// Removes the private copies left in the temporary directory by processes
+/// that no longer run (a kill -9 skips the copy's removal). Best effort:
+/// where it cannot tell whether the process runs (no `/proc`), it leaves the
+/// copy.
+pub(crate) fn remove_stale_scratch() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.to_string()).exists();
+        if pid != std::process::id() && !alive && Path::new("/proc/self").exists() {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn scratch_path() -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -179,7 +214,7 @@ fn scratch_path() -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     std::env::temp_dir().join(format!(
-        "filterstore-ro-{}-{nanos}-{}",
+        "{SCRATCH_PREFIX}{}-{nanos}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ))

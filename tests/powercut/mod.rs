@@ -1,24 +1,37 @@
-//! A filesystem that forgets, at a power cut, everything not yet synced:
-//! an in-memory FUSE filesystem (the `fuser` crate, mounted with the mount
+//! A filesystem that loses, at a power cut, what a real one may lose: an
+//! in-memory FUSE filesystem (the `fuser` crate, mounted with the mount
 //! syscall, so it needs root and `/dev/fuse`) that keeps, beside the live
-//! state, a *durable image* of every file (its bytes as of its last
-//! `fsync`/`fdatasync`) and of every directory.
+//! state of every file, its *durable* bytes (as of its last `fsync` or
+//! `fdatasync`) and every write and size change made since, and beside the
+//! live entries of every directory its durable entries and the directory
+//! operations not yet synced.
 //!
-//! Directories follow one of two models, since POSIX leaves it open when a
-//! name becomes durable and real filesystems differ:
+//! # What a cut keeps ([`MemFs::image_cut`])
+//! * **File data**: every 4 KiB page that a write or a size change touched
+//!   since the file's last sync ends up, independently of the other pages, in
+//!   one of its states since that sync, chosen at random: as synced, or as
+//!   after its first, second, … last change. So a random subset of the
+//!   unsynced writes persists, page by page and in any order (a later page
+//!   without an earlier one, a later write of one page without an earlier
+//!   write of another). `sync_file_range` (sled's "stable") reaches no FUSE
+//!   filesystem (writes use direct I/O and reach this one at once), so it
+//!   makes nothing durable here: its pages are exactly these "may be
+//!   persisted" pages. Optionally (one cut in two), the last written page is
+//!   **torn**: each of its 512-byte sectors comes from the state before or
+//!   after the last write.
+//! * **File size**: the size after a random one of the unsynced changes (or
+//!   the synced size). Pages within it that kept no write read as zeros
+//!   beyond the synced size (holes).
+//! * **Directories** follow one of three models, since POSIX leaves open when
+//!   a name becomes durable and real filesystems differ
+//!   ([`DirModel`]): every operation durable at once; durable only when the
+//!   directory is synced; or, as on a journaling filesystem, operations
+//!   durable in the order they were made, a random prefix of the unsynced
+//!   ones surviving a cut (a directory sync makes it and everything before it
+//!   durable).
 //!
-//! * [`DirModel::Immediate`]: every create, link, unlink and rename is
-//!   durable at once. This is the harsh model for deletions (a file deleted
-//!   before the log that stops pointing at it is synced is gone).
-//! * [`DirModel::OnSync`]: a directory's entries become durable only when
-//!   the directory itself is synced. This is the harsh model for creations
-//!   (a synced file whose directory was not synced is lost).
-//!
-//! Writes use direct I/O, so each write reaches the filesystem at once and
-//! the kernel's page cache keeps nothing the image does not see;
-//! `sync_file_range` never reaches a FUSE filesystem, so it makes nothing
-//! durable here. A cut is: kill the writer, then [`MemFs::image`] the
-//! durable state into an ordinary directory and open the store there.
+//! A cut is: kill the writer, then [`MemFs::image_cut`] the state a power cut
+//! leaves into an ordinary directory and open the store there.
 #![allow(dead_code)]
 
 use fuser::Errno;
@@ -34,18 +47,59 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
+use rand::rngs::StdRng;
+use rand::Rng;
+
 /// When a directory entry becomes durable (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DirModel {
+    /// Every create, link, unlink and rename is durable at once: the harsh
+    /// model for deletions (a file deleted before the log that stops
+    /// pointing at it is synced is gone).
     Immediate,
+    /// An operation is durable only when a directory it changed is synced:
+    /// the harsh model for creations (a synced file whose directory was not
+    /// synced is lost).
     OnSync,
+    /// Operations are durable in the order they were made: a directory sync
+    /// makes every operation up to its directory's last one durable, and a
+    /// cut keeps a random prefix of the rest (a journaling filesystem).
+    Journal,
 }
 
 type Entries = BTreeMap<OsString, u64>;
 
+/// A change to a file since its last sync.
+#[derive(Clone, Debug)]
+enum Change {
+    Write { at: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
 enum Node {
-    File { live: Vec<u8>, durable: Vec<u8> },
-    Dir { live: Entries, durable: Entries },
+    File {
+        live: Vec<u8>,
+        durable: Vec<u8>,
+        /// Changes since the last sync, in order.
+        pending: Vec<Change>,
+    },
+    Dir {
+        live: Entries,
+        durable: Entries,
+    },
+}
+
+/// One directory operation not yet durable: its entry changes (a rename has
+/// two), applied together.
+#[derive(Clone, Debug)]
+struct DirOp {
+    changes: Vec<(u64, OsString, Option<u64>)>,
+}
+
+impl DirOp {
+    fn touches(&self, dir: u64) -> bool {
+        self.changes.iter().any(|(d, _, _)| *d == dir)
+    }
 }
 
 struct State {
@@ -54,6 +108,28 @@ struct State {
     nodes: HashMap<u64, Node>,
     next: u64,
     model: DirModel,
+    /// Directory operations not yet durable, in order (not `Immediate`).
+    dir_log: Vec<DirOp>,
+}
+
+/// The page a cut keeps or loses as a whole (sector tears aside).
+pub const PAGE: usize = 4096;
+/// The unit a torn page is made of.
+const SECTOR: usize = 512;
+
+/// What one cut kept of what was not synced.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CutStats {
+    /// Pages that kept a state newer than their synced one.
+    pub unsynced_pages_kept: u64,
+    /// Pages whose unsynced changes were all lost.
+    pub unsynced_pages_lost: u64,
+    /// Pages torn between two states.
+    pub torn_pages: u64,
+    /// Unsynced directory operations kept.
+    pub dir_ops_kept: u64,
+    /// Unsynced directory operations lost.
+    pub dir_ops_lost: u64,
 }
 
 /// When the power goes, counted in filesystem operations.
@@ -63,6 +139,10 @@ pub enum Trigger {
     Ops(u64),
     /// Right after this many unlinks.
     Unlinks(u64),
+    /// At this many `fsync`s (files or directories): that sync fails and
+    /// the power goes, with everything written before it still unsynced —
+    /// the moment a missing sync would show.
+    Syncs(u64),
 }
 
 struct Shared {
@@ -72,6 +152,8 @@ struct Shared {
     ops_allowed: AtomicU64,
     unlinks: AtomicU64,
     unlinks_allowed: AtomicU64,
+    syncs: AtomicU64,
+    syncs_allowed: AtomicU64,
 }
 
 /// The filesystem; clones share it (one is mounted, one images).
@@ -114,24 +196,62 @@ impl State {
         }
     }
 
-    /// Names `ino` as `name` in `parent` (replacing what had that name).
-    fn bind(&mut self, parent: u64, name: &OsStr, ino: u64) -> Result<(), Errno> {
-        let immediate = self.model == DirModel::Immediate;
-        let (live, durable) = self.dir(parent)?;
-        live.insert(name.to_owned(), ino);
-        if immediate {
-            durable.insert(name.to_owned(), ino);
+    /// Applies entry changes to the live directories, and to the durable
+    /// ones or the log of unsynced operations as the model says.
+    fn change_dirs(&mut self, changes: Vec<(u64, OsString, Option<u64>)>) -> Result<(), Errno> {
+        for (dir, name, target) in &changes {
+            let (live, _) = self.dir(*dir)?;
+            match target {
+                Some(ino) => live.insert(name.clone(), *ino),
+                None => live.remove(name),
+            };
+        }
+        if self.model == DirModel::Immediate {
+            self.apply_durably(&DirOp { changes })
+        } else {
+            self.dir_log.push(DirOp { changes });
+            Ok(())
+        }
+    }
+
+    fn apply_durably(&mut self, op: &DirOp) -> Result<(), Errno> {
+        for (dir, name, target) in &op.changes {
+            let (_, durable) = self.dir(*dir)?;
+            match target {
+                Some(ino) => durable.insert(name.clone(), *ino),
+                None => durable.remove(name),
+            };
         }
         Ok(())
     }
 
-    fn unbind(&mut self, parent: u64, name: &OsStr) -> Result<u64, Errno> {
-        let immediate = self.model == DirModel::Immediate;
-        let (live, durable) = self.dir(parent)?;
-        let ino = live.remove(name).ok_or(Errno::ENOENT)?;
-        if immediate {
-            durable.remove(name);
+    /// `fsync` of directory `dir`: its unsynced operations become durable
+    /// (and, on a journal, every operation made before its last one).
+    fn sync_dir(&mut self, dir: u64) -> Result<(), Errno> {
+        let log = std::mem::take(&mut self.dir_log);
+        let last = log.iter().rposition(|op| op.touches(dir));
+        for (i, op) in log.into_iter().enumerate() {
+            let durable_now = match self.model {
+                DirModel::Journal => last.is_some_and(|l| i <= l),
+                _ => op.touches(dir),
+            };
+            if durable_now {
+                self.apply_durably(&op)?;
+            } else {
+                self.dir_log.push(op);
+            }
         }
+        Ok(())
+    }
+
+    /// Names `ino` as `name` in `parent` (replacing what had that name).
+    fn bind(&mut self, parent: u64, name: &OsStr, ino: u64) -> Result<(), Errno> {
+        self.change_dirs(vec![(parent, name.to_owned(), Some(ino))])
+    }
+
+    fn unbind(&mut self, parent: u64, name: &OsStr) -> Result<u64, Errno> {
+        let ino = *self.dir(parent)?.0.get(name).ok_or(Errno::ENOENT)?;
+        self.change_dirs(vec![(parent, name.to_owned(), None)])?;
         Ok(ino)
     }
 
@@ -161,11 +281,14 @@ impl MemFs {
                 nodes,
                 next: ROOT + 1,
                 model,
+                dir_log: Vec::new(),
             }),
             ops: AtomicU64::new(0),
             ops_allowed: AtomicU64::new(u64::MAX),
             unlinks: AtomicU64::new(0),
             unlinks_allowed: AtomicU64::new(u64::MAX),
+            syncs: AtomicU64::new(0),
+            syncs_allowed: AtomicU64::new(u64::MAX),
         }))
     }
 
@@ -174,6 +297,7 @@ impl MemFs {
         match trigger {
             Trigger::Ops(n) => self.0.ops_allowed.store(n, Ordering::SeqCst),
             Trigger::Unlinks(n) => self.0.unlinks_allowed.store(n, Ordering::SeqCst),
+            Trigger::Syncs(n) => self.0.syncs_allowed.store(n, Ordering::SeqCst),
         }
     }
 
@@ -183,6 +307,16 @@ impl MemFs {
         self.0
             .ops_allowed
             .fetch_min(self.0.ops.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Filesystem operations so far.
+    pub fn ops(&self) -> u64 {
+        self.0.ops.load(Ordering::SeqCst)
+    }
+
+    /// `fsync`s so far.
+    pub fn syncs(&self) -> u64 {
+        self.0.syncs.load(Ordering::SeqCst)
     }
 
     pub fn is_cut(&self) -> bool {
@@ -207,32 +341,65 @@ impl MemFs {
         fuser::spawn_mount(self.clone(), at, &cfg)
     }
 
-    /// Writes what a power cut now would leave (or, with `live`, what a
-    /// process kill leaves) under `to`, as ordinary files.
-    pub fn image(&self, to: &Path, live: bool) -> std::io::Result<()> {
-        fn walk(s: &State, ino: u64, to: &Path, live: bool) -> std::io::Result<()> {
-            std::fs::create_dir_all(to)?;
-            let Some(Node::Dir {
-                live: l,
-                durable: d,
-            }) = s.nodes.get(&ino)
-            else {
-                return Ok(());
-            };
-            for (name, child) in if live { l } else { d } {
-                match s.nodes.get(child) {
-                    Some(Node::File {
-                        live: l,
-                        durable: d,
-                    }) => std::fs::write(to.join(name), if live { l } else { d })?,
-                    Some(Node::Dir { .. }) => walk(s, *child, &to.join(name), live)?,
-                    None => {}
-                }
-            }
-            Ok(())
-        }
+    /// Writes what a process kill leaves (the live state) under `to`, as
+    /// ordinary files.
+    pub fn image_live(&self, to: &Path) -> std::io::Result<()> {
         let s = self.0.state.lock().unwrap();
-        walk(&s, ROOT, to, live)
+        let mut contents = HashMap::new();
+        for (&ino, n) in &s.nodes {
+            if let Node::File { live, .. } = n {
+                contents.insert(ino, live.clone());
+            }
+        }
+        let dirs = |ino: u64| match s.nodes.get(&ino) {
+            Some(Node::Dir { live, .. }) => Some(live.clone()),
+            _ => None,
+        };
+        write_tree(&dirs, &contents, ROOT, to)
+    }
+
+    /// Writes what a power cut now leaves under `to`, as ordinary files: the
+    /// durable state plus a random part of what was not synced (module
+    /// docs), drawn from `rng`; `tear` allows the last written page of a
+    /// file to be torn. Returns what was kept and lost.
+    pub fn image_cut(&self, to: &Path, rng: &mut StdRng, tear: bool) -> std::io::Result<CutStats> {
+        let s = self.0.state.lock().unwrap();
+        let mut stats = CutStats::default();
+        // Directories: the durable entries, plus a random prefix of the
+        // unsynced operations on a journal.
+        let mut dirs: HashMap<u64, Entries> = HashMap::new();
+        for (&ino, n) in &s.nodes {
+            if let Node::Dir { durable, .. } = n {
+                dirs.insert(ino, durable.clone());
+            }
+        }
+        let kept = match s.model {
+            DirModel::Journal => rng.gen_range(0..=s.dir_log.len()),
+            _ => 0,
+        };
+        for op in &s.dir_log[..kept] {
+            for (dir, name, target) in &op.changes {
+                let entries = dirs.entry(*dir).or_default();
+                match target {
+                    Some(ino) => entries.insert(name.clone(), *ino),
+                    None => entries.remove(name),
+                };
+            }
+        }
+        stats.dir_ops_kept = kept as u64;
+        stats.dir_ops_lost = (s.dir_log.len() - kept) as u64;
+        let mut contents = HashMap::new();
+        for (&ino, n) in &s.nodes {
+            if let Node::File {
+                durable, pending, ..
+            } = n
+            {
+                contents.insert(ino, cut_file(durable, pending, rng, tear, &mut stats));
+            }
+        }
+        let lookup = |ino: u64| dirs.get(&ino).cloned();
+        write_tree(&lookup, &contents, ROOT, to)?;
+        Ok(stats)
     }
 
     /// Fills the (new) filesystem with the files under `from`, all durable.
@@ -251,6 +418,7 @@ impl MemFs {
                     Node::File {
                         live: bytes.clone(),
                         durable: bytes,
+                        pending: Vec::new(),
                     }
                 };
                 let is_dir = matches!(node, Node::Dir { .. });
@@ -267,16 +435,26 @@ impl MemFs {
         walk(&mut self.0.state.lock().unwrap(), ROOT, from)
     }
 
-    /// `fsync` of a file or a directory: its durable image becomes its live
-    /// state.
+    /// `fsync` of a file or a directory: its durable state becomes its live
+    /// state (for a directory, by the model's rule).
     fn sync(&self, ino: INodeNo, reply: ReplyEmpty) {
-        let synced = self.with(|s| {
-            match s.nodes.get_mut(&ino.0) {
-                Some(Node::File { live, durable }) => durable.clone_from(live),
-                Some(Node::Dir { live, durable }) => durable.clone_from(live),
-                None => return Err(Errno::ENOENT),
+        let n = self.0.syncs.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= self.0.syncs_allowed.load(Ordering::SeqCst) {
+            self.cut();
+            return reply.error(Errno::EIO);
+        }
+        let synced = self.with(|s| match s.nodes.get_mut(&ino.0) {
+            Some(Node::File {
+                live,
+                durable,
+                pending,
+            }) => {
+                durable.clone_from(live);
+                pending.clear();
+                Ok(())
             }
-            Ok(())
+            Some(Node::Dir { .. }) => s.sync_dir(ino.0),
+            None => Err(Errno::ENOENT),
         });
         match synced {
             Ok(()) => reply.ok(),
@@ -335,8 +513,9 @@ impl Filesystem for MemFs {
     ) {
         let a = self.with(|s| {
             let n = s.nodes.get_mut(&ino.0).ok_or(Errno::ENOENT)?;
-            if let (Some(size), Node::File { live, .. }) = (size, &mut *n) {
+            if let (Some(size), Node::File { live, pending, .. }) = (size, &mut *n) {
                 live.resize(size as usize, 0);
+                pending.push(Change::SetLen(size));
             }
             Ok(attr(ino.0, n))
         });
@@ -378,6 +557,7 @@ impl Filesystem for MemFs {
         let node = Node::File {
             live: Vec::new(),
             durable: Vec::new(),
+            pending: Vec::new(),
         };
         match self.with(|s| s.add(parent.0, name, node)) {
             Ok(a) => reply.created(
@@ -462,12 +642,16 @@ impl Filesystem for MemFs {
         reply: ReplyWrite,
     ) {
         let written = self.with(|s| match s.nodes.get_mut(&ino.0) {
-            Some(Node::File { live, .. }) => {
+            Some(Node::File { live, pending, .. }) => {
                 let at = offset as usize;
                 if live.len() < at + data.len() {
                     live.resize(at + data.len(), 0);
                 }
                 live[at..at + data.len()].copy_from_slice(data);
+                pending.push(Change::Write {
+                    at: offset,
+                    data: data.to_vec(),
+                });
                 Ok(data.len() as u32)
             }
             _ => Err(Errno::EISDIR),
@@ -596,12 +780,158 @@ impl Filesystem for MemFs {
         reply: ReplyEmpty,
     ) {
         let renamed = self.with(|s| {
-            let ino = s.unbind(parent.0, name)?;
-            s.bind(newparent.0, newname, ino)
+            let ino = *s.dir(parent.0)?.0.get(name).ok_or(Errno::ENOENT)?;
+            s.dir(newparent.0)?;
+            s.change_dirs(vec![
+                (parent.0, name.to_owned(), None),
+                (newparent.0, newname.to_owned(), Some(ino)),
+            ])
         });
         match renamed {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
+}
+
+/// Writes the tree under directory `ino` (entries from `dirs`, file bytes
+/// from `contents`) under `to`.
+fn write_tree(
+    dirs: &dyn Fn(u64) -> Option<Entries>,
+    contents: &HashMap<u64, Vec<u8>>,
+    ino: u64,
+    to: &Path,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    let Some(entries) = dirs(ino) else {
+        return Ok(());
+    };
+    for (name, child) in entries {
+        if let Some(bytes) = contents.get(&child) {
+            std::fs::write(to.join(&name), bytes)?;
+        } else if dirs(child).is_some() {
+            write_tree(dirs, contents, child, &to.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of a file after a cut (module docs): `durable` with, page by
+/// page, a random number of the unsynced `pending` changes applied, the
+/// size after a random one of them.
+fn cut_file(
+    durable: &[u8],
+    pending: &[Change],
+    rng: &mut StdRng,
+    tear: bool,
+    stats: &mut CutStats,
+) -> Vec<u8> {
+    if pending.is_empty() {
+        return durable.to_vec();
+    }
+    // The live size after each change.
+    let mut sizes = Vec::with_capacity(pending.len());
+    let mut size = durable.len() as u64;
+    for c in pending {
+        size = match c {
+            Change::Write { at, data } => size.max(at + data.len() as u64),
+            Change::SetLen(n) => *n,
+        };
+        sizes.push(size);
+    }
+    // The changes touching each page, in order.
+    let mut by_page: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    let mut before = durable.len() as u64;
+    for (i, c) in pending.iter().enumerate() {
+        let (from, to) = match c {
+            Change::Write { at, data } => (*at, at + data.len() as u64),
+            Change::SetLen(n) => ((*n).min(before), (*n).max(before)),
+        };
+        if to > from {
+            for page in from / PAGE as u64..=(to - 1) / PAGE as u64 {
+                by_page.entry(page).or_default().push(i);
+            }
+        }
+        before = sizes[i];
+    }
+    let size_pick = rng.gen_range(0..=pending.len());
+    let final_size = if size_pick == 0 {
+        durable.len()
+    } else {
+        sizes[size_pick - 1] as usize
+    };
+    let mut out = durable.to_vec();
+    let span = by_page
+        .keys()
+        .next_back()
+        .map_or(0, |p| (p + 1) as usize * PAGE);
+    out.resize(out.len().max(span).max(final_size), 0);
+    let last = pending.len() - 1;
+    let torn_page = match &pending[last] {
+        Change::Write { at, .. } if tear && rng.gen_bool(0.5) => Some(at / PAGE as u64),
+        _ => None,
+    };
+    for (&page, changes) in &by_page {
+        let v = rng.gen_range(0..=changes.len());
+        let at = page as usize * PAGE;
+        let state = |n: usize| page_state(durable, pending, changes, page, n);
+        let bytes = if torn_page == Some(page) {
+            // Each sector from the state before or after the last change.
+            let (old, new) = (state(changes.len() - 1), state(changes.len()));
+            stats.torn_pages += 1;
+            let mut mixed = old;
+            for s in 0..PAGE / SECTOR {
+                if rng.gen_bool(0.5) {
+                    mixed[s * SECTOR..(s + 1) * SECTOR]
+                        .copy_from_slice(&new[s * SECTOR..(s + 1) * SECTOR]);
+                }
+            }
+            mixed
+        } else {
+            if v > 0 {
+                stats.unsynced_pages_kept += 1;
+            } else {
+                stats.unsynced_pages_lost += 1;
+            }
+            state(v)
+        };
+        out[at..at + PAGE].copy_from_slice(&bytes);
+    }
+    out.truncate(final_size);
+    out
+}
+
+/// Page `page` after the first `n` of its `changes` (indices into
+/// `pending`), starting from its synced bytes.
+fn page_state(
+    durable: &[u8],
+    pending: &[Change],
+    changes: &[usize],
+    page: u64,
+    n: usize,
+) -> Vec<u8> {
+    let start = page as usize * PAGE;
+    let mut bytes = vec![0u8; PAGE];
+    if start < durable.len() {
+        let end = durable.len().min(start + PAGE);
+        bytes[..end - start].copy_from_slice(&durable[start..end]);
+    }
+    for &i in &changes[..n] {
+        match &pending[i] {
+            Change::Write { at, data } => {
+                let (from, to) = (*at as usize, *at as usize + data.len());
+                let (lo, hi) = (from.max(start), to.min(start + PAGE));
+                if lo < hi {
+                    bytes[lo - start..hi - start].copy_from_slice(&data[lo - from..hi - from]);
+                }
+            }
+            Change::SetLen(len) => {
+                let len = *len as usize;
+                if len < start + PAGE {
+                    bytes[len.saturating_sub(start)..].fill(0);
+                }
+            }
+        }
+    }
+    bytes
 }

@@ -1,14 +1,16 @@
 //! Building a new generation from a key source and the journal, and the
 //! swap that puts it in force (the steps of the [module docs](super)).
 
-use super::super::catalog::{self, TableMeta};
-use super::super::engine;
+use super::super::budget::{self, Reservation};
+use super::super::catalog::TableMeta;
+use super::super::disk::chunks::store_block_words;
+use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS};
+use super::super::disk::log::{LogFile, LogOp};
+use super::super::disk::pagefile::PageFile;
+use super::super::disk::{create_files, remove_files};
 use super::super::error::StoreError;
-use super::super::keys::STATE_KEY;
-use super::super::pages::{self, CHUNK_BLOCKS};
-use super::super::table::{sled_err, store_block_words, Generation, GenerationState, Table};
-use super::super::wal::LogOp;
-use super::super::StoreInner;
+use super::super::shared::Shared;
+use super::super::table::{Generation, Table, Writer};
 use super::health::parameters_changed;
 use super::{current_record, RegenOptions, RegenReport};
 use crate::filter::bloom::BitFilter;
@@ -25,6 +27,8 @@ const COUNT_STEP: usize = 1 << 16;
 pub(super) struct Build {
     params: FilterParams,
     counters: Vec<u8>,
+    /// The budget reservation of `counters`.
+    counters_memory: Option<Reservation>,
     /// Unmatched journaled inserts per hash (see the module docs).
     inserts: HashMap<(u64, u64), u32>,
     live: i64,
@@ -78,27 +82,37 @@ impl Build {
         }
     }
 
-    /// Writes the pages of chunks `chunks`, one sled call each (see
-    /// [`engine`]), skipping all-zero ones unless `keep_zero` (a rewritten
-    /// chunk must overwrite its earlier version). The tree is not named by
-    /// the catalog yet, so the writes need no common atomicity.
+    /// Writes the pages of chunks `chunks` (all-zero ones too when
+    /// `keep_zero`: a rewritten chunk must replace its earlier version)
+    /// into their other slots of `pages` and commits them as one fold.
     fn write_chunks(
         &self,
-        tree: &engine::Tree,
+        pages: &mut PageFile,
+        shared: &Shared,
         chunks: impl Iterator<Item = u64>,
         keep_zero: bool,
     ) -> Result<(), StoreError> {
         let chunk_bytes = CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
+        let live = self.live;
+        let mut fold = pages.begin_fold();
         for idx in chunks {
             let at = idx as usize * chunk_bytes;
             let len = pages::blocks_in_chunk(&self.params, idx) as usize * COUNTER_BLOCK_BYTES;
             let c = &self.counters[at..at + len];
             if keep_zero || c.iter().any(|&b| b != 0) {
-                tree.insert(pages::chunk_key(idx), pages::encode_chunk(idx, c))
-                    .map_err(sled_err("writing counter pages"))?;
+                fold.write_chunk(idx, c)
+                    .map_err(super::super::disk::io_err("writing counter pages"))?;
             }
         }
-        Ok(())
+        match fold.commit(0, live) {
+            Ok(()) => Ok(()),
+            Err(super::super::disk::pagefile::CommitError::Before(e)) => {
+                Err(super::super::disk::io_err("syncing counter pages")(e))
+            }
+            Err(super::super::disk::pagefile::CommitError::After(e)) => {
+                Err(shared.failed_with(super::super::disk::io_err("committing counter pages")(e)))
+            }
+        }
     }
 }
 
@@ -131,17 +145,14 @@ impl Build {
         table: &str,
     ) -> Result<Build, StoreError> {
         let total = counter_bytes(&params);
-        let mut counters = Vec::new();
-        counters
-            .try_reserve_exact(total)
-            .map_err(|_| StoreError::OutOfMemory {
-                table: table.to_string(),
-                bytes: total as u64,
-            })?;
-        counters.resize(total, 0);
+        let (counters, memory) = budget::zeroed(
+            || format!("the new counters of table {table:?} (regeneration)"),
+            total,
+        )?;
         Ok(Build {
             params,
             counters,
+            counters_memory: Some(memory),
             inserts: HashMap::new(),
             live: 0,
             report: RegenReport {
@@ -200,58 +211,68 @@ impl Build {
         Ok(())
     }
 
-    /// Step 3: writes every non-zero chunk into a fresh tree `name` and
-    /// flushes. A leftover tree of this generation number (a crash before its
-    /// catalog write, not yet collected) is replaced, not merged. Flushed
-    /// before the locks are taken: the flush under them then writes only the
-    /// tail (writers wait milliseconds, not the seconds that `m/2` bytes of
+    /// Step 3: creates the new generation's files (replacing leftovers of a
+    /// crash before an earlier attempt's catalog write, not yet collected),
+    /// writes every non-zero chunk and commits them, synced. Done before the
+    /// locks are taken: the commit under them then writes only the tail
+    /// (writers wait milliseconds, not the seconds that `m/2` bytes of
     /// pages take to reach the disk).
-    pub(super) fn write_new_tree(
+    pub(super) fn write_new_files(
         &self,
-        db: &engine::Db,
-        name: &str,
-    ) -> Result<engine::Tree, StoreError> {
-        db.drop_tree(name.as_bytes())
-            .map_err(sled_err("clearing a partial generation"))?;
-        let tree = db
-            .open_tree(name)
-            .map_err(sled_err("creating a generation"))?;
-        self.write_chunks(&tree, 0..pages::chunk_count(&self.params), false)?;
-        db.flush().map_err(sled_err("flushing a new generation"))?;
-        Ok(tree)
+        shared: &Shared,
+        meta: &TableMeta,
+    ) -> Result<(PageFile, LogFile), StoreError> {
+        let (mut pages, log) =
+            create_files(&shared.dir, super::super::table::owner(meta), self.params)?;
+        self.write_chunks(
+            &mut pages,
+            shared,
+            0..pages::chunk_count(&self.params),
+            false,
+        )?;
+        Ok((pages, log))
     }
 
     /// Step 4, under the locks: replays the rest of the journal, rewrites the
-    /// chunks it touched and writes the state record.
+    /// chunks it touched and commits them with the final live count.
     fn write_tail(
         &mut self,
-        tree: &engine::Tree,
+        pages: &mut PageFile,
+        shared: &Shared,
         tail: &[LogOp],
-        table: &str,
     ) -> Result<(), StoreError> {
         let mut touched = BTreeSet::new();
         self.replay(tail, Some(&mut touched));
         let chunks: BTreeSet<u64> = touched.iter().map(|blk| blk / CHUNK_BLOCKS).collect();
-        self.write_chunks(tree, chunks.into_iter(), true)?;
-        let state = GenerationState::settled(self.live, 0);
-        tree.insert(STATE_KEY, state.encode(table)?)
-            .map_err(sled_err("writing table state"))
+        self.write_chunks(pages, shared, chunks.into_iter(), true)
+    }
+
+    /// The record of the new generation: `meta` (the table's record at
+    /// the start) with the built parameters, capacity and number.
+    pub(super) fn new_meta(&self, meta: &TableMeta) -> TableMeta {
+        TableMeta {
+            layout: self.params.layout().id(),
+            hash_algo: self.params.hash().algo.id(),
+            seed: self.params.hash().seed,
+            m: self.params.m(),
+            k: self.params.k(),
+            expected_keys: self.report.capacity,
+            generation: self.report.new_generation,
+            ..meta.clone()
+        }
     }
 
     /// The bit filter of the finished counters and their saturated count;
     /// releases the counters.
-    fn derive_bits(&mut self, table: &str) -> Result<(BitFilter, u64), StoreError> {
-        let params = self.params;
-        let bits = BitFilter::new(params).map_err(|_| StoreError::OutOfMemory {
-            table: table.to_string(),
-            bytes: params.bit_bytes(),
-        })?;
+    fn derive_bits(&mut self, table: &str) -> Result<(BitFilter, Reservation, u64), StoreError> {
+        let (bits, memory) = budget::bit_filter(table, self.params)?;
         for (blk, c) in self.counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
             store_block_words(&bits, blk as u64, c);
         }
         let saturated = nibble::count_saturated(&self.counters);
         drop(std::mem::take(&mut self.counters));
-        Ok((bits, saturated))
+        self.counters_memory = None;
+        Ok((bits, memory, saturated))
     }
 }
 
@@ -263,7 +284,6 @@ impl Table {
         &self,
         old: &Arc<Generation>,
         meta: &TableMeta,
-        new_name: &str,
         live_at_start: u64,
         source: F,
         options: &RegenOptions,
@@ -282,107 +302,94 @@ impl Table {
         let early = old.writer.lock().journal.drain();
         b.replay(&early, None);
         drop(early);
-        let tree = b.write_new_tree(&self.inner.store.db, new_name)?;
-        self.commit_and_swap(old, meta, b, tree)
+        let new_meta = b.new_meta(meta);
+        let files = b.write_new_files(&self.inner.shared, &new_meta)?;
+        self.commit_and_swap(old, new_meta, b, files)
     }
 
     /// Step 4: under the catalog lock, then the old writer lock (the lock
     /// order of the [store docs](super::super#lock-order); writers wait from
-    /// here to the swap), writes the journal's tail, flushes, writes the
-    /// catalog record naming the new generation (the commit point), swaps
-    /// the generation in memory and retires the old one.
+    /// here to the swap), writes the journal's tail, writes the catalog
+    /// record naming the new generation (the commit point), swaps the
+    /// generation in memory and retires the old one.
     fn commit_and_swap(
         &self,
         old: &Arc<Generation>,
-        meta: &TableMeta,
+        new_meta: TableMeta,
         b: Build,
-        tree: engine::Tree,
+        files: (PageFile, LogFile),
     ) -> Result<RegenReport, StoreError> {
-        let catalog = self.inner.store.catalog_lock.lock();
+        let catalog = self.inner.shared.catalog.lock();
         let mut w = old.writer.lock();
         old.check_live()?;
         let tail = w.journal.finish();
-        self.commit_locked(old, meta, b, tree, &tail, catalog, w)
+        self.commit_locked(old, new_meta, b, files, &tail, (catalog, w))
     }
 
     /// Step 4 with the catalog lock and the old writer lock held (released
-    /// here): writes the journal's `tail`, flushes, commits, swaps.
-    #[allow(clippy::too_many_arguments)]
+    /// here): writes the journal's `tail`, commits, swaps.
     pub(super) fn commit_locked(
         &self,
         old: &Arc<Generation>,
-        meta: &TableMeta,
+        new_meta: TableMeta,
         mut b: Build,
-        tree: engine::Tree,
+        (mut pages, log): (PageFile, LogFile),
         tail: &[LogOp],
-        _catalog: parking_lot::MutexGuard<'_, ()>,
-        mut w: parking_lot::MutexGuard<'_, super::super::table::Writer>,
+        (mut catalog, mut w): (
+            parking_lot::MutexGuard<'_, super::super::catalog::Catalog>,
+            parking_lot::MutexGuard<'_, Writer>,
+        ),
     ) -> Result<RegenReport, StoreError> {
-        let store = &self.inner.store;
-        let db = &store.db;
-        b.write_tail(&tree, tail, &meta.name)?;
-        db.flush().map_err(sled_err("flushing a new generation"))?;
-        let (bits, saturated) = b.derive_bits(&meta.name)?;
-        let new_meta = write_new_record(store, old, meta, &b)?;
-        // From here the new generation is in force in sled's view: swap even
-        // if the flush fails (a crash then leaves one of the two complete
-        // generations in force, both without false negatives).
-        let new_gen = Generation::built(
-            db,
-            new_meta.clone(),
-            store.config,
-            b.params,
-            bits,
-            tree,
-            b.live,
-            saturated,
-        );
+        let shared = &self.inner.shared;
+        b.write_tail(&mut pages, shared, tail)?;
+        let (bits, memory, saturated) = b.derive_bits(&new_meta.name)?;
+        let new_meta = write_new_record(&mut catalog, old, &new_meta)?;
+        // From here the new generation is in force on disk.
+        let writer = Writer::empty(b.params, pages, log, b.live, saturated);
+        let new_gen =
+            Generation::assemble(shared, new_meta.clone(), b.params, bits, memory, writer);
         self.inner.gen.store(Arc::new(new_gen));
         old.retire(&mut w);
         drop(w);
         *self.inner.meta.lock() = new_meta;
         self.inner.observed.reset();
-        let flushed = db.flush().map_err(sled_err("flushing the catalog"));
-        drop(_catalog);
-        flushed?;
+        drop(catalog);
         // Garbage from here on: collected at the next open if this fails.
-        let _ = db.drop_tree(old.meta.tree_name(old.meta.generation).as_bytes());
+        remove_files(&shared.dir, old.meta.id, old.meta.generation);
         Ok(b.report)
     }
 }
 
 /// The commit point: checks that the catalog still names the old generation
-/// and writes the record naming the new one. Call under the
-/// catalog lock.
+/// and writes the record naming the new one (the current record, which
+/// `set_params` may have changed since the build started, with the new
+/// generation's `m`, `k`, capacity and number), durably. Returns it. Call
+/// under the catalog lock.
 fn write_new_record(
-    store: &StoreInner,
+    catalog: &mut super::super::catalog::Catalog,
     old: &Generation,
-    meta: &TableMeta,
-    b: &Build,
+    built: &TableMeta,
 ) -> Result<TableMeta, StoreError> {
-    let record = current_record(store, meta)?;
+    let record = current_record(catalog, &old.meta)?;
     if record.generation != old.meta.generation {
         return Err(StoreError::storage(
             "regenerating a table",
             format!(
                 "the catalog names generation {} of table {:?}, expected {}",
-                record.generation, meta.name, old.meta.generation
+                record.generation, built.name, old.meta.generation
             ),
         ));
     }
     let new_meta = TableMeta {
-        layout: b.params.layout().id(),
-        hash_algo: b.params.hash().algo.id(),
-        seed: b.params.hash().seed,
-        m: b.params.m(),
-        k: b.params.k(),
-        expected_keys: b.report.capacity,
-        generation: old.meta.generation + 1,
+        layout: built.layout,
+        hash_algo: built.hash_algo,
+        seed: built.seed,
+        m: built.m,
+        k: built.k,
+        expected_keys: built.expected_keys,
+        generation: built.generation,
         ..record
     };
-    store
-        .catalog
-        .insert(catalog::table_key(&meta.name), new_meta.encode()?)
-        .map_err(sled_err("writing the catalog"))?;
+    catalog.commit(|e| e.put(new_meta.clone()))?;
     Ok(new_meta)
 }

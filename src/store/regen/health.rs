@@ -3,8 +3,8 @@
 
 use super::super::catalog::TableMeta;
 use super::super::error::StoreError;
+use super::super::open::FilterStore;
 use super::super::table::{Table, TableInner};
-use super::super::FilterStore;
 use super::{current_record, write_record, HealthReport};
 use crate::filter::drift::{DriftPolicy, DriftReason, HealthSignals, ObservedCounts};
 use crate::filter::params::FilterParams;
@@ -67,7 +67,7 @@ impl Table {
     /// [`health_with`](Table::health_with) the store's policy
     /// ([`FilterStore::set_drift_policy`], default [`DriftPolicy::default`]).
     pub fn health(&self) -> Result<HealthReport, StoreError> {
-        let policy = *self.inner.store.policy.lock();
+        let policy = *self.inner.shared.policy.lock();
         self.health_with(&policy)
     }
 
@@ -85,9 +85,10 @@ impl Table {
         expected_keys: Option<u64>,
         target_fp: Option<f64>,
     ) -> Result<(), StoreError> {
-        let store = &self.inner.store;
-        let _catalog = store.catalog_lock.lock();
-        let mut meta = current_record(store, &self.meta())?;
+        let shared = &self.inner.shared;
+        shared.check_writable()?;
+        let mut catalog = shared.catalog.lock();
+        let mut meta = current_record(&catalog, &self.meta())?;
         meta.expected_keys = expected_keys.unwrap_or(meta.expected_keys);
         meta.target_fp = target_fp.unwrap_or(meta.target_fp);
         // Validates the pair (the next regeneration sizes with it).
@@ -97,7 +98,7 @@ impl Table {
             self.params().layout(),
             self.params().hash(),
         )?;
-        write_record(store, &meta)?;
+        write_record(&mut catalog, &meta)?;
         *self.inner.meta.lock() = meta;
         Ok(())
     }
@@ -105,8 +106,15 @@ impl Table {
 
 /// The automatic health check of one table: invokes the store's callback if
 /// the table needs regeneration. Returns the reason found.
-pub(crate) fn run_hook(inner: &Arc<TableInner>) -> Result<Option<DriftReason>, StoreError> {
-    let Some(hook) = inner.store.regen_hook.lock().clone() else {
+pub(crate) fn run_hook(inner: &Arc<TableInner>) {
+    // A failed assessment (an I/O error) is not the writer's error: the
+    // next interval tries again.
+    let _ = assess_and_call(inner);
+}
+
+/// The health check of [`run_hook`]: the reason the hook was called with.
+fn assess_and_call(inner: &Arc<TableInner>) -> Result<Option<DriftReason>, StoreError> {
+    let Some(hook) = inner.shared.regen_hook.lock().clone() else {
         return Ok(None);
     };
     let table = Table::new(Arc::clone(inner));
@@ -131,13 +139,16 @@ impl FilterStore {
         &self,
         callback: impl Fn(&str, &DriftReason) + Send + Sync + 'static,
     ) {
-        *self.inner.regen_hook.lock() = Some(Arc::new(callback));
-        self.inner.has_regen_hook.store(true, Ordering::Release);
+        *self.inner.shared.regen_hook.lock() = Some(Arc::new(callback));
+        self.inner
+            .shared
+            .has_regen_hook
+            .store(true, Ordering::Release);
     }
 
     /// The policy of [`Table::health`] for every table of this store.
     pub fn set_drift_policy(&self, policy: DriftPolicy) {
-        *self.inner.policy.lock() = policy;
+        *self.inner.shared.policy.lock() = policy;
     }
 
     /// Assesses every open table now, invoking the callback of
@@ -151,7 +162,7 @@ impl FilterStore {
             .values()
             .filter_map(std::sync::Weak::upgrade)
             .collect();
-        let hook = self.inner.regen_hook.lock().clone();
+        let hook = self.inner.shared.regen_hook.lock().clone();
         let mut found = Vec::new();
         for inner in open {
             let table = Table::new(inner);

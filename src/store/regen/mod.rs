@@ -5,7 +5,7 @@
 //! false-positive rate estimated from the live bit filter (per block for the
 //! blocked layout), the rate observed from the host's feedback
 //! ([`Table::report_lookup`], over a sliding window of
-//! [`OBSERVED_WINDOW`](super::OBSERVED_WINDOW) trials per epoch), saturated
+//! [`OBSERVED_WINDOW`](super::table::handle::OBSERVED_WINDOW) trials per epoch), saturated
 //! counters, and live keys against capacity; a [`DriftPolicy`] decides.
 //!
 //! "Parameters changed" is derived, not stored (the catalog record keeps its
@@ -24,16 +24,16 @@
 //! 2. call the source factory, then read every key, hashing it and counting
 //!    it into in-memory counters sized for the new capacity (`m/2` bytes of
 //!    the *new* `m`, plus its `m/8`-byte bit filter, during the build);
-//! 3. apply the journal so far (rules below), derive the bits, write the
-//!    counter pages into the new generation's own sled tree;
-//! 4. under the catalog lock and the old writer lock (writers wait here, for
-//!    two flushes; lookups never wait): apply the rest of the journal,
-//!    rewrite the pages it touched, write the state record, flush, then write
-//!    the catalog record naming generation + 1 with the new `m`, `k` and
-//!    capacity, and flush again — **the commit point** — then swap the
-//!    in-memory generation ([`arc_swap`]: a lookup sees the old or the new
-//!    filter, each complete) and retire the old one, whose tree is then
-//!    deleted.
+//! 3. apply the journal so far (rules below), write the counter pages into
+//!    the new generation's own files and commit them (synced);
+//! 4. under the catalog lock and the old writer lock (writers wait here,
+//!    for one page-file commit and one catalog write; lookups never wait):
+//!    apply the rest of the journal, rewrite the pages it touched and commit
+//!    them with the live key count, derive the bits, then write the catalog
+//!    naming generation + 1 with the new `m`, `k` and capacity — **the
+//!    commit point** — then swap the in-memory generation ([`arc_swap`]: a
+//!    lookup sees the old or the new filter, each complete) and retire the
+//!    old one, whose files are then deleted.
 //!
 //! Memory during a rebuild: the new counters (`m/2` bytes) and bits
 //! (`m/8`), plus the journal, 24 bytes per write made meanwhile, and a map
@@ -41,10 +41,10 @@
 //! at 1% (m = 99M bits) holds about 59 MiB plus 64 bytes per concurrent write.
 //!
 //! A crash before the catalog write leaves the old generation in force (the
-//! new tree is named by no record and deleted at the next open); after it,
-//! the new one, complete and flushed (the old tree is deleted at the next
+//! new files are named by no record and deleted at the next open); after it,
+//! the new one, complete and synced (the old files are deleted at the next
 //! open). A source error, or any other error before the commit point, stops
-//! the journal, deletes the partial tree and leaves the old generation in
+//! the journal, deletes the partial files and leaves the old generation in
 //! force with nothing lost (the journaled operations were applied to it too).
 //!
 //! **The hash seed is kept.** The journal holds key hashes (the keys
@@ -76,21 +76,17 @@ mod relayout;
 
 pub(crate) use health::run_hook;
 
-use super::catalog::{self, TableMeta};
+use super::catalog::TableMeta;
+use super::disk::remove_files;
 use super::error::StoreError;
-use super::table::{sled_err, Table};
-use super::StoreInner;
+use super::table::Table;
 use crate::filter::drift::{Assessment, DriftReason, HealthSignals};
 use serde::Serialize;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// Default headroom of a regenerated table: sized for exactly the keys it
 /// holds (see [`Table::regenerate`], § Sizing).
 pub const DEFAULT_HEADROOM: f64 = 1.0;
-
-/// The callback of [`FilterStore::on_needs_regeneration`].
-pub(crate) type RegenHook = Arc<dyn Fn(&str, &DriftReason) + Send + Sync>;
 
 /// How a regeneration sizes the new generation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -249,6 +245,7 @@ impl Table {
     {
         let inner = &self.inner;
         let _one = inner.regen_lock.lock();
+        inner.shared.check_writable()?;
         let old = inner.gen.load_full();
         let live_at_start = {
             let mut w = old.writer.lock();
@@ -257,16 +254,15 @@ impl Table {
             old.live_keys_locked(&w)
         };
         let meta = self.meta();
-        let new_name = meta.tree_name(old.meta.generation + 1);
-        let result = self.build_and_swap(&old, &meta, &new_name, live_at_start, source, options);
+        let result = self.build_and_swap(&old, &meta, live_at_start, source, options);
         if result.is_err() {
             // Stop journaling (unless the old generation was retired, which
-            // only happens at the commit point), delete the partial tree.
+            // only happens at the commit point), delete the partial files.
             let mut w = old.writer.lock();
             if !old.retired.load(Ordering::Acquire) {
                 w.journal.stop();
                 drop(w);
-                let _ = inner.store.db.drop_tree(new_name.as_bytes());
+                remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
             }
         }
         result
@@ -276,28 +272,19 @@ impl Table {
 /// The catalog record of the table of `meta` (same id), or
 /// [`StoreError::NoSuchTable`] if it was dropped. Call under the catalog lock.
 pub(super) fn current_record(
-    store: &StoreInner,
+    catalog: &super::catalog::Catalog,
     meta: &TableMeta,
 ) -> Result<TableMeta, StoreError> {
-    let key = catalog::table_key(&meta.name);
-    let found = store
-        .catalog
-        .get(&key)
-        .map_err(sled_err("reading the catalog"))?
-        .map(|v| TableMeta::decode(&key, &v))
-        .transpose()?;
-    match found {
+    match catalog.get(&meta.name)? {
         Some(m) if m.id == meta.id => Ok(m),
         _ => Err(StoreError::NoSuchTable(meta.name.clone())),
     }
 }
 
-/// Writes and flushes one catalog record. Call under the catalog lock.
-pub(super) fn write_record(store: &StoreInner, meta: &TableMeta) -> Result<(), StoreError> {
-    store
-        .catalog
-        .insert(catalog::table_key(&meta.name), meta.encode()?)
-        .map_err(sled_err("writing the catalog"))?;
-    store.db.flush().map_err(sled_err("flushing the catalog"))?;
-    Ok(())
+/// Writes one catalog record, durably. Call under the catalog lock.
+pub(super) fn write_record(
+    catalog: &mut super::catalog::Catalog,
+    meta: &TableMeta,
+) -> Result<(), StoreError> {
+    catalog.commit(|e| e.put(meta.clone()))
 }

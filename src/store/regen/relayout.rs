@@ -14,12 +14,14 @@
 //! too. An error before the commit point leaves the old generation, and
 //! everything in it, in force.
 
+use super::super::disk::remove_files;
 use super::super::error::StoreError;
 use super::super::table::Table;
 use super::build::{plan, Build};
 use super::{RegenOptions, RegenReport};
 use crate::filter::hash::HashSpec;
 use crate::filter::params::Layout;
+use std::sync::atomic::Ordering;
 
 impl Table {
     /// Rebuilds the table in `layout` from `source`, which must yield every
@@ -64,7 +66,8 @@ impl Table {
     {
         let inner = &self.inner;
         let _one = inner.regen_lock.lock();
-        let catalog = inner.store.catalog_lock.lock();
+        inner.shared.check_writable()?;
+        let catalog = inner.shared.catalog.lock();
         let old = inner.gen.load_full();
         let w = old.writer.lock();
         old.check_live()?;
@@ -72,18 +75,26 @@ impl Table {
         let meta = self.meta();
         let hash = (layout, HashSpec::default_for(layout));
         let (capacity, params) = plan(&meta, &old, live, options, hash)?;
-        let new_name = meta.tree_name(old.meta.generation + 1);
         let built = Build::new(params, capacity, &old, &meta.name).and_then(|mut b| {
             b.count_source(source, &meta.name)?;
-            let tree = b.write_new_tree(&inner.store.db, &new_name)?;
-            Ok((b, tree))
+            let new_meta = b.new_meta(&meta);
+            let files = b.write_new_files(&inner.shared, &new_meta)?;
+            Ok((b, new_meta, files))
         });
-        match built {
-            Ok((b, tree)) => self.commit_locked(&old, &meta, b, tree, &[], catalog, w),
+        let result = match built {
+            Ok((b, new_meta, files)) => {
+                self.commit_locked(&old, new_meta, b, files, &[], (catalog, w))
+            }
             Err(e) => {
-                let _ = inner.store.db.drop_tree(new_name.as_bytes());
+                drop((catalog, w));
                 Err(e)
             }
+        };
+        // Before the commit point (the old generation not retired), the
+        // partial files go; after it they are the table's.
+        if result.is_err() && !old.retired.load(Ordering::Acquire) {
+            remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
         }
+        result
     }
 }

@@ -5,20 +5,22 @@
 //! for a stream of small batches, wasteful for loading millions of keys,
 //! which it writes twice (as log records, then as pages) and sorts in fold
 //! passes. A bulk load instead folds the log, reads the counting filter
-//! once (`m/2` bytes), adds every key to it in memory, and writes each
-//! touched page once (one flushed sled call each, see
-//! [`engine`](super::super::engine)), then the generation state with the
-//! new key count. Durable when it returns; **not atomic**: a crash in the
-//! middle leaves some of the keys in the filter (false positives for
-//! records the host has not committed, by its rule 1), none of them lost
-//! once the call returned.
+//! once (`m/2` bytes, under the memory budget), adds every key to it in
+//! memory, and writes each touched page once into its other slot, then
+//! commits them with the new key count as one fold
+//! ([`disk::pagefile`](super::super::disk::pagefile)). Durable when it
+//! returns, and atomic: a crash before the commit leaves none of its keys,
+//! after it all of them.
 
-use super::super::engine;
+use super::super::budget;
+use super::super::disk::chunks::store_block_words;
+use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, CHUNK_COUNTERS};
+use super::super::disk::io_err;
+use super::super::disk::pagefile::CommitError;
 use super::super::error::StoreError;
-use super::super::keys::STATE_KEY;
-use super::super::pages::{self, CHUNK_BLOCKS, CHUNK_COUNTERS};
-use super::fold::{scan_absolute, GenerationState};
-use super::generation::{sled_err, store_block_words, Generation};
+use super::fold::{crash_point, scan_chunks};
+use super::generation::Generation;
+use super::state::Writer;
 use crate::filter::counting::{
     add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
 };
@@ -46,9 +48,9 @@ impl Generation {
             return Ok(None);
         }
         self.check_live()?;
+        self.shared.check_writable()?;
         self.fold(&mut w)?;
-        let state = GenerationState::read(&self.tree, &self.meta.name)?;
-        let mut counters = self.read_counters(&state)?;
+        let (mut counters, _memory) = self.read_counters(&w, "a bulk load")?;
         let mut load = Load::new(self.params);
         let spec = self.params.hash();
         let mut hashes = Vec::with_capacity(BULK_STEP);
@@ -60,54 +62,38 @@ impl Generation {
             }
             load.add_all(&mut counters, &hashes);
         }
+        // Durable (and atomic) first; visible after: a key is never visible
+        // before its load can survive a crash.
+        let keys = i64::try_from(load.keys).unwrap_or(i64::MAX);
+        self.commit_touched(&mut w, &counters, &load.touched, keys)?;
         // Visible now: the touched blocks' bits from their counters (one
         // sequential pass, cheaper than setting each key's bits).
         self.store_touched_bits(&counters, &load.touched);
-        let keys = i64::try_from(load.keys).unwrap_or(i64::MAX);
         w.live += keys;
+        w.folded_live += keys;
         self.live.store(w.live, Ordering::Relaxed);
         w.saturated += load.saturated;
-        self.write_touched(&counters, &load.touched)?;
-        let loaded = GenerationState::settled(state.live_keys + keys, state.next_seq);
-        self.tree
-            .insert(STATE_KEY, loaded.encode(&self.meta.name)?)
-            .map_err(sled_err("writing table state"))?;
-        w.folded_live = loaded.live_keys;
-        // Durable against power loss too (see `engine`, "Power loss").
-        self.db.flush().map_err(sled_err("flushing"))?;
         Ok(Some(load.keys))
     }
 
-    /// The absolute counters on disk (the log is folded: a longer log than
-    /// one fold pass is an error).
-    pub(super) fn read_counters(&self, state: &GenerationState) -> Result<Vec<u8>, StoreError> {
+    /// The absolute counters (`m/2` bytes, reserved under the memory budget
+    /// for `why`) of a generation whose log is folded.
+    pub(super) fn read_counters(
+        &self,
+        w: &Writer,
+        why: &str,
+    ) -> Result<(Vec<u8>, budget::Reservation), StoreError> {
         let total = counter_bytes(&self.params);
-        let mut counters = Vec::new();
-        counters
-            .try_reserve_exact(total)
-            .map_err(|_| StoreError::OutOfMemory {
-                table: self.meta.name.clone(),
-                bytes: total as u64,
-            })?;
-        counters.resize(total, 0);
+        let (mut counters, memory) = budget::zeroed(
+            || format!("the counters of table {:?} for {why}", self.meta.name),
+            total,
+        )?;
         let chunk_bytes = (CHUNK_COUNTERS / 2) as usize;
-        scan_absolute(
-            &self.tree,
-            &self.params,
-            &self.meta.name,
-            state,
-            |idx, c| {
-                let at = idx as usize * chunk_bytes;
-                counters[at..at + c.len()].copy_from_slice(c);
-            },
-        )?
-        .ok_or_else(|| {
-            StoreError::storage(
-                "reading counter pages",
-                "the log is longer than one fold pass after a fold".into(),
-            )
+        scan_chunks(&w.pages, &self.params, &self.meta.name, &[], |idx, c| {
+            let at = idx as usize * chunk_bytes;
+            counters[at..at + c.len()].copy_from_slice(c);
         })?;
-        Ok(counters)
+        Ok((counters, memory))
     }
 
     /// Rewrites the bit words of every page with a bit in `touched` from
@@ -125,16 +111,40 @@ impl Generation {
         });
     }
 
-    /// Writes every page with a bit in `touched`, one sled call each.
-    fn write_touched(&self, counters: &[u8], touched: &[u64]) -> Result<(), StoreError> {
+    /// Writes every page with a bit in `touched` into its other slot and
+    /// commits them, with `keys` more live keys, as one fold.
+    fn commit_touched(
+        &self,
+        w: &mut Writer,
+        counters: &[u8],
+        touched: &[u64],
+        keys: i64,
+    ) -> Result<(), StoreError> {
+        let folded_seq = w.log.next_seq();
+        let live = w.pages.superblock().live_keys + keys;
+        let mut fold = w.pages.begin_fold();
         let mut result = Ok(());
         for_each_page(touched, |idx| {
             if result.is_ok() {
                 let (at, end) = page_range(idx, counters.len());
-                result = write_page(&self.tree, idx, &counters[at..end]);
+                result = crash_point().and_then(|()| {
+                    fold.write_chunk(idx, &counters[at..end])
+                        .map_err(io_err("writing counter pages"))
+                });
             }
         });
-        result
+        result?;
+        match fold.commit(folded_seq, live) {
+            Ok(()) => {}
+            Err(CommitError::Before(e)) => return Err(io_err("syncing counter pages")(e)),
+            Err(CommitError::After(e)) => {
+                return Err(self.shared.failed_with(io_err("committing a bulk load")(e)))
+            }
+        }
+        // The superblock now expects the record after the log's last one:
+        // start the log again there (as a fold does).
+        let _ = w.log.reset();
+        Ok(())
     }
 }
 
@@ -154,11 +164,6 @@ fn page_range(idx: u64, len: usize) -> (usize, usize) {
     let chunk_bytes = (CHUNK_COUNTERS / 2) as usize;
     let at = idx as usize * chunk_bytes;
     (at, (at + chunk_bytes).min(len))
-}
-
-fn write_page(tree: &engine::Tree, idx: u64, counters: &[u8]) -> Result<(), StoreError> {
-    tree.insert(pages::chunk_key(idx), pages::encode_chunk(idx, counters))
-        .map_err(sled_err("writing counter pages"))
 }
 
 /// What a bulk load has added so far.

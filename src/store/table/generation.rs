@@ -1,32 +1,41 @@
-//! One table generation: its parameters, bit filter, sled tree and writer,
+//! One table generation: its parameters, bit filter, files and writer,
 //! opened from disk or built by a regeneration, and retired by the next.
 
+use super::super::budget::{self, Reservation};
 use super::super::catalog::TableMeta;
-use super::super::config::StoreConfig;
-use super::super::engine;
+use super::super::disk::chunks::store_block_words;
+use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
+use super::super::disk::log::{self, LogFile, LogSync};
+use super::super::disk::pagefile::{Owner, PageFile};
+use super::super::disk::table_files;
+use super::super::disk::{create_files, io_err, page_err};
 use super::super::error::StoreError;
-use super::super::pages::{self, CHUNK_BLOCKS};
-use super::fold::{fold_log, scan_absolute, GenerationState};
-use super::writer::{Journal, Writer};
+use super::super::shared::Shared;
+use super::fold::scan_chunks;
+use super::state::{Journal, Writer};
 use crate::filter::bloom::BitFilter;
-use crate::filter::counting::COUNTER_BLOCK_BYTES;
-use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
+use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
+use crate::filter::params::FilterParams;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// One generation of a table: its parameters, bit filter, sled tree and
-/// write path. A regeneration builds a new one beside it and swaps it in
-/// ([`TableInner::gen`]); the old one is then *retired*: writes that find it
-/// retired retry on the new one.
+/// One generation of a table: its parameters, bit filter, files and write
+/// path. A regeneration builds a new one beside it and swaps it in
+/// ([`TableInner::gen`](super::TableInner)); the old one is then
+/// *retired*: writes that find it retired retry on the new one.
 pub(crate) struct Generation {
     pub(crate) meta: TableMeta,
     pub(crate) params: FilterParams,
     pub(crate) bits: BitFilter,
-    pub(crate) tree: engine::Tree,
-    pub(super) db: engine::Db,
-    pub(super) config: StoreConfig,
+    /// The budget reservation of `bits`.
+    _memory: Reservation,
+    pub(crate) shared: Arc<Shared>,
     pub(crate) writer: Mutex<Writer>,
+    /// Syncs the log outside the writer lock (group commit).
+    pub(super) log_sync: Arc<LogSync>,
     pub(super) live: AtomicI64,
     pub(super) pending: AtomicU64,
     pub(super) dropped: AtomicBool,
@@ -34,145 +43,393 @@ pub(crate) struct Generation {
     pub(crate) retired: AtomicBool,
 }
 
-pub(crate) fn sled_err(op: &'static str) -> impl Fn(sled::Error) -> StoreError {
-    move |e| StoreError::sled(op, e)
+/// Puts the counters of chunk `idx` into the buffer (see
+/// [`Generation::fill`]).
+pub(crate) type ChunkSource<'a> = dyn FnMut(u64, &mut Vec<u8>) -> Result<(), StoreError> + 'a;
+
+/// The owner check of a table generation's page file.
+pub(crate) fn owner(meta: &TableMeta) -> Owner {
+    Owner {
+        table_id: meta.id,
+        generation: meta.generation,
+    }
 }
 
-/// Writes the eight words of block `b` from its 256 bytes of counters.
-#[inline]
-pub(crate) fn store_block_words(bits: &BitFilter, b: u64, counters: &[u8]) {
-    let first = b as usize * WORDS_PER_BLOCK;
-    for (w, c) in counters.chunks_exact(32).enumerate() {
-        bits.store_word(first + w, pages::nonzero_word(c));
+/// Writes `chunks` (chunk index, counters; all-zero chunks skipped) into the
+/// other slots of `pages` and commits them as one fold with `live` live
+/// keys, the log to start at record `folded_seq`. Returns the saturated
+/// counters written.
+pub(crate) fn commit_chunks(
+    pages: &mut PageFile,
+    shared: &Shared,
+    mut chunks: impl FnMut(
+        &mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>,
+    folded_seq: u64,
+    live: i64,
+) -> Result<u64, StoreError> {
+    use super::super::disk::pagefile::CommitError;
+    let mut saturated = 0;
+    let mut fold = pages.begin_fold();
+    chunks(&mut |idx, counters| {
+        saturated += nibble::count_saturated(counters);
+        if counters.iter().all(|&b| b == 0) {
+            return Ok(());
+        }
+        fold.write_chunk(idx, counters)
+            .map_err(io_err("writing counter pages"))
+    })?;
+    match fold.commit(folded_seq, live) {
+        Ok(()) => Ok(saturated),
+        Err(CommitError::Before(e)) => Err(io_err("syncing counter pages")(e)),
+        Err(CommitError::After(e)) => {
+            Err(shared.failed_with(io_err("committing counter pages")(e)))
+        }
     }
+}
+
+/// Opens the page file and the log of generation `meta` (for writing
+/// unless the store is read-only).
+fn open_files(
+    shared: &Shared,
+    meta: &TableMeta,
+    params: FilterParams,
+) -> Result<(PageFile, File), StoreError> {
+    let name = &meta.name;
+    let write = !shared.read_only;
+    let (pages_path, log_path) = table_files(&shared.dir, meta.id, meta.generation);
+    let pages = match PageFile::open(&pages_path, params, owner(meta), write) {
+        Err(super::super::disk::pagefile::PageError::Io(e))
+            if e.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Err(missing(name, "page file", e))
+        }
+        other => other.map_err(page_err(name, "opening a table"))?,
+    };
+    let log_file = File::options()
+        .read(true)
+        .write(write)
+        .open(&log_path)
+        .map_err(|e| missing(name, "log", e))?;
+    Ok((pages, log_file))
+}
+
+/// Cuts a log whose records in sequence end at `end` back to there, durably,
+/// before anything is appended after a tail that is not a whole record in
+/// sequence (`disk::log`).
+fn cut_torn_tail(log_file: &File, end: u64) -> Result<(), StoreError> {
+    let len = log_file
+        .metadata()
+        .map_err(io_err("opening a table"))?
+        .len();
+    if len > end {
+        log_file
+            .set_len(end)
+            .and_then(|()| super::super::disk::io::sync_all(log_file))
+            .map_err(io_err("cutting a torn log tail"))?;
+    }
+    Ok(())
+}
+
+/// A table file named by the catalog that is not there.
+fn missing(table: &str, what: &'static str, e: std::io::Error) -> StoreError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        StoreError::corrupt(
+            format!("{what} of table {table:?}"),
+            crate::error::CodecError::InvalidField {
+                field: what,
+                reason: "the file is missing".into(),
+            },
+        )
+    } else {
+        StoreError::Io {
+            op: "opening a table",
+            source: e,
+        }
+    }
+}
+
+/// What an open learnt from the log.
+struct Replayed {
+    /// The budget reservation of `entries`.
+    _memory: Reservation,
+    entries: Vec<pages::Entry>,
+    delta: i64,
+    scanned: log::Scanned,
+}
+
+/// Reads the log of a generation whose page file expects record `first_seq`
+/// first, turning its operations into position entries (unsorted).
+fn replay_log(
+    file: &File,
+    params: &FilterParams,
+    first_seq: u64,
+    table: &str,
+) -> Result<Replayed, StoreError> {
+    // At most one operation per 17 bytes of log: the entries' memory,
+    // reserved under the budget before the file is read.
+    let len = file
+        .metadata()
+        .map_err(io_err("reading a table's log"))?
+        .len();
+    let memory = budget::reserve(
+        || format!("the log replay of table {table:?}"),
+        super::fold::entry_bytes(params, len / 17),
+    )?;
+    let mut entries = Vec::new();
+    let mut delta = 0i64;
+    let mut n = 0u64;
+    let scanned = log::scan(file, first_seq, MAX_PASS_OPS, |op| {
+        pages::push_entries(params, n, op, &mut entries);
+        n += 1;
+        delta += if op.insert { 1 } else { -1 };
+    })
+    .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?;
+    if scanned.ops == 0 && scanned.end == 0 {
+        if let Some(seq) = log::first_seq(file)
+            .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?
+        {
+            if seq > first_seq {
+                return Err(StoreError::corrupt(
+                    format!("page file superblock of table {table:?}"),
+                    crate::error::CodecError::InvalidField {
+                        field: "superblock",
+                        reason: format!(
+                            "the copy in force expects log record {first_seq}, the log starts at \
+                             {seq}: a newer copy was damaged"
+                        ),
+                    },
+                ));
+            }
+        }
+    }
+    if scanned.stopped {
+        // Every fold empties the log, and a log reaches at most one fold
+        // threshold plus one batch (both bounded by MAX_PASS_OPS / 2).
+        return Err(StoreError::corrupt(
+            format!("log of table {table:?}"),
+            crate::error::CodecError::InvalidField {
+                field: "log length",
+                reason: format!("more than {MAX_PASS_OPS} operations"),
+            },
+        ));
+    }
+    Ok(Replayed {
+        _memory: memory,
+        entries,
+        delta,
+        scanned,
+    })
 }
 
 impl Generation {
-    /// Opens generation `meta.generation` of a table: derives the bit filter
-    /// from the chunks and the log (see [`scan_absolute`]).
-    pub(crate) fn load(
-        db: &engine::Db,
-        meta: TableMeta,
-        config: StoreConfig,
-    ) -> Result<Generation, StoreError> {
+    /// Opens generation `meta.generation` of a table: reads its superblock,
+    /// replays its log, derives the bit filter from the chunks and the log.
+    /// A writing open cuts the log back to its prefix of whole records
+    /// first (see [`log`](super::super::disk::log)).
+    pub(crate) fn load(shared: &Arc<Shared>, meta: TableMeta) -> Result<Generation, StoreError> {
         let params = meta.params()?;
         let name = meta.name.clone();
-        let tree = db
-            .open_tree(meta.tree_name(meta.generation))
-            .map_err(sled_err("opening a table"))?;
-        let mut state = GenerationState::read(&tree, &name)?;
-        let bits = BitFilter::new(params).map_err(|_| StoreError::OutOfMemory {
-            table: name.clone(),
-            bytes: params.bit_bytes(),
-        })?;
-        let derive = |state: &GenerationState| {
-            scan_absolute(&tree, &params, &name, state, |idx, counters| {
-                for (i, block) in counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
-                    store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
-                }
-            })
-        };
-        let derived = match derive(&state)? {
-            Some(d) => d,
-            None => {
-                // A log longer than one fold pass (left by failed folds), or
-                // a fold that a crash interrupted, is folded first: open's
-                // memory stays bounded, and the scan sees settled chunks.
-                let mut ignored = 0;
-                fold_log(&tree, &params, &name, &mut state, &mut ignored)?;
-                derive(&state)?.ok_or_else(|| {
-                    StoreError::storage(
-                        "opening a table",
-                        "the log is still longer than one fold pass after folding".into(),
-                    )
-                })?
+        let write = !shared.read_only;
+        let (pages, log_file) = open_files(shared, &meta, params)?;
+        let sb = pages.superblock().clone();
+        let mut replayed = replay_log(&log_file, &params, sb.folded_seq, &name)?;
+        if write {
+            cut_torn_tail(&log_file, replayed.scanned.end)?;
+        }
+        let (bits, memory) = budget::bit_filter(&name, params)?;
+        pages::sort_entries(&mut replayed.entries);
+        let mut absolute_saturated = 0;
+        let disk_saturated = scan_chunks(&pages, &params, &name, &replayed.entries, |idx, c| {
+            absolute_saturated += nibble::count_saturated(c);
+            for (i, block) in c.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
+                store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
             }
+        })?;
+        // A writing store counts what its chunks hold (a fold adds what the
+        // log saturates when it applies it); a read-only one never folds,
+        // so it counts the absolute counters.
+        let saturated = if write {
+            disk_saturated
+        } else {
+            absolute_saturated
         };
         let mut dirty = vec![0u64; params.num_blocks().div_ceil(64) as usize];
-        for b in derived.dirty_blocks {
+        for e in &replayed.entries {
+            let b = pages::entry_block(params.layout(), e);
             dirty[(b / 64) as usize] |= 1 << (b % 64);
         }
-        let live = state.live_keys + derived.live_delta;
+        let s = replayed.scanned;
         let writer = Writer {
             buffer: Vec::new(),
-            log_ops: derived.log_ops,
-            next_seq: state.next_seq.max(derived.next_seq),
+            log_ops: s.ops,
             dirty,
             materialized: HashMap::new(),
-            live,
-            folded_live: state.live_keys,
-            saturated: derived.disk_saturated,
+            live: sb.live_keys + replayed.delta,
+            folded_live: sb.live_keys,
+            saturated,
             journal: Journal::default(),
+            pages,
+            log: LogFile::new(log_file, s.end, s.next_seq),
         };
         Ok(Generation::assemble(
-            db,
-            meta,
-            config,
-            params,
-            bits,
-            tree,
-            writer,
-            derived.log_ops,
+            shared, meta, params, bits, memory, writer,
         ))
     }
 
-    /// A generation from its parts, neither dropped nor retired.
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        db: &engine::Db,
+    /// Creates the files of a new, empty generation `meta` (the page file
+    /// with superblock 0, an empty log, both synced with their directory)
+    /// and the generation over them, whose bit filter `bits` (all zeros) is
+    /// held under `memory`. Nothing names the files until the caller's
+    /// catalog commit; a crash before it leaves garbage for the next open.
+    pub(crate) fn create(
+        shared: &Arc<Shared>,
         meta: TableMeta,
-        config: StoreConfig,
+        bits: BitFilter,
+        memory: Reservation,
+    ) -> Result<Generation, StoreError> {
+        let params = meta.params()?;
+        let (pages, log) = create_files(&shared.dir, owner(&meta), params)?;
+        let writer = Writer::empty(params, pages, log, 0, 0);
+        Ok(Generation::assemble(
+            shared, meta, params, bits, memory, writer,
+        ))
+    }
+
+    /// Fills a generation just created (all zeros, nothing named it yet)
+    /// with counters: `next_chunk(idx, buf)` puts chunk `idx`'s counters
+    /// (`blocks_in_chunk · 256` bytes) into `buf`, for every chunk in order;
+    /// they are written into the page file and committed as one fold with
+    /// `live` live keys, and the bits are derived from them.
+    pub(crate) fn fill(
+        &self,
+        live: i64,
+        next_chunk: &mut ChunkSource<'_>,
+    ) -> Result<(), StoreError> {
+        let mut w = self.writer.lock();
+        let params = self.params;
+        let mut buf = Vec::new();
+        let saturated = commit_chunks(
+            &mut w.pages,
+            &self.shared,
+            |write| {
+                for idx in 0..pages::chunk_count(&params) {
+                    buf.clear();
+                    next_chunk(idx, &mut buf)?;
+                    for (i, block) in buf.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
+                        store_block_words(&self.bits, idx * CHUNK_BLOCKS + i as u64, block);
+                    }
+                    write(idx, &buf)?;
+                }
+                Ok(())
+            },
+            0,
+            live,
+        )?;
+        w.live = live;
+        w.folded_live = live;
+        w.saturated = saturated;
+        self.live.store(live, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A generation from its parts, neither dropped nor retired.
+    pub(crate) fn assemble(
+        shared: &Arc<Shared>,
+        meta: TableMeta,
         params: FilterParams,
         bits: BitFilter,
-        tree: engine::Tree,
+        memory: Reservation,
         writer: Writer,
-        pending: u64,
     ) -> Generation {
         Generation {
             meta,
             params,
             bits,
-            tree,
-            db: db.clone(),
-            config,
+            _memory: memory,
+            shared: Arc::clone(shared),
+            log_sync: Arc::clone(writer.log.sync()),
             live: AtomicI64::new(writer.live),
+            pending: AtomicU64::new(writer.log_ops),
             writer: Mutex::new(writer),
-            pending: AtomicU64::new(pending),
             dropped: AtomicBool::new(false),
             retired: AtomicBool::new(false),
         }
     }
 
-    /// A generation whose tree holds exactly `bits`' counters, folded (no
-    /// log): what a regeneration builds.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn built(
-        db: &engine::Db,
-        meta: TableMeta,
-        config: StoreConfig,
-        params: FilterParams,
-        bits: BitFilter,
-        tree: engine::Tree,
-        live: i64,
-        saturated: u64,
-    ) -> Generation {
-        let writer = Writer {
-            buffer: Vec::new(),
-            log_ops: 0,
-            next_seq: 0,
-            dirty: vec![0u64; params.num_blocks().div_ceil(64) as usize],
-            materialized: HashMap::new(),
-            live,
-            folded_live: live,
-            saturated,
-            journal: Journal::default(),
-        };
-        Generation::assemble(db, meta, config, params, bits, tree, writer, 0)
+    /// Folds the log unless the store is read-only (whose log stays as it
+    /// is: readers apply it in memory).
+    pub(crate) fn fold_if_writable(&self, w: &mut Writer) -> Result<(), StoreError> {
+        if self.shared.read_only {
+            return Ok(());
+        }
+        self.fold(w)
+    }
+
+    /// The absolute counters (`m/2` bytes, reserved under the memory budget
+    /// for `why`): the chunks with the log file's records applied (none
+    /// after a fold). The buffer is not included: callers fold first, or
+    /// are read-only and have none.
+    pub(crate) fn read_counters_with_log(
+        &self,
+        w: &Writer,
+        why: &str,
+    ) -> Result<(Vec<u8>, Reservation), StoreError> {
+        let name = &self.meta.name;
+        let mut replayed = replay_log(
+            w.log.file(),
+            &self.params,
+            w.pages.superblock().folded_seq,
+            name,
+        )?;
+        pages::sort_entries(&mut replayed.entries);
+        let total = crate::filter::counting::counter_bytes(&self.params);
+        let (mut counters, memory) = budget::zeroed(
+            || format!("the counters of table {name:?} for {why}"),
+            total,
+        )?;
+        let chunk_bytes = (pages::CHUNK_COUNTERS / 2) as usize;
+        scan_chunks(&w.pages, &self.params, name, &replayed.entries, |idx, c| {
+            let at = idx as usize * chunk_bytes;
+            counters[at..at + c.len()].copy_from_slice(c);
+        })?;
+        Ok((counters, memory))
+    }
+
+    /// Calls `put` with the absolute counters of every chunk in order (all
+    /// zeros for chunks never written): the chunks with the log file's
+    /// records applied (none after a fold). One chunk in memory at a time,
+    /// plus the log's entries (a read-only store's unfolded log).
+    pub(crate) fn stream_counters(
+        &self,
+        w: &Writer,
+        put: &mut dyn FnMut(&[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let name = &self.meta.name;
+        let mut replayed = replay_log(
+            w.log.file(),
+            &self.params,
+            w.pages.superblock().folded_seq,
+            name,
+        )?;
+        pages::sort_entries(&mut replayed.entries);
+        let mut runs = pages::by_chunk(self.params.layout(), &replayed.entries).peekable();
+        let mut buf = Vec::new();
+        for idx in 0..pages::chunk_count(&self.params) {
+            w.pages
+                .read_chunk(idx, &mut buf)
+                .map_err(page_err(name, "reading counter pages"))?;
+            if let Some((_, run)) = runs.next_if(|(c, _)| *c == idx) {
+                pages::apply_entries(&self.params, &mut buf, idx, run);
+            }
+            put(&buf)?;
+        }
+        Ok(())
     }
 
     /// Retires this generation for a newer one; `w` is its writer, locked.
     /// Its buffered operations were journaled into the new generation, so
-    /// they are discarded (and never written into the old tree, which is
+    /// they are discarded (and never written into the old files, which are
     /// about to be deleted).
     pub(crate) fn retire(&self, w: &mut Writer) {
         w.buffer.clear();
@@ -193,7 +450,7 @@ impl Generation {
         Ok(())
     }
 
-    /// Marks the table dropped; afterwards no write touches its tree.
+    /// Marks the table dropped; afterwards no write touches its files.
     pub(crate) fn mark_dropped(&self) {
         let _w = self.writer.lock();
         self.dropped.store(true, Ordering::Release);
@@ -201,8 +458,9 @@ impl Generation {
 }
 
 impl Drop for Generation {
-    /// Hands buffered writes to sled, which writes them within its flush
-    /// interval. Durability is still only promised by `flush`.
+    /// Appends buffered writes to the log (no sync): they survive the
+    /// process, not a power cut. Durability is promised only by a flush or
+    /// a durable apply.
     fn drop(&mut self) {
         let _ = self.write_pending();
     }

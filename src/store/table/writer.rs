@@ -23,104 +23,35 @@
 //!
 //! # Costs (measured by `cargo bench --bench store`)
 //! An insert costs hashing, setting `k` bits, and 17 bytes appended to the
-//! in-memory buffer; every [`StoreConfig::buffer_ops`] operations (or at a
-//! durable apply, or a flush) the buffer becomes one sled insert. A remove
-//! needs its block's counters: a cached copy, or one sled read of its chunk
-//! (and, if the block is dirty, a fold first). A fold costs one read and one
-//! write of each touched 16 KiB chunk (each write one flushed sled call,
-//! carrying the fold's progress mark) and removes the folded log records.
+//! in-memory buffer; every [`StoreConfig::buffer_ops`] operations (or at an
+//! apply that is not [`Durability::Buffered`], or a flush) the buffer
+//! becomes one record appended to the log file (one `pwrite`), and a
+//! power-cut-safe apply then waits for one `fdatasync` of the log, shared
+//! with every apply waiting at the same time. A remove needs its block's
+//! counters: a cached copy, or one read of its chunk from the page file (and,
+//! if the block is dirty, a fold first). A fold costs one read and one write
+//! of each touched 16 KiB chunk and two `fdatasync`s of the page file (see
+//! [`fold`](super::fold)); every call runs on the caller's thread.
+//!
+//! [`StoreConfig::buffer_ops`]: crate::StoreConfig::buffer_ops
 
 use super::super::batch::Durability;
+use super::super::disk::chunks::{store_block_words, CHUNK_BLOCKS};
+use super::super::disk::log::LogOp;
+use super::super::disk::pagefile::PageFile;
+use super::super::disk::{io_err, page_err};
 use super::super::error::StoreError;
-use super::super::pages::CHUNK_BLOCKS;
-use super::super::wal::{self, LogOp};
-use super::fold::{fold_log, read_chunk, GenerationState};
-use super::generation::{sled_err, store_block_words, Generation};
+use super::fold::fold_log;
+use super::generation::Generation;
+use super::state::Writer;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::positions;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-/// Mutable state of the write path, behind the table's writer lock.
-pub(crate) struct Writer {
-    /// Operations applied in memory and not yet written to sled.
-    pub(super) buffer: Vec<LogOp>,
-    /// Operations in log records not yet folded.
-    pub(super) log_ops: u64,
-    /// Sequence number of the next log record.
-    pub(super) next_seq: u64,
-    /// One bit per block: pending inserts not reflected in `materialized`.
-    pub(super) dirty: Vec<u64>,
-    /// Absolute counters of blocks that removes needed (256 bytes each).
-    pub(super) materialized: HashMap<u64, Box<[u8]>>,
-    /// Inserts minus removes, everything included.
-    pub(super) live: i64,
-    /// Inserts minus removes folded into the chunks.
-    pub(super) folded_live: i64,
-    /// Saturated counters in the chunks (exact after a fold or an open).
-    pub(super) saturated: u64,
-    /// While a regeneration runs: every operation staged since it started.
-    pub(crate) journal: Journal,
-}
-
 /// Absolute counters (256 bytes per block) a batch works on, by block.
 type Scratch = HashMap<u64, Box<[u8]>>;
-
-/// The journal of a regeneration: while one runs, every operation staged on
-/// the generation it replaces, in order, so that the new generation can
-/// replay them (see [`regen`](super::super::regen)). Lives in the writer
-/// state: started, drained and finished under the writer lock.
-#[derive(Debug, Default)]
-pub(crate) struct Journal {
-    ops: Option<Vec<LogOp>>,
-}
-
-impl Journal {
-    /// Starts journaling (a regeneration began).
-    pub(crate) fn start(&mut self) {
-        self.ops = Some(Vec::new());
-    }
-
-    /// Stops journaling and discards what was journaled (the regeneration
-    /// failed, or its generation was retired).
-    pub(crate) fn stop(&mut self) {
-        self.ops = None;
-    }
-
-    /// Whether a regeneration is journaling.
-    pub(crate) fn is_active(&self) -> bool {
-        self.ops.is_some()
-    }
-
-    /// Records staged operations, if a regeneration runs.
-    fn record(&mut self, ops: &[LogOp]) {
-        if let Some(journal) = &mut self.ops {
-            journal.extend_from_slice(ops);
-        }
-    }
-
-    /// The operations journaled so far; journaling goes on.
-    pub(crate) fn drain(&mut self) -> Vec<LogOp> {
-        self.ops.as_mut().map(std::mem::take).unwrap_or_default()
-    }
-
-    /// The operations journaled since the last drain; journaling stops.
-    pub(crate) fn finish(&mut self) -> Vec<LogOp> {
-        self.ops.take().unwrap_or_default()
-    }
-}
-
-impl Writer {
-    #[inline]
-    fn is_dirty(&self, block: u64) -> bool {
-        self.dirty[(block / 64) as usize] & (1 << (block % 64)) != 0
-    }
-    #[inline]
-    fn set_dirty(&mut self, block: u64) {
-        self.dirty[(block / 64) as usize] |= 1 << (block % 64);
-    }
-}
 
 /// Sorted, deduplicated blocks of a key's positions, through `f`.
 #[inline]
@@ -144,23 +75,25 @@ fn for_each_block(p: &FilterParams, op: &LogOp, mut f: impl FnMut(u64)) {
 }
 
 impl Generation {
-    /// The 256 bytes of absolute counters of clean block `b`, from disk,
-    /// through `chunks`, which keeps the chunks read by one batch (a batch of
-    /// removes often hits several blocks of one 16 KiB chunk).
+    /// The 256 bytes of absolute counters of clean block `b`, from the page
+    /// file, through `chunks`, which keeps the chunks read by one batch (a
+    /// batch of removes often hits several blocks of one 16 KiB chunk).
     fn read_block(
         &self,
+        pages: &PageFile,
         b: u64,
         chunks: &mut HashMap<u64, Vec<u8>>,
     ) -> Result<Box<[u8]>, StoreError> {
         let chunk = b / CHUNK_BLOCKS;
         let counters = match chunks.entry(chunk) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(read_chunk(
-                &self.tree,
-                &self.params,
-                &self.meta.name,
-                chunk,
-            )?),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let mut buf = Vec::new();
+                pages
+                    .read_chunk(chunk, &mut buf)
+                    .map_err(page_err(&self.meta.name, "reading a counter page"))?;
+                e.insert(buf)
+            }
         };
         let at = (b % CHUNK_BLOCKS) as usize * COUNTER_BLOCK_BYTES;
         Ok(counters[at..at + COUNTER_BLOCK_BYTES].into())
@@ -203,7 +136,7 @@ impl Generation {
                     }
                     let block = match w.materialized.get(&b) {
                         Some(c) => Ok(c.clone()),
-                        None => self.read_block(b, &mut chunks),
+                        None => self.read_block(&w.pages, b, &mut chunks),
                     };
                     match block {
                         Ok(c) => {
@@ -271,16 +204,30 @@ impl Generation {
         w.buffer.extend_from_slice(ops);
         w.journal.record(ops);
         let mut delta = 0i64;
-        for op in ops {
-            if !op.insert {
-                delta -= 1;
-                continue;
+        if scratch.is_empty() {
+            // No block of the batch is materialized (a remove loads its
+            // blocks into `scratch`, so these are inserts): the bits of all
+            // its inserts at once, each key's line prefetched ahead so that
+            // the cache misses overlap (the bit filter of a 10M-key table is
+            // 12 MB; one miss per key was 74% of a durable batch's CPU).
+            let mut inserts = Vec::with_capacity(ops.len());
+            for op in ops {
+                if op.insert {
+                    delta += 1;
+                    for_each_block(p, op, |b| w.set_dirty(b));
+                    inserts.push(op.hash);
+                } else {
+                    delta -= 1;
+                }
             }
-            delta += 1;
-            if scratch.is_empty() {
-                for_each_block(p, op, |b| w.set_dirty(b));
-                self.bits.insert_hash(op.hash);
-            } else {
+            self.bits.insert_hashes(&inserts);
+        } else {
+            for op in ops {
+                if !op.insert {
+                    delta -= 1;
+                    continue;
+                }
+                delta += 1;
                 for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
                     let b = q / BLOCK_BITS;
                     if !scratch.contains_key(&b) {
@@ -298,42 +245,34 @@ impl Generation {
         self.live.store(w.live, Ordering::Relaxed);
     }
 
-    /// Writes the buffer as one log record (flushed by the engine).
-    fn write_buffer(&self, w: &mut Writer) -> Result<(), StoreError> {
+    /// Appends the buffer to the log as one record (not synced); returns
+    /// the log position after it (where a durable apply waits for a sync),
+    /// or the position written so far if the buffer is empty. On an error
+    /// the buffer is kept: the next write appends it again.
+    fn write_buffer(&self, w: &mut Writer) -> Result<u64, StoreError> {
         if w.buffer.is_empty() {
-            return Ok(());
+            return Ok(w.log.sync().written());
         }
-        let record = wal::encode(&w.buffer);
-        self.tree
-            .insert(wal::log_key(w.next_seq), record)
-            .map_err(sled_err("writing the log"))?;
-        w.next_seq += 1;
+        self.shared.check_writable()?;
+        let pos = w
+            .log
+            .append(&w.buffer)
+            .map_err(io_err("appending to the log"))?;
         w.log_ops += w.buffer.len() as u64;
         w.buffer.clear();
         self.pending.store(w.log_ops, Ordering::Relaxed);
-        Ok(())
+        Ok(pos)
     }
 
     /// Folds the buffer and the log into the counter chunks; afterwards every
-    /// block is clean.
+    /// block is clean and the log is empty.
     pub(crate) fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
         self.write_buffer(w)?;
         if w.log_ops > 0 {
-            // The record on disk, not the writer's copy: it also carries the
-            // marks of a fold that an error interrupted.
-            let mut state = GenerationState::read(&self.tree, &self.meta.name)?;
-            let result = fold_log(
-                &self.tree,
-                &self.params,
-                &self.meta.name,
-                &mut state,
-                &mut w.saturated,
-            );
-            // Passes that completed before an error are on disk: keep the
-            // state they wrote. (The dirty map and log count stay as they
-            // were; they are conservative until the next successful fold.)
-            w.folded_live = state.live_keys;
-            result?;
+            self.shared.check_writable()?;
+            let folded = fold_log(w, &self.params, &self.meta.name, &self.shared)?;
+            w.folded_live += folded.delta;
+            w.saturated += folded.saturated;
             w.log_ops = 0;
             self.pending.store(0, Ordering::Relaxed);
             w.dirty.fill(0);
@@ -349,41 +288,65 @@ impl Generation {
         ops: &[LogOp],
         durability: Durability,
     ) -> Result<bool, StoreError> {
-        {
+        let config = &self.shared.config;
+        let written = {
             let mut w = self.writer.lock();
             if self.retired.load(Ordering::Acquire) {
                 return Ok(false);
             }
             self.check_live()?;
+            self.shared.check_writable()?;
             if !ops.is_empty() {
                 // A batch never straddles two log records: write what is
                 // buffered first if this batch would overflow it.
-                if w.buffer.len() + ops.len() > self.config.buffer_ops {
+                if w.buffer.len() + ops.len() > config.buffer_ops {
                     self.write_buffer(&mut w)?;
                 }
                 self.stage(&mut w, ops)?;
             }
-            if durability == Durability::Durable || w.buffer.len() >= self.config.buffer_ops {
-                self.write_buffer(&mut w)?;
+            let mut written = None;
+            if durability != Durability::Buffered || w.buffer.len() >= config.buffer_ops {
+                written = Some(self.write_buffer(&mut w)?);
             }
-            if w.log_ops >= self.config.fold_threshold_ops(&self.params)
-                || w.materialized.len() > self.config.materialized_blocks
+            if w.log_ops >= config.fold_threshold_ops(&self.params)
+                || w.materialized.len() > config.materialized_blocks
             {
+                // A fold's commit syncs everything before it.
                 self.fold(&mut w)?;
             }
-        }
-        if durability == Durability::Durable {
-            self.db.flush().map_err(sled_err("flushing"))?;
+            written
+        };
+        if let (Durability::Durable, Some(pos)) = (durability, written) {
+            self.sync_log(pos)?;
         }
         Ok(true)
     }
 
-    /// Writes the buffer to sled; used by the store-wide flush.
-    pub(crate) fn write_pending(&self) -> Result<(), StoreError> {
+    /// Makes every log record up to position `pos` durable (one
+    /// `fdatasync`, shared with concurrent callers). A failed sync stops the
+    /// store's writes ([`Shared::fail`](super::super::shared::Shared::fail)).
+    pub(super) fn sync_log(&self, pos: u64) -> Result<(), StoreError> {
+        self.log_sync
+            .sync_to(pos)
+            .map_err(|e| self.shared.failed_with(io_err("syncing the log")(e)))
+    }
+
+    /// Appends the buffer to the log (not synced); returns the position to
+    /// sync to for everything written so far. Used by flushes and drops.
+    pub(crate) fn write_pending(&self) -> Result<u64, StoreError> {
         let mut w = self.writer.lock();
-        if self.dropped.load(Ordering::Acquire) {
-            return Ok(());
+        if self.dropped.load(Ordering::Acquire) || w.buffer.is_empty() {
+            return Ok(w.log.sync().written());
         }
         self.write_buffer(&mut w)
+    }
+
+    /// Makes every write applied so far durable, against power loss too.
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        let pos = self.write_pending()?;
+        if self.shared.read_only {
+            return Ok(());
+        }
+        self.sync_log(pos)
     }
 }

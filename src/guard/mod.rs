@@ -39,11 +39,15 @@
 //! durable (every guard write is), so a hot key cannot drive its counters to
 //! saturation.
 
-use crate::store::engine;
-use crate::store::{Durability, FilterStore, StoreError, Table, WriteBatch};
+use crate::store::{Durability, StoreError, Table, WriteBatch};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
+
+mod sled_storage;
+pub use sled_storage::{
+    SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE,
+};
 
 /// A change recorded in the differential file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +75,18 @@ pub trait DiffStorage {
     fn merge(&self) -> Result<u64, Self::Error>;
     /// Whether the differential file holds no change.
     fn diff_is_empty(&self) -> Result<bool, Self::Error>;
+
+    /// Reads the base records of `keys`, in order: one trip for a batch
+    /// where the engine allows it (the default reads them one by one).
+    fn read_base_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Self::Error> {
+        keys.iter().map(|k| self.read_base(k)).collect()
+    }
+
+    /// Reads the changes recorded for `keys`, in order (see
+    /// [`read_base_many`](DiffStorage::read_base_many)).
+    fn read_diff_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Change>>, Self::Error> {
+        keys.iter().map(|k| self.read_diff(k)).collect()
+    }
 }
 
 /// Errors of guarded operations.
@@ -130,10 +146,37 @@ pub struct Guard<S: DiffStorage> {
     storage: S,
     table: Table,
     writers: Mutex<()>,
+    counters: Box<[Counters; COUNTER_SLOTS]>,
+}
+
+/// Slots of a guard's counters.
+const COUNTER_SLOTS: usize = 16;
+
+/// A guard's counters for the threads of one slot, alone on a cache line:
+/// two threads reading through one guard count in their own slots instead
+/// of passing one line back and forth on every read.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Counters {
     reads: AtomicU64,
     diff_reads: AtomicU64,
     avoided: AtomicU64,
     false_positives: AtomicU64,
+}
+
+/// The counter slot of the calling thread (threads take slots in turn).
+fn counter_slot() -> usize {
+    use std::cell::Cell;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    SLOT.with(|s| {
+        if s.get() == usize::MAX {
+            s.set(NEXT.fetch_add(1, Ordering::Relaxed) as usize % COUNTER_SLOTS);
+        }
+        s.get()
+    })
 }
 
 impl<S: DiffStorage> Guard<S> {
@@ -148,32 +191,96 @@ impl<S: DiffStorage> Guard<S> {
             storage,
             table,
             writers: Mutex::new(()),
-            reads: AtomicU64::new(0),
-            diff_reads: AtomicU64::new(0),
-            avoided: AtomicU64::new(0),
-            false_positives: AtomicU64::new(0),
+            counters: Box::default(),
         })
     }
 
     /// Reads the current value of `key`: its change if the differential file
     /// has one, else the base record.
     pub fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, GuardError<S::Error>> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
+        let c = self.counters();
+        c.reads.fetch_add(1, Ordering::Relaxed);
         if self.table.contains(key) {
-            self.diff_reads.fetch_add(1, Ordering::Relaxed);
+            c.diff_reads.fetch_add(1, Ordering::Relaxed);
             match self.storage.read_diff(key).map_err(GuardError::Storage)? {
                 Some(Change::Put(v)) => return Ok(Some(v)),
                 Some(Change::Delete) => return Ok(None),
                 None => {
-                    self.false_positives.fetch_add(1, Ordering::Relaxed);
+                    c.false_positives.fetch_add(1, Ordering::Relaxed);
                     self.table.report_lookup(true, false);
                 }
             }
         } else {
-            self.avoided.fetch_add(1, Ordering::Relaxed);
+            c.avoided.fetch_add(1, Ordering::Relaxed);
             self.table.report_lookup(false, false);
         }
         self.storage.read_base(key).map_err(GuardError::Storage)
+    }
+
+    /// Reads the current values of `keys` in one trip per storage: the
+    /// filter answers for all of them at once ([`Table::contains_many`]),
+    /// the "maybe" keys are read from the differential file together, and
+    /// the keys without a change from the base together. The answers are
+    /// those of [`read`](Guard::read) for each key, in order, and the
+    /// statistics count them the same way.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Change, FilterStore, Guard, SledDiffStorage, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let storage = SledDiffStorage::open(&store, "accounts")?;
+    /// storage.load_base([(b"alice".to_vec(), b"10".to_vec()), (b"bob".to_vec(), b"20".to_vec())])?;
+    /// let table = store.open_or_create_table("accounts-changed", TableSpec::new(1_000, 0.01))?;
+    /// let guard = Guard::open(storage, table)?;
+    /// guard.write(&[(b"bob".to_vec(), Change::Put(b"25".to_vec()))])?;
+    /// let got = guard.read_many(&[&b"alice"[..], b"bob", b"carol"])?;
+    /// assert_eq!(got, [Some(b"10".to_vec()), Some(b"25".to_vec()), None]);
+    /// assert_eq!(guard.stats().reads, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn read_many<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<Vec<Option<Vec<u8>>>, GuardError<S::Error>> {
+        let c = self.counters();
+        c.reads.fetch_add(keys.len() as u64, Ordering::Relaxed);
+        let maybe = self.table.contains_many(keys);
+        let mut out: Vec<Option<Option<Vec<u8>>>> = vec![None; keys.len()];
+        let asked: Vec<usize> = (0..keys.len()).filter(|&i| maybe[i]).collect();
+        let diff_keys: Vec<&[u8]> = asked.iter().map(|&i| keys[i].as_ref()).collect();
+        let changes = self
+            .storage
+            .read_diff_many(&diff_keys)
+            .map_err(GuardError::Storage)?;
+        c.diff_reads
+            .fetch_add(asked.len() as u64, Ordering::Relaxed);
+        for (&i, change) in asked.iter().zip(changes) {
+            match change {
+                Some(Change::Put(v)) => out[i] = Some(Some(v)),
+                Some(Change::Delete) => out[i] = Some(None),
+                None => {
+                    c.false_positives.fetch_add(1, Ordering::Relaxed);
+                    self.table.report_lookup(true, false);
+                }
+            }
+        }
+        let avoided = keys.len() - asked.len();
+        c.avoided.fetch_add(avoided as u64, Ordering::Relaxed);
+        for _ in 0..avoided {
+            self.table.report_lookup(false, false);
+        }
+        let base: Vec<usize> = (0..keys.len()).filter(|&i| out[i].is_none()).collect();
+        let base_keys: Vec<&[u8]> = base.iter().map(|&i| keys[i].as_ref()).collect();
+        let values = self
+            .storage
+            .read_base_many(&base_keys)
+            .map_err(GuardError::Storage)?;
+        for (&i, v) in base.iter().zip(values) {
+            out[i] = Some(v);
+        }
+        Ok(out.into_iter().map(Option::flatten).collect())
     }
 
     /// Records changes: filter inserts made durable first, then the changes
@@ -205,12 +312,23 @@ impl<S: DiffStorage> Guard<S> {
 
     /// What the guard did since it was opened.
     pub fn stats(&self) -> GuardStats {
+        let sum = |f: fn(&Counters) -> &AtomicU64| {
+            self.counters
+                .iter()
+                .map(|c| f(c).load(Ordering::Relaxed))
+                .sum()
+        };
         GuardStats {
-            reads: self.reads.load(Ordering::Relaxed),
-            diff_reads: self.diff_reads.load(Ordering::Relaxed),
-            diff_reads_avoided: self.avoided.load(Ordering::Relaxed),
-            false_positives: self.false_positives.load(Ordering::Relaxed),
+            reads: sum(|c| &c.reads),
+            diff_reads: sum(|c| &c.diff_reads),
+            diff_reads_avoided: sum(|c| &c.avoided),
+            false_positives: sum(|c| &c.false_positives),
         }
+    }
+
+    /// The calling thread's counters.
+    fn counters(&self) -> &Counters {
+        &self.counters[counter_slot()]
     }
 
     /// The table holding the changed keys.
@@ -221,204 +339,5 @@ impl<S: DiffStorage> Guard<S> {
     /// The host's storage.
     pub fn storage(&self) -> &S {
         &self.storage
-    }
-}
-
-/// [`DiffStorage`] inside the filter store's own database: the base and the
-/// differential file are two trees of the [`FilterStore`]'s storage, so a
-/// guarded host runs one page cache and one flusher, not two (with two
-/// databases, guarded writes ran at 23-30k keys/s). The storage engine stays
-/// an implementation detail: no engine type appears in this API, and engine
-/// errors are the [`source`](std::error::Error::source) of a [`StoreError`].
-///
-/// A change is stored as a tag byte (1 = put, 0 = delete) followed by the
-/// value.
-#[derive(Clone, Debug)]
-pub struct SledDiffStorage {
-    store: FilterStore,
-    base: engine::Tree,
-    diff: engine::Tree,
-}
-
-impl SledDiffStorage {
-    /// Opens (or creates) the base and differential file named `name` (the
-    /// rules of table names, [`NameError`](crate::NameError)) in `store`.
-    /// They live beside the store's tables and never collide with them.
-    ///
-    /// # Examples
-    /// ```
-    /// use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec};
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let dir = tempfile::tempdir()?;
-    /// let store = FilterStore::open(dir.path())?;
-    /// let storage = SledDiffStorage::open(&store, "accounts")?;
-    /// storage.load_base([(b"alice".to_vec(), b"10".to_vec()), (b"bob".to_vec(), b"20".to_vec())])?;
-    /// let changed = store.open_or_create_table("accounts-changed", TableSpec::new(1_000, 0.01))?;
-    /// let guard = Guard::open(storage, changed)?;
-    ///
-    /// guard.write(&[(b"bob".to_vec(), Change::Put(b"25".to_vec()))])?;
-    /// assert_eq!(guard.read(b"bob")?, Some(b"25".to_vec())); // from the differential file
-    /// assert_eq!(guard.read(b"alice")?, Some(b"10".to_vec())); // the filter skipped the diff
-    /// assert_eq!(guard.stats().reads, 2);
-    /// assert_eq!(guard.stats().diff_reads_avoided + guard.stats().diff_reads, 2);
-    ///
-    /// assert_eq!(guard.merge()?, 1); // one change merged into the base
-    /// assert_eq!(guard.storage().read_base(b"bob")?, Some(b"25".to_vec()));
-    /// assert_eq!(guard.table().live_keys(), 0); // and the filter cleared
-    /// # Ok(()) }
-    /// ```
-    pub fn open(store: &FilterStore, name: &str) -> Result<Self, StoreError> {
-        let (base, diff) = store.guard_trees(name)?;
-        Ok(SledDiffStorage {
-            store: store.clone(),
-            base,
-            diff,
-        })
-    }
-
-    /// Writes `records` into the base, unguarded (a bulk load before the
-    /// guard is used, or by the host's own merge), as one atomic batch made
-    /// durable before this returns.
-    pub fn load_base<K, V>(
-        &self,
-        records: impl IntoIterator<Item = (K, V)>,
-    ) -> Result<(), SledDiffError>
-    where
-        K: AsRef<[u8]>,
-        V: AsRef<[u8]>,
-    {
-        let mut batch = engine::Batch::default();
-        for (k, v) in records {
-            batch.insert(k.as_ref(), v.as_ref());
-        }
-        self.base
-            .apply_batch(batch)
-            .map_err(sled_err("loading the base"))?;
-        self.flush()
-    }
-
-    /// Empties the base and the differential file (durable when this
-    /// returns). The guard's table is the caller's to clear.
-    pub fn clear(&self) -> Result<(), SledDiffError> {
-        self.base.clear().map_err(sled_err("clearing the base"))?;
-        self.diff
-            .clear()
-            .map_err(sled_err("clearing the differential file"))?;
-        self.flush()
-    }
-
-    /// Records in the base.
-    pub fn base_len(&self) -> Result<usize, SledDiffError> {
-        self.base.len().map_err(sled_err("counting the base"))
-    }
-
-    /// Changes in the differential file.
-    pub fn diff_len(&self) -> Result<usize, SledDiffError> {
-        self.diff
-            .len()
-            .map_err(sled_err("counting the differential file"))
-    }
-
-    fn flush(&self) -> Result<(), SledDiffError> {
-        self.store.flush_storage().map_err(SledDiffError::Store)
-    }
-}
-
-fn sled_err(op: &'static str) -> impl Fn(sled::Error) -> SledDiffError {
-    move |e| SledDiffError::Store(StoreError::sled(op, e))
-}
-
-/// Errors of [`SledDiffStorage`].
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum SledDiffError {
-    /// The storage failed (the engine's error is this error's source).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A differential-file record is not a valid change (corrupt, or written
-    /// by something else): nothing was merged.
-    #[error("differential-file record is corrupt (first byte {0:?}); nothing was merged")]
-    BadRecord(Option<u8>),
-}
-
-fn decode_change(v: &[u8]) -> Result<Change, SledDiffError> {
-    match v.split_first() {
-        Some((1, rest)) => Ok(Change::Put(rest.to_vec())),
-        Some((0, [])) => Ok(Change::Delete),
-        other => Err(SledDiffError::BadRecord(other.map(|(t, _)| *t))),
-    }
-}
-
-impl DiffStorage for SledDiffStorage {
-    type Error = SledDiffError;
-
-    fn read_base(&self, key: &[u8]) -> Result<Option<Vec<u8>>, SledDiffError> {
-        Ok(self
-            .base
-            .get(key)
-            .map_err(sled_err("reading the base"))?
-            .map(|v| v.to_vec()))
-    }
-
-    fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, SledDiffError> {
-        self.diff
-            .get(key)
-            .map_err(sled_err("reading the differential file"))?
-            .map(|v| decode_change(&v))
-            .transpose()
-    }
-
-    fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), SledDiffError> {
-        let mut batch = engine::Batch::default();
-        for (key, change) in changes {
-            match change {
-                Change::Put(v) => {
-                    let mut value = Vec::with_capacity(v.len() + 1);
-                    value.push(1);
-                    value.extend_from_slice(v);
-                    batch.insert(key.as_slice(), value);
-                }
-                Change::Delete => batch.insert(key.as_slice(), &[0u8][..]),
-            }
-        }
-        self.diff
-            .apply_batch(batch)
-            .map_err(sled_err("writing the differential file"))?;
-        self.flush()
-    }
-
-    fn merge(&self) -> Result<u64, SledDiffError> {
-        use sled::transaction::ConflictableTransactionError;
-        let changes: Vec<(engine::IVec, engine::IVec)> = self
-            .diff
-            .iter()
-            .collect::<Result<_, _>>()
-            .map_err(sled_err("reading the differential file"))?;
-        let n = changes.len() as u64;
-        self.base
-            .transaction2(&self.diff, move |base, diff| {
-                for (key, value) in &changes {
-                    match decode_change(value) {
-                        Ok(Change::Put(v)) => {
-                            base.insert(key, v)?;
-                        }
-                        Ok(Change::Delete) => {
-                            base.remove(key)?;
-                        }
-                        Err(e) => return Err(ConflictableTransactionError::Abort(e)),
-                    }
-                    diff.remove(key)?;
-                }
-                Ok(())
-            })
-            .map_err(sled_err("merging the differential file"))??;
-        self.flush()?;
-        Ok(n)
-    }
-
-    fn diff_is_empty(&self) -> Result<bool, SledDiffError> {
-        self.diff
-            .is_empty()
-            .map_err(sled_err("reading the differential file"))
     }
 }

@@ -1,20 +1,19 @@
-//! Counter pages on disk, and the arithmetic that folds logged operations
-//! into them.
+//! Counter chunks, and the arithmetic that folds logged operations into
+//! them.
 //!
 //! # Chunks
 //! Counters are stored in *chunks* of [`CHUNK_BLOCKS`] = 64 counter blocks
 //! (64 × 256 bytes = 16 KiB of packed 4-bit counters, the layout of
-//! [`crate::filter::counting`]): one sled value per chunk. A fold's cost is mostly
-//! sled's, per value written: folding 1M logged inserts into a 10M-key table
-//! (48 MiB of counters, every chunk touched) took 450–700 ms with 4 KiB
-//! chunks, 330–400 ms with 8 KiB, 245–300 ms with 16 KiB and 260–280 ms with
-//! 32 KiB on a shared 2-core machine (`examples`-style measurement). Beyond
-//! 16 KiB nothing is gained, while a remove that must read its block from
-//! disk reads and checksums the whole chunk. A chunk that was
-//! never written is all zeros, so creating a table writes nothing.
+//! [`crate::filter::counting`]), each in a slot of the page file
+//! ([`pagefile`](super::pagefile)). The size was chosen when
+//! each chunk was one sled value (format 2): folding 1M logged inserts into
+//! a 10M-key table (48 MiB of counters, every chunk touched) took 450–700 ms
+//! with 4 KiB chunks, 330–400 ms with 8 KiB, 245–300 ms with 16 KiB and
+//! 260–280 ms with 32 KiB on a shared 2-core machine; a remove that must
+//! read its block from disk reads and checksums the whole chunk. A chunk
+//! that was never written is all zeros, so creating a table writes none.
 //!
-//! The chunk's bytes and its key are specified in `docs/FORMAT.md` §10
-//! ("Counter page").
+//! The chunk's bytes are specified in `docs/FORMAT.md` §10.
 //!
 //! # Entries
 //! A fold (and an open) turns logged operations into *entries*: one per key
@@ -28,34 +27,25 @@
 //! operations. Per logged operation a fold holds 16 bytes (blocked) or
 //! `16·k` bytes (standard).
 
-use crate::codec::frame::{self, Kind};
-use crate::codec::reader::ByteReader;
-use crate::error::CodecError;
-use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX};
+use crate::filter::counting::{nibble, COUNTER_MAX};
 use crate::filter::hash::{in_block_position, map_to_range, positions};
-use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 
-use super::keys::{self, CHUNK_PREFIX};
-use super::wal::LogOp;
+use super::log::LogOp;
 
 /// Counter blocks per chunk.
 pub(crate) const CHUNK_BLOCKS: u64 = 64;
 /// Counters per chunk.
 pub(crate) const CHUNK_COUNTERS: u64 = CHUNK_BLOCKS * BLOCK_BITS;
-/// Bytes of the chunk body before the counters.
-const CHUNK_HEADER: usize = 16;
 /// The most operations one pass of a fold or an open sorts at once (23 bits).
 pub(crate) const MAX_PASS_OPS: u64 = 1 << 23;
 
-/// The sled key of chunk `idx`.
-pub(crate) fn chunk_key(idx: u64) -> [u8; 9] {
-    keys::numbered(CHUNK_PREFIX, idx)
-}
-
-/// The chunk index of a chunk key.
-pub(crate) fn chunk_of_key(key: &[u8]) -> Result<u64, CodecError> {
-    keys::number_of(key, CHUNK_PREFIX, "chunk key")
-}
+/// The most logged operations the log may gather before it is folded (the
+/// largest fold threshold). A log holds at most this plus one record's
+/// operations, which stays below the 23-bit operation index of the
+/// position entries.
+pub(crate) const MAX_FOLD_OPS: u64 = MAX_PASS_OPS / 2;
+const _: () = assert!(MAX_FOLD_OPS + super::log::MAX_RECORD_OPS as u64 <= MAX_PASS_OPS);
 
 /// Number of chunks of a filter.
 pub(crate) fn chunk_count(p: &FilterParams) -> u64 {
@@ -65,60 +55,6 @@ pub(crate) fn chunk_count(p: &FilterParams) -> u64 {
 /// Number of blocks in chunk `idx` (`idx < chunk_count`).
 pub(crate) fn blocks_in_chunk(p: &FilterParams, idx: u64) -> u64 {
     (p.num_blocks() - idx * CHUNK_BLOCKS).min(CHUNK_BLOCKS)
-}
-
-/// Encodes chunk `idx` holding `counters` (256 bytes per block).
-pub(crate) fn encode_chunk(idx: u64, counters: &[u8]) -> Vec<u8> {
-    let blocks = (counters.len() / COUNTER_BLOCK_BYTES) as u32;
-    let mut body = Vec::with_capacity(CHUNK_HEADER + counters.len());
-    body.extend_from_slice(&idx.to_le_bytes());
-    body.extend_from_slice(&blocks.to_le_bytes());
-    body.extend_from_slice(&[0u8; 4]);
-    body.extend_from_slice(counters);
-    frame::encode(Kind::CounterPage, 0, &body)
-}
-
-/// Decodes chunk `idx` of a filter with `params`, returning its counters.
-pub(crate) fn decode_chunk<'a>(
-    bytes: &'a [u8],
-    idx: u64,
-    p: &FilterParams,
-) -> Result<&'a [u8], CodecError> {
-    let body = frame::decode_kind(bytes, Kind::CounterPage)?.body;
-    if body.len() < CHUNK_HEADER {
-        return Err(CodecError::Truncated {
-            needed: CHUNK_HEADER as u64,
-            found: body.len() as u64,
-        });
-    }
-    let mut r = ByteReader::new(body);
-    let stored_idx = r.u64()?;
-    let blocks = u64::from(r.u32()?);
-    r.reserved::<4>()?;
-    if stored_idx != idx {
-        return Err(CodecError::InvalidField {
-            field: "chunk index",
-            reason: format!("{stored_idx} stored under the key of chunk {idx}"),
-        });
-    }
-    if idx >= chunk_count(p) || blocks != blocks_in_chunk(p, idx) {
-        return Err(CodecError::InvalidField {
-            field: "chunk block count",
-            reason: format!(
-                "chunk {idx} holds {blocks} blocks; the table has {} blocks",
-                p.num_blocks()
-            ),
-        });
-    }
-    if r.remaining() as u64 != blocks * COUNTER_BLOCK_BYTES as u64 {
-        return Err(CodecError::InvalidField {
-            field: "chunk counters",
-            reason: format!("{} bytes for {blocks} blocks", r.remaining()),
-        });
-    }
-    let counters = r.take(blocks * COUNTER_BLOCK_BYTES as u64)?;
-    r.finish()?;
-    Ok(counters)
 }
 
 /// One logged operation on one fold unit (see module docs): the sort key
@@ -244,6 +180,15 @@ pub(crate) fn sort_entries(entries: &mut [Entry]) {
     entries.sort_unstable_by_key(|e| e.0);
 }
 
+/// Writes the eight words of block `b` from its 256 bytes of counters.
+#[inline]
+pub(crate) fn store_block_words(bits: &crate::filter::bloom::BitFilter, b: u64, counters: &[u8]) {
+    let first = b as usize * WORDS_PER_BLOCK;
+    for (w, c) in counters.chunks_exact(32).enumerate() {
+        bits.store_word(first + w, nonzero_word(c));
+    }
+}
+
 /// The "counter > 0" word of 64 counters packed in 32 bytes: bit `j` is set
 /// when counter `j` is non-zero. Branch-free: the two nibbles of each byte are
 /// tested with a SWAR trick on 8 bytes at a time.
@@ -273,6 +218,7 @@ pub(crate) fn nonzero_word(bytes32: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filter::counting::COUNTER_BLOCK_BYTES;
     use crate::filter::hash::{HashSpec, KeyHash};
     use crate::filter::params::Layout;
 
@@ -295,28 +241,6 @@ mod tests {
             }
             assert_eq!(nonzero_word(&b), nibble::nonzero_word(&b), "round {round}");
         }
-    }
-
-    #[test]
-    fn chunk_round_trip_and_checks() {
-        let p = FilterParams::new(
-            Layout::Blocked,
-            512 * (CHUNK_BLOCKS + 4),
-            3,
-            HashSpec::xxh3(1),
-        )
-        .unwrap();
-        assert_eq!(chunk_count(&p), 2);
-        assert_eq!(blocks_in_chunk(&p, 1), 4);
-        let counters = vec![0x21u8; 4 * 256];
-        let bytes = encode_chunk(1, &counters);
-        assert_eq!(decode_chunk(&bytes, 1, &p).unwrap(), &counters[..]);
-        // Stored under another key, or with the wrong size: refused.
-        assert!(decode_chunk(&bytes, 0, &p).is_err());
-        let wrong = encode_chunk(0, &counters);
-        assert!(decode_chunk(&wrong, 0, &p).is_err());
-        assert_eq!(chunk_of_key(&chunk_key(5)).unwrap(), 5);
-        assert!(chunk_of_key(&[CHUNK_PREFIX]).is_err());
     }
 
     #[test]

@@ -1,0 +1,411 @@
+//! The store handle ([`FilterStore`]), what its tables share
+//! ([`StoreInner`]), and opening a store directory: a new one, one of
+//! this format, one of an older format (migrated), or a read-only one.
+
+use super::budget;
+use super::catalog::{validate_name, Catalog, STORE_FORMAT_VERSION};
+use super::config::StoreConfig;
+use super::disk::lock::{self, DirLock};
+use super::disk::{catalog_file, parse_table_file, TABLES_DIR};
+use super::engine;
+use super::error::StoreError;
+use super::marker::{self, DirKind};
+use super::migrate;
+use super::shared::Shared;
+use super::table::TableInner;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// How long an open waits for the directory's lock: a store dropped a
+/// moment ago in this process, or a process being reaped, lets go of it
+/// promptly, but not instantly.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+pub(crate) struct StoreInner {
+    /// What the tables share: directory, configuration, catalog, policy,
+    /// health callback, failure state.
+    pub(crate) shared: Arc<Shared>,
+    /// The directory, canonical, as registered in [`OPEN_DIRS`].
+    canonical: PathBuf,
+    /// Open tables: one in-memory state per table, shared by all handles.
+    pub(crate) tables: Mutex<HashMap<String, Weak<TableInner>>>,
+    /// sled, for the guard's storage: opened on first use.
+    sled: Mutex<Option<engine::Db>>,
+    /// The directory's lock.
+    _lock: Option<DirLock>,
+    /// The private copy a read-only open of an older format works on,
+    /// removed last.
+    _scratch: Option<marker::Scratch>,
+}
+
+impl StoreInner {
+    pub(crate) fn config(&self) -> &StoreConfig {
+        &self.shared.config
+    }
+}
+
+/// A store of per-table filters in one directory.
+///
+/// `Send + Sync` and cheap to clone. One process at a time may open a
+/// directory for writing (it holds the directory's lock).
+#[derive(Clone)]
+pub struct FilterStore {
+    pub(crate) inner: Arc<StoreInner>,
+}
+
+impl Drop for StoreInner {
+    fn drop(&mut self) {
+        let mut open = open_dirs();
+        if let Some(i) = open.iter().position(|d| *d == self.canonical) {
+            open.swap_remove(i);
+        }
+    }
+}
+
+impl std::fmt::Debug for FilterStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilterStore")
+            .field("config", &self.inner.shared.config)
+            .field("read_only", &self.inner.shared.read_only)
+            .finish()
+    }
+}
+
+/// The directories of the stores open in this process (canonical paths), so
+/// that a second open of one is told apart from another process's lock.
+static OPEN_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn open_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    OPEN_DIRS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether a store of this process has directory `path` open.
+pub(crate) fn open_here(path: &Path) -> bool {
+    match path.canonicalize() {
+        Ok(p) => open_dirs().contains(&p),
+        Err(_) => false,
+    }
+}
+
+fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
+    move |source| StoreError::Io { op, source }
+}
+
+/// Whether `dir` itself holds sled's files: a store of format 1 or 2 (the
+/// guard's database of format 3 is in `guard/`).
+fn has_sled(dir: &Path) -> bool {
+    dir.join("db").is_file() || dir.join("conf").is_file()
+}
+
+/// How a store directory is opened.
+enum Access {
+    /// For reading and writing, under the exclusive lock.
+    Write,
+    /// For reading, under the shared lock, writing nothing in the directory.
+    Read,
+    /// A private copy of an older format's store, migrated and then read.
+    Scratch(marker::Scratch),
+}
+
+impl FilterStore {
+    /// Opens (or creates) the store in directory `dir` with the default
+    /// [`StoreConfig`].
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, StoreError};
+    /// # fn main() -> Result<(), StoreError> {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = FilterStore::open(dir.path())?;
+    /// assert!(store.list_tables()?.is_empty()); // a new store has no table
+    /// // One process, one open store per directory: share (clone) the handle.
+    /// assert!(matches!(
+    ///     FilterStore::open(dir.path()),
+    ///     Err(StoreError::AlreadyOpen { .. })
+    /// ));
+    /// drop(store);
+    /// assert_eq!(FilterStore::open(dir.path())?.list_tables()?.len(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn open(dir: impl AsRef<Path>) -> Result<FilterStore, StoreError> {
+        FilterStore::open_with(dir, StoreConfig::default())
+    }
+
+    /// Opens (or creates) the store in directory `dir`. Tables are opened
+    /// lazily, by [`open_table`](FilterStore::open_table). A store of an
+    /// older format is migrated first (`migrations/`).
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<FilterStore, StoreError> {
+        let path = dir.as_ref().to_path_buf();
+        if open_here(&path) {
+            return Err(StoreError::AlreadyOpen { path });
+        }
+        let kind = marker::classify(&path)?;
+        match kind {
+            DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
+            DirKind::Missing | DirKind::Empty => {
+                std::fs::create_dir_all(&path).map_err(io("creating the database directory"))?;
+                marker::write_marker(&path)?;
+            }
+            DirKind::Marked | DirKind::Legacy => {}
+        }
+        Self::open_in(path, config, Access::Write, kind == DirKind::Legacy)
+    }
+
+    /// Opens the store at `dir` **read-only**, writing nothing in `dir`:
+    /// its tables answer lookups, statistics and exports from their files
+    /// as they are (an unfolded log is applied in memory), and every write
+    /// is refused with [`StoreError::ReadOnly`]. It holds the directory's
+    /// lock shared, so a store open for writing elsewhere is
+    /// [`StoreError::Locked`] (in this process, [`StoreError::AlreadyOpen`]).
+    /// A directory that is not a filterstore database (no marker, see
+    /// [`MARKER_FILE`](super::MARKER_FILE)) is
+    /// [`StoreError::NotAFilterStore`] and left byte-for-byte unchanged.
+    ///
+    /// A store of format 1 or 2 cannot be read without migrating it, which
+    /// writes: it is copied to a private directory (mode 0700, in the
+    /// system's temporary directory, refused if the copy would not fit),
+    /// migrated there and read; the copy is removed when the store is
+    /// dropped, and a copy left by a killed process is removed by the next
+    /// read-only open of any store. The command line's `list`, `stats`,
+    /// `query` and `export` use this.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, StoreError, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// store.create_table("t", TableSpec::new(1_000, 0.01))?.insert(b"k")?;
+    /// store.flush()?;
+    /// drop(store);
+    /// let snapshot = FilterStore::open_snapshot(dir.path())?;
+    /// let t = snapshot.open_table("t")?;
+    /// assert!(t.contains(b"k"));
+    /// assert!(matches!(t.insert(b"x"), Err(StoreError::ReadOnly { .. })));
+    /// # Ok(()) }
+    /// ```
+    pub fn open_snapshot(dir: impl AsRef<Path>) -> Result<FilterStore, StoreError> {
+        FilterStore::open_snapshot_with(dir, StoreConfig::default())
+    }
+
+    /// [`open_snapshot`](FilterStore::open_snapshot) with a configuration
+    /// (its [`memory_budget`](StoreConfig::memory_budget), say).
+    pub fn open_snapshot_with(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<FilterStore, StoreError> {
+        let dir = dir.as_ref();
+        match marker::classify(dir)? {
+            DirKind::Marked | DirKind::Legacy => {}
+            DirKind::Missing | DirKind::Empty | DirKind::Foreign => {
+                return Err(StoreError::NotAFilterStore {
+                    path: dir.to_path_buf(),
+                })
+            }
+        }
+        if open_here(dir) {
+            return Err(StoreError::AlreadyOpen {
+                path: dir.to_path_buf(),
+            });
+        }
+        marker::remove_stale_scratch();
+        if catalog_file::read(dir)
+            .map_err(io("reading the catalog"))?
+            .is_some()
+        {
+            return Self::open_in(dir.to_path_buf(), config, Access::Read, false);
+        }
+        let scratch = marker::copy_store(dir, LOCK_WAIT)?;
+        let path = scratch.path().to_path_buf();
+        Self::open_in(path, config, Access::Scratch(scratch), false)
+    }
+
+    fn open_in(
+        path: PathBuf,
+        config: StoreConfig,
+        access: Access,
+        legacy_marker: bool,
+    ) -> Result<FilterStore, StoreError> {
+        let write = !matches!(access, Access::Read);
+        let dir_lock = lock::lock(&path, write, LOCK_WAIT)?;
+        if let Some(b) = config.memory_budget {
+            budget::set(Some(b));
+        }
+        let catalog = match Catalog::load(&path)? {
+            Some(c) => c,
+            None if !write => {
+                return Err(StoreError::NotAFilterStore { path });
+            }
+            None if has_sled(&path) => migrate::upgrade_legacy(&path, &config)?,
+            None => create_new(&path)?,
+        };
+        let header = catalog.header();
+        if header.format_version != STORE_FORMAT_VERSION {
+            return Err(if header.format_version > STORE_FORMAT_VERSION {
+                StoreError::UnsupportedFormat {
+                    found: header.format_version,
+                    supported: STORE_FORMAT_VERSION,
+                }
+            } else {
+                StoreError::NoMigration {
+                    from: header.format_version,
+                    to: STORE_FORMAT_VERSION,
+                }
+            });
+        }
+        if write {
+            if legacy_marker {
+                marker::write_marker(&path)?;
+            }
+            catalog_file::remove_leftover(&path).map_err(io("removing an unfinished catalog"))?;
+            if has_sled(&path) {
+                // The database of the format before, left by a crash after
+                // the migration's switch.
+                migrate::remove_legacy_sled(&path)
+                    .map_err(io("removing the database of the old format"))?;
+            }
+            collect_garbage(&path, &catalog)?;
+        }
+        let (read_only, scratch) = match access {
+            Access::Write => (false, None),
+            Access::Read => (true, None),
+            Access::Scratch(s) => (true, Some(s)),
+        };
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+        open_dirs().push(canonical.clone());
+        Ok(FilterStore {
+            inner: Arc::new(StoreInner {
+                shared: Arc::new(Shared::new(path, config, read_only, catalog)),
+                canonical,
+                tables: Mutex::new(HashMap::new()),
+                sled: Mutex::new(None),
+                _lock: dir_lock,
+                _scratch: scratch,
+            }),
+        })
+    }
+
+    /// The configuration the store was opened with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.shared.config
+    }
+
+    /// Whether the store was opened read-only
+    /// ([`open_snapshot`](FilterStore::open_snapshot)).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.shared.read_only
+    }
+
+    /// sled, opened on first use, for the guard's storage: its own
+    /// database in `guard/`, with 16 MiB segments (see
+    /// [`engine`](super::engine), "The bounds").
+    pub(crate) fn sled(&self) -> Result<engine::Db, StoreError> {
+        self.inner.shared.check_writable()?;
+        let mut slot = self.inner.sled.lock();
+        if let Some(db) = &*slot {
+            return Ok(db.clone());
+        }
+        let dir = self.inner.shared.dir.join(engine::GUARD_DIR);
+        let new = !dir.exists();
+        std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
+        let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
+        if new {
+            // The directory's name, durable before anything in it is.
+            std::fs::File::open(&self.inner.shared.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io("syncing the database directory"))?;
+        }
+        *slot = Some(db.clone());
+        Ok(db)
+    }
+
+    /// The base and differential-file trees of guard storage `name`
+    /// ([`SledDiffStorage`](crate::SledDiffStorage)).
+    pub(crate) fn guard_trees(
+        &self,
+        name: &str,
+    ) -> Result<(engine::Tree, engine::Tree), StoreError> {
+        validate_name(name)?;
+        let db = self.sled()?;
+        let open = |part: &str| {
+            db.open_tree(format!("{}{name}/{part}", engine::GUARD_TREE_PREFIX))
+                .map_err(|e| StoreError::sled("opening guard storage", e))
+        };
+        Ok((open("base")?, open("diff")?))
+    }
+
+    /// Makes guard storage's writes durable (sled's flush and the syncs of
+    /// [`engine::Db::flush`]); nothing to do if sled was never opened.
+    pub(crate) fn flush_storage(&self) -> Result<(), StoreError> {
+        let db = self.inner.sled.lock().clone();
+        if let Some(db) = db {
+            db.flush().map_err(|e| StoreError::sled("flushing", e))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes the store occupies on disk: its catalog, table files and
+    /// sled's files.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        fn walk(dir: &Path) -> std::io::Result<u64> {
+            let mut total = 0;
+            for e in std::fs::read_dir(dir)? {
+                let e = e?;
+                let kind = e.file_type()?;
+                if kind.is_dir() {
+                    total += walk(&e.path())?;
+                } else if kind.is_file() {
+                    total += e.metadata()?.len();
+                }
+            }
+            Ok(total)
+        }
+        walk(&self.inner.shared.dir).map_err(io("measuring the database"))
+    }
+}
+
+/// Writes the catalog of a new store (after its table directory).
+fn create_new(path: &Path) -> Result<Catalog, StoreError> {
+    std::fs::create_dir_all(path.join(TABLES_DIR)).map_err(io("creating the table directory"))?;
+    super::disk::io::sync_dir(path).map_err(io("syncing the database directory"))?;
+    let mut catalog = Catalog::new(path);
+    catalog.commit(|_| {})?;
+    Ok(catalog)
+}
+
+/// Deletes table files that no catalog record names: left by a crash between
+/// a table's catalog removal (or a failed create, or a regeneration's
+/// commit) and the deletion of its files. While a record is damaged the
+/// files it names cannot be known, so nothing is collected (collection waits
+/// for the next open after the damaged table is dropped).
+fn collect_garbage(path: &Path, catalog: &Catalog) -> Result<(), StoreError> {
+    let (records, damaged) = catalog.readable();
+    if damaged {
+        return Ok(());
+    }
+    let live: HashSet<(u64, u64)> = records.iter().map(|m| (m.id, m.generation)).collect();
+    let dir = path.join(TABLES_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("reading the table directory")(e)),
+    };
+    for e in entries {
+        let e = e.map_err(io("reading the table directory"))?;
+        let name = e.file_name();
+        let Some(owner) = name.to_str().and_then(parse_table_file) else {
+            continue;
+        };
+        if !live.contains(&owner) {
+            std::fs::remove_file(e.path()).map_err(io("removing files of a dropped table"))?;
+        }
+    }
+    Ok(())
+}

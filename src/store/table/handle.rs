@@ -1,0 +1,602 @@
+//! The public handle of a table ([`Table`]), the shared state of an open
+//! table ([`TableInner`]) and its statistics.
+
+use super::super::batch::{Durability, WriteBatch};
+use super::super::catalog::{TableMeta, STORE_FORMAT_VERSION};
+use super::super::disk::log::{LogOp, MAX_RECORD_OPS};
+use super::super::error::StoreError;
+use super::super::shared::Shared;
+use super::bloom::TableBloom;
+use super::generation::Generation;
+use crate::filter::bloom::BloomRead;
+use crate::filter::counting::{counter_bytes, CountingFilter};
+use crate::filter::drift::ObservedFp;
+use crate::filter::hash::HashAlgo;
+use crate::filter::params::{FilterParams, Layout};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Serializes [`TableStats`]' enums by name, as the CLI's JSON always had.
+mod by_name {
+    use super::{HashAlgo, Layout};
+    use serde::Serializer;
+
+    pub(super) fn layout<S: Serializer>(l: &Layout, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(l.name())
+    }
+
+    pub(super) fn hash<S: Serializer>(h: &HashAlgo, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(h.name())
+    }
+}
+
+/// Statistics of one table ([`Table::stats`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableStats {
+    /// Table name.
+    pub name: String,
+    /// The layout (serialized as its [name](Layout::name)).
+    #[serde(serialize_with = "by_name::layout")]
+    pub layout: Layout,
+    /// Bits (and counters).
+    pub m_bits: u64,
+    /// Hash functions.
+    pub k: u32,
+    /// The hash algorithm (serialized as its [name](HashAlgo::name)).
+    #[serde(serialize_with = "by_name::hash")]
+    pub hash: HashAlgo,
+    /// Hash seed.
+    pub seed: u64,
+    /// Inserts minus removes (never negative).
+    pub live_keys: u64,
+    /// Keys the table was sized for.
+    pub expected_keys: u64,
+    /// False-positive rate the table was sized for.
+    pub target_fp: f64,
+    /// False-positive rate implied by the bits set now.
+    pub estimated_fp: f64,
+    /// Fraction of bits set.
+    pub fill_ratio: f64,
+    /// Counters stuck at 15 (each can only cause false positives).
+    pub saturated_counters: u64,
+    /// Generation of the table's data.
+    pub generation: u64,
+    /// Store format version.
+    pub format_version: u32,
+    /// Bytes of the in-memory bit filter.
+    pub bit_bytes: u64,
+    /// Bytes of the on-disk counting filter.
+    pub counter_bytes: u64,
+}
+
+/// A handle to one table. Cheap to clone; `Send + Sync`: share it between
+/// threads. Lookups read only the in-memory bit filter (no lock, no I/O);
+/// writes to one table are serialised by a lock that lookups never take.
+///
+/// Ordering rule for the host database (see the [durability
+/// contract](crate#durability-contract)): make a key's insert durable
+/// ([`flush`](Table::flush), or [`Durability::Durable`]) **before** committing
+/// the record it protects, and commit a record's deletion **before** calling
+/// [`remove`](Table::remove). Then a crash leaves only false positives.
+#[derive(Clone)]
+pub struct Table {
+    pub(crate) inner: Arc<TableInner>,
+    pub(crate) name: Arc<str>,
+}
+
+impl Table {
+    pub(crate) fn new(inner: Arc<TableInner>) -> Table {
+        let name = Arc::from(inner.meta.lock().name.as_str());
+        Table { inner, name }
+    }
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .field("params", &self.params())
+            .finish()
+    }
+}
+
+/// The shared state of one open table: the generation in force, swapped
+/// atomically by a regeneration ([`arc_swap::ArcSwap`]: a lookup loads the
+/// pointer without a lock and never waits), and what outlives generations.
+/// The automatic health check of a table (`regen::run_hook`); a failed
+/// assessment (an I/O error) is not the writer's error: the next interval
+/// tries again, so it returns nothing.
+pub(crate) type HealthCheck = fn(&Arc<TableInner>);
+
+pub(crate) struct TableInner {
+    /// The generation in force.
+    pub(crate) gen: ArcSwap<Generation>,
+    /// The table's catalog record in force (`set` changes the target and the
+    /// expected size without building a new generation).
+    pub(crate) meta: Mutex<TableMeta>,
+    /// What the store's tables share (catalog, its lock, the policy and
+    /// the health callback).
+    pub(crate) shared: Arc<Shared>,
+    /// The automatic health check, run when the check interval is crossed
+    /// (given by the store: the regeneration layer above tables).
+    check: HealthCheck,
+    /// Feedback of the host about lookups of absent keys.
+    pub(crate) observed: ObservedFp,
+    /// One regeneration at a time per table.
+    pub(crate) regen_lock: Mutex<()>,
+    /// Writes and feedback reports since the last automatic health check.
+    pub(crate) since_check: AtomicU64,
+}
+
+impl TableInner {
+    /// Opens a table in its generation in force.
+    pub(crate) fn load(
+        shared: &Arc<Shared>,
+        meta: TableMeta,
+        check: HealthCheck,
+    ) -> Result<TableInner, StoreError> {
+        let gen = Generation::load(shared, meta.clone())?;
+        Ok(TableInner::new(shared, meta, gen, check))
+    }
+
+    /// The shared state of a table whose generation in force is `gen`.
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        meta: TableMeta,
+        gen: Generation,
+        check: HealthCheck,
+    ) -> TableInner {
+        TableInner {
+            gen: ArcSwap::from_pointee(gen),
+            meta: Mutex::new(meta),
+            shared: Arc::clone(shared),
+            check,
+            observed: ObservedFp::new(OBSERVED_WINDOW),
+            regen_lock: Mutex::new(()),
+            since_check: AtomicU64::new(0),
+        }
+    }
+
+    /// Marks the table dropped; afterwards no write touches its trees. Called
+    /// under the catalog lock, as every generation swap is, so the generation
+    /// marked is the last one.
+    pub(crate) fn mark_dropped(&self) {
+        self.gen.load().mark_dropped();
+    }
+
+    /// Makes every write to the generation in force durable.
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        self.gen.load().flush()
+    }
+
+    /// Applies the operations `ops_for` derives from the keys under the
+    /// parameters of the generation in force. A generation is retired at
+    /// most once per regeneration, so the loop turns at most once per
+    /// concurrent regeneration; the operations are derived again when the
+    /// new generation hashes differently (a layout change,
+    /// `regen::relayout`: a key hashed for the old one would land on other
+    /// positions in the new one).
+    fn apply_ops<O: AsRef<[LogOp]>>(
+        self: &Arc<Self>,
+        ops_for: impl Fn(&FilterParams) -> O,
+        durability: Durability,
+    ) -> Result<(), StoreError> {
+        let mut g = self.gen.load_full();
+        let mut ops = ops_for(&g.params);
+        let len = ops.as_ref().len();
+        if len > MAX_RECORD_OPS {
+            return Err(StoreError::BatchTooLarge {
+                len,
+                max: MAX_RECORD_OPS,
+            });
+        }
+        while !g.apply_ops(ops.as_ref(), durability)? {
+            let hashed_for = g.params.hash();
+            g = self.gen.load_full();
+            if g.params.hash() != hashed_for {
+                ops = ops_for(&g.params);
+            }
+        }
+        self.count_for_check(len as u64);
+        Ok(())
+    }
+
+    /// Counts writes and reports towards the next automatic health check,
+    /// and runs it (outside any lock) when the interval is crossed.
+    pub(crate) fn count_for_check(self: &Arc<Self>, n: u64) {
+        // An atomic, not the hook's mutex: every write of every table passes here.
+        if !self.shared.has_regen_hook.load(Ordering::Relaxed) {
+            return;
+        }
+        let before = self.since_check.fetch_add(n, Ordering::Relaxed);
+        let interval = self.check_interval();
+        if before + n >= interval
+            && self
+                .since_check
+                .compare_exchange(before + n, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            // A failed assessment (an I/O error) is not the writer's error:
+            // the next interval tries again.
+            (self.check)(self);
+        }
+    }
+
+    /// Operations between automatic health checks: a check reads the whole
+    /// bit filter (`m/8` bytes) and folds the log, so it is spread over at
+    /// least an eighth of the capacity (and at least 4,096 operations):
+    /// amortised, a few bytes read per write.
+    fn check_interval(&self) -> u64 {
+        (self.meta.lock().expected_keys / 8).max(4096)
+    }
+}
+
+/// Trials per epoch of the observed false-positive window (see
+/// [`ObservedFp`]): at a 1% target, 65,536 trials expect 655 false positives
+/// (σ ≈ 25), enough to tell 1.25% from 1% by 10σ.
+pub const OBSERVED_WINDOW: u64 = 1 << 16;
+
+impl Table {
+    /// The generation in force (a lock-free pointer load).
+    #[inline]
+    pub(crate) fn current(&self) -> arc_swap::Guard<Arc<Generation>> {
+        self.inner.gen.load()
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The filter's parameters (layout, m, k, hash and seed) of the
+    /// generation in force.
+    pub fn params(&self) -> FilterParams {
+        self.current().params
+    }
+
+    /// The table's catalog record in force.
+    pub(crate) fn meta(&self) -> TableMeta {
+        self.inner.meta.lock().clone()
+    }
+
+    /// The generation in force (1 when created; each regeneration adds one).
+    pub fn generation(&self) -> u64 {
+        self.current().meta.generation
+    }
+
+    /// The number of keys the table is sized for: as created, as last set by
+    /// [`set_params`](Table::set_params), or as a regeneration sized it.
+    pub fn expected_keys(&self) -> u64 {
+        self.inner.meta.lock().expected_keys
+    }
+
+    /// The false-positive rate the table is sized for (or was set to by
+    /// [`set_params`](Table::set_params)).
+    pub fn target_fp(&self) -> f64 {
+        self.inner.meta.lock().target_fp
+    }
+
+    /// The live bit filter of the generation in force, read-only: every
+    /// [`BloomRead`] query and estimator without a lock or I/O. The handle
+    /// keeps that generation's filter (see [`TableBloom`]).
+    pub fn bloom(&self) -> TableBloom {
+        TableBloom(self.inner.gen.load_full())
+    }
+
+    /// Whether `key` may be in the table; `false` means definitely absent.
+    /// Reads only memory: no lock, no I/O.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// for i in 0..1_000u32 {
+    ///     t.insert(&i.to_le_bytes())?;
+    /// }
+    /// // No false negative, and about 1% false positives among absent keys.
+    /// assert!((0..1_000u32).all(|i| t.contains(&i.to_le_bytes())));
+    /// let fp = (1_000..101_000u32).filter(|i| t.contains(&i.to_le_bytes())).count();
+    /// assert!(fp < 1_000, "{fp} false positives in 100,000"); // sized for 10,000 keys
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Each call protects the generation it reads with two atomic
+    /// read-modify-writes; a thread that looks up many keys one at a time
+    /// does better with a [`Table::reader`].
+    #[inline]
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.current().bits.contains(key)
+    }
+
+    /// Batched [`contains`](Table::contains): overlaps the memory accesses of
+    /// up to 16 keys.
+    pub fn contains_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<bool> {
+        self.current().bits.contains_many(keys)
+    }
+
+    /// Inserts `key`: visible to lookups when this returns, durable after the
+    /// next [`flush`](Table::flush).
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// t.insert(b"k1")?;
+    /// t.insert(b"k1")?; // a multiset: two inserts need two removes
+    /// assert!(t.contains(b"k1"));
+    /// assert_eq!(t.live_keys(), 2);
+    /// t.flush()?; // durable from here on
+    /// # Ok(()) }
+    /// ```
+    pub fn insert(&self, key: &[u8]) -> Result<(), StoreError> {
+        // Hashed for the generation the write lands in (a regeneration
+        // keeps the hash; a layout change does not: `apply_ops`).
+        let op = |p: &FilterParams| {
+            [LogOp {
+                insert: true,
+                hash: p.hash().hash(key),
+            }]
+        };
+        self.inner.apply_ops(op, Durability::Buffered)
+    }
+
+    /// Removes one occurrence of `key`, durable after the next
+    /// [`flush`](Table::flush). Refused with [`StoreError::NotPresent`],
+    /// changing nothing, if one of its counters is zero (it was never
+    /// inserted). A host must remove only keys it inserted: a remove of a
+    /// never-inserted key whose counters are all non-zero (a false positive)
+    /// cannot be detected and would take counts from other keys.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// use filterstore::StoreError;
+    /// t.insert(b"k1")?;
+    /// t.remove(b"k1")?;
+    /// assert!(!t.contains(b"k1"));
+    /// assert_eq!(t.live_keys(), 0);
+    /// // A key that was never inserted is refused, and nothing changes.
+    /// assert!(matches!(
+    ///     t.remove(b"never"),
+    ///     Err(StoreError::NotPresent { index: None, .. })
+    /// ));
+    /// # Ok(()) }
+    /// ```
+    pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
+        let op = |p: &FilterParams| {
+            [LogOp {
+                insert: false,
+                hash: p.hash().hash(key),
+            }]
+        };
+        match self.inner.apply_ops(op, Durability::Buffered) {
+            Err(StoreError::NotPresent { table, .. }) => {
+                Err(StoreError::NotPresent { table, index: None })
+            }
+            other => other,
+        }
+    }
+
+    /// Applies `batch` atomically: all of its operations, in order, or none
+    /// (a refused remove refuses the batch). Visible when this returns;
+    /// durable when it returns if `durability` is [`Durability::Durable`].
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// use filterstore::StoreError;
+    /// let mut batch = WriteBatch::new();
+    /// batch.insert(b"a").insert(b"b").insert(b"c");
+    /// t.apply(&batch, Durability::Durable)?; // one log record, one flush
+    /// assert_eq!(t.live_keys(), 3);
+    /// // A batch with a bad remove is refused whole: "d" is not inserted.
+    /// let mut bad = WriteBatch::new();
+    /// bad.insert(b"d").remove(b"never");
+    /// assert!(matches!(
+    ///     t.apply(&bad, Durability::Buffered),
+    ///     Err(StoreError::NotPresent { index: Some(1), .. })
+    /// ));
+    /// assert!(!t.contains(b"d"));
+    /// assert_eq!(t.live_keys(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn apply(&self, batch: &WriteBatch, durability: Durability) -> Result<(), StoreError> {
+        let ops = |p: &FilterParams| -> Vec<LogOp> {
+            let spec = p.hash();
+            batch
+                .iter()
+                .map(|(insert, key)| LogOp {
+                    insert,
+                    hash: spec.hash(key),
+                })
+                .collect()
+        };
+        self.inner.apply_ops(ops, durability)
+    }
+
+    /// Inserts many keys at once, straight into the counter pages: folds the
+    /// log, reads the counting filter once (`m/2` bytes), adds every key in
+    /// memory and writes each touched 16 KiB page once. Returns how many keys
+    /// it inserted. For loads of many keys (more than one per page of the
+    /// table, `m / 32768`); for fewer, [`apply`](Table::apply) costs less.
+    ///
+    /// Every key is visible as soon as it is added and **durable when this
+    /// returns**. Unlike a [`WriteBatch`], the load is **not atomic**: after a
+    /// crash in the middle some of its keys may be present and others not —
+    /// harmless under the host's rule 1 (records are committed only after
+    /// the load returned), and never a lost key once it returned. While a
+    /// regeneration runs, the keys take the ordinary write path instead.
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(100_000, 0.01))?;
+    /// let n = t.bulk_load((0..100_000u32).map(|i| i.to_le_bytes()))?;
+    /// assert_eq!((n, t.live_keys()), (100_000, 100_000));
+    /// assert!(t.contains(&7u32.to_le_bytes()));
+    /// # Ok(()) }
+    /// ```
+    pub fn bulk_load<I>(&self, keys: I) -> Result<u64, StoreError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        let mut keys = keys.into_iter();
+        loop {
+            let g = self.inner.gen.load_full();
+            if let Some(n) = g.bulk_insert(&mut keys)? {
+                self.inner.count_for_check(n);
+                return Ok(n);
+            }
+            if !g.retired.load(Ordering::Acquire) {
+                return self.load_by_batches(&mut keys);
+            }
+        }
+    }
+
+    /// [`bulk_load`](Table::bulk_load) through the write path.
+    fn load_by_batches(
+        &self,
+        keys: &mut dyn Iterator<Item = impl AsRef<[u8]>>,
+    ) -> Result<u64, StoreError> {
+        const STEP: usize = 1 << 16;
+        let mut batch = WriteBatch::new();
+        let mut n = 0;
+        loop {
+            batch.clear();
+            for k in keys.take(STEP) {
+                batch.insert(k.as_ref());
+            }
+            if batch.is_empty() {
+                break;
+            }
+            self.apply(&batch, Durability::Buffered)?;
+            n += batch.len() as u64;
+        }
+        self.flush()?;
+        Ok(n)
+    }
+
+    /// Makes every write applied so far to this table durable, against
+    /// power loss too (one `fdatasync` of its log, shared with concurrent
+    /// flushes and durable applies).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flush()
+    }
+
+    /// Inserts minus removes, never negative. No lock.
+    pub fn live_keys(&self) -> u64 {
+        self.current().live.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Logged operations not yet folded into the counter pages. No lock.
+    pub fn pending_log_ops(&self) -> u64 {
+        self.current().pending.load(Ordering::Relaxed)
+    }
+
+    /// Folds the log into the counter pages now (it is otherwise folded when
+    /// it reaches [`StoreConfig::fold_threshold`](crate::StoreConfig::fold_threshold) operations). Does not flush.
+    pub fn fold(&self) -> Result<(), StoreError> {
+        let g = self.inner.gen.load_full();
+        let mut w = g.writer.lock();
+        g.check_live()?;
+        g.fold(&mut w)
+    }
+
+    /// Statistics. Folds the log first, so that the count of saturated
+    /// counters is exact; the estimates read the whole bit filter (`m/8` bytes).
+    ///
+    /// # Examples
+    /// ```
+    /// use filterstore::{FilterStore, HashAlgo, Layout, TableSpec};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FilterStore::open(dir.path())?;
+    /// let t = store.create_table("t", TableSpec::new(10_000, 0.01))?;
+    /// for i in 0..10_000u32 {
+    ///     t.insert(&i.to_le_bytes())?;
+    /// }
+    /// let s = t.stats()?;
+    /// assert_eq!((s.layout, s.hash), (Layout::Blocked, HashAlgo::Xxh3_128));
+    /// assert_eq!((s.live_keys, s.expected_keys, s.generation), (10_000, 10_000, 1));
+    /// assert_eq!(s.bit_bytes, s.m_bits / 8); // in memory
+    /// assert_eq!(s.counter_bytes, s.m_bits / 2); // on disk, 4 bits per counter
+    /// // Full to its capacity: the estimate is near the 1% target.
+    /// assert!(s.estimated_fp > 0.005 && s.estimated_fp < 0.02, "{}", s.estimated_fp);
+    /// assert_eq!(s.saturated_counters, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn stats(&self) -> Result<TableStats, StoreError> {
+        let g = self.inner.gen.load_full();
+        let saturated = {
+            let mut w = g.writer.lock();
+            g.check_live()?;
+            g.fold_if_writable(&mut w)?;
+            w.saturated
+        };
+        let p = &g.params;
+        let m = self.meta();
+        let bits = &g.bits;
+        Ok(TableStats {
+            name: m.name.clone(),
+            layout: p.layout(),
+            m_bits: p.m(),
+            k: p.k(),
+            hash: p.hash().algo,
+            seed: p.hash().seed,
+            live_keys: g.live.load(Ordering::Relaxed).max(0) as u64,
+            expected_keys: m.expected_keys,
+            target_fp: m.target_fp,
+            estimated_fp: bits.estimated_fp(),
+            fill_ratio: bits.fill_ratio(),
+            saturated_counters: saturated,
+            generation: g.meta.generation,
+            format_version: STORE_FORMAT_VERSION,
+            bit_bytes: p.bit_bytes(),
+            counter_bytes: counter_bytes(p) as u64,
+        })
+    }
+
+    /// A copy of the table's counting filter (`m/2` bytes in memory, read from
+    /// the counter pages after a fold): for export and for checks. The store
+    /// itself never holds it.
+    pub fn counting_snapshot(&self) -> Result<CountingFilter, StoreError> {
+        let g = self.inner.gen.load_full();
+        let (bytes, _memory) = {
+            let mut w = g.writer.lock();
+            g.check_live()?;
+            g.fold_if_writable(&mut w)?;
+            g.read_counters_with_log(&w, "a counting snapshot")?
+        };
+        let p = g.params;
+        CountingFilter::from_bytes(p, bytes).map_err(|e| {
+            StoreError::corrupt(
+                format!("counters of table {:?}", g.meta.name),
+                crate::error::CodecError::InvalidField {
+                    field: "counters",
+                    reason: e.to_string(),
+                },
+            )
+        })
+    }
+}
