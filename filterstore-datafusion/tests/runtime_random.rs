@@ -267,7 +267,7 @@ async fn contexts(dir: &Path) -> (SessionContext, SessionContext, SessionContext
 async fn answer(ctx: &SessionContext, sql: &str) -> Result<Vec<Vec<common::tpch::Cell>>, String> {
     let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
     let b = df.collect().await.map_err(|e| e.to_string())?;
-    Ok(rows(&b, false))
+    Ok(rows(&b))
 }
 
 async fn run(cases: usize, seed: u64) {
