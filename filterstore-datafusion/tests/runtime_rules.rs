@@ -151,7 +151,7 @@ async fn check(f: &Fixture, sql: &str) -> (RuntimeFilterReport, Arc<dyn Executio
     let got = datafusion::physical_plan::collect(Arc::clone(&plan), f.rule.task_ctx())
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}\n{report}"));
-    if let Some(d) = diff(&rows(&expected, false), &rows(&got, false)) {
+    if let Some(d) = diff(&rows(&expected), &rows(&got)) {
         panic!("{sql}\ndiffers from single-node DataFusion: {d}\n{report}");
     }
     (report, plan)
@@ -211,7 +211,7 @@ async fn regression_null_safe_join_keeps_null_matches() {
             .collect()
             .await
             .unwrap();
-        assert!(rows(&nulls, false)[0][0] != common::tpch::Cell::S("0".into()));
+        assert!(rows(&nulls)[0][0] != common::tpch::Cell::S("0".into()));
     })
     .await
 }
