@@ -10,7 +10,8 @@
 //! With DataFusion's default broadcast plan there is no fact shuffle, and
 //! the rule leaves the plan alone; `EXPLAIN` says why.
 //!
-//! Run from the workspace root: `cargo run --release --example distributed_semijoin`
+//! Run from the workspace root:
+//! `cargo run --release -p filterstore-datafusion --example distributed_semijoin`
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::collect;
