@@ -126,9 +126,7 @@ async fn measure(
     for (t, l) in times.iter_mut().zip(last) {
         t.sort_by(f64::total_cmp);
         let (plan, decision) = l.ok_or("no run")?;
-        let plan =
-            rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated)
-                .await?;
+        let plan = filterstore_datafusion::metrics::executed_plan(&plan).await?;
         out.push(Figures {
             rows: fact_shuffle_metric(&plan, "output_rows")?,
             bytes: fact_shuffle_metric(&plan, "bytes_transferred")?,

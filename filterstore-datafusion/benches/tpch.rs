@@ -14,12 +14,11 @@ mod tpch;
 
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
-use datafusion_distributed::{rewrite_distributed_plan_with_metrics, DistributedMetricsFormat};
 use filterstore_datafusion::cluster::{
     in_memory_cluster, partitioned_join_config, WorkerFunctions,
 };
-use filterstore_datafusion::metrics::{is_bloom_filter, one_line, sum_metric};
-use filterstore_datafusion::{last_report, RuntimeFilterConfig, Verdict};
+use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, one_line, sum_metric};
+use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig, Verdict};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -78,8 +77,7 @@ async fn once(ctx: &SessionContext, stmts: &[String]) -> Res<(f64, Vec<Vec<tpch:
     }
     let wall = started.elapsed().as_secs_f64() * 1e3;
     let (plan, batches) = last.ok_or("no result")?;
-    let plan =
-        rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated).await?;
+    let plan = executed_plan(&plan).await?;
     let figures = Figures {
         shuffle_rows: sum_metric(&plan, "output_rows", is_shuffle)?,
         shuffle_bytes: sum_metric(&plan, "output_bytes", is_shuffle)?,
@@ -138,7 +136,7 @@ async fn main() -> Res<()> {
         "ms w/o",
         "ms with",
         "ratio",
-        "build ms"
+        "ready ms"
     );
     let (mut wrong, mut applied) = (0usize, 0usize);
     let (mut bytes_without, mut bytes_with) = (0usize, 0usize);
@@ -170,15 +168,16 @@ async fn main() -> Res<()> {
                     t1.push(ms);
                     f1 = figs;
                     let report = last_report(&with).unwrap_or_default();
-                    filters = report.applied();
+                    filters = report.built();
                     build_ms = report
-                        .decisions
-                        .iter()
-                        .map(|d| match d.verdict {
-                            Verdict::Applied { creation_ms, .. } => creation_ms,
-                            _ => 0.0,
+                        .filters()
+                        .filter_map(|f| match f.outcome() {
+                            Some(FilterOutcome::Built { ready_after, .. }) => {
+                                Some(ready_after.as_secs_f64() * 1e3)
+                            }
+                            _ => None,
                         })
-                        .fold(0.0, |a, b| a + b); // `sum` of no f64 is -0.0
+                        .fold(0.0, f64::max);
                 } else {
                     t0.push(ms);
                     f0 = figs;
@@ -211,7 +210,7 @@ async fn main() -> Res<()> {
             for d in r
                 .decisions
                 .iter()
-                .filter(|d| matches!(d.verdict, Verdict::Applied { .. }))
+                .filter(|d| matches!(d.verdict, Verdict::Placed { .. }))
             {
                 println!("       {d}");
             }

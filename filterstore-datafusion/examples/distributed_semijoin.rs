@@ -16,9 +16,7 @@
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::ParquetReadOptions;
-use datafusion_distributed::{
-    display_plan_ascii, rewrite_distributed_plan_with_metrics, DistributedMetricsFormat,
-};
+use datafusion_distributed::display_plan_ascii;
 use filterstore_datafusion::cluster::{
     broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
 };
@@ -53,9 +51,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         println!("== {name} join\n{report}");
         let rows = collect(plan.clone(), ctx.task_ctx()).await?;
         println!("{}", pretty_format_batches(&rows)?);
-        let plan =
-            rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated)
-                .await?;
+        let plan = filterstore_datafusion::metrics::executed_plan(&plan).await?;
         println!("{}", display_plan_ascii(plan.as_ref(), true));
     }
     Ok(())

@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod rowkey;
 pub mod runtime;
 pub mod sbbf;
+pub mod serve;
 pub mod star;
 
 pub use agg::{bloom_agg_udaf, is_pass_all, pass_all_message, BloomAgg};
@@ -38,8 +39,9 @@ pub use contains::{bloom_contains_udf, BloomContains};
 pub use error::BloomUdfError;
 pub use estimate::{estimate_udfs, BloomEstimate, EstimateKind};
 pub use runtime::{
-    last_report, BloomFilterExec, BloomRuntimeFilterPlanner, BloomRuntimeFilterRule, JoinDecision,
-    RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
+    last_report, BloomFilterExec, BloomQueryExec, BloomRuntimeFilterPlanner,
+    BloomRuntimeFilterRule, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision,
+    RendezvousServer, RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
 };
 
 use datafusion::execution::SessionStateBuilder;

@@ -33,6 +33,25 @@ pub fn sum_metric(
     Ok(total)
 }
 
+/// The plan that ran, with the workers' metrics brought home: below the
+/// runtime filters' scoping node ([`crate::BloomQueryExec`]), through
+/// datafusion-distributed's metrics rewrite for a distributed plan. Call
+/// after the plan ran.
+pub async fn executed_plan(plan: &Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let mut plan = Arc::clone(plan);
+    if let Some(q) = plan.downcast_ref::<crate::BloomQueryExec>() {
+        plan = Arc::clone(q.input());
+    }
+    if plan.is::<datafusion_distributed::DistributedExec>() {
+        use datafusion_distributed::{
+            rewrite_distributed_plan_with_metrics, DistributedMetricsFormat,
+        };
+        plan = rewrite_distributed_plan_with_metrics(plan, DistributedMetricsFormat::Aggregated)
+            .await?;
+    }
+    Ok(plan)
+}
+
 /// A node's one-line display, e.g. `BloomFilterExec: join #1 ...`.
 /// Selectors match on it rather than downcast: the plan that
 /// datafusion-distributed's metrics rewrite returns wraps nodes in its own

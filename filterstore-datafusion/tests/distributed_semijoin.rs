@@ -1,7 +1,8 @@
 //! Runtime filters on datafusion-distributed's in-memory cluster (3 workers,
 //! no ports): a 1M-row fact table and a 50k-row dimension with ~10% of its
 //! keys selected, as 8 + 6 Parquet files, the join forced partitioned; the
-//! plain SQL query gets its filter from the planner, with no second query.
+//! plain SQL query gets its filter from the planner, built by the join's own
+//! build side while the query runs.
 
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
@@ -12,13 +13,16 @@ use datafusion_distributed::{
     display_plan_ascii, rewrite_distributed_plan_with_metrics, DistributedMetricsFormat,
     NetworkBoundaryExt,
 };
+
 use filterstore_datafusion::cluster::{
     broadcast_join_config, in_memory_cluster, partitioned_join_config, single_task_config,
     WorkerFunctions,
 };
-use filterstore_datafusion::metrics::{is_bloom_filter, is_shuffle_of, sum_metric};
+use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, is_shuffle_of, sum_metric};
 use filterstore_datafusion::star::{write_star, StarData, StarSpec};
-use filterstore_datafusion::{last_report, RuntimeFilterConfig, SkipReason, Verdict};
+use filterstore_datafusion::{
+    last_report, FilterOutcome, RuntimeFilterConfig, SkipReason, Verdict,
+};
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
@@ -129,17 +133,18 @@ async fn partitioned_join_is_prefiltered() -> TestResult {
         register(&ctx, dir.path()).await?;
         let planned = ctx.sql(QUERY).await?.create_physical_plan().await?;
         let report = last_report(&ctx).expect("a report");
-        let applied: Vec<_> = report
+        let placed: Vec<_> = report
             .decisions
             .iter()
             .filter_map(|d| match &d.verdict {
-                Verdict::Applied { message_bytes, keys, fp, .. } => Some((*message_bytes, *keys, *fp)),
+                Verdict::Placed { m, k, filter, .. } => Some((*m, *k, filter.clone())),
                 Verdict::Skipped(_) => None,
             })
             .collect();
-        let [(message_bytes, keys, fp)] = applied[..] else {
+        let [(m, k, ref filter)] = placed[..] else {
             panic!("one filter expected:\n{report}");
         };
+        assert!(filter.outcome().is_none(), "planning ran the build side:\n{report}");
         let shuffle = fact_shuffle(&planned).expect("fact shuffle");
         let shown = display_plan_ascii(planned.as_ref(), false);
         // The filter sits below the fact side's network shuffle, and nowhere
@@ -150,7 +155,12 @@ async fn partitioned_join_is_prefiltered() -> TestResult {
         let fact_tasks = shuffle.as_network_boundary().map(|b| b.input_stage().task_count()).unwrap_or(0);
 
         assert_eq!(run(Arc::clone(&planned), &ctx).await?, expected, "result equals the exact join");
-        let plan = rewrite_distributed_plan_with_metrics(Arc::clone(&planned), DistributedMetricsFormat::Aggregated).await?;
+        let Some(FilterOutcome::Built { message_bytes, keys, fp, partials, build_rows, .. }) = filter.outcome() else {
+            panic!("no filter built:\n{report}");
+        };
+        assert_eq!(partials, 3, "one partial per task of the join's stage");
+        assert_eq!(build_rows as usize, star.selected_keys(SELECTED), "the taps saw every build row once");
+        let plan = executed_plan(&planned).await?;
 
         // Rows entering the fact shuffle: the filters' output.
         let passed = sum_metric(&plan, "output_rows", is_bloom)? as u64;
@@ -170,8 +180,13 @@ async fn partitioned_join_is_prefiltered() -> TestResult {
         // Distinct keys from the fill: within 3% of the truth.
         let truth = star.selected_keys(SELECTED) as f64;
         assert!((keys - truth).abs() < 0.03 * truth, "{keys:.0} keys estimated, {truth} selected");
-        // Message: at most ~12 bits per key (a blocked 1% filter is ~10).
-        assert!(message_bytes as f64 <= truth * 12.0 / 8.0 + 108.0, "{message_bytes} bytes for {truth} keys");
+        // Message: within 5% of the entropy of the filter's bits (a fill f
+        // gives m·H(f) bits; f = fp^(1/k) from the fill estimate), plus the
+        // header: the filter is sized for headroom and entropy-coded.
+        let f = fp.powf(1.0 / f64::from(k));
+        let h = -(f * f.log2() + (1.0 - f) * (1.0 - f).log2());
+        let bound = m as f64 * h / 8.0 * 1.05 + 256.0;
+        assert!((message_bytes as f64) <= bound, "{message_bytes} bytes, bound {bound:.0} (m {m}, fill {f:.3})");
 
         let shuffled = |p: &Arc<dyn ExecutionPlan>| -> datafusion::error::Result<usize> {
             let s = fact_shuffle(p).expect("fact shuffle");
@@ -184,9 +199,9 @@ async fn partitioned_join_is_prefiltered() -> TestResult {
             shuffled(&base)?,
             shuffled(&plan)?
         );
-        // The message is copied into each fact task's plan once, never into
-        // the build side's: growth at most 1.5x message per fact task + 4 KB.
-        assert!(b1 <= b0 + (message_bytes * fact_tasks * 3) / 2 + 4096, "plan bytes {b0} -> {b1}");
+        // The message never travels in a plan: the nodes add their keys and
+        // settings only (at most 2 KiB per task of the two stages).
+        assert!(b1 <= b0 + 2048 * 2 * fact_tasks.max(3), "plan bytes {b0} -> {b1}");
         assert!(shuffled(&plan)? * 4 < shuffled(&base)?, "shuffle bytes must fall with the rows");
         Ok(())
     })
@@ -209,7 +224,7 @@ fn skip_reasons(ctx: &SessionContext) -> Vec<SkipReason> {
         .into_iter()
         .filter_map(|d| match d.verdict {
             Verdict::Skipped(r) => Some(r),
-            Verdict::Applied { .. } => None,
+            Verdict::Placed { .. } => None,
         })
         .collect()
 }
@@ -267,21 +282,29 @@ async fn broadcast_and_single_node_plans_are_left_alone() -> TestResult {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_without_the_codec_leaves_the_plan_as_it_was() -> TestResult {
+async fn worker_without_the_codec_fails_the_query_loudly() -> TestResult {
     within(120, async {
         let (dir, _) = data();
-        let ctx = in_memory_cluster(3, WorkerFunctions::Missing, partitioned_join_config(3)?, rule())?;
+        let ctx = in_memory_cluster(
+            3,
+            WorkerFunctions::Missing,
+            partitioned_join_config(3)?,
+            rule(),
+        )?;
         register(&ctx, dir.path()).await?;
-        // The creation side cannot run on workers that lack the codec: the
-        // rule records why and leaves the join as DataFusion planned it.
+        // Planning runs nothing, so it cannot know; a worker that cannot
+        // decode the filter's nodes fails the query with the reason, as a
+        // worker without a UDF the query uses does. Never a wrong answer.
         let plan = ctx.sql(QUERY).await?.create_physical_plan().await?;
-        let reasons = skip_reasons(&ctx);
+        assert_eq!(count(&plan, is_bloom), 1);
+        let err = run(plan, &ctx)
+            .await
+            .expect_err("a worker without the codec");
+        let text = err.to_string();
         assert!(
-            reasons.iter().any(|r| matches!(r, SkipReason::Failed(why) if why.contains("BloomBuildExec") || why.contains("codec"))),
-            "{reasons:?}"
+            text.contains("Bloom") || text.contains("codec") || text.contains("extension"),
+            "{text}"
         );
-        assert_eq!(count(&plan, is_bloom), 0);
-        assert_eq!(run(plan, &ctx).await?, exact(dir.path()).await);
         Ok(())
     })
     .await

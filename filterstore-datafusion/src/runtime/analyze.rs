@@ -1,13 +1,16 @@
 //! `EXPLAIN ANALYZE` with the runtime filters' decisions: the analyzed
 //! plan's rows, then one more row (`plan_type` "Runtime filters") with the
-//! decision and reason of every join side, as `EXPLAIN` prints them.
+//! decision and reason of every join side, as `EXPLAIN` prints them, and
+//! what became of each filter while the query ran (written when the
+//! analyzed plan has ended).
 //!
 //! DataFusion's `AnalyzeExec` (and datafusion-distributed's) output two
 //! string columns, `plan_type` and `plan`, in one partition; this node runs
 //! on the coordinator only, above them, and is never sent to a worker.
 
+use super::report::RuntimeFilterReport;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -28,14 +31,17 @@ pub const REPORT_ROW: &str = "Runtime filters";
 #[derive(Debug)]
 pub struct BloomReportExec {
     input: Arc<dyn ExecutionPlan>,
-    report: String,
+    report: RuntimeFilterReport,
 }
 
 impl BloomReportExec {
     /// `analyze` with `report` appended, or `analyze` itself when its output
     /// is not the two string columns of an analyze node (nothing to append
     /// to, and nothing changed).
-    pub fn wrap(analyze: Arc<dyn ExecutionPlan>, report: String) -> Arc<dyn ExecutionPlan> {
+    pub fn wrap(
+        analyze: Arc<dyn ExecutionPlan>,
+        report: RuntimeFilterReport,
+    ) -> Arc<dyn ExecutionPlan> {
         let schema = analyze.schema();
         let strings = schema.fields().len() == 2
             && schema
@@ -51,12 +57,13 @@ impl BloomReportExec {
         })
     }
 
-    fn report_batch(&self) -> Result<RecordBatch> {
+    fn report_batch(schema: SchemaRef, report: &RuntimeFilterReport) -> Result<RecordBatch> {
+        let text = report.to_string();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from(vec![REPORT_ROW])),
-            Arc::new(StringArray::from(vec![self.report.trim_end().to_string()])),
+            Arc::new(StringArray::from(vec![text.trim_end().to_string()])),
         ];
-        RecordBatch::try_new(self.input.schema(), columns).map_err(DataFusionError::from)
+        RecordBatch::try_new(schema, columns).map_err(DataFusionError::from)
     }
 }
 
@@ -109,7 +116,9 @@ impl ExecutionPlan for BloomReportExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let input = self.input.execute(partition, context)?;
-        let extra = futures::stream::once(futures::future::ready(self.report_batch()));
+        // Rendered after the input has ended, when the outcomes are known.
+        let (schema, report) = (self.input.schema(), self.report.clone());
+        let extra = futures::stream::once(async move { Self::report_batch(schema, &report) });
         let schema = self.schema();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             schema,

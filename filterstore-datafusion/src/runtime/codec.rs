@@ -1,34 +1,38 @@
-//! How a [`BloomFilterExec`] crosses to a worker inside its task's plan: a
+//! How the rule's nodes cross to a worker inside its task's plan: a
 //! `PhysicalExtensionCodec` that datafusion-distributed composes with its
 //! own (`with_distributed_user_codec`), on the coordinator and on every
 //! worker ([`crate::BloomStateBuilderExt::with_bloom_functions`] installs
-//! it).
+//! it). docs/FORMAT.md § 16 has the same table.
 //!
-//! The bytes (little-endian; every length is checked against the bytes
-//! left before anything is sliced or allocated):
+//! A [`BloomFilterExec`] (little-endian; every length is checked against the
+//! bytes left before anything is sliced or allocated):
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 4 | magic `FSRF` |
-//! | 1 | version, 1 |
-//! | 1 | flags: bit 0 = null keys pass; other bits zero |
+//! | 1 | version, 2 |
+//! | 1 | flags: bit 0 = null keys pass; bit 1 = force; other bits zero |
 //! | 4 + n | label, UTF-8 |
 //! | 4 | number of key expressions (≥ 1) |
 //! | per key: 4 + n | the expression as DataFusion's `PhysicalExprNode` protobuf |
-//! | 4 + n | the filter message (docs/FORMAT.md § 12) |
+//! | 22 | the filter's shape: layout id (1), `m` (8), `k` (4), hash algorithm id (1), seed (8) |
+//! | 16 + 8 | filter id, execution scope |
+//! | 4 + n | the coordinator's rendezvous address, UTF-8 (empty: the coordinator's process) |
+//! | 4 | probe place number |
+//! | 8 + 8 + 8 | wait (ms), check window (rows), minimum drop share (f64 bits) |
 //!
-//! A [`BloomBuildExec`] (the creation side's partial filter) is encoded the
-//! same way with magic `FSRB`: version, flags (zero), the number of key
-//! expressions and each expression, then the filter's shape: layout id (1),
-//! `m` (8), `k` (4), hash algorithm id (1), seed (8). The shape is checked
-//! by `FilterParams::new` and capped at [`MAX_PARTIAL_BITS`] before the
-//! partial filter is allocated.
+//! A [`BloomTapExec`]: magic `FSRT`, version 2, flags (zero), label, keys,
+//! the filter's shape, filter id and scope, and the rendezvous address. The shape is checked by
+//! `FilterParams::new` and capped at [`MAX_PARTIAL_BITS`] before a tap
+//! allocates its filter.
 //!
-//! Coordinator and workers run the same build within one query, so the
-//! version only guards against a mixed deployment, which it refuses.
+//! Coordinator and workers run the same build within one query; a version
+//! this build does not read is refused with a message saying so. Version 1
+//! (a message inside the node, a creation side run at planning) is gone.
 
-use super::build::BloomBuildExec;
-use super::exec::BloomFilterExec;
+use super::exec::{BloomFilterExec, ProbePolicy, ProbeSpec};
+use super::scope::ScopeCell;
+use super::tap::BloomTapExec;
 use datafusion::arrow::datatypes::Schema;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -43,14 +47,16 @@ use datafusion_proto::protobuf::PhysicalExprNode;
 use filterstore::{FilterParams, HashAlgo, HashSpec, Layout};
 use prost::Message;
 use std::sync::Arc;
+use std::time::Duration;
 
 const MAGIC: &[u8; 4] = b"FSRF";
-const BUILD_MAGIC: &[u8; 4] = b"FSRB";
+const TAP_MAGIC: &[u8; 4] = b"FSRT";
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
 pub const MAX_PARTIAL_BITS: u64 = 1 << 33;
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const NULLS_PASS: u8 = 1;
+const FORCE: u8 = 2;
 
 /// The codec of [`BloomFilterExec`].
 #[derive(Debug, Default, Clone, Copy)]
@@ -73,8 +79,8 @@ impl PhysicalExtensionCodec for BloomCodec {
         };
         let mut r = Reader(buf);
         let magic = r.take(4)?;
-        let is_build = magic == BUILD_MAGIC;
-        if magic != MAGIC && !is_build {
+        let is_tap = magic == TAP_MAGIC;
+        if magic != MAGIC && !is_tap {
             return Err(bad("not a filterstore runtime-filter node"));
         }
         let version = r.u8()?;
@@ -84,31 +90,56 @@ impl PhysicalExtensionCodec for BloomCodec {
             )));
         }
         let flags = r.u8()?;
-        if flags & !NULLS_PASS != 0 || (is_build && flags != 0) {
+        if flags & !(NULLS_PASS | FORCE) != 0 || (is_tap && flags != 0) {
             return Err(bad(format!("unknown flags {flags:#04x}")));
-        }
-        if is_build {
-            let keys = decode_keys(&mut r, &input.schema(), ctx, proto_converter)?;
-            let params = decode_params(&mut r)?;
-            r.end()?;
-            return Ok(Arc::new(BloomBuildExec::try_new(
-                Arc::clone(input),
-                keys,
-                params,
-            )?));
         }
         let label = String::from_utf8(r.sized()?.to_vec()).map_err(|_| bad("label not UTF-8"))?;
         let keys = decode_keys(&mut r, &input.schema(), ctx, proto_converter)?;
-        let message = r.sized()?.to_vec();
+        let params = decode_params(&mut r)?;
+        let filter = u128::from_le_bytes(r.array()?);
+        let scope = ScopeCell::fixed(u64::from_le_bytes(r.array()?));
+        let url = String::from_utf8(r.sized()?.to_vec()).map_err(|_| bad("address not UTF-8"))?;
+        let url = (!url.is_empty()).then_some(url);
+        if is_tap {
+            r.end()?;
+            let tap = BloomTapExec::try_new(
+                Arc::clone(input),
+                keys,
+                params,
+                filter,
+                (url, scope),
+                label,
+            )?;
+            return Ok(Arc::new(tap));
+        }
+        let point = r.u32()? as usize;
+        let wait = Duration::from_millis(u64::from_le_bytes(r.array()?));
+        let check_window = u64::from_le_bytes(r.array()?);
+        let min_drop = f64::from_bits(u64::from_le_bytes(r.array()?));
         r.end()?;
-        let node = BloomFilterExec::try_new(
+        if !(0.0..=1.0).contains(&min_drop) {
+            return Err(bad(format!("a minimum drop share of {min_drop}")));
+        }
+        let spec = ProbeSpec {
+            filter,
+            point,
+            params,
+            nulls_pass: flags & NULLS_PASS != 0,
+            label,
+            policy: ProbePolicy {
+                wait,
+                check_window,
+                min_drop,
+                force: flags & FORCE != 0,
+            },
+            rendezvous: url,
+            scope,
+        };
+        Ok(Arc::new(BloomFilterExec::try_new(
             Arc::clone(input),
             keys,
-            Arc::new(message),
-            flags & NULLS_PASS != 0,
-            label,
-        )?;
-        Ok(Arc::new(node))
+            spec,
+        )?))
     }
 
     fn try_encode(
@@ -117,30 +148,53 @@ impl PhysicalExtensionCodec for BloomCodec {
         buf: &mut Vec<u8>,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
-        if let Some(b) = node.downcast_ref::<BloomBuildExec>() {
-            buf.extend_from_slice(BUILD_MAGIC);
+        if let Some(t) = node.downcast_ref::<BloomTapExec>() {
+            buf.extend_from_slice(TAP_MAGIC);
             buf.push(VERSION);
             buf.push(0);
-            encode_keys(buf, b.keys(), proto_converter)?;
-            let p = b.params();
-            buf.push(p.layout().id());
-            buf.extend_from_slice(&p.m().to_le_bytes());
-            buf.extend_from_slice(&p.k().to_le_bytes());
-            buf.push(p.hash().algo.id());
-            buf.extend_from_slice(&p.hash().seed.to_le_bytes());
+            put_sized(buf, t.label().as_bytes())?;
+            encode_keys(buf, t.keys(), proto_converter)?;
+            encode_params(buf, t.params());
+            buf.extend_from_slice(&t.filter_id().to_le_bytes());
+            buf.extend_from_slice(&t.scope().to_le_bytes());
+            put_sized(buf, t.rendezvous().unwrap_or("").as_bytes())?;
             return Ok(());
         }
         let Some(node) = node.downcast_ref::<BloomFilterExec>() else {
             return Err(bad(format!("cannot encode {}", node.name())));
         };
+        let p = node.policy();
         buf.extend_from_slice(MAGIC);
         buf.push(VERSION);
-        buf.push(if node.nulls_pass() { NULLS_PASS } else { 0 });
+        let mut flags = 0;
+        if node.nulls_pass() {
+            flags |= NULLS_PASS;
+        }
+        if p.force {
+            flags |= FORCE;
+        }
+        buf.push(flags);
         put_sized(buf, node.label().as_bytes())?;
         encode_keys(buf, node.keys(), proto_converter)?;
-        put_sized(buf, node.message())?;
+        encode_params(buf, node.params());
+        buf.extend_from_slice(&node.filter_id().to_le_bytes());
+        buf.extend_from_slice(&node.scope().to_le_bytes());
+        put_sized(buf, node.rendezvous().unwrap_or("").as_bytes())?;
+        put_len(buf, node.point())?;
+        let wait = u64::try_from(p.wait.as_millis()).unwrap_or(u64::MAX);
+        buf.extend_from_slice(&wait.to_le_bytes());
+        buf.extend_from_slice(&p.check_window.to_le_bytes());
+        buf.extend_from_slice(&p.min_drop.to_bits().to_le_bytes());
         Ok(())
     }
+}
+
+fn encode_params(buf: &mut Vec<u8>, p: &FilterParams) {
+    buf.push(p.layout().id());
+    buf.extend_from_slice(&p.m().to_le_bytes());
+    buf.extend_from_slice(&p.k().to_le_bytes());
+    buf.push(p.hash().algo.id());
+    buf.extend_from_slice(&p.hash().seed.to_le_bytes());
 }
 
 fn encode_keys(

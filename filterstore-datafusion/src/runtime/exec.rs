@@ -1,17 +1,33 @@
-//! `BloomFilterExec`: drops the rows whose join key a runtime filter says
-//! cannot be on the other side of the join.
+//! `BloomFilterExec`: drops the rows whose join key the runtime filter says
+//! cannot be on the join's build side.
 //!
-//! The node keeps its input's schema, partitioning and order; it only
-//! removes rows. A row passes when the filter answers "maybe" for its key
-//! (the key expressions are the join's own, rewritten onto this node's
-//! input), or when a key column is null and the join matches nulls
-//! (`nulls_pass`). It never drops a row whose key is in the filter: a Bloom
-//! filter has no false negatives, so the join's answer cannot change.
+//! The node sits below the probe side's network shuffle and keeps its
+//! input's schema, partitioning and order; it only removes rows. A row
+//! passes when the filter answers "maybe" for its key (the key expressions
+//! are the join's own, moved down onto this node's input), or when a key
+//! column is null and the join matches nulls. A Bloom filter has no false
+//! negatives, so the join's answer cannot change.
 //!
-//! The filter message travels inside the node (and so inside each task's
-//! plan, through [`super::codec::BloomCodec`]); each process decodes it once
-//! ([`crate::cache`]). Metrics: `rows_in`, `output_rows`, `message_bytes`.
+//! The filter is built while the query runs ([`super::tap`]); each task of
+//! this node's stage fetches it once from the coordinator
+//! ([`super::rendezvous`]: in its process, or through its rendezvous
+//! service from a worker process). A task waits for it at most
+//! [`ProbePolicy::wait`] from its first poll, then passes rows unfiltered
+//! until the filter arrives (a late filter still applies to the rows after
+//! it). "Pass every row" (a failed or cancelled build, a filter not worth
+//! shipping, a query that ended) ends every wait at once. A filter that drops fewer than [`ProbePolicy::min_drop`]
+//! of the first [`ProbePolicy::check_window`] rows it checks stops being
+//! checked. A batch whose keys fail to evaluate passes whole (the
+//! expressions moved below operators that may have kept such rows from
+//! them) and is counted.
+//!
+//! Metrics: `rows_in`, `output_rows`, `rows_unfiltered` (passed before the
+//! filter, or without one), `rows_unchecked` (after checking stopped),
+//! `key_error_rows`, `wait_time`, `message_bytes`, and per-partition flags
+//! `deadline_missed`, `pass_all`, `stopped_checking`.
 
+use super::rendezvous::{self, service, Delivery, FilterId};
+use super::scope::ScopeCell;
 use crate::cache;
 use crate::rowkey::{contains_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
@@ -22,45 +38,85 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::CardinalityEffect;
 use datafusion::physical_plan::metrics::{
-    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{ChildStats, StatisticsArgs};
 use datafusion::physical_plan::{
-    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
-    ReplaceChildrenOptions, Statistics,
+    ChildStats, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
+    PlanProperties, ReplaceChildrenOptions, Statistics, StatisticsArgs,
 };
-use futures::StreamExt;
+use filterstore::{BitFilter, BloomRead, FilterParams};
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, StreamExt};
+use parking_lot::Mutex;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 /// Name of the node in plans and metrics.
 pub const NAME: &str = "BloomFilterExec";
 
-/// A runtime Bloom filter on one side of a join, placed below that side's
-/// network shuffle.
+/// How a probe task waits for its filter and when it stops checking it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProbePolicy {
+    /// The longest a task waits for its filter, from its first poll.
+    pub wait: Duration,
+    /// Rows checked before the filter's worth is judged.
+    pub check_window: u64,
+    /// A filter that drops less than this share of the rows it checked in
+    /// its first window stops being checked.
+    pub min_drop: f64,
+    /// Keep checking whatever the filter drops (tests, measurements).
+    pub force: bool,
+}
+
+/// The runtime filter of one join on one probe place.
 #[derive(Debug, Clone)]
 pub struct BloomFilterExec {
     input: Arc<dyn ExecutionPlan>,
     keys: Vec<Arc<dyn PhysicalExpr>>,
-    message: Arc<Vec<u8>>,
-    message_id: u128,
     nulls_pass: bool,
     label: String,
+    filter: FilterId,
+    point: usize,
+    params: FilterParams,
+    policy: ProbePolicy,
+    rendezvous: Option<String>,
+    scope: Arc<ScopeCell>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    runs: Arc<Runs>,
+}
+
+/// What one probe place needs besides its input and keys.
+#[derive(Clone, Debug)]
+pub struct ProbeSpec {
+    /// The filter's id.
+    pub filter: FilterId,
+    /// Which of the filter's probe places this is.
+    pub point: usize,
+    /// The filter's shape (a message of another shape is refused).
+    pub params: FilterParams,
+    /// Whether rows with a null key pass.
+    pub nulls_pass: bool,
+    /// The join, as plans show it.
+    pub label: String,
+    /// Waiting and checking.
+    pub policy: ProbePolicy,
+    /// The coordinator's rendezvous address, for probe tasks in worker
+    /// processes (`None`: the coordinator's process).
+    pub rendezvous: Option<String>,
+    /// The plan's execution scope.
+    pub scope: Arc<ScopeCell>,
 }
 
 impl BloomFilterExec {
-    /// Filters `input` by `message` on the key `keys` (expressions over
-    /// `input`'s schema, one per join-key column). `label` names the join in
-    /// plans (`EXPLAIN`) and reports.
+    /// Filters `input` on `keys` (expressions over its schema, one per
+    /// join-key column) by the runtime filter `spec` names.
     pub fn try_new(
         input: Arc<dyn ExecutionPlan>,
         keys: Vec<Arc<dyn PhysicalExpr>>,
-        message: Arc<Vec<u8>>,
-        nulls_pass: bool,
-        label: String,
+        spec: ProbeSpec,
     ) -> Result<Self> {
         if keys.is_empty() {
             return Err(DataFusionError::Plan(format!(
@@ -76,25 +132,25 @@ impl BloomFilterExec {
         }
         let properties = Arc::clone(input.properties());
         Ok(BloomFilterExec {
-            message_id: xxhash_rust::xxh3::xxh3_128(&message),
             input,
             keys,
-            message,
-            nulls_pass,
-            label,
+            nulls_pass: spec.nulls_pass,
+            label: spec.label,
+            filter: spec.filter,
+            point: spec.point,
+            params: spec.params,
+            policy: spec.policy,
+            rendezvous: spec.rendezvous,
+            scope: spec.scope,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
+            runs: Arc::default(),
         })
     }
 
     /// The key expressions, over the input's schema.
     pub fn keys(&self) -> &[Arc<dyn PhysicalExpr>] {
         &self.keys
-    }
-
-    /// The filter message.
-    pub fn message(&self) -> &Arc<Vec<u8>> {
-        &self.message
     }
 
     /// Whether rows with a null key pass.
@@ -107,10 +163,144 @@ impl BloomFilterExec {
         &self.label
     }
 
+    /// The filter's id.
+    pub fn filter_id(&self) -> FilterId {
+        self.filter
+    }
+
+    /// Which of the filter's probe places this is.
+    pub fn point(&self) -> usize {
+        self.point
+    }
+
+    /// The filter's shape.
+    pub fn params(&self) -> &FilterParams {
+        &self.params
+    }
+
+    /// Waiting and checking.
+    pub fn policy(&self) -> &ProbePolicy {
+        &self.policy
+    }
+
+    /// The coordinator's rendezvous address, if probe tasks fetch from
+    /// other processes.
+    pub fn rendezvous(&self) -> Option<&str> {
+        self.rendezvous.as_deref()
+    }
+
+    /// The execution scope the node runs in now.
+    pub fn scope(&self) -> rendezvous::Scope {
+        self.scope.get()
+    }
+
     /// The input.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
     }
+
+    fn run(&self, ctx: &Arc<TaskContext>) -> Arc<ProbeRun> {
+        let mut runs = self.runs.0.lock();
+        runs.retain(|(c, _)| c.strong_count() > 0);
+        if let Some((_, r)) = runs
+            .iter()
+            .find(|(c, _)| std::ptr::eq(c.as_ptr(), Arc::as_ptr(ctx)))
+        {
+            return Arc::clone(r);
+        }
+        let bytes = MetricBuilder::new(&self.metrics).global_counter("message_bytes");
+        let source = Source {
+            id: self.filter,
+            scope: self.scope.get(),
+            rendezvous: self.rendezvous.clone(),
+        };
+        let arrival = receive(source, self.params, bytes);
+        let run = Arc::new(ProbeRun {
+            arrival,
+            first_poll: OnceLock::new(),
+            wait: self.policy.wait,
+        });
+        runs.push((Arc::downgrade(ctx), Arc::clone(&run)));
+        run
+    }
+}
+
+/// One run per task, keyed by the task's `TaskContext` (see the tap).
+#[derive(Debug, Default)]
+struct Runs(Mutex<Vec<(Weak<TaskContext>, Arc<ProbeRun>)>>);
+
+/// What arrived for a task: the filter, or why every row passes.
+#[derive(Clone, Debug)]
+enum Arrival {
+    Filter(Arc<cache::DecodedFilter>),
+    PassAll,
+}
+
+type ArrivalFuture = Shared<BoxFuture<'static, Arrival>>;
+
+/// What a task's partitions share.
+struct ProbeRun {
+    arrival: ArrivalFuture,
+    first_poll: OnceLock<Instant>,
+    wait: Duration,
+}
+
+impl fmt::Debug for ProbeRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProbeRun")
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl ProbeRun {
+    fn deadline(&self) -> Instant {
+        *self.first_poll.get_or_init(Instant::now) + self.wait
+    }
+}
+
+/// Where a task's filter comes from.
+struct Source {
+    id: FilterId,
+    scope: rendezvous::Scope,
+    rendezvous: Option<String>,
+}
+
+/// The task's filter, fetched once (why a filter did not come is the
+/// coordinator's to report, in the filter's outcome).
+fn receive(source: Source, params: FilterParams, bytes: Count) -> ArrivalFuture {
+    async move {
+        let delivery = match &source.rendezvous {
+            Some(url) => service::fetch_remote(url, source.id, source.scope).await,
+            None => match rendezvous::subscribe(source.id, source.scope) {
+                Some(rx) => rendezvous::delivery(rx).await,
+                None => Delivery::PassAll("no such filter in this process".into()),
+            },
+        };
+        match delivery {
+            Delivery::Message(m) => {
+                bytes.add(m.len());
+                decode(&m, &params).map_or(Arrival::PassAll, Arrival::Filter)
+            }
+            Delivery::PassAll(_) => Arrival::PassAll,
+        }
+    }
+    .boxed()
+    .shared()
+}
+
+/// The message's filter, if it has the planned shape. Decoded once per
+/// process ([`crate::cache`]) whatever the number of tasks it serves.
+fn decode(
+    message: &[u8],
+    params: &FilterParams,
+) -> std::result::Result<Arc<cache::DecodedFilter>, String> {
+    let key = xxhash_rust::xxh3::xxh3_128(message);
+    let decoded = cache::decoded_keyed(NAME, key, message).map_err(|e| e.to_string())?;
+    if decoded.filter.params() != params {
+        return Err("a filter of another shape than planned".into());
+    }
+    Ok(decoded)
 }
 
 impl DisplayAs for BloomFilterExec {
@@ -118,10 +308,12 @@ impl DisplayAs for BloomFilterExec {
         let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
         write!(
             f,
-            "{NAME}: {}, keys=[{}], message={} B, nulls={}",
+            "{NAME}: {}, keys=[{}], m={}, k={}, wait={}ms, nulls={}",
             self.label,
             keys.join(", "),
-            self.message.len(),
+            self.params.m(),
+            self.params.k(),
+            self.policy.wait.as_millis(),
             if self.nulls_pass { "pass" } else { "drop" }
         )
     }
@@ -180,6 +372,7 @@ impl ExecutionPlan for BloomFilterExec {
             input,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
+            runs: Arc::default(),
             ..self.as_ref().clone()
         }))
     }
@@ -199,32 +392,42 @@ impl ExecutionPlan for BloomFilterExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        // A filter this process cannot hold (its cache budget is smaller
-        // than the message) passes every row: the filter only ever saves
-        // work, it never decides an answer.
-        let decoded = cache::decoded_keyed(NAME, self.message_id, &self.message).ok();
+        let run = self.run(&context);
         let input = self.input.execute(partition, context)?;
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let rows_in = MetricBuilder::new(&self.metrics).counter("rows_in", partition);
-        let passed_unchecked =
-            MetricBuilder::new(&self.metrics).counter("rows_passed_unchecked", partition);
-        MetricBuilder::new(&self.metrics)
-            .counter("message_bytes", partition)
-            .add(if partition == 0 {
-                self.message.len()
-            } else {
-                0
-            });
+        let m = MetricBuilder::new(&self.metrics);
         let probe = Probe {
             keys: self.keys.clone(),
             nulls_pass: self.nulls_pass,
-            rows_in,
-            passed_unchecked,
-            baseline,
+            policy: self.policy,
+            state: State::Waiting,
+            checked: 0,
+            dropped: 0,
+            metrics: ProbeMetrics {
+                baseline: BaselineMetrics::new(&self.metrics, partition),
+                rows_in: m.clone().counter("rows_in", partition),
+                unfiltered: m.clone().counter("rows_unfiltered", partition),
+                unchecked: m.clone().counter("rows_unchecked", partition),
+                key_errors: m.clone().counter("key_error_rows", partition),
+                wait: m.clone().subset_time("wait_time", partition),
+                deadline_missed: m.clone().counter("deadline_missed", partition),
+                pass_all: m.clone().counter("pass_all", partition),
+                stopped: m.counter("stopped_checking", partition),
+            },
         };
         let schema = self.schema();
-        let stream =
-            input.map(move |batch| probe.filter(batch?, decoded.as_ref().map(|d| &d.filter)));
+        let stream = futures::stream::unfold(
+            (input, run, probe),
+            |(mut input, run, mut probe)| async move {
+                probe.settle(&run).await;
+                let batch = match input.next().await? {
+                    Ok(b) => b,
+                    Err(e) => return Some((Err(e), (input, run, probe))),
+                };
+                probe.poll_late(&run);
+                let out = probe.filter(batch);
+                Some((Ok(out), (input, run, probe)))
+            },
+        );
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 
@@ -253,43 +456,137 @@ impl ExecutionPlan for BloomFilterExec {
     }
 }
 
-/// What each partition's stream needs to filter a batch.
+/// Where a partition stands with its filter.
+enum State {
+    /// Not yet waited.
+    Waiting,
+    /// Waited to the deadline; rows pass until the filter arrives.
+    Late,
+    /// Checking rows against the filter.
+    Checking(Arc<cache::DecodedFilter>),
+    /// Passing every row (no filter, or one not worth checking).
+    Passing,
+}
+
+struct ProbeMetrics {
+    baseline: BaselineMetrics,
+    rows_in: Count,
+    unfiltered: Count,
+    unchecked: Count,
+    key_errors: Count,
+    wait: Time,
+    deadline_missed: Count,
+    pass_all: Count,
+    stopped: Count,
+}
+
+/// One partition's filtering.
 struct Probe {
     keys: Vec<Arc<dyn PhysicalExpr>>,
     nulls_pass: bool,
-    rows_in: Count,
-    passed_unchecked: Count,
-    baseline: BaselineMetrics,
+    policy: ProbePolicy,
+    state: State,
+    checked: u64,
+    dropped: u64,
+    metrics: ProbeMetrics,
 }
 
 impl Probe {
-    /// The rows of `batch` that may join. A batch whose keys cannot be
-    /// evaluated here passes whole: the key expressions were moved below
-    /// operators that may have kept such rows from ever reaching them (a
-    /// cast that fails on a row a join below would have dropped), and the
-    /// plan without the filter must still be the answer.
-    fn filter(
-        &self,
-        batch: RecordBatch,
-        filter: Option<&filterstore::BitFilter>,
-    ) -> Result<RecordBatch> {
-        let _timer = self.baseline.elapsed_compute().timer();
-        self.rows_in.add(batch.num_rows());
-        let keep = filter.and_then(|f| self.keep(&batch, f).ok());
-        let Some(keep) = keep else {
-            self.passed_unchecked.add(batch.num_rows());
-            self.baseline.record_output(batch.num_rows());
-            return Ok(batch);
+    /// On the first poll: wait for the filter, at most to the deadline.
+    async fn settle(&mut self, run: &ProbeRun) {
+        if !matches!(self.state, State::Waiting) {
+            return;
+        }
+        let deadline = tokio::time::Instant::from_std(run.deadline());
+        let timer = self.metrics.wait.timer();
+        let waiting = Waiting::enter();
+        let arrived = tokio::time::timeout_at(deadline, run.arrival.clone()).await;
+        drop(waiting);
+        timer.done();
+        match arrived {
+            Ok(a) => self.arrive(a),
+            Err(_) => {
+                self.metrics.deadline_missed.add(1);
+                self.state = State::Late;
+            }
+        }
+    }
+
+    /// After the deadline: take the filter if it has arrived since.
+    fn poll_late(&mut self, run: &ProbeRun) {
+        if !matches!(self.state, State::Late) {
+            return;
+        }
+        if let Some(a) = run.arrival.clone().now_or_never() {
+            self.arrive(a);
+        }
+    }
+
+    fn arrive(&mut self, a: Arrival) {
+        self.state = match a {
+            Arrival::Filter(f) => State::Checking(f),
+            Arrival::PassAll => {
+                self.metrics.pass_all.add(1);
+                State::Passing
+            }
         };
-        let out = filter_record_batch(&batch, &keep)?;
-        self.baseline.record_output(out.num_rows());
-        Ok(out)
+    }
+
+    /// The rows of `batch` that may join.
+    fn filter(&mut self, batch: RecordBatch) -> RecordBatch {
+        let n = batch.num_rows();
+        self.metrics.rows_in.add(n);
+        let time = self.metrics.baseline.elapsed_compute().clone();
+        let _timer = time.timer();
+        let filter = match &self.state {
+            State::Checking(f) => Some(Arc::clone(f)),
+            _ => None,
+        };
+        let passing = matches!(self.state, State::Passing);
+        let out = match (filter, passing) {
+            (Some(f), _) => self.check(batch, &f.filter),
+            (None, true) => {
+                self.metrics.unchecked.add(n);
+                batch
+            }
+            (None, false) => {
+                self.metrics.unfiltered.add(n);
+                batch
+            }
+        };
+        self.metrics.baseline.record_output(out.num_rows());
+        out
+    }
+
+    fn check(&mut self, batch: RecordBatch, filter: &BitFilter) -> RecordBatch {
+        let n = batch.num_rows();
+        let kept = self
+            .keep(&batch, filter)
+            .and_then(|keep| Ok(filter_record_batch(&batch, &keep)?));
+        let out = match kept {
+            Ok(out) => out,
+            Err(_) => {
+                self.metrics.key_errors.add(n);
+                return batch;
+            }
+        };
+        self.checked += n as u64;
+        self.dropped += (n - out.num_rows()) as u64;
+        let window = self.policy.check_window.max(1);
+        if !self.policy.force
+            && self.checked >= window
+            && (self.dropped as f64) < self.policy.min_drop * self.checked as f64
+        {
+            self.metrics.stopped.add(1);
+            self.state = State::Passing;
+        }
+        out
     }
 
     fn keep(
         &self,
         batch: &RecordBatch,
-        filter: &filterstore::BitFilter,
+        filter: &BitFilter,
     ) -> Result<datafusion::arrow::array::BooleanArray> {
         let columns = self
             .keys
@@ -298,5 +595,30 @@ impl Probe {
             .collect::<Result<Vec<_>>>()?;
         let keys = KeyColumns::new(&columns)?;
         contains_rows(filter, &keys, self.nulls_pass)
+    }
+}
+
+static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Probe partitions of this process waiting for their filter now (for the
+/// tests of cancellation; not a stable API).
+#[doc(hidden)]
+pub fn waiting_probes() -> usize {
+    WAITING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Counts a waiting partition while it lives (a dropped wait counts out).
+struct Waiting;
+
+impl Waiting {
+    fn enter() -> Waiting {
+        WAITING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! | operator | the key passes when | into |
 //! |---|---|---|
-//! | network boundary (`NetworkShuffleExec`, `…Coalesce…`, `…Broadcast…`), `RepartitionExec`, `CoalesceBatchesExec`, `CoalescePartitionsExec`, `BroadcastExec`, `BloomFilterExec`, `SortExec` / `SortPreservingMergeExec` without a fetch | always (rows move or reorder, values do not change) | its child |
+//! | network boundary (`NetworkShuffleExec`, `…Coalesce…`, `…Broadcast…`), `RepartitionExec`, `CoalesceBatchesExec`, `CoalescePartitionsExec`, `BroadcastExec`, `BloomFilterExec`, `BloomTapExec`, `SortExec` / `SortPreservingMergeExec` without a fetch | always (rows move or reorder, values do not change) | its child |
 //! | `ProjectionExec` | each referenced column's expression is a column, a literal, a cast or arithmetic of those (no function: a UDF may be volatile or costly) | its child, columns replaced by their expressions |
 //! | `FilterExec` | always (it only drops rows; its own projection is mapped) | its child |
 //! | `AggregateExec` | the key reads only grouping columns, without grouping sets or a limit (dropping a group's input rows drops the group, nothing else) | its child, as the grouping expressions |
@@ -44,6 +44,7 @@ use datafusion_distributed::{BroadcastExec, NetworkBoundaryExt};
 use std::sync::Arc;
 
 use super::exec::BloomFilterExec;
+use super::tap::BloomTapExec;
 
 /// Key expressions over some node's output schema.
 pub type Keys = Vec<Arc<dyn PhysicalExpr>>;
@@ -131,7 +132,8 @@ fn passes_rows(node: &Arc<dyn ExecutionPlan>) -> bool {
     (batches
         || node.is::<RepartitionExec>()
         || node.is::<BroadcastExec>()
-        || node.is::<BloomFilterExec>())
+        || node.is::<BloomFilterExec>()
+        || node.is::<BloomTapExec>())
         && node.fetch().is_none()
 }
 

@@ -3,17 +3,20 @@
 //!
 //! It wraps the session's planner (datafusion-distributed's, which
 //! [`crate::BloomStateBuilderExt::with_bloom_runtime_filters`] installs
-//! first), so the rule sees the final stages and their shuffles. A rule in
+//! first), so the rule sees the final stages and their shuffles: a rule in
 //! DataFusion's physical optimizer would run before distribution, where no
-//! shuffle exists yet, and cannot execute the creation side; a planner is
-//! async and runs after.
+//! shuffle exists yet.
 //!
 //! `EXPLAIN` (and `EXPLAIN VERBOSE`) of a query shows the distributed plan
-//! the query would run, filters included, followed by one line per join
-//! side with the decision and its reason. `EXPLAIN ANALYZE` runs the plan
-//! with its filters; their metrics (`rows_in`, `output_rows`,
-//! `message_bytes`) appear beside each `BloomFilterExec`, and a last row
-//! (`plan_type` "Runtime filters") gives the decisions, as `EXPLAIN` does.
+//! the query would run, taps and filters included, followed by one line per
+//! join side with the decision and its reason; it runs nothing.
+//! `EXPLAIN ANALYZE` runs the plan; each `BloomFilterExec` shows its
+//! metrics (rows in and out, rows passed unfiltered or unchecked, the time
+//! it waited, the message bytes, and whether it missed its deadline, got
+//! "pass every row" or stopped checking), each `BloomTapExec` its build
+//! rows, and a last row (`plan_type` "Runtime filters") gives the decisions
+//! with what became of each filter (built from how many tasks, its keys,
+//! fp and message size, and when it was ready; or why every row passed).
 
 use super::analyze::BloomReportExec;
 use super::report::RuntimeFilterReport;
@@ -22,9 +25,8 @@ use super::RuntimeFilterConfig;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::display::{PlanType, StringifiedPlan};
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::context::QueryPlanner;
-use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Explain, LogicalPlan};
 use datafusion::physical_plan::analyze::AnalyzeExec;
 use datafusion::physical_plan::explain::ExplainExec;
@@ -92,17 +94,19 @@ impl BloomRuntimeFilterPlanner {
         logical: &LogicalPlan,
         session: &dyn Session,
     ) -> Result<(Arc<dyn ExecutionPlan>, RuntimeFilterReport)> {
-        let state = session_state(session)?;
         let plan = self.inner_plan(logical, session).await?;
         // EXPLAIN ANALYZE: the rule applies to the analyzed input.
         if let Some(input) = analyzed_input(&plan) {
-            let (new_input, report) = self.rule.optimize(input, state).await?;
+            let placed = self.rule.place(input)?;
             let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
-            let plan = plan.replace_children(vec![new_input], opts)?;
-            let plan = BloomReportExec::wrap(plan, report.to_string());
-            return Ok((plan, report));
+            let plan = plan.replace_children(vec![Arc::clone(&placed.plan)], opts)?;
+            // The scoping node above the analyze node: datafusion-distributed's
+            // analyze renders the workers' metrics only of a DistributedExec
+            // directly below it.
+            let plan = BloomReportExec::wrap(plan, placed.report.clone());
+            return Ok(placed.scoped(plan));
         }
-        self.rule.optimize(plan, state).await
+        self.rule.optimize(plan)
     }
 
     async fn explain(
@@ -139,15 +143,6 @@ fn analyzed_input(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan
         return None;
     }
     plan.children().first().map(|c| Arc::clone(c))
-}
-
-fn session_state(session: &dyn Session) -> Result<&SessionState> {
-    session
-        .as_any()
-        .downcast_ref::<SessionState>()
-        .ok_or_else(|| {
-            DataFusionError::Plan("bloom runtime filters need a DataFusion SessionState".into())
-        })
 }
 
 #[async_trait]

@@ -1,8 +1,11 @@
-//! What the rule decided, per join side, and why: the report `EXPLAIN`
-//! prints and [`super::last_report`] returns.
+//! What the rule decided, per join side, and what became of each filter at
+//! execution: the report `EXPLAIN` and `EXPLAIN ANALYZE` print and
+//! [`super::last_report`] returns.
 
+use super::rendezvous::{FilterId, FilterOutcome, Slot};
 use datafusion::common::JoinSide;
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a join side got no filter.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,37 +18,34 @@ pub enum SkipReason {
     /// The join type keeps this side's rows (outer, anti, mark, full), or
     /// the join is null-aware.
     JoinType(String),
+    /// The build side: a hash join reads it whole before it reads a row of
+    /// the probe side, so a filter of the probe side's keys would come after
+    /// the rows it could drop.
+    BuildSide,
+    /// A sort-merge join reads both sides at once: no side is complete
+    /// before the other is read.
+    SortMerge,
     /// A key type without an encoding, or sides that encode differently.
     KeyType(String),
+    /// A key expression that may fail on rows the join never sees.
+    FallibleKey(String),
     /// The key's lineage reaches no network shuffle below the join.
     NoShuffle(Vec<String>),
-    /// A row count the decision needs is unknown.
-    NoStatistics(String),
     /// The side sends too few rows into its shuffle to matter.
     SmallSide {
         /// Estimated rows.
         rows: u64,
     },
-    /// The creation side is too large to compute twice.
-    LargeCreation {
-        /// Estimated rows.
-        rows: u64,
+    /// Statistics say the filter would keep most rows.
+    NotSelective {
+        /// Estimated fraction of the side's rows that would pass.
+        pass: f64,
     },
-    /// The creation side cannot be run again with the same keys (a limit,
-    /// a window, a volatile or order-sensitive function), or never ends.
-    CreationSide(String),
-    /// Building or placing the filter failed; the side is left as it was.
-    Failed(String),
     /// The join runs inside a union whose children have their own task
     /// counts (datafusion-distributed's `ChildrenIsolatorUnionExec`).
     IsolatedUnion,
-    /// The filter would keep most rows.
-    NotSelective {
-        /// Estimated fraction of the side's rows that pass.
-        pass: f64,
-        /// Whether the estimate is from the built filter (else statistics).
-        built: bool,
-    },
+    /// Placing the filter failed; the side is left as it was.
+    Failed(String),
 }
 
 impl fmt::Display for SkipReason {
@@ -56,7 +56,18 @@ impl fmt::Display for SkipReason {
             }
             SkipReason::Broadcast => write!(f, "broadcast join (no shuffle on the probe side)"),
             SkipReason::JoinType(t) => write!(f, "{t}"),
+            SkipReason::BuildSide => write!(
+                f,
+                "build side (read whole before the probe side's first row)"
+            ),
+            SkipReason::SortMerge => write!(
+                f,
+                "sort-merge join (both sides are read at once; none is complete first)"
+            ),
             SkipReason::KeyType(t) => write!(f, "key type: {t}"),
+            SkipReason::FallibleKey(e) => {
+                write!(f, "the key {e} may fail on rows the join never sees")
+            }
             SkipReason::NoShuffle(stops) => {
                 write!(f, "no network shuffle below the join on this side")?;
                 if !stops.is_empty() {
@@ -64,43 +75,65 @@ impl fmt::Display for SkipReason {
                 }
                 Ok(())
             }
-            SkipReason::NoStatistics(what) => write!(f, "no statistics: {what}"),
             SkipReason::SmallSide { rows } => write!(f, "side too small ({rows} rows)"),
-            SkipReason::LargeCreation { rows } => {
-                write!(f, "creation side too large to compute twice ({rows} rows)")
-            }
-            SkipReason::CreationSide(why) => write!(f, "creation side: {why}"),
-            SkipReason::Failed(why) => write!(f, "failed, left as planned: {why}"),
-            SkipReason::IsolatedUnion => write!(f, "inside an isolated union"),
-            SkipReason::NotSelective { pass, built } => write!(
+            SkipReason::NotSelective { pass } => write!(
                 f,
-                "not selective: {:.1}% of rows would pass ({})",
-                pass * 100.0,
-                if *built { "built filter" } else { "statistics" }
+                "not selective: ~{:.0}% of rows would pass (statistics)",
+                pass * 100.0
             ),
+            SkipReason::IsolatedUnion => write!(f, "inside an isolated union"),
+            SkipReason::Failed(why) => write!(f, "failed, left as planned: {why}"),
         }
+    }
+}
+
+/// A placed filter, and a way to its outcome once the query ran.
+#[derive(Clone, Debug)]
+pub struct FilterHandle(Arc<Slot>);
+
+impl FilterHandle {
+    pub(crate) fn new(slot: Arc<Slot>) -> Self {
+        FilterHandle(slot)
+    }
+
+    /// The filter's id.
+    pub fn id(&self) -> FilterId {
+        self.0.id()
+    }
+
+    /// What became of the filter, once its build side ended (`None` before
+    /// the query ran, or while it runs).
+    pub fn outcome(&self) -> Option<FilterOutcome> {
+        self.0.outcome()
+    }
+}
+
+impl PartialEq for FilterHandle {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
     }
 }
 
 /// What the rule did for one join side.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
-    /// A filter was placed.
-    Applied {
-        /// Bytes of the message carried in each task's plan.
-        message_bytes: usize,
-        /// Distinct keys estimated from the filter.
-        keys: f64,
-        /// The filter's false-positive rate, from its fill.
-        fp: f64,
-        /// Estimated fraction of the side's rows that pass.
-        pass: f64,
-        /// Places the filter went (one per branch of the key's lineage).
+    /// A filter was placed: a tap on the join's build input and one filter
+    /// node per place on this side; it is built when the query runs.
+    Placed {
+        /// Places on this side (one per branch of the key's lineage).
         points: usize,
-        /// Rows the side was estimated to send into its shuffle.
-        side_rows: u64,
-        /// Wall time of running the creation side, in milliseconds.
-        creation_ms: f64,
+        /// Rows this side was estimated to send into its shuffle.
+        probe_rows: Option<u64>,
+        /// Rows the build side was estimated to hold.
+        build_rows: Option<u64>,
+        /// Estimated share of this side's rows that pass, where statistics tell.
+        pass: Option<f64>,
+        /// Bits of the filter.
+        m: u64,
+        /// Bits set per key.
+        k: u32,
+        /// The filter, for its outcome.
+        filter: FilterHandle,
     },
     /// No filter, and why.
     Skipped(SkipReason),
@@ -113,8 +146,12 @@ pub struct JoinDecision {
     pub join: String,
     /// Which side would be filtered.
     pub side: JoinSide,
-    /// Applied or skipped.
+    /// Placed or skipped.
     pub verdict: Verdict,
+}
+
+fn opt<T: fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "?".into(), |v| v.to_string())
 }
 
 impl fmt::Display for JoinDecision {
@@ -125,21 +162,28 @@ impl fmt::Display for JoinDecision {
             "right"
         };
         match &self.verdict {
-            Verdict::Applied {
-                message_bytes,
-                keys,
-                fp,
-                pass,
+            Verdict::Placed {
                 points,
-                side_rows,
-                creation_ms,
-            } => write!(
-                f,
-                "{}, {side} side: applied ({message_bytes} B message, ~{keys:.0} keys, fp {:.2}%, ~{:.1}% of ~{side_rows} rows pass, {points} place(s), creation side {creation_ms:.1} ms)",
-                self.join,
-                fp * 100.0,
-                pass * 100.0
-            ),
+                probe_rows,
+                build_rows,
+                pass,
+                m,
+                k,
+                filter,
+            } => {
+                write!(
+                    f,
+                    "{}, {side} side: placed ({points} place(s), m={m}, k={k}, ~{} probe rows, ~{} build rows, pass {})",
+                    self.join,
+                    opt(*probe_rows),
+                    opt(*build_rows),
+                    pass.map_or_else(|| "decided at run time".into(), |p| format!("~{:.1}%", p * 100.0)),
+                )?;
+                if let Some(o) = filter.outcome() {
+                    write!(f, "; run: {o}")?;
+                }
+                Ok(())
+            }
             Verdict::Skipped(r) => write!(f, "{}, {side} side: skipped: {r}", self.join),
         }
     }
@@ -154,17 +198,29 @@ pub struct RuntimeFilterReport {
 
 impl RuntimeFilterReport {
     /// Filters placed.
-    pub fn applied(&self) -> usize {
-        self.decisions
-            .iter()
-            .filter(|d| matches!(d.verdict, Verdict::Applied { .. }))
+    pub fn placed(&self) -> usize {
+        self.filters().count()
+    }
+
+    /// Filters built and shipped when the query ran (0 before it ran).
+    pub fn built(&self) -> usize {
+        self.filters()
+            .filter(|f| f.outcome().is_some_and(|o| o.is_built()))
             .count()
+    }
+
+    /// The placed filters.
+    pub fn filters(&self) -> impl Iterator<Item = &FilterHandle> {
+        self.decisions.iter().filter_map(|d| match &d.verdict {
+            Verdict::Placed { filter, .. } => Some(filter),
+            Verdict::Skipped(_) => None,
+        })
     }
 }
 
 impl fmt::Display for RuntimeFilterReport {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        writeln!(f, "BloomRuntimeFilters: {} applied", self.applied())?;
+        writeln!(f, "BloomRuntimeFilters: {} placed", self.placed())?;
         for d in &self.decisions {
             writeln!(f, "  {d}")?;
         }

@@ -1,0 +1,80 @@
+//! `filterstore-worker`: a datafusion-distributed worker that knows
+//! filterstore's SQL functions and runtime-filter plan nodes.
+//!
+//! ```text
+//! filterstore-worker [--listen ADDR]     (default 127.0.0.1:0, any free port)
+//! ```
+//!
+//! Prints `filterstore-worker listening on http://HOST:PORT` on standard
+//! output once it accepts connections, then serves until standard input
+//! reaches its end (so a worker started by a test or a supervisor never
+//! outlives it) or it gets Ctrl-C / SIGTERM.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("filterstore-worker: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let mut listen: SocketAddr = "127.0.0.1:0".parse()?;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--listen" => {
+                let v = args
+                    .next()
+                    .ok_or("--listen needs an address, e.g. 127.0.0.1:50051")?;
+                listen = v.parse().map_err(|e| format!("--listen {v}: {e}"))?;
+            }
+            "-h" | "--help" => {
+                println!("usage: filterstore-worker [--listen ADDR]   (default 127.0.0.1:0)");
+                return Ok(());
+            }
+            other => return Err(format!("unknown argument {other} (try --help)").into()),
+        }
+    }
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            // The end of standard input is the parent's end.
+            let mut sink = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+            let _ = stop.send(());
+        });
+        let shutdown = async move {
+            tokio::select! {
+                _ = stopped => {}
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminated() => {}
+            }
+        };
+        println!("filterstore-worker listening on http://{addr}");
+        std::io::stdout().flush()?;
+        filterstore_datafusion::serve::serve_worker(listener, shutdown).await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })
+}
+
+#[cfg(unix)]
+async fn terminated() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn terminated() {
+    std::future::pending::<()>().await
+}

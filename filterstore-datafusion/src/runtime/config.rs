@@ -1,0 +1,90 @@
+//! When a runtime filter is placed, how it is sized, how long a probe task
+//! waits for it, and when it stops being checked.
+
+use super::exec::ProbePolicy;
+use super::rendezvous::SlotPolicy;
+use std::time::Duration;
+
+/// The rule's settings (the defaults are what a user would leave on).
+///
+/// The filter is nearly free to build (its keys come from the rows the join
+/// reads anyway), so the decision is about the probe side: rows checked
+/// against rows saved. Planning skips only what statistics show will not
+/// pay; the rest is decided when the query runs, from the built filter and
+/// from what it drops.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeFilterConfig {
+    /// Target false-positive rate of each filter. Default 1%.
+    pub fp: f64,
+    /// At most this many bytes of filter. Past it a filter is sized for the
+    /// budget and its rate rises. Default 4 MiB.
+    pub max_filter_bytes: u64,
+    /// Skip a side that statistics say sends fewer rows than this into its
+    /// shuffle. Default 100,000.
+    pub min_filtered_rows: u64,
+    /// Skip a side expected to keep more than this share of its rows, from
+    /// statistics before the query and from the built filter after its
+    /// build side ended. Default 0.8.
+    pub max_pass_fraction: f64,
+    /// A built filter whose false-positive rate (from its fill) is above
+    /// this passes every row instead (a build side far larger than its
+    /// statistics said). Default 0.25.
+    pub max_fp: f64,
+    /// The longest a probe task waits for its filter; then its rows pass
+    /// unfiltered until the filter arrives. Default 5 s.
+    pub wait: Duration,
+    /// Rows a probe task checks before it judges the filter. Default 65,536.
+    pub check_window: u64,
+    /// A filter that drops less than this share of the rows checked stops
+    /// being checked. Default 0.1 (a row checked costs about a tenth of a
+    /// row shuffled, hashed and probed).
+    pub min_drop: f64,
+    /// The coordinator's rendezvous address (`http://host:port`, from
+    /// [`crate::RendezvousServer::url`]) for joins that run in worker
+    /// processes. `None`: taps post in their own process, which is the
+    /// coordinator's in an in-memory cluster.
+    pub rendezvous: Option<String>,
+    /// Place, ship and check every filter the decision table allows,
+    /// whatever statistics and the built filter say (tests, measurements;
+    /// never changes an answer either).
+    pub force: bool,
+}
+
+impl Default for RuntimeFilterConfig {
+    fn default() -> Self {
+        RuntimeFilterConfig {
+            fp: 0.01,
+            max_filter_bytes: 4 << 20,
+            min_filtered_rows: 100_000,
+            max_pass_fraction: 0.8,
+            max_fp: 0.25,
+            wait: Duration::from_secs(5),
+            check_window: 65_536,
+            min_drop: 0.1,
+            rendezvous: None,
+            force: false,
+        }
+    }
+}
+
+impl RuntimeFilterConfig {
+    /// How probe tasks wait and check.
+    pub fn probe_policy(&self) -> ProbePolicy {
+        ProbePolicy {
+            wait: self.wait,
+            check_window: self.check_window,
+            min_drop: self.min_drop,
+            force: self.force,
+        }
+    }
+
+    /// How the coordinator judges a built filter.
+    pub fn slot_policy(&self, probe_distinct: Option<f64>) -> SlotPolicy {
+        SlotPolicy {
+            max_fp: self.max_fp,
+            max_pass: self.max_pass_fraction,
+            probe_distinct,
+            force: self.force,
+        }
+    }
+}

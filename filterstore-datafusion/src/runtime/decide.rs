@@ -1,0 +1,262 @@
+//! Which join side gets a runtime filter, and why.
+//!
+//! A hash join reads its build side (the left child) whole before it reads
+//! the probe side, so the filter is always made of the build side's keys and
+//! applied to the probe side (the right child). The probe side may be
+//! filtered only where dropping one of its rows whose key is not on the
+//! build side can never change the join's output:
+//!
+//! | join type | probe (right) side filtered | why |
+//! |---|---|---|
+//! | `Inner`, `LeftSemi`, `RightSemi` | yes | a right row without a partner is never output |
+//! | `Left` (outer) | yes | unmatched right rows are never output; left rows are kept whatever the right side holds |
+//! | `LeftAnti`, `LeftMark` | yes | a left row's outcome depends only on the right rows that match it, and those all pass |
+//! | `Right`, `RightAnti`, `RightMark`, `Full` | never | the right side's rows are kept (or marked) whether or not they match |
+//! | null-aware (`NOT IN`) | never | one null on the right changes every left row's outcome |
+//!
+//! A broadcast (`CollectLeft`) join is never filtered (DataFusion's own
+//! dynamic filter prunes its probe side exactly, in-process), nor is a
+//! sort-merge join (both sides are read at once). Keys are the join's `on`
+//! expressions, coercions included; a key type without an encoding, or a
+//! key expression that may fail on rows the join never sees (a division
+//! moved below a filter), is skipped. With `NullEqualsNull`, rows with a
+//! null key pass.
+//!
+//! Statistics then skip what cannot pay: a probe side known to be small,
+//! and a build side that keeps (nearly) every key of its table when the
+//! probe key's values lie within that table's (a foreign key: nearly every
+//! probe row would pass). Everything else is placed and decided at run
+//! time (the built filter against the probe key's distinct values, and
+//! what the filter drops, [`super::exec::ProbePolicy`]).
+
+use super::config::RuntimeFilterConfig;
+use super::lineage::{reach, Keys, Point};
+use super::report::SkipReason;
+use super::stats::{key_range, points_rows, range_size, rows, source_rows, within};
+use crate::rowkey;
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::NullEquality;
+use datafusion::error::Result;
+use datafusion::logical_expr::{JoinType, Operator};
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CastExpr, Column, Literal, NegativeExpr, TryCastExpr,
+};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::ExecutionPlan;
+use std::sync::Arc;
+
+/// A probe side to filter.
+pub struct ProbePlan {
+    /// Where the filter goes on the probe side.
+    pub points: Vec<Point>,
+    /// The build side's key expressions (the tap's).
+    pub build_keys: Keys,
+    /// Rows the probe side sends into its shuffle(s), if statistics tell.
+    pub probe_rows: Option<u64>,
+    /// Rows of the build side, if statistics tell.
+    pub build_rows: Option<u64>,
+    /// Rows of the table the build key comes from, if statistics tell.
+    pub build_source_rows: Option<u64>,
+    /// Share of the probe rows expected to pass, where statistics tell.
+    pub pass: Option<f64>,
+    /// An upper bound of the probe key's distinct values.
+    pub probe_distinct: Option<f64>,
+    /// Whether rows with a null key pass (`NullEqualsNull`).
+    pub nulls_pass: bool,
+}
+
+/// Whether the probe side of a join of this type may be filtered.
+pub fn probe_allowed(join: &HashJoinExec) -> std::result::Result<(), SkipReason> {
+    use JoinType::*;
+    if join.null_aware {
+        return Err(SkipReason::JoinType("null-aware join (NOT IN)".into()));
+    }
+    match join.join_type() {
+        Inner | Left | LeftSemi | RightSemi | LeftAnti | LeftMark => Ok(()),
+        t => Err(SkipReason::JoinType(format!(
+            "a {t} join keeps this side's rows"
+        ))),
+    }
+}
+
+/// The decision for the probe side of `join` (see the module documentation).
+pub fn decide(
+    join: &HashJoinExec,
+    cfg: &RuntimeFilterConfig,
+) -> Result<std::result::Result<ProbePlan, SkipReason>> {
+    if *join.partition_mode() == PartitionMode::CollectLeft {
+        return Ok(Err(SkipReason::Broadcast));
+    }
+    if let Err(r) = probe_allowed(join) {
+        return Ok(Err(r));
+    }
+    let (build, probe) = (join.left(), join.right());
+    let (build_keys, probe_keys): (Keys, Keys) = join
+        .on()
+        .iter()
+        .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
+        .unzip();
+    if let Err(r) = key_types(&probe_keys, probe, &build_keys, build) {
+        return Ok(Err(r));
+    }
+    let found = reach(probe, probe_keys.clone())?;
+    let points: Vec<Point> = found.points.into_iter().filter(|p| p.depth > 0).collect();
+    if points.is_empty() {
+        return Ok(Err(SkipReason::NoShuffle(found.stops)));
+    }
+    for p in &points {
+        let Some(node) = super::stats::node_at(probe, &p.path) else {
+            continue;
+        };
+        if let Some(e) = p.keys.iter().find_map(|k| fallible(k, &node.schema())) {
+            return Ok(Err(SkipReason::FallibleKey(e)));
+        }
+    }
+    let probe_rows = points_rows(probe, &points);
+    let build_rows = rows(build);
+    let probe_range = key_range(probe, &probe_keys)?;
+    let probe_distinct = probe_range
+        .as_ref()
+        .and_then(range_size)
+        .map(|d| probe_rows.map_or(d, |r| d.min(r as f64)));
+    let build_source_rows = source_rows(build, &build_keys)?;
+    let pass = foreign_key_pass(
+        build,
+        &build_keys,
+        (build_rows, build_source_rows),
+        probe_range.as_ref(),
+        cfg.fp,
+    )?;
+    if !cfg.force {
+        if let Some(rows) = probe_rows.filter(|&r| r < cfg.min_filtered_rows) {
+            return Ok(Err(SkipReason::SmallSide { rows }));
+        }
+        if let Some(pass) = pass.filter(|&p| p > cfg.max_pass_fraction) {
+            return Ok(Err(SkipReason::NotSelective { pass }));
+        }
+    }
+    Ok(Ok(ProbePlan {
+        points,
+        build_keys,
+        probe_rows,
+        build_rows,
+        build_source_rows,
+        pass,
+        probe_distinct,
+        nulls_pass: join.null_equality() == NullEquality::NullEqualsNull,
+    }))
+}
+
+/// The share of probe rows expected to pass when the probe key is a
+/// foreign key into the build key's table: the build side's rows over that
+/// table's, plus false positives among the rest. Only where statistics
+/// support the assumption: the probe key's range lies within the build
+/// table's key range. Otherwise `None` (decided at run time).
+fn foreign_key_pass(
+    build: &Arc<dyn ExecutionPlan>,
+    build_keys: &Keys,
+    (build_rows, source_rows): (Option<u64>, Option<u64>),
+    probe_range: Option<&(
+        datafusion::common::ScalarValue,
+        datafusion::common::ScalarValue,
+    )>,
+    fp: f64,
+) -> Result<Option<f64>> {
+    let (Some(rows), Some(source)) = (build_rows, source_rows) else {
+        return Ok(None);
+    };
+    let Some(build_range) = key_range(build, build_keys)? else {
+        return Ok(None);
+    };
+    if source == 0 || !probe_range.is_some_and(|p| within(p, &build_range)) {
+        return Ok(None);
+    }
+    let share = (rows as f64 / source as f64).min(1.0);
+    Ok(Some(share + fp * (1.0 - share)))
+}
+
+/// Whether the key columns encode alike on both sides.
+pub fn key_types(
+    a: &Keys,
+    a_plan: &Arc<dyn ExecutionPlan>,
+    b: &Keys,
+    b_plan: &Arc<dyn ExecutionPlan>,
+) -> std::result::Result<(), SkipReason> {
+    let (sa, sb) = (a_plan.schema(), b_plan.schema());
+    for (x, y) in a.iter().zip(b) {
+        let (tx, ty) = match (x.data_type(&sa), y.data_type(&sb)) {
+            (Ok(tx), Ok(ty)) => (tx, ty),
+            _ => return Err(SkipReason::KeyType("a key's type is unknown".into())),
+        };
+        if let Some(r) = rowkey::unsupported(&tx).or_else(|| rowkey::unsupported(&ty)) {
+            return Err(SkipReason::KeyType(r));
+        }
+        if !rowkey::same_encoding(&tx, &ty) {
+            return Err(SkipReason::KeyType(format!(
+                "{tx} and {ty} encode differently"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The first part of `key` (over `schema`) that may fail on a row: a
+/// division or remainder (by zero), a cast that can fail (a narrowing or a
+/// parse), anything but columns, literals, safe casts and `+ - *`. `None`
+/// when the expression cannot fail.
+pub fn fallible(key: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<String> {
+    let mut found = None;
+    let _ = key.apply(|e| {
+        let safe = e.is::<Column>()
+            || e.is::<Literal>()
+            || e.is::<TryCastExpr>()
+            || e.is::<NegativeExpr>()
+            || e.downcast_ref::<BinaryExpr>().is_some_and(|b| {
+                matches!(
+                    b.op(),
+                    Operator::Plus | Operator::Minus | Operator::Multiply
+                )
+            })
+            || e.downcast_ref::<CastExpr>().is_some_and(|c| {
+                c.cast_options().safe
+                    || c.expr()
+                        .data_type(schema)
+                        .is_ok_and(|from| lossless(&from, c.cast_type()))
+            });
+        if safe {
+            return Ok(TreeNodeRecursion::Continue);
+        }
+        found = Some(e.to_string());
+        Ok(TreeNodeRecursion::Stop)
+    });
+    found
+}
+
+/// Whether every value of `from` casts to `to` without an error.
+fn lossless(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    if from == to || matches!(to, Utf8 | LargeUtf8 | Utf8View) {
+        return true;
+    }
+    let rank = |t: &DataType| -> Option<(bool, u8)> {
+        Some(match t {
+            Int8 => (true, 1),
+            Int16 => (true, 2),
+            Int32 => (true, 4),
+            Int64 => (true, 8),
+            UInt8 => (false, 1),
+            UInt16 => (false, 2),
+            UInt32 => (false, 4),
+            UInt64 => (false, 8),
+            _ => return None,
+        })
+    };
+    match (rank(from), rank(to)) {
+        // Signed to signed, unsigned to either, always to a wider type.
+        (Some((fs, fw)), Some((ts, tw))) => (fs == ts && tw >= fw) || (!fs && ts && tw > fw),
+        (Some(_), None) => matches!(to, Float32 | Float64),
+        _ => matches!((from, to), (Float32, Float64) | (Date32, Date64)),
+    }
+}

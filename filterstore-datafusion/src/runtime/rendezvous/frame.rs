@@ -1,0 +1,245 @@
+//! The three frames of the runtime-filter transport (docs/FORMAT.md § 16):
+//! a *post* (tap task → coordinator: a partial filter, or the task's
+//! failure), a *fetch* (probe task → coordinator: "my filter, please") and
+//! a *unit* (coordinator → probe task: the filter message, or "pass every
+//! row" and why).
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | magic: `FSRP` (post), `FSRQ` (fetch) or `FSRU` (unit) |
+//! | 1 | version, 1 |
+//! | 1 | kind: 1 = filter message, 2 = pass-all (unit) / failed (post) |
+//! | 2 | reserved, zero |
+//! | 4 | body length `n` (little-endian) |
+//! | n | body |
+//! | 4 | CRC32 (IEEE) of every byte before it |
+//!
+//! A post's body starts with the filter id (16 bytes), the execution's
+//! scope (8), the task index (4), the stage's task count (4) and the build
+//! rows the task saw (8), then the partial's filter message or the failure
+//! as UTF-8. A fetch's body is the filter id and the scope (kind 1). A
+//! unit's body is the filter message (docs/FORMAT.md § 12), or the reason
+//! as UTF-8. The body length is checked against the bytes present before
+//! anything is sliced, and a frame is at most [`MAX_FRAME_BYTES`].
+
+use super::{Delivery, FilterId, PartialBody, Post, Scope};
+use std::sync::Arc;
+
+const UNIT: &[u8; 4] = b"FSRU";
+const POST: &[u8; 4] = b"FSRP";
+const FETCH: &[u8; 4] = b"FSRQ";
+const VERSION: u8 = 1;
+const KIND_MESSAGE: u8 = 1;
+const KIND_NONE: u8 = 2;
+const HEAD: usize = 12;
+const POST_HEAD: usize = 40;
+const FETCH_BODY: usize = 24;
+
+/// The largest frame read: a filter message of the largest partial the
+/// codec accepts (1 GiB of bits), with room for the headers.
+pub const MAX_FRAME_BYTES: usize = (1 << 30) + 4096;
+
+/// Why a frame was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// Fewer bytes than the header or the body length says.
+    #[error("runtime-filter frame truncated: {needed} bytes needed, {got} present")]
+    Truncated {
+        /// Bytes the frame needs.
+        needed: usize,
+        /// Bytes present.
+        got: usize,
+    },
+    /// Not a frame of this kind.
+    #[error("not a runtime-filter {0} frame (bad magic)")]
+    Magic(&'static str),
+    /// A version this build does not read.
+    #[error("runtime-filter frame version {0}, this build reads 1: run one filterstore-datafusion build on the coordinator and every worker")]
+    Version(u8),
+    /// Unknown kind or non-zero reserved bytes.
+    #[error("runtime-filter frame with kind {kind} and reserved bytes {reserved:#06x}")]
+    Header {
+        /// The kind byte.
+        kind: u8,
+        /// The reserved bytes.
+        reserved: u16,
+    },
+    /// The checksum does not match.
+    #[error("runtime-filter frame checksum mismatch")]
+    Checksum,
+    /// More bytes than the body length says.
+    #[error("{0} trailing bytes after a runtime-filter frame")]
+    Trailing(usize),
+    /// A reason that is not UTF-8.
+    #[error("a runtime-filter frame's reason is not UTF-8")]
+    Utf8,
+    /// A frame over [`MAX_FRAME_BYTES`].
+    #[error("a runtime-filter frame of {0} bytes")]
+    TooLarge(usize),
+}
+
+fn encode(magic: &[u8; 4], kind: u8, parts: &[&[u8]]) -> Vec<u8> {
+    let n: usize = parts.iter().map(|p| p.len()).sum();
+    let mut out = Vec::with_capacity(HEAD + n + 4);
+    out.extend_from_slice(magic);
+    out.push(VERSION);
+    out.push(kind);
+    out.extend_from_slice(&[0, 0]);
+    // A body over 4 GiB cannot be framed; MAX_FRAME_BYTES keeps far below.
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// (kind, body) of a frame with `magic`.
+fn decode<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 4],
+    what: &'static str,
+) -> Result<(u8, &'a [u8]), FrameError> {
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge(bytes.len()));
+    }
+    if bytes.len() < HEAD + 4 {
+        return Err(FrameError::Truncated {
+            needed: HEAD + 4,
+            got: bytes.len(),
+        });
+    }
+    if &bytes[..4] != magic {
+        return Err(FrameError::Magic(what));
+    }
+    if bytes[4] != VERSION {
+        return Err(FrameError::Version(bytes[4]));
+    }
+    let kind = bytes[5];
+    let reserved = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if reserved != 0 || !(kind == KIND_MESSAGE || kind == KIND_NONE) {
+        return Err(FrameError::Header { kind, reserved });
+    }
+    let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+    let end = HEAD.saturating_add(n);
+    let needed = end.saturating_add(4);
+    if bytes.len() < needed {
+        return Err(FrameError::Truncated {
+            needed,
+            got: bytes.len(),
+        });
+    }
+    if bytes.len() > needed {
+        return Err(FrameError::Trailing(bytes.len() - needed));
+    }
+    let crc = u32::from_le_bytes([bytes[end], bytes[end + 1], bytes[end + 2], bytes[end + 3]]);
+    if crc32fast::hash(&bytes[..end]) != crc {
+        return Err(FrameError::Checksum);
+    }
+    Ok((kind, &bytes[HEAD..end]))
+}
+
+fn utf8(bytes: &[u8]) -> Result<String, FrameError> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| FrameError::Utf8)
+}
+
+/// The unit frame of `delivery`.
+pub fn encode_unit(delivery: &Delivery) -> Vec<u8> {
+    match delivery {
+        Delivery::Message(m) => encode(UNIT, KIND_MESSAGE, &[m]),
+        Delivery::PassAll(why) => encode(UNIT, KIND_NONE, &[why.as_bytes()]),
+    }
+}
+
+/// The delivery a unit frame carries.
+pub fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
+    let (kind, body) = decode(bytes, UNIT, "unit")?;
+    Ok(if kind == KIND_MESSAGE {
+        Delivery::Message(Arc::new(body.to_vec()))
+    } else {
+        Delivery::PassAll(utf8(body)?)
+    })
+}
+
+/// The post frame of one task's partial (as a filter message) or failure.
+/// A `PartialBody::Filter` must be encoded by the caller first: it is
+/// refused here (`None`).
+pub fn encode_post(id: FilterId, scope: Scope, post: &Post) -> Option<Vec<u8>> {
+    let mut head = Vec::with_capacity(POST_HEAD);
+    head.extend_from_slice(&id.to_le_bytes());
+    head.extend_from_slice(&scope.to_le_bytes());
+    head.extend_from_slice(&u32::try_from(post.task).ok()?.to_le_bytes());
+    head.extend_from_slice(&u32::try_from(post.tasks).ok()?.to_le_bytes());
+    head.extend_from_slice(&post.rows.to_le_bytes());
+    Some(match &post.body {
+        PartialBody::Message(m) => encode(POST, KIND_MESSAGE, &[&head, m]),
+        PartialBody::Failed(why) => encode(POST, KIND_NONE, &[&head, why.as_bytes()]),
+        PartialBody::Filter(_) => return None,
+    })
+}
+
+/// The filter id, scope and post of a post frame.
+pub fn decode_post(bytes: &[u8]) -> Result<(FilterId, Scope, Post), FrameError> {
+    let (kind, body) = decode(bytes, POST, "post")?;
+    if body.len() < POST_HEAD {
+        return Err(FrameError::Truncated {
+            needed: HEAD + POST_HEAD + 4,
+            got: bytes.len(),
+        });
+    }
+    let (head, rest) = body.split_at(POST_HEAD);
+    let (id, scope) = id_scope(head);
+    let u32_at = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+    let mut rows = [0u8; 8];
+    rows.copy_from_slice(&head[32..40]);
+    let body = if kind == KIND_MESSAGE {
+        PartialBody::Message(rest.to_vec())
+    } else {
+        PartialBody::Failed(utf8(rest)?)
+    };
+    Ok((
+        id,
+        scope,
+        Post {
+            task: u32_at(24) as usize,
+            tasks: u32_at(28) as usize,
+            rows: u64::from_le_bytes(rows),
+            body,
+        },
+    ))
+}
+
+/// The id and scope at the start of a post's or fetch's body (24 bytes).
+fn id_scope(body: &[u8]) -> (FilterId, Scope) {
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&body[..16]);
+    let mut scope = [0u8; 8];
+    scope.copy_from_slice(&body[16..24]);
+    (u128::from_le_bytes(id), u64::from_le_bytes(scope))
+}
+
+/// The fetch frame of filter `id`'s run of `scope`.
+pub fn encode_fetch(id: FilterId, scope: Scope) -> Vec<u8> {
+    encode(
+        FETCH,
+        KIND_MESSAGE,
+        &[&id.to_le_bytes(), &scope.to_le_bytes()],
+    )
+}
+
+/// The filter id and scope of a fetch frame.
+pub fn decode_fetch(bytes: &[u8]) -> Result<(FilterId, Scope), FrameError> {
+    let (kind, body) = decode(bytes, FETCH, "fetch")?;
+    if kind != KIND_MESSAGE {
+        return Err(FrameError::Header { kind, reserved: 0 });
+    }
+    if body.len() != FETCH_BODY {
+        return Err(FrameError::Truncated {
+            needed: HEAD + FETCH_BODY + 4,
+            got: bytes.len(),
+        });
+    }
+    Ok(id_scope(body))
+}

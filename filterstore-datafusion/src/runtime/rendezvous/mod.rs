@@ -1,0 +1,474 @@
+//! Where a join's build side and its probe side meet at execution time.
+//!
+//! A runtime filter is planned as two kinds of node that run in different
+//! stages, usually on different workers: a tap ([`super::tap::BloomTapExec`])
+//! on the join's build input, in every task of the join's stage, and one or
+//! more probe nodes ([`super::exec::BloomFilterExec`]) below the probe side's
+//! shuffle. They meet here, on the coordinator, in the filter's [`Slot`]:
+//!
+//! 1. each tap task, when every partition of its build input has ended,
+//!    posts its partial filter (one fixed shape for every task, so partials
+//!    merge by OR) with its task index and the stage's task count;
+//! 2. the slot ORs the partials; when every task of the stage has posted it
+//!    decides once, from the merged filter, whether the filter is worth
+//!    shipping ([`SlotPolicy`]), and encodes it as the project's compressed
+//!    filter message;
+//! 3. each probe task fetches that message (or "pass every row" and why)
+//!    once, when its first partition is polled, and waits for it at most its
+//!    deadline.
+//!
+//! Taps and probes in the coordinator's process use the slot directly;
+//! those in worker processes post and fetch through [`service`] (two Arrow
+//! Flight actions on a port of the coordinator, its address in the plan).
+//!
+//! **Executions.** A physical plan may run more than once (a cached plan);
+//! each run has keys of its own. Each execution gets a fresh *scope*
+//! ([`super::scope::BloomQueryExec`] sets it before the plan is sent to
+//! workers, and the nodes carry it in their bytes), and a slot keeps one
+//! [`Run`] per scope: a post or fetch of one execution never meets another's.
+//!
+//! Nothing here can drop a row that joins: a run that cannot account for
+//! every task's keys (a failed, cancelled or duplicated task, partials of
+//! another shape, an inconsistent task count) ends as
+//! [`FilterOutcome::PassAll`], and so does a run whose query ended or whose
+//! plan was dropped: every waiting probe task then passes every row.
+
+pub mod frame;
+pub mod service;
+
+use filterstore::{
+    decode_message_with_limit, encode_message, BitFilter, BloomRead, CodecChoice, FilterParams,
+};
+use parking_lot::Mutex;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// The most tasks one stage may report (a count read from a post is checked
+/// against it before anything is sized by it).
+pub const MAX_TASKS: usize = 1 << 16;
+
+/// A filter's identity: random, so that a stray or hostile post names no
+/// slot (and a post can only ever add keys or end the slot as pass-all).
+pub type FilterId = u128;
+
+/// A fresh, random filter id.
+pub fn new_filter_id() -> FilterId {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static KEYS: LazyLock<(RandomState, RandomState)> =
+        LazyLock::new(|| (RandomState::new(), RandomState::new()));
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let half = |s: &RandomState| {
+        let mut h = s.build_hasher();
+        h.write_u64(n);
+        h.finish()
+    };
+    (u128::from(half(&KEYS.0)) << 64) | u128::from(half(&KEYS.1))
+}
+
+/// When a merged filter is shipped rather than replaced by "pass every row".
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlotPolicy {
+    /// A merged filter whose false-positive rate (from its fill) is above
+    /// this passes every row instead.
+    pub max_fp: f64,
+    /// A merged filter expected to keep more than this share of the probe
+    /// side's rows passes every row instead (needs `probe_distinct`).
+    pub max_pass: f64,
+    /// An upper bound of the probe key's distinct values, from statistics.
+    pub probe_distinct: Option<f64>,
+    /// Ship every filter, whatever it costs (tests, measurements).
+    pub force: bool,
+}
+
+/// What became of one runtime filter at execution.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilterOutcome {
+    /// Every task's partial arrived and the merged filter was shipped.
+    Built {
+        /// The compressed message sent to each probe task.
+        message_bytes: usize,
+        /// Distinct keys, estimated from the merged filter.
+        keys: f64,
+        /// The merged filter's false-positive rate, from its fill.
+        fp: f64,
+        /// Partial filters merged (the join stage's tasks).
+        partials: usize,
+        /// Build rows the taps saw (null keys excluded).
+        build_rows: u64,
+        /// From the query's start to the filter being ready.
+        ready_after: Duration,
+    },
+    /// The probe side passes every row, and why.
+    PassAll {
+        /// Why no filter was shipped.
+        reason: String,
+        /// From the query's start to this decision.
+        after: Duration,
+    },
+}
+
+impl FilterOutcome {
+    /// Whether a filter was shipped.
+    pub fn is_built(&self) -> bool {
+        matches!(self, FilterOutcome::Built { .. })
+    }
+}
+
+impl std::fmt::Display for FilterOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FilterOutcome::Built {
+                message_bytes,
+                keys,
+                fp,
+                partials,
+                build_rows,
+                ready_after,
+            } => write!(
+                f,
+                "built from {partials} task(s), {build_rows} build rows, ~{keys:.0} keys, fp {:.2}%, {message_bytes} B message, ready after {:.1} ms",
+                fp * 100.0,
+                ready_after.as_secs_f64() * 1e3
+            ),
+            FilterOutcome::PassAll { reason, after } => write!(
+                f,
+                "passed every row after {:.1} ms: {reason}",
+                after.as_secs_f64() * 1e3
+            ),
+        }
+    }
+}
+
+/// What a probe task receives: the filter's message, or why there is none.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivery {
+    /// The compressed filter message.
+    Message(Arc<Vec<u8>>),
+    /// Pass every row, and why.
+    PassAll(String),
+}
+
+/// One tap task's contribution.
+pub enum PartialBody {
+    /// The task's filter, in this process (no encoding).
+    Filter(Arc<BitFilter>),
+    /// The task's filter as a filter message (from another process).
+    Message(Vec<u8>),
+    /// The task's build input failed or was cancelled: its keys are unknown.
+    Failed(String),
+}
+
+/// A post from one task of the join's stage.
+pub struct Post {
+    /// The task's index in its stage.
+    pub task: usize,
+    /// Tasks in the stage.
+    pub tasks: usize,
+    /// Build rows the task saw (null keys excluded).
+    pub rows: u64,
+    /// The partial filter, or the failure.
+    pub body: PartialBody,
+}
+
+/// An execution's scope (see the module documentation).
+pub type Scope = u64;
+
+/// Scopes a slot remembers; an older one's waiters pass every row.
+const SCOPES_KEPT: usize = 4;
+
+/// The meeting point of one runtime filter (see the module documentation).
+#[derive(Debug)]
+pub struct Slot {
+    id: FilterId,
+    params: FilterParams,
+    policy: SlotPolicy,
+    runs: Mutex<Vec<(Scope, Arc<Run>)>>,
+}
+
+/// What a run decided: the outcome, and what probe tasks receive.
+pub type Decided = Option<(FilterOutcome, Delivery)>;
+
+/// One execution's merge.
+#[derive(Debug)]
+pub struct Run {
+    state: Mutex<State>,
+    decided: watch::Sender<Decided>,
+}
+
+#[derive(Debug)]
+struct State {
+    started: Instant,
+    expected: Option<usize>,
+    posted: Vec<bool>,
+    merged: Option<BitFilter>,
+    rows: u64,
+    done: bool,
+}
+
+static SLOTS: LazyLock<Mutex<HashMap<FilterId, Weak<Slot>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The slot of `id` in this process, if its plan is still alive.
+pub fn lookup(id: FilterId) -> Option<Arc<Slot>> {
+    SLOTS.lock().get(&id).and_then(Weak::upgrade)
+}
+
+/// Posts to filter `id`'s run of `scope` in this process; `false` when no
+/// live plan of this process has that filter (the post is dropped: a probe
+/// side without its filter passes every row).
+pub fn post_local(id: FilterId, scope: Scope, post: Post) -> bool {
+    match lookup(id) {
+        Some(slot) => {
+            slot.run(scope).post(&slot.params, slot.policy, post);
+            true
+        }
+        None => false,
+    }
+}
+
+/// What filter `id`'s run of `scope` decides, as a receiver that does not
+/// keep the slot alive: when the plan is dropped it closes, and a waiter
+/// passes every row. `None` when this process has no such filter.
+pub fn subscribe(id: FilterId, scope: Scope) -> Option<watch::Receiver<Decided>> {
+    lookup(id).map(|slot| slot.run(scope).decided.subscribe())
+}
+
+/// Waits for what `rx` decides; "pass every row" if its plan is dropped.
+pub async fn delivery(mut rx: watch::Receiver<Decided>) -> Delivery {
+    match rx.wait_for(Option::is_some).await {
+        Ok(d) => d
+            .as_ref()
+            .map(|(_, d)| d.clone())
+            .unwrap_or_else(|| Delivery::PassAll("no filter".into())),
+        Err(_) => Delivery::PassAll("the query ended before the filter was ready".into()),
+    }
+}
+
+impl Slot {
+    /// A new slot, registered in this process for as long as the returned
+    /// `Arc` (held by the coordinator's plan) lives.
+    pub fn register(id: FilterId, params: FilterParams, policy: SlotPolicy) -> Arc<Slot> {
+        let slot = Arc::new(Slot {
+            id,
+            params,
+            policy,
+            runs: Mutex::new(Vec::new()),
+        });
+        let mut slots = SLOTS.lock();
+        slots.retain(|_, w| w.strong_count() > 0);
+        slots.insert(id, Arc::downgrade(&slot));
+        slot
+    }
+
+    /// The filter's id.
+    pub fn id(&self) -> FilterId {
+        self.id
+    }
+
+    /// The shape every partial must have.
+    pub fn params(&self) -> &FilterParams {
+        &self.params
+    }
+
+    /// The run of `scope`, created on first use (the oldest of more than
+    /// [`SCOPES_KEPT`] is forgotten, and its waiters pass every row).
+    pub fn run(&self, scope: Scope) -> Arc<Run> {
+        let mut runs = self.runs.lock();
+        if let Some((_, r)) = runs.iter().find(|(s, _)| *s == scope) {
+            return Arc::clone(r);
+        }
+        let (decided, _) = watch::channel(None);
+        let run = Arc::new(Run {
+            state: Mutex::new(State {
+                started: Instant::now(),
+                expected: None,
+                posted: Vec::new(),
+                merged: None,
+                rows: 0,
+                done: false,
+            }),
+            decided,
+        });
+        runs.push((scope, Arc::clone(&run)));
+        if runs.len() > SCOPES_KEPT {
+            let (_, old) = runs.remove(0);
+            old.pass_all("a later execution of the plan replaced this one".into());
+        }
+        run
+    }
+
+    /// The outcome of the latest execution, once decided.
+    pub fn outcome(&self) -> Option<FilterOutcome> {
+        let runs = self.runs.lock();
+        let (_, run) = runs.last()?;
+        let decided = run.decided.borrow();
+        decided.as_ref().map(|(o, _)| o.clone())
+    }
+
+    /// Ends `scope`'s run as pass-all if it is not decided (its query ended
+    /// or was cancelled: any probe task still waiting stops waiting).
+    pub fn close(&self, scope: Scope) {
+        let run = self
+            .runs
+            .lock()
+            .iter()
+            .find(|(s, _)| *s == scope)
+            .map(|(_, r)| Arc::clone(r));
+        if let Some(run) = run {
+            run.pass_all("the query ended before the filter was ready".into());
+        }
+    }
+}
+
+impl Run {
+    /// Ends the run as pass-all (a no-op once decided).
+    pub fn pass_all(&self, reason: String) {
+        let mut s = self.state.lock();
+        if s.done {
+            return;
+        }
+        s.done = true;
+        s.merged = None;
+        let after = s.started.elapsed();
+        let outcome = FilterOutcome::PassAll {
+            reason: reason.clone(),
+            after,
+        };
+        self.decided
+            .send_replace(Some((outcome, Delivery::PassAll(reason))));
+    }
+
+    /// Takes one task's post (see the module documentation). Never fails:
+    /// anything wrong ends the run as pass-all.
+    pub fn post(&self, params: &FilterParams, policy: SlotPolicy, post: Post) {
+        if let Err(reason) = self.merge(params, policy, post) {
+            self.pass_all(reason);
+        }
+    }
+
+    fn merge(&self, params: &FilterParams, policy: SlotPolicy, post: Post) -> Result<(), String> {
+        let Post {
+            task,
+            tasks,
+            rows,
+            body,
+        } = post;
+        if tasks == 0 || tasks > MAX_TASKS || task >= tasks {
+            return Err(format!("a post from task {task} of {tasks}"));
+        }
+        let part = match body {
+            PartialBody::Failed(why) => return Err(format!("build task {task} failed: {why}")),
+            PartialBody::Filter(f) => Part::Local(f),
+            PartialBody::Message(bytes) => Part::Bytes(bytes),
+        };
+        let mut s = self.state.lock();
+        if s.done {
+            return Ok(());
+        }
+        let expected = *s.expected.get_or_insert(tasks);
+        if expected != tasks {
+            return Err(format!(
+                "build tasks disagree on their count ({expected}, {tasks})"
+            ));
+        }
+        if s.posted.is_empty() {
+            s.posted = vec![false; tasks];
+        }
+        if std::mem::replace(&mut s.posted[task], true) {
+            return Err(format!("build task {task} posted twice"));
+        }
+        if s.merged.is_none() {
+            s.merged = Some(BitFilter::new(*params).map_err(|e| e.to_string())?);
+        }
+        let merged = s.merged.as_ref().ok_or("no filter")?;
+        part.or_into(merged, params)?;
+        s.rows = s.rows.saturating_add(rows);
+        if s.posted.iter().all(|&p| p) {
+            let filter = s.merged.take().ok_or("no filter")?;
+            let (rows, started) = (s.rows, s.started);
+            drop(s);
+            self.finish(filter, policy, rows, expected, started);
+        }
+        Ok(())
+    }
+
+    /// Decides on the merged filter and publishes the outcome.
+    fn finish(
+        &self,
+        filter: BitFilter,
+        p: SlotPolicy,
+        build_rows: u64,
+        partials: usize,
+        started: Instant,
+    ) {
+        let keys = filter.estimate_len();
+        let fp = filter.estimated_fp();
+        if !p.force && fp > p.max_fp {
+            let why = format!("the merged filter is too full (fp {:.1}%)", fp * 100.0);
+            return self.pass_all(why);
+        }
+        if let (false, Some(d)) = (p.force, p.probe_distinct) {
+            let pass = (keys / d.max(1.0)).min(1.0) + fp;
+            if pass > p.max_pass {
+                let why = format!(
+                    "not selective: ~{keys:.0} keys against at most ~{d:.0} distinct probe keys (~{:.0}% would pass)",
+                    pass.min(1.0) * 100.0
+                );
+                return self.pass_all(why);
+            }
+        }
+        let message = match encode_message(&filter, keys.round() as u64, 0, CodecChoice::Auto) {
+            Ok(m) => Arc::new(m),
+            Err(e) => return self.pass_all(format!("encoding the filter failed: {e}")),
+        };
+        let mut s = self.state.lock();
+        if s.done {
+            return;
+        }
+        s.done = true;
+        let outcome = FilterOutcome::Built {
+            message_bytes: message.len(),
+            keys,
+            fp,
+            partials,
+            build_rows,
+            ready_after: started.elapsed(),
+        };
+        self.decided
+            .send_replace(Some((outcome, Delivery::Message(message))));
+    }
+}
+
+/// A partial on its way into the merged filter.
+enum Part {
+    Local(Arc<BitFilter>),
+    Bytes(Vec<u8>),
+}
+
+impl Part {
+    fn or_into(self, merged: &BitFilter, params: &FilterParams) -> Result<(), String> {
+        let incompatible = |e: filterstore::FilterError| format!("a partial of another shape: {e}");
+        match self {
+            Part::Local(f) => merged.union_with(f.as_ref()).map_err(incompatible),
+            Part::Bytes(bytes) => {
+                let msg = decode_message_with_limit(&bytes, params.m())
+                    .map_err(|e| format!("an unreadable partial: {e}"))?;
+                if msg.params() != params {
+                    return Err("a partial of another shape".into());
+                }
+                let part = msg
+                    .filter()
+                    .map_err(|e| format!("an unreadable partial: {e}"))?;
+                merged.union_with(&part).map_err(incompatible)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,281 @@
+//! The rendezvous across processes: an Arrow Flight service beside the
+//! coordinator that takes the taps' posts and answers the probe tasks'
+//! fetches, and the client worker processes call it with.
+//!
+//! Two actions ([`super::frame`] has the bytes):
+//! - [`POST_ACTION`], a post frame; the answer is one empty result. A post
+//!   for a filter this process does not know (its query ended, or a stray
+//!   request) is accepted and dropped.
+//! - [`FETCH_ACTION`], a fetch frame; the answer is one result holding a
+//!   unit frame, sent when the filter's run has decided, or "pass every
+//!   row" at once when the filter is unknown or its query has ended.
+//!
+//! Every other Flight call answers "unimplemented".
+//!
+//! Flight, not a protocol of our own: it is the gRPC service
+//! datafusion-distributed's workers already speak, so a deployment that
+//! lets workers reach the coordinator needs nothing new, and the crate is
+//! already in the build.
+
+use super::frame::{
+    decode_fetch, decode_post, decode_unit, encode_fetch, encode_unit, MAX_FRAME_BYTES,
+};
+use super::{Delivery, FilterId, Scope};
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::stream::BoxStream;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::LazyLock;
+use std::time::Duration;
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Request, Response, Status, Streaming};
+
+/// The Flight action type of a post.
+pub const POST_ACTION: &str = "filterstore.runtime_filter.post";
+
+/// The Flight action type of a fetch.
+pub const FETCH_ACTION: &str = "filterstore.runtime_filter.fetch";
+
+/// How long a worker tries to deliver one post.
+pub const POST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running rendezvous service; stops when dropped.
+#[derive(Debug)]
+pub struct RendezvousServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl RendezvousServer {
+    /// Serves on `addr` (port 0 picks a free port) on the current tokio
+    /// runtime.
+    pub async fn start(addr: SocketAddr) -> std::io::Result<RendezvousServer> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let service = FlightServiceServer::new(Rendezvous)
+            .max_decoding_message_size(MAX_FRAME_BYTES)
+            .max_encoding_message_size(1 << 20);
+        tokio::spawn(async move {
+            let _ = Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(RendezvousServer {
+            addr,
+            stop: Some(stop),
+        })
+    }
+
+    /// The address workers post to, as `http://host:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for RendezvousServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// One channel per coordinator address, shared by every tap of a process.
+static CHANNELS: LazyLock<Mutex<HashMap<String, Channel>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn channel(url: &str) -> Result<Channel, String> {
+    if let Some(c) = CHANNELS.lock().get(url) {
+        return Ok(c.clone());
+    }
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .map_err(|e| format!("rendezvous address {url}: {e}"))?
+        .connect_timeout(Duration::from_secs(5));
+    let c = endpoint.connect_lazy();
+    CHANNELS.lock().insert(url.to_string(), c.clone());
+    Ok(c)
+}
+
+/// Calls action `kind` with `body` on the coordinator at `url`; the first
+/// result's body.
+async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
+    let mut client = FlightServiceClient::new(channel(url)?)
+        .max_encoding_message_size(MAX_FRAME_BYTES)
+        .max_decoding_message_size(MAX_FRAME_BYTES);
+    let action = Action {
+        r#type: kind.to_string(),
+        body: body.into(),
+    };
+    let mut answers = client
+        .do_action(Request::new(action))
+        .await
+        .map_err(|s| format!("{url}: {}", s.message()))?
+        .into_inner();
+    let first = answers
+        .message()
+        .await
+        .map_err(|s| format!("{url}: {}", s.message()))?;
+    Ok(first.map(|r| r.body.to_vec()).unwrap_or_default())
+}
+
+/// Sends a post frame to the coordinator at `url`, within [`POST_TIMEOUT`].
+pub async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String> {
+    tokio::time::timeout(POST_TIMEOUT, call(url, POST_ACTION, frame))
+        .await
+        .map_err(|_| format!("no answer from the coordinator at {url} in {POST_TIMEOUT:?}"))?
+        .map(|_| ())
+}
+
+/// Fetches filter `id`'s run of `scope` from the coordinator at `url`:
+/// waits until it is decided (the caller bounds the wait); any failure is
+/// "pass every row".
+pub async fn fetch_remote(url: &str, id: FilterId, scope: Scope) -> Delivery {
+    match call(url, FETCH_ACTION, encode_fetch(id, scope)).await {
+        Ok(bytes) => decode_unit(&bytes).unwrap_or_else(|e| Delivery::PassAll(e.to_string())),
+        Err(e) => Delivery::PassAll(format!("fetching the filter failed: {e}")),
+    }
+}
+
+/// The service.
+struct Rendezvous;
+
+type Stream<T> = BoxStream<'static, Result<T, Status>>;
+
+fn unimplemented<T>() -> Result<Response<T>, Status> {
+    Err(Status::unimplemented(
+        "the runtime-filter rendezvous only takes posts",
+    ))
+}
+
+#[tonic::async_trait]
+impl FlightService for Rendezvous {
+    type HandshakeStream = Stream<HandshakeResponse>;
+    type ListFlightsStream = Stream<FlightInfo>;
+    type DoGetStream = Stream<FlightData>;
+    type DoPutStream = Stream<PutResult>;
+    type DoExchangeStream = Stream<FlightData>;
+    type DoActionStream = Stream<arrow_flight::Result>;
+    type ListActionsStream = Stream<ActionType>;
+
+    async fn handshake(
+        &self,
+        _: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        unimplemented()
+    }
+
+    async fn list_flights(
+        &self,
+        _: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
+        unimplemented()
+    }
+
+    async fn get_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        unimplemented()
+    }
+
+    async fn poll_flight_info(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        unimplemented()
+    }
+
+    async fn get_schema(
+        &self,
+        _: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
+        unimplemented()
+    }
+
+    async fn do_get(&self, _: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        unimplemented()
+    }
+
+    async fn do_put(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
+        unimplemented()
+    }
+
+    async fn do_exchange(
+        &self,
+        _: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        unimplemented()
+    }
+
+    async fn do_action(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
+        let action = request.into_inner();
+        let bad = |e: super::frame::FrameError| Status::invalid_argument(e.to_string());
+        let answer = match action.r#type.as_str() {
+            POST_ACTION => {
+                let (id, scope, post) = decode_post(&action.body).map_err(bad)?;
+                // The merge decodes and ORs up to a few MiB: off the I/O threads.
+                tokio::task::spawn_blocking(move || super::post_local(id, scope, post))
+                    .await
+                    .map_err(|e| Status::internal(e.to_string()))?;
+                Vec::new()
+            }
+            FETCH_ACTION => {
+                let (id, scope) = decode_fetch(&action.body).map_err(bad)?;
+                let delivery = match super::subscribe(id, scope) {
+                    Some(rx) => super::delivery(rx).await,
+                    None => Delivery::PassAll(
+                        "no such filter on the coordinator (its query ended?)".into(),
+                    ),
+                };
+                encode_unit(&delivery)
+            }
+            other => return Err(Status::invalid_argument(format!("unknown action {other}"))),
+        };
+        let result = arrow_flight::Result {
+            body: answer.into(),
+        };
+        let done: Stream<arrow_flight::Result> =
+            Box::pin(futures::stream::once(async move { Ok(result) }));
+        Ok(Response::new(done))
+    }
+
+    async fn list_actions(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
+        let actions = [
+            (
+                POST_ACTION,
+                "a runtime filter's partial from one task of a join's build side",
+            ),
+            (
+                FETCH_ACTION,
+                "a runtime filter for a probe task, once decided",
+            ),
+        ]
+        .map(|(t, d)| {
+            Ok(ActionType {
+                r#type: t.to_string(),
+                description: d.to_string(),
+            })
+        });
+        Ok(Response::new(Box::pin(futures::stream::iter(actions))))
+    }
+}

@@ -1,0 +1,305 @@
+//! The slot's bookkeeping and the frames, without a cluster.
+
+use super::frame::{
+    decode_fetch, decode_post, decode_unit, encode_fetch, encode_post, encode_unit, FrameError,
+};
+use super::*;
+use filterstore::{BloomRead, HashSpec, Layout};
+
+fn params() -> FilterParams {
+    FilterParams::for_capacity(10_000, 0.01, Layout::Blocked, HashSpec::xxh3(7)).unwrap()
+}
+
+fn policy() -> SlotPolicy {
+    SlotPolicy {
+        max_fp: 0.25,
+        max_pass: 0.8,
+        probe_distinct: None,
+        force: false,
+    }
+}
+
+fn partial(keys: std::ops::Range<u32>) -> Arc<BitFilter> {
+    let f = BitFilter::new(params()).unwrap();
+    for k in keys {
+        f.insert(&k.to_le_bytes());
+    }
+    Arc::new(f)
+}
+
+fn post(task: usize, tasks: usize, body: PartialBody) -> Post {
+    Post {
+        task,
+        tasks,
+        rows: 100,
+        body,
+    }
+}
+
+const SCOPE: Scope = 77;
+
+fn delivered(slot: &Slot) -> Delivery {
+    let rx = subscribe(slot.id(), SCOPE).expect("a live slot");
+    futures::executor::block_on(delivery(rx))
+}
+
+/// Posts to the slot's run of [`SCOPE`].
+fn send(slot: &Slot, p: Post) {
+    assert!(post_local(slot.id(), SCOPE, p));
+}
+
+#[test]
+fn partials_of_every_task_merge_and_hold_every_key() {
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    send(&slot, post(1, 3, PartialBody::Filter(partial(1000..2000))));
+    send(&slot, post(0, 3, PartialBody::Filter(partial(0..1000))));
+    assert_eq!(slot.outcome(), None, "two of three tasks posted");
+    // The third task's partial arrives as a message from another process.
+    let m = encode_message(partial(2000..3000).as_ref(), 1000, 0, CodecChoice::Auto).unwrap();
+    send(&slot, post(2, 3, PartialBody::Message(m)));
+    let Delivery::Message(bytes) = delivered(&slot) else {
+        panic!("{:?}", slot.outcome())
+    };
+    let msg = filterstore::decode_message(&bytes).unwrap();
+    let f = msg.filter().unwrap();
+    assert!((0..3000u32).all(|k| f.contains(&k.to_le_bytes())));
+    match slot.outcome() {
+        Some(FilterOutcome::Built {
+            partials,
+            build_rows,
+            keys,
+            ..
+        }) => {
+            assert_eq!((partials, build_rows), (3, 300));
+            assert!((keys - 3000.0).abs() < 150.0, "{keys}");
+        }
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn a_failed_task_ends_the_slot_as_pass_all_at_once() {
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    send(&slot, post(0, 2, PartialBody::Filter(partial(0..10))));
+    send(&slot, post(1, 2, PartialBody::Failed("disk".into())));
+    assert!(matches!(delivered(&slot), Delivery::PassAll(why) if why.contains("disk")));
+    // A late partial changes nothing.
+    send(&slot, post(1, 2, PartialBody::Filter(partial(0..10))));
+    assert!(!slot.outcome().unwrap().is_built());
+}
+
+#[test]
+fn duplicates_bad_counts_and_foreign_shapes_pass_every_row() {
+    let cases: Vec<Vec<Post>> = vec![
+        vec![
+            post(0, 2, PartialBody::Filter(partial(0..5))),
+            post(0, 2, PartialBody::Filter(partial(0..5))),
+        ],
+        vec![
+            post(0, 2, PartialBody::Filter(partial(0..5))),
+            post(1, 3, PartialBody::Filter(partial(0..5))),
+        ],
+        vec![post(2, 2, PartialBody::Filter(partial(0..5)))],
+        vec![post(0, MAX_TASKS + 1, PartialBody::Filter(partial(0..5)))],
+        vec![post(0, 1, PartialBody::Message(b"not a message".to_vec()))],
+        vec![post(
+            0,
+            1,
+            PartialBody::Filter(Arc::new(
+                BitFilter::new(
+                    FilterParams::for_capacity(99, 0.01, Layout::Blocked, HashSpec::xxh3(7))
+                        .unwrap(),
+                )
+                .unwrap(),
+            )),
+        )],
+    ];
+    for (i, posts) in cases.into_iter().enumerate() {
+        let slot = Slot::register(new_filter_id(), params(), policy());
+        for p in posts {
+            send(&slot, p);
+        }
+        assert!(
+            matches!(slot.outcome(), Some(FilterOutcome::PassAll { .. })),
+            "case {i}: {:?}",
+            slot.outcome()
+        );
+    }
+}
+
+#[test]
+fn executions_never_meet_and_an_ended_one_passes_every_row() {
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    // Execution 1 builds from keys 0..100; execution 2 from 100..200.
+    assert!(post_local(
+        slot.id(),
+        1,
+        post(0, 1, PartialBody::Filter(partial(0..100)))
+    ));
+    let rx2 = subscribe(slot.id(), 2).unwrap();
+    assert!(rx2.borrow().is_none(), "execution 2 has not posted");
+    assert!(post_local(
+        slot.id(),
+        2,
+        post(0, 1, PartialBody::Filter(partial(100..200)))
+    ));
+    let Delivery::Message(m) = futures::executor::block_on(delivery(rx2)) else {
+        panic!()
+    };
+    let msg = filterstore::decode_message(&m).unwrap();
+    let f = msg.filter().unwrap();
+    assert!((100..200u32).all(|k| f.contains(&k.to_le_bytes())));
+    // A run whose query ended before it was decided: every waiter passes.
+    let rx3 = subscribe(slot.id(), 3).unwrap();
+    slot.close(3);
+    assert!(matches!(
+        futures::executor::block_on(delivery(rx3)),
+        Delivery::PassAll(_)
+    ));
+    // A dropped plan: its waiters pass every row, none waits forever.
+    let rx4 = subscribe(slot.id(), 4).unwrap();
+    drop(slot);
+    assert!(matches!(
+        futures::executor::block_on(delivery(rx4)),
+        Delivery::PassAll(_)
+    ));
+}
+
+#[test]
+fn old_executions_are_forgotten_and_their_waiters_released() {
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    let first = subscribe(slot.id(), 1).unwrap();
+    for scope in 2..=(SCOPES_KEPT as u64 + 1) {
+        slot.run(scope);
+    }
+    assert!(matches!(
+        futures::executor::block_on(delivery(first)),
+        Delivery::PassAll(_)
+    ));
+}
+
+#[test]
+fn a_full_or_unselective_filter_passes_every_row_unless_forced() {
+    let full = || {
+        let f = BitFilter::new(params()).unwrap();
+        for k in 0..1_000_000u32 {
+            f.insert(&k.to_le_bytes());
+        }
+        Arc::new(f)
+    };
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    send(&slot, post(0, 1, PartialBody::Filter(full())));
+    assert!(matches!(delivered(&slot), Delivery::PassAll(why) if why.contains("too full")));
+    let forced = SlotPolicy {
+        force: true,
+        ..policy()
+    };
+    let slot = Slot::register(new_filter_id(), params(), forced);
+    send(&slot, post(0, 1, PartialBody::Filter(full())));
+    assert!(matches!(delivered(&slot), Delivery::Message(_)));
+    // 9,000 keys against at most 10,000 distinct probe keys: ~90% would pass.
+    let few = SlotPolicy {
+        probe_distinct: Some(10_000.0),
+        ..policy()
+    };
+    let slot = Slot::register(new_filter_id(), params(), few);
+    send(&slot, post(0, 1, PartialBody::Filter(partial(0..9000))));
+    assert!(matches!(delivered(&slot), Delivery::PassAll(why) if why.contains("not selective")));
+}
+
+#[test]
+fn a_post_for_an_unknown_or_dropped_slot_is_dropped() {
+    assert!(!post_local(
+        new_filter_id(),
+        1,
+        post(0, 1, PartialBody::Failed("x".into()))
+    ));
+    assert!(subscribe(new_filter_id(), 1).is_none());
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    let id = slot.id();
+    assert!(lookup(id).is_some());
+    drop(slot);
+    assert!(lookup(id).is_none());
+    assert!(!post_local(
+        id,
+        1,
+        post(0, 1, PartialBody::Failed("x".into()))
+    ));
+}
+
+#[test]
+fn frames_round_trip_and_refuse_damage() {
+    let m = Delivery::Message(Arc::new(vec![1, 2, 3]));
+    let none = Delivery::PassAll("why".into());
+    for d in [m, none] {
+        let bytes = encode_unit(&d);
+        assert_eq!(decode_unit(&bytes).unwrap(), d);
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(decode_unit(&bad).is_err(), "flip at {i}");
+        }
+        for n in 0..bytes.len() {
+            assert!(decode_unit(&bytes[..n]).is_err(), "cut at {n}");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(matches!(decode_unit(&long), Err(FrameError::Trailing(1))));
+    }
+    let p = post(3, 7, PartialBody::Message(vec![9; 40]));
+    let bytes = encode_post(42, 9, &p).unwrap();
+    let (id, scope, back) = decode_post(&bytes).unwrap();
+    assert_eq!(
+        (id, scope, back.task, back.tasks, back.rows),
+        (42, 9, 3, 7, 100)
+    );
+    assert!(matches!(back.body, PartialBody::Message(ref b) if b == &vec![9; 40]));
+    assert!(decode_unit(&bytes).is_err(), "a post is not a unit");
+    let mut v2 = bytes.clone();
+    v2[4] = 2;
+    assert!(matches!(decode_post(&v2), Err(FrameError::Version(2))));
+    // A body length far past the bytes present is refused, nothing allocated.
+    let mut huge = bytes;
+    huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        decode_post(&huge),
+        Err(FrameError::Truncated { .. })
+    ));
+    assert!(encode_post(1, 1, &post(0, 1, PartialBody::Filter(partial(0..1)))).is_none());
+    let fetch = encode_fetch(5, 6);
+    assert_eq!(decode_fetch(&fetch).unwrap(), (5, 6));
+    assert!(decode_fetch(&fetch[..fetch.len() - 1]).is_err());
+    assert!(decode_unit(&fetch).is_err(), "a fetch is not a unit");
+}
+
+#[test]
+fn frame_bytes_are_pinned() {
+    // docs/FORMAT.md § 16: magic, version 1, kind, reserved, length, body, CRC.
+    let unit = encode_unit(&Delivery::PassAll("no".into()));
+    let mut expected = b"FSRU\x01\x02\x00\x00\x02\x00\x00\x00no".to_vec();
+    expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
+    assert_eq!(unit, expected);
+    let post = encode_post(
+        0x0102,
+        0x03,
+        &Post {
+            task: 1,
+            tasks: 2,
+            rows: 3,
+            body: PartialBody::Failed("x".into()),
+        },
+    )
+    .unwrap();
+    let mut expected = b"FSRP\x01\x02\x00\x00\x29\x00\x00\x00".to_vec();
+    expected.extend_from_slice(&0x0102u128.to_le_bytes());
+    expected.extend_from_slice(&0x03u64.to_le_bytes());
+    expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]);
+    expected.push(b'x');
+    expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
+    assert_eq!(post, expected);
+    let mut expected = b"FSRQ\x01\x01\x00\x00\x18\x00\x00\x00".to_vec();
+    expected.extend_from_slice(&0x0102u128.to_le_bytes());
+    expected.extend_from_slice(&0x03u64.to_le_bytes());
+    expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
+    assert_eq!(encode_fetch(0x0102, 0x03), expected);
+}

@@ -1,0 +1,167 @@
+//! One scope per execution of a plan with runtime filters.
+//!
+//! [`BloomQueryExec`] sits at the top of such a plan, on the coordinator
+//! (above datafusion-distributed's `DistributedExec`, and above its analyze
+//! node for `EXPLAIN ANALYZE`). Each time it executes it draws a fresh
+//! scope, sets it in the plan's [`ScopeCell`] (shared by the plan's taps and
+//! probe nodes on the coordinator) before anything is sent to a worker, so
+//! every task plan of that execution carries it, and opens a run of every
+//! filter for it. When its stream ends, or is dropped because the query was
+//! cancelled, it closes those runs: a probe task still waiting for a filter
+//! then passes every row at once.
+//!
+//! So a plan that runs twice (a cached plan) never mixes the keys of two
+//! runs: a post or fetch names its scope.
+
+use super::rendezvous::{new_filter_id, Scope, Slot};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::{Stream, StreamExt};
+use std::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Name of the node in plans.
+pub const NAME: &str = "BloomRuntimeFiltersExec";
+
+/// The current execution's scope of one plan (see the module documentation).
+#[derive(Debug, Default)]
+pub struct ScopeCell(AtomicU64);
+
+impl ScopeCell {
+    /// A cell holding `scope` (a worker's node, decoded from its plan).
+    pub fn fixed(scope: Scope) -> Arc<ScopeCell> {
+        Arc::new(ScopeCell(AtomicU64::new(scope)))
+    }
+
+    /// The scope now.
+    pub fn get(&self) -> Scope {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn set(&self, scope: Scope) {
+        self.0.store(scope, Ordering::Release);
+    }
+}
+
+/// The top of a plan with runtime filters (see the module documentation).
+#[derive(Debug)]
+pub struct BloomQueryExec {
+    input: Arc<dyn ExecutionPlan>,
+    cell: Arc<ScopeCell>,
+    slots: Vec<Arc<Slot>>,
+}
+
+impl BloomQueryExec {
+    /// `input` with its filters' `slots`, whose nodes share `cell`.
+    pub fn new(input: Arc<dyn ExecutionPlan>, cell: Arc<ScopeCell>, slots: Vec<Arc<Slot>>) -> Self {
+        BloomQueryExec { input, cell, slots }
+    }
+
+    /// The plan below (datafusion-distributed's `DistributedExec`, or its
+    /// analyze node).
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+}
+
+impl DisplayAs for BloomQueryExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{NAME}: {} filter(s)", self.slots.len())
+    }
+}
+
+impl ExecutionPlan for BloomQueryExec {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal(format!(
+                "{NAME} takes one child, got {}",
+                children.len()
+            )));
+        }
+        Ok(Arc::new(BloomQueryExec {
+            input: children.swap_remove(0),
+            cell: Arc::clone(&self.cell),
+            slots: self.slots.clone(),
+        }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        // Never 0: a decoded node with scope 0 would be a plan that was
+        // never given one.
+        let scope = (new_filter_id() as u64).max(1);
+        self.cell.set(scope);
+        for s in &self.slots {
+            s.run(scope);
+        }
+        let input = self.input.execute(partition, context)?;
+        Ok(Box::pin(Scoped {
+            schema: input.schema(),
+            input,
+            slots: self.slots.clone(),
+            scope,
+        }))
+    }
+}
+
+/// The input's stream; closes the scope's runs when it ends or is dropped.
+struct Scoped {
+    schema: SchemaRef,
+    input: SendableRecordBatchStream,
+    slots: Vec<Arc<Slot>>,
+    scope: Scope,
+}
+
+impl Stream for Scoped {
+    type Item = Result<datafusion::arrow::array::RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.input.poll_next_unpin(cx)
+    }
+}
+
+impl RecordBatchStream for Scoped {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+impl Drop for Scoped {
+    fn drop(&mut self) {
+        for s in &self.slots {
+            s.close(self.scope);
+        }
+    }
+}

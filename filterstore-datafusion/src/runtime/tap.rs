@@ -1,0 +1,520 @@
+//! `BloomTapExec`: a runtime filter's keys, taken from the join's build
+//! input as the join reads it.
+//!
+//! The tap sits directly above a hash join's build child, in the join's
+//! stage. Every batch passes through unchanged; its keys (the join's own
+//! build-side key expressions, so the join's coercions apply) go into one
+//! filter per task, of the shape the rule planned, shared by the task's
+//! partitions. When every partition of the task has ended, the task posts
+//! its filter to the coordinator ([`super::rendezvous`]): directly in the
+//! coordinator's process, through the rendezvous service from a worker
+//! process. A partition that fails or is dropped before its end posts a
+//! failure instead, and the probe side then passes every row: keys the tap
+//! never saw are never missing from a filter that is used.
+//!
+//! The tap reads nothing the join does not read, and runs nothing twice.
+
+use super::rendezvous::{self, frame, service, FilterId, PartialBody, Post, Scope};
+use super::scope::ScopeCell;
+use crate::rowkey::{insert_rows, KeyColumns};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::execution_plan::CardinalityEffect;
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+};
+use datafusion::physical_plan::{
+    ChildStats, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
+    PlanProperties, ReplaceChildrenOptions, Statistics, StatisticsArgs,
+};
+use datafusion_distributed::DistributedTaskContext;
+use filterstore::{encode_message, BitFilter, CodecChoice, FilterParams};
+use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+/// Name of the node in plans and metrics.
+pub const NAME: &str = "BloomTapExec";
+
+/// The tap of one runtime filter (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct BloomTapExec {
+    input: Arc<dyn ExecutionPlan>,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    params: FilterParams,
+    filter: FilterId,
+    rendezvous: Option<String>,
+    scope: Arc<ScopeCell>,
+    label: String,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+    runs: Arc<Runs>,
+}
+
+/// One run per task: the partitions of a task share its filter. Keyed by
+/// the task's `TaskContext` (one per task on a worker, one per execution on
+/// the coordinator), held weakly.
+#[derive(Debug, Default)]
+struct Runs(Mutex<Vec<(Weak<TaskContext>, Arc<TapRun>)>>);
+
+impl BloomTapExec {
+    /// A tap of `keys` (expressions over `input`'s schema) into filter
+    /// `filter` of shape `params`; `rendezvous` is the coordinator's address
+    /// for taps in worker processes (`None`: the coordinator's process), and
+    /// `scope` the plan's execution scope.
+    pub fn try_new(
+        input: Arc<dyn ExecutionPlan>,
+        keys: Vec<Arc<dyn PhysicalExpr>>,
+        params: FilterParams,
+        filter: FilterId,
+        (rendezvous, scope): (Option<String>, Arc<ScopeCell>),
+        label: String,
+    ) -> Result<Self> {
+        if keys.is_empty() {
+            return Err(DataFusionError::Plan(format!("{NAME} needs a key")));
+        }
+        let properties = Arc::clone(input.properties());
+        Ok(BloomTapExec {
+            input,
+            keys,
+            params,
+            filter,
+            rendezvous,
+            scope,
+            label,
+            properties,
+            metrics: ExecutionPlanMetricsSet::new(),
+            runs: Arc::default(),
+        })
+    }
+
+    /// The key expressions, over the input's schema.
+    pub fn keys(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.keys
+    }
+
+    /// The filter's shape.
+    pub fn params(&self) -> &FilterParams {
+        &self.params
+    }
+
+    /// The filter this tap feeds.
+    pub fn filter_id(&self) -> FilterId {
+        self.filter
+    }
+
+    /// The coordinator's rendezvous address, if the taps post from other
+    /// processes.
+    pub fn rendezvous(&self) -> Option<&str> {
+        self.rendezvous.as_deref()
+    }
+
+    /// The join this filter serves, as plans show it.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The execution scope the node runs in now.
+    pub fn scope(&self) -> Scope {
+        self.scope.get()
+    }
+
+    fn run(&self, ctx: &Arc<TaskContext>) -> Result<Arc<TapRun>> {
+        let mut runs = self.runs.0.lock();
+        runs.retain(|(c, _)| c.strong_count() > 0);
+        if let Some((_, r)) = runs
+            .iter()
+            .find(|(c, _)| std::ptr::eq(c.as_ptr(), Arc::as_ptr(ctx)))
+        {
+            return Ok(Arc::clone(r));
+        }
+        let task = DistributedTaskContext::from_ctx(ctx);
+        let filter = BitFilter::new(self.params)
+            .map_err(|e| DataFusionError::Execution(format!("{NAME}: {e}")))?;
+        let run = Arc::new(TapRun {
+            filter: Arc::new(filter),
+            partitions: self.properties.partitioning.partition_count(),
+            ended: AtomicUsize::new(0),
+            posted: AtomicBool::new(false),
+            rows: AtomicU64::new(0),
+            task: task.task_index,
+            tasks: task.task_count,
+            id: self.filter,
+            scope: self.scope.get(),
+            rendezvous: self.rendezvous.clone(),
+            partial_bytes: MetricBuilder::new(&self.metrics).global_counter("partial_bytes"),
+        });
+        runs.push((Arc::downgrade(ctx), Arc::clone(&run)));
+        Ok(run)
+    }
+}
+
+/// What a task's partitions share.
+#[derive(Debug)]
+struct TapRun {
+    filter: Arc<BitFilter>,
+    partitions: usize,
+    ended: AtomicUsize,
+    posted: AtomicBool,
+    rows: AtomicU64,
+    task: usize,
+    tasks: usize,
+    id: FilterId,
+    scope: Scope,
+    rendezvous: Option<String>,
+    partial_bytes: Count,
+}
+
+impl TapRun {
+    /// One partition reached its end: the last one posts the filter.
+    fn partition_ended(&self) {
+        if self.ended.fetch_add(1, Ordering::AcqRel) + 1 == self.partitions {
+            let body = PartialBody::Filter(Arc::clone(&self.filter));
+            self.post(body);
+        }
+    }
+
+    /// The task's keys are incomplete: post the failure (once).
+    fn fail(&self, why: String) {
+        self.post(PartialBody::Failed(why));
+    }
+
+    fn post(&self, body: PartialBody) {
+        if self.posted.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let body = match (hooks::fault(), body) {
+            (hooks::TapFault::Fail, _) => PartialBody::Failed("injected failure".into()),
+            (hooks::TapFault::Never, _) => return,
+            (hooks::TapFault::None, body) => body,
+        };
+        let delay = hooks::delay();
+        if !delay.is_zero() {
+            self.post_later(body, delay);
+            return;
+        }
+        let post = Post {
+            task: self.task,
+            tasks: self.tasks,
+            rows: self.rows.load(Ordering::Acquire),
+            body,
+        };
+        let Some(url) = &self.rendezvous else {
+            // The coordinator's process: the merge happens here, now.
+            rendezvous::post_local(self.id, self.scope, post);
+            return;
+        };
+        let Some(frame) = self.remote_frame(post) else {
+            return;
+        };
+        self.partial_bytes.add(frame.len());
+        let url = url.clone();
+        // Without a runtime (a plan executed outside tokio) nothing can be
+        // sent; undelivered, the probe side passes every row at its
+        // deadline either way.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = service::post_remote(&url, frame).await;
+            });
+        }
+    }
+
+    /// [`Self::post`] after `delay` (a test hook: a build side slower than
+    /// the probe side's deadline).
+    fn post_later(&self, body: PartialBody, delay: std::time::Duration) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let run = TapRun {
+            filter: Arc::clone(&self.filter),
+            partitions: self.partitions,
+            ended: AtomicUsize::new(0),
+            posted: AtomicBool::new(false),
+            rows: AtomicU64::new(self.rows.load(Ordering::Acquire)),
+            task: self.task,
+            tasks: self.tasks,
+            id: self.id,
+            scope: self.scope,
+            rendezvous: self.rendezvous.clone(),
+            partial_bytes: self.partial_bytes.clone(),
+        };
+        rt.spawn(async move {
+            tokio::time::sleep(delay).await;
+            hooks::without_delay(|| run.post(body));
+        });
+    }
+
+    /// The post as a frame for another process (the filter as a message).
+    fn remote_frame(&self, post: Post) -> Option<Vec<u8>> {
+        let post = match post.body {
+            PartialBody::Filter(f) => {
+                let n = post.rows.max(1);
+                let body = match encode_message(f.as_ref(), n, 0, CodecChoice::Auto) {
+                    Ok(m) => PartialBody::Message(m),
+                    Err(e) => PartialBody::Failed(format!("encoding the partial: {e}")),
+                };
+                Post { body, ..post }
+            }
+            _ => post,
+        };
+        frame::encode_post(self.id, self.scope, &post)
+    }
+}
+
+impl DisplayAs for BloomTapExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let keys: Vec<String> = self.keys.iter().map(|k| k.to_string()).collect();
+        write!(
+            f,
+            "{NAME}: {}, keys=[{}], m={}, k={}",
+            self.label,
+            keys.join(", "),
+            self.params.m(),
+            self.params.k()
+        )
+    }
+}
+
+impl ExecutionPlan for BloomTapExec {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        for k in &self.keys {
+            if f(k)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return Err(DataFusionError::Internal(format!(
+                "{NAME} takes one child, got {}",
+                children.len()
+            )));
+        }
+        let input = children.swap_remove(0);
+        let properties = match options.children_properties {
+            ChildrenPropertiesMode::Keep => Arc::clone(&self.properties),
+            ChildrenPropertiesMode::Recompute => Arc::clone(input.properties()),
+        };
+        Ok(Arc::new(BloomTapExec {
+            input,
+            properties,
+            metrics: ExecutionPlanMetricsSet::new(),
+            runs: Arc::default(),
+            ..self.as_ref().clone()
+        }))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+        )
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let run = self.run(&context)?;
+        let input = self.input.execute(partition, context)?;
+        Ok(Box::pin(TapStream {
+            schema: input.schema(),
+            input,
+            run,
+            keys: self.keys.clone(),
+            ended: false,
+            rows: MetricBuilder::new(&self.metrics).counter("build_rows", partition),
+            time: MetricBuilder::new(&self.metrics).elapsed_compute(partition),
+        }))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        vec![ChildStats::At(partition)]
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        Ok(input_stats
+            .first()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(Statistics::new_unknown(&self.schema()))))
+    }
+
+    fn cardinality_effect(&self) -> CardinalityEffect {
+        CardinalityEffect::Equal
+    }
+}
+
+/// One partition of the build input, passing through.
+struct TapStream {
+    schema: SchemaRef,
+    input: SendableRecordBatchStream,
+    run: Arc<TapRun>,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
+    ended: bool,
+    rows: Count,
+    time: Time,
+}
+
+impl TapStream {
+    fn insert(&self, batch: &RecordBatch) -> Result<u64> {
+        let _timer = self.time.timer();
+        let columns = self
+            .keys
+            .iter()
+            .map(|k| k.evaluate(batch)?.into_array(batch.num_rows()))
+            .collect::<Result<Vec<_>>>()?;
+        insert_rows(&self.run.filter, &KeyColumns::new(&columns)?)
+    }
+}
+
+impl Stream for TapStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let item = futures::ready!(self.input.poll_next_unpin(cx));
+        match &item {
+            Some(Ok(batch)) => match self.insert(batch) {
+                Ok(n) => {
+                    self.rows.add(n as usize);
+                    self.run.rows.fetch_add(n, Ordering::AcqRel);
+                }
+                // The join evaluates the same expressions on the same rows
+                // and reports the error itself; the filter is only lost.
+                Err(e) => self.run.fail(format!("a build key failed: {e}")),
+            },
+            Some(Err(e)) => self.run.fail(format!("the build input failed: {e}")),
+            None => {
+                self.ended = true;
+                self.run.partition_ended();
+            }
+        }
+        Poll::Ready(item)
+    }
+}
+
+impl RecordBatchStream for TapStream {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+impl Drop for TapStream {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.run
+                .fail("a build partition was dropped before its end".into());
+        }
+    }
+}
+
+/// Fault injection for the tests of waiting (process-wide, in-process taps
+/// only; off unless a test sets it). Not a stable API.
+#[doc(hidden)]
+pub mod hooks {
+    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+    use std::time::Duration;
+
+    /// What taps do when they would post.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum TapFault {
+        /// Post as usual.
+        None,
+        /// Post a failure instead of the filter.
+        Fail,
+        /// Never post.
+        Never,
+    }
+
+    static FAULT: AtomicU8 = AtomicU8::new(0);
+    static DELAY_MS: AtomicU64 = AtomicU64::new(0);
+
+    thread_local! {
+        static NO_DELAY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Sets what every tap of this process does when it would post.
+    pub fn set_fault(f: TapFault) {
+        FAULT.store(f as u8, Ordering::SeqCst);
+    }
+
+    /// Delays every tap's post by `d` (zero: no delay).
+    pub fn set_delay(d: Duration) {
+        DELAY_MS.store(
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+    }
+
+    pub(super) fn fault() -> TapFault {
+        match FAULT.load(Ordering::Relaxed) {
+            1 => TapFault::Fail,
+            2 => TapFault::Never,
+            _ => TapFault::None,
+        }
+    }
+
+    pub(super) fn delay() -> Duration {
+        if NO_DELAY.with(|c| c.get()) {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(DELAY_MS.load(Ordering::Relaxed))
+    }
+
+    pub(super) fn without_delay(f: impl FnOnce()) {
+        NO_DELAY.with(|c| c.set(true));
+        f();
+        NO_DELAY.with(|c| c.set(false));
+    }
+}
