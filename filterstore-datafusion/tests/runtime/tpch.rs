@@ -7,9 +7,7 @@
 //! forced (wherever it may), so the test exercises every placement the rule
 //! allows on TPC-H's shapes, not only those that pay at this scale.
 
-mod common;
-
-use common::tpch;
+use crate::common::tpch;
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::cluster::{
     in_memory_cluster, partitioned_join_config, WorkerFunctions,

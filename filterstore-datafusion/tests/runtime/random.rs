@@ -13,10 +13,8 @@
 //! Seeded: a failure prints its seed and SQL. `RUNTIME_RANDOM_CASES` sets
 //! the number of queries (default 200); the `--ignored` long run does 3,000.
 
-mod common;
-
-use common::data::{table, Rng};
-use common::tpch::{diff, rows};
+use crate::common::data::{table, Rng};
+use crate::common::tpch::{diff, rows};
 use datafusion::arrow::array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array,
     Int64Array, StringArray, UInt16Array,
@@ -264,7 +262,10 @@ async fn contexts(dir: &Path) -> (SessionContext, SessionContext, SessionContext
     (single, plain, rule)
 }
 
-async fn answer(ctx: &SessionContext, sql: &str) -> Result<Vec<Vec<common::tpch::Cell>>, String> {
+async fn answer(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Vec<Vec<crate::common::tpch::Cell>>, String> {
     let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
     let b = df.collect().await.map_err(|e| e.to_string())?;
     Ok(rows(&b))
@@ -317,7 +318,7 @@ async fn random_joins_answer_as_single_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "long run: cargo test --release -p filterstore-datafusion --test runtime_random -- --ignored"]
+#[ignore = "long run: cargo test --release -p filterstore-datafusion --test runtime -- --ignored random::random_joins_long_run"]
 async fn random_joins_long_run() {
     tokio::time::timeout(Duration::from_secs(7200), run(3_000, 1234))
         .await
@@ -326,7 +327,7 @@ async fn random_joins_long_run() {
 
 /// Reproduces one query (a failure's SQL) with the report and both answers:
 /// `RUNTIME_RANDOM_SQL='...' cargo test --release -p filterstore-datafusion
-/// --test runtime_random -- --ignored one_query --nocapture`.
+/// --test runtime -- --ignored random::one_query --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "reproduces the query in RUNTIME_RANDOM_SQL"]
 async fn one_query() {

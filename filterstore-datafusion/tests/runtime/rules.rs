@@ -7,10 +7,8 @@
 //! Every query runs on the 3-worker in-memory cluster with joins forced
 //! partitioned, and its result must equal single-node DataFusion's.
 
-mod common;
-
-use common::data::{table, Rng};
-use common::tpch::{diff, rows};
+use crate::common::data::{table, Rng};
+use crate::common::tpch::{diff, rows};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, Int32Array, Int64Array, ListArray, StringArray,
 };
@@ -226,7 +224,7 @@ async fn regression_null_safe_join_keeps_null_matches() {
             .collect()
             .await
             .unwrap();
-        assert!(rows(&nulls)[0][0] != common::tpch::Cell::S("0".into()));
+        assert!(rows(&nulls)[0][0] != crate::common::tpch::Cell::S("0".into()));
     })
     .await
 }

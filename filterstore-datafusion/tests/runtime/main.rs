@@ -1,0 +1,13 @@
+//! Runtime filters on distributed plans, in one test binary (each test
+//! binary links all of DataFusion: fewer binaries, a faster build): the
+//! decision table and regressions (`rules`), seeded random joins (`random`),
+//! the star join (`semijoin`) and TPC-H (`tpch`), each against single-node
+//! DataFusion.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod random;
+mod rules;
+mod semijoin;
+mod tpch;

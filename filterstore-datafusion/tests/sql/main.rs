@@ -1,0 +1,7 @@
+//! The SQL functions and the Parquet interop, in one test binary (each test
+//! binary links all of DataFusion: fewer binaries, a faster build).
+
+mod agg_estimate;
+mod contains_exact;
+mod message_errors;
+mod sbbf;
