@@ -32,7 +32,7 @@
 use super::config::RuntimeFilterConfig;
 use super::lineage::{reach, Keys, Point};
 use super::report::SkipReason;
-use super::stats::{key_range, points_rows, range_size, rows, source_rows, within};
+use super::stats::{range_size, within, Stats};
 use crate::rowkey;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
@@ -85,6 +85,7 @@ pub fn probe_allowed(join: &HashJoinExec) -> std::result::Result<(), SkipReason>
 pub fn decide(
     join: &HashJoinExec,
     cfg: &RuntimeFilterConfig,
+    stats: &Stats,
 ) -> Result<std::result::Result<ProbePlan, SkipReason>> {
     if *join.partition_mode() == PartitionMode::CollectLeft {
         return Ok(Err(SkipReason::Broadcast));
@@ -114,21 +115,20 @@ pub fn decide(
             return Ok(Err(SkipReason::FallibleKey(e)));
         }
     }
-    let probe_rows = points_rows(probe, &points);
-    let build_rows = rows(build);
-    let probe_range = key_range(probe, &probe_keys)?;
+    let probe_rows = stats.points_rows(probe, &points);
+    let build_rows = stats.rows(build);
+    let probe_range = stats.key_range(probe, &probe_keys)?;
     let probe_distinct = probe_range
         .as_ref()
         .and_then(range_size)
         .map(|d| probe_rows.map_or(d, |r| d.min(r as f64)));
-    let build_source_rows = source_rows(build, &build_keys)?;
+    let build_source_rows = stats.source_rows(build, &build_keys)?;
+    let build_range = stats.key_range(build, &build_keys)?;
     let pass = foreign_key_pass(
-        build,
-        &build_keys,
         (build_rows, build_source_rows),
-        probe_range.as_ref(),
+        (probe_range.as_ref(), build_range.as_ref()),
         cfg.fp,
-    )?;
+    );
     if !cfg.force {
         if let Some(rows) = probe_rows.filter(|&r| r < cfg.min_filtered_rows) {
             return Ok(Err(SkipReason::SmallSide { rows }));
@@ -155,27 +155,24 @@ pub fn decide(
 /// support the assumption: the probe key's range lies within the build
 /// table's key range. Otherwise `None` (decided at run time).
 fn foreign_key_pass(
-    build: &Arc<dyn ExecutionPlan>,
-    build_keys: &Keys,
     (build_rows, source_rows): (Option<u64>, Option<u64>),
-    probe_range: Option<&(
-        datafusion::common::ScalarValue,
-        datafusion::common::ScalarValue,
-    )>,
+    (probe_range, build_range): (Option<&Range>, Option<&Range>),
     fp: f64,
-) -> Result<Option<f64>> {
-    let (Some(rows), Some(source)) = (build_rows, source_rows) else {
-        return Ok(None);
-    };
-    let Some(build_range) = key_range(build, build_keys)? else {
-        return Ok(None);
-    };
-    if source == 0 || !probe_range.is_some_and(|p| within(p, &build_range)) {
-        return Ok(None);
+) -> Option<f64> {
+    let (rows, source) = (build_rows?, source_rows?);
+    let (probe, build) = (probe_range?, build_range?);
+    if source == 0 || !within(probe, build) {
+        return None;
     }
     let share = (rows as f64 / source as f64).min(1.0);
-    Ok(Some(share + fp * (1.0 - share)))
+    Some(share + fp * (1.0 - share))
 }
+
+/// A key's (min, max) from statistics.
+type Range = (
+    datafusion::common::ScalarValue,
+    datafusion::common::ScalarValue,
+);
 
 /// Whether the key columns encode alike on both sides.
 pub fn key_types(

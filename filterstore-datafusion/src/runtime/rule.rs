@@ -19,6 +19,7 @@ use super::place::{capacity, plan_params, probe, tap};
 use super::rendezvous::{new_filter_id, Slot};
 use super::report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};
 use super::scope::{BloomQueryExec, ScopeCell};
+use super::stats::Stats;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::JoinSide;
 use datafusion::error::Result;
@@ -40,6 +41,7 @@ struct Walk<'a> {
     joins: usize,
     cell: Arc<ScopeCell>,
     slots: Vec<Arc<Slot>>,
+    stats: Stats,
 }
 
 /// A plan with its filters placed, before [`BloomQueryExec`] goes on top.
@@ -106,6 +108,7 @@ impl BloomRuntimeFilterRule {
             joins: 0,
             cell: Arc::default(),
             slots: Vec::new(),
+            stats: Stats::default(),
         };
         let plan = if plan.is::<datafusion_distributed::DistributedExec>() {
             walk.rewrite(plan, false)?
@@ -182,7 +185,11 @@ impl Walk<'_> {
             children.push(new);
         }
         let node = if changed {
-            let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+            // The children changed only by nodes that keep their input's
+            // properties (taps and filters): the node's stay as they are,
+            // and recomputing them (equivalences, orderings) would be most
+            // of the rule's cost.
+            let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
             node.replace_children(children, opts)?
         } else {
             node
@@ -208,7 +215,7 @@ impl Walk<'_> {
             SkipReason::BuildSide
         };
         self.push(&name, JoinSide::Left, Verdict::Skipped(build));
-        let decision = match decide(join, self.config) {
+        let decision = match decide(join, self.config, &self.stats) {
             Ok(d) => d,
             Err(e) => Err(SkipReason::Failed(e.to_string())),
         };

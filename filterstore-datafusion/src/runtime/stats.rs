@@ -1,6 +1,8 @@
 //! What DataFusion's statistics say of a join side: row counts and the
 //! range of a key's values. Planning reads statistics only; it never runs
-//! anything.
+//! anything. One [`Stats`] per planning memoizes the statistics of each
+//! node (DataFusion's `StatisticsContext` cache, keyed by the node's
+//! address), so a subtree asked about by several joins is computed once.
 
 use super::lineage::{step, Keys, Point, Step};
 use datafusion::common::ScalarValue;
@@ -10,23 +12,77 @@ use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::{ExecutionPlan, Statistics};
 use std::sync::Arc;
 
-fn statistics(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<Statistics>> {
-    StatisticsContext::new()
-        .compute(plan.as_ref(), &StatisticsArgs::new())
-        .ok()
+/// Statistics memoized per node (see the module documentation). The cache
+/// is keyed by node address, so every node asked about is kept alive for
+/// as long as the cache: an address is never reused for another node while
+/// its entry lives.
+#[derive(Default)]
+pub struct Stats {
+    ctx: StatisticsContext,
+    keep: std::cell::RefCell<Vec<Arc<dyn ExecutionPlan>>>,
 }
 
-/// Estimated rows `plan` produces.
-pub fn rows(plan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
-    statistics(plan)?.num_rows.get_value().map(|n| *n as u64)
-}
+impl Stats {
+    fn of(&self, plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<Statistics>> {
+        self.keep.borrow_mut().push(Arc::clone(plan));
+        self.ctx.compute(plan.as_ref(), &StatisticsArgs::new()).ok()
+    }
 
-/// Estimated rows reaching the places, summed; `None` when one is unknown.
-pub fn points_rows(root: &Arc<dyn ExecutionPlan>, points: &[Point]) -> Option<u64> {
-    points
-        .iter()
-        .map(|p| node_at(root, &p.path).and_then(|n| rows(&n)))
-        .sum()
+    /// Estimated rows `plan` produces.
+    pub fn rows(&self, plan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
+        self.of(plan)?.num_rows.get_value().map(|n| *n as u64)
+    }
+
+    /// Estimated rows reaching the places, summed; `None` when one is unknown.
+    pub fn points_rows(&self, root: &Arc<dyn ExecutionPlan>, points: &[Point]) -> Option<u64> {
+        points
+            .iter()
+            .map(|p| node_at(root, &p.path).and_then(|n| self.rows(&n)))
+            .sum()
+    }
+
+    /// Rows of what produces the key (a scan, typically), the smallest if
+    /// several branches produce it.
+    pub fn source_rows(&self, node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Option<u64>> {
+        let mut best: Option<u64> = None;
+        for (n, _) in sources(node, keys)? {
+            if let Some(r) = self.rows(&n) {
+                best = Some(best.map_or(r, |b| b.min(r)));
+            }
+        }
+        Ok(best)
+    }
+
+    /// The range of a one-column key's values where it is produced, as
+    /// (min, max), when statistics give both on its only branch.
+    pub fn key_range(
+        &self,
+        node: &Arc<dyn ExecutionPlan>,
+        keys: &Keys,
+    ) -> Result<Option<(ScalarValue, ScalarValue)>> {
+        let found = sources(node, keys)?;
+        let [(source, keys)] = found.as_slice() else {
+            return Ok(None);
+        };
+        let [key] = keys.as_slice() else {
+            return Ok(None);
+        };
+        let Some(col) = key.downcast_ref::<Column>() else {
+            return Ok(None);
+        };
+        let Some(stats) = self.of(source) else {
+            return Ok(None);
+        };
+        let Some(c) = stats.column_statistics.get(col.index()) else {
+            return Ok(None);
+        };
+        match (c.min_value.get_value(), c.max_value.get_value()) {
+            (Some(lo), Some(hi)) if !lo.is_null() && !hi.is_null() => {
+                Ok(Some((lo.clone(), hi.clone())))
+            }
+            _ => Ok(None),
+        }
+    }
 }
 
 /// The node at `path` (child indexes) below `root`.
@@ -57,48 +113,6 @@ fn sources(
             }
             Ok(out)
         }
-    }
-}
-
-/// Rows of what produces the key (a scan, typically), the smallest if
-/// several branches produce it.
-pub fn source_rows(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Option<u64>> {
-    let mut best: Option<u64> = None;
-    for (n, _) in sources(node, keys)? {
-        if let Some(r) = rows(&n) {
-            best = Some(best.map_or(r, |b| b.min(r)));
-        }
-    }
-    Ok(best)
-}
-
-/// The range of a one-column key's values where it is produced, as
-/// (min, max), when statistics give both on its only branch.
-pub fn key_range(
-    node: &Arc<dyn ExecutionPlan>,
-    keys: &Keys,
-) -> Result<Option<(ScalarValue, ScalarValue)>> {
-    let found = sources(node, keys)?;
-    let [(source, keys)] = found.as_slice() else {
-        return Ok(None);
-    };
-    let [key] = keys.as_slice() else {
-        return Ok(None);
-    };
-    let Some(col) = key.downcast_ref::<Column>() else {
-        return Ok(None);
-    };
-    let Some(stats) = statistics(source) else {
-        return Ok(None);
-    };
-    let Some(c) = stats.column_statistics.get(col.index()) else {
-        return Ok(None);
-    };
-    match (c.min_value.get_value(), c.max_value.get_value()) {
-        (Some(lo), Some(hi)) if !lo.is_null() && !hi.is_null() => {
-            Ok(Some((lo.clone(), hi.clone())))
-        }
-        _ => Ok(None),
     }
 }
 
