@@ -28,6 +28,7 @@
 
 use super::rendezvous::{self, service, Delivery, FilterId};
 use super::scope::ScopeCell;
+use super::tap::hooks;
 use crate::cache;
 use crate::rowkey::{contains_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
@@ -396,6 +397,7 @@ impl ExecutionPlan for BloomFilterExec {
         let input = self.input.execute(partition, context)?;
         let m = MetricBuilder::new(&self.metrics);
         let probe = Probe {
+            filter_id: self.filter,
             keys: self.keys.clone(),
             nulls_pass: self.nulls_pass,
             policy: self.policy,
@@ -424,6 +426,10 @@ impl ExecutionPlan for BloomFilterExec {
                     Err(e) => return Some((Err(e), (input, run, probe))),
                 };
                 probe.poll_late(&run);
+                let delay = hooks::of(probe.filter_id).probe_batch_delay;
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 let out = probe.filter(batch);
                 Some((Ok(out), (input, run, probe)))
             },
@@ -482,6 +488,7 @@ struct ProbeMetrics {
 
 /// One partition's filtering.
 struct Probe {
+    filter_id: FilterId,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     nulls_pass: bool,
     policy: ProbePolicy,
@@ -499,7 +506,7 @@ impl Probe {
         }
         let deadline = tokio::time::Instant::from_std(run.deadline());
         let timer = self.metrics.wait.timer();
-        let waiting = Waiting::enter();
+        let waiting = Waiting::enter(self.filter_id);
         let arrived = tokio::time::timeout_at(deadline, run.arrival.clone()).await;
         drop(waiting);
         timer.done();
@@ -598,27 +605,36 @@ impl Probe {
     }
 }
 
-static WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Probe partitions of this process waiting for their filter now, by
+/// filter (for the tests of cancellation).
+static WAITING: std::sync::LazyLock<Mutex<std::collections::HashMap<FilterId, usize>>> =
+    std::sync::LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
 
-/// Probe partitions of this process waiting for their filter now (for the
+/// Probe partitions of this process waiting for filter `id` now (for the
 /// tests of cancellation; not a stable API).
 #[doc(hidden)]
-pub fn waiting_probes() -> usize {
-    WAITING.load(std::sync::atomic::Ordering::SeqCst)
+pub fn waiting_probes(id: FilterId) -> usize {
+    WAITING.lock().get(&id).copied().unwrap_or(0)
 }
 
 /// Counts a waiting partition while it lives (a dropped wait counts out).
-struct Waiting;
+struct Waiting(FilterId);
 
 impl Waiting {
-    fn enter() -> Waiting {
-        WAITING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Waiting
+    fn enter(id: FilterId) -> Waiting {
+        *WAITING.lock().entry(id).or_insert(0) += 1;
+        Waiting(id)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        WAITING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let mut w = WAITING.lock();
+        if let Some(n) = w.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                w.remove(&self.0);
+            }
+        }
     }
 }

@@ -191,14 +191,17 @@ impl TapRun {
         if self.posted.swap(true, Ordering::AcqRel) {
             return;
         }
-        let body = match (hooks::fault(), body) {
+        self.post_with(body, hooks::of(self.id));
+    }
+
+    fn post_with(&self, body: PartialBody, faults: hooks::Faults) {
+        let body = match (faults.tap, body) {
             (hooks::TapFault::Fail, _) => PartialBody::Failed("injected failure".into()),
             (hooks::TapFault::Never, _) => return,
             (hooks::TapFault::None, body) => body,
         };
-        let delay = hooks::delay();
-        if !delay.is_zero() {
-            self.post_later(body, delay);
+        if !faults.post_delay.is_zero() {
+            self.post_later(body, faults.post_delay);
             return;
         }
         let post = Post {
@@ -248,7 +251,8 @@ impl TapRun {
         };
         rt.spawn(async move {
             tokio::time::sleep(delay).await;
-            hooks::without_delay(|| run.post(body));
+            run.posted.store(true, Ordering::Release);
+            run.post_with(body, hooks::Faults::default());
         });
     }
 
@@ -459,17 +463,25 @@ impl Drop for TapStream {
     }
 }
 
-/// Fault injection for the tests of waiting (process-wide, in-process taps
-/// only; off unless a test sets it). Not a stable API.
+/// Fault injection for the tests of waiting, by filter: a test plans its
+/// query, takes the filter ids from the report, and injects faults into
+/// those filters only (other queries of the process are untouched). In
+/// effect where the taps and probe tasks run in this process (the in-memory
+/// cluster). Not a stable API.
 #[doc(hidden)]
 pub mod hooks {
-    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+    use super::FilterId;
+    use parking_lot::Mutex;
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::LazyLock;
     use std::time::Duration;
 
     /// What taps do when they would post.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub enum TapFault {
         /// Post as usual.
+        #[default]
         None,
         /// Post a failure instead of the filter.
         Fail,
@@ -477,44 +489,40 @@ pub mod hooks {
         Never,
     }
 
-    static FAULT: AtomicU8 = AtomicU8::new(0);
-    static DELAY_MS: AtomicU64 = AtomicU64::new(0);
-
-    thread_local! {
-        static NO_DELAY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The faults of one filter.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Faults {
+        /// What its taps do.
+        pub tap: TapFault,
+        /// How late its taps post.
+        pub post_delay: Duration,
+        /// A delay before each batch its probe partitions filter.
+        pub probe_batch_delay: Duration,
     }
 
-    /// Sets what every tap of this process does when it would post.
-    pub fn set_fault(f: TapFault) {
-        FAULT.store(f as u8, Ordering::SeqCst);
+    static ANY: AtomicBool = AtomicBool::new(false);
+    static FAULTS: LazyLock<Mutex<HashMap<FilterId, Faults>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+
+    /// Injects `faults` into filter `id`.
+    pub fn inject(id: FilterId, faults: Faults) {
+        FAULTS.lock().insert(id, faults);
+        ANY.store(true, Ordering::SeqCst);
     }
 
-    /// Delays every tap's post by `d` (zero: no delay).
-    pub fn set_delay(d: Duration) {
-        DELAY_MS.store(
-            u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
-            Ordering::SeqCst,
-        );
+    /// Removes filter `id`'s faults.
+    pub fn clear(id: FilterId) {
+        let mut f = FAULTS.lock();
+        f.remove(&id);
+        ANY.store(!f.is_empty(), Ordering::SeqCst);
     }
 
-    pub(super) fn fault() -> TapFault {
-        match FAULT.load(Ordering::Relaxed) {
-            1 => TapFault::Fail,
-            2 => TapFault::Never,
-            _ => TapFault::None,
+    /// Filter `id`'s faults (none, at the cost of one atomic load, when no
+    /// test injected any).
+    pub fn of(id: FilterId) -> Faults {
+        if !ANY.load(Ordering::Relaxed) {
+            return Faults::default();
         }
-    }
-
-    pub(super) fn delay() -> Duration {
-        if NO_DELAY.with(|c| c.get()) {
-            return Duration::ZERO;
-        }
-        Duration::from_millis(DELAY_MS.load(Ordering::Relaxed))
-    }
-
-    pub(super) fn without_delay(f: impl FnOnce()) {
-        NO_DELAY.with(|c| c.set(true));
-        f();
-        NO_DELAY.with(|c| c.set(false));
+        FAULTS.lock().get(&id).copied().unwrap_or_default()
     }
 }

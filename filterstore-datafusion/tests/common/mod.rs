@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests (and, through `#[path]`, the benchmark).
 
 pub mod data;
+pub mod procs;
 pub mod tpch;

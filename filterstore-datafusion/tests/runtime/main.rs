@@ -7,7 +7,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod processes;
 mod random;
 mod rules;
 mod semijoin;
 mod tpch;
+mod waits;

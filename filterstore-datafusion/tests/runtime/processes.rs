@@ -1,0 +1,106 @@
+//! A cluster of three `filterstore-worker` processes on localhost: the
+//! coordinator plans runtime filters, the taps in the worker processes post
+//! their partial filters to the coordinator's rendezvous over gRPC, the probe
+//! tasks fetch the merged filter from it; answers as single-node
+//! DataFusion's. The workers are stopped when the test ends, also when it
+//! panics.
+
+use crate::common::procs::{alive, Workers};
+use crate::common::tpch;
+use datafusion::physical_plan::collect;
+use datafusion::prelude::SessionContext;
+use filterstore_datafusion::cluster::partitioned_join_config;
+use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, sum_metric};
+use filterstore_datafusion::serve::remote_cluster;
+use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_processes_build_ship_and_apply_filters() {
+    tokio::time::timeout(Duration::from_secs(600), body())
+        .await
+        .expect("the process-cluster test timed out");
+}
+
+async fn body() {
+    let dir = tempfile::tempdir().unwrap();
+    tpch::generate(dir.path(), 0.05).unwrap();
+    let single = SessionContext::new();
+    tpch::register(&single, dir.path()).await.unwrap();
+    let workers = Workers::start(3).unwrap();
+    let pids = workers.pids();
+    let local = "127.0.0.1:0".parse().unwrap();
+    let rule = RuntimeFilterConfig {
+        min_filtered_rows: 1_000,
+        ..RuntimeFilterConfig::default()
+    };
+    let coordinator = remote_cluster(
+        workers.urls.clone(),
+        partitioned_join_config(3).unwrap(),
+        Some(rule),
+        local,
+    )
+    .await
+    .unwrap();
+    let ctx = &coordinator.ctx;
+    tpch::register(ctx, dir.path()).await.unwrap();
+    let (mut built, mut dropped) = (0, 0);
+    for q in [3, 5, 10, 12, 17, 18] {
+        let stmts = tpch::statements(q);
+        let expected = tpch::rows(&tpch::run(&single, &stmts).await.unwrap());
+        let (select, setup) = stmts.split_last().unwrap();
+        for s in setup {
+            ctx.sql(s).await.unwrap().collect().await.unwrap();
+        }
+        let plan = ctx
+            .sql(select)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let got = collect(Arc::clone(&plan), ctx.task_ctx())
+            .await
+            .unwrap_or_else(|e| panic!("q{q}: {e}"));
+        if let Some(d) = tpch::diff(&expected, &tpch::rows(&got)) {
+            panic!("q{q} on worker processes differs from single-node DataFusion: {d}");
+        }
+        let report = last_report(ctx).unwrap();
+        for f in report.filters() {
+            if let Some(FilterOutcome::Built { partials, .. }) = f.outcome() {
+                assert_eq!(partials, 3, "q{q}: one partial per join task\n{report}");
+                built += 1;
+            }
+        }
+        let plan = executed_plan(&plan).await.unwrap();
+        let rows_in = sum_metric(&plan, "rows_in", is_bloom_filter).unwrap();
+        let rows_out = sum_metric(&plan, "output_rows", is_bloom_filter).unwrap();
+        dropped += rows_in - rows_out;
+    }
+    assert!(built >= 4, "{built} filters built across processes");
+    assert!(
+        dropped > 0,
+        "the filters dropped no row in the worker processes"
+    );
+    drop(coordinator);
+    drop(workers);
+    for pid in pids {
+        assert!(!alive(pid), "worker {pid} outlived its test");
+    }
+}
+
+#[test]
+fn workers_are_stopped_when_a_test_panics() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let panicked = std::thread::spawn(move || {
+        let workers = Workers::start(2).unwrap();
+        tx.send(workers.pids()).unwrap();
+        panic!("a failing test");
+    })
+    .join();
+    assert!(panicked.is_err());
+    for pid in rx.recv().unwrap() {
+        assert!(!alive(pid), "worker {pid} outlived a panicking test");
+    }
+}
