@@ -12,7 +12,6 @@
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use datafusion_distributed::{rewrite_distributed_plan_with_metrics, DistributedMetricsFormat};
 use filterstore_datafusion::cluster::{
     broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
 };

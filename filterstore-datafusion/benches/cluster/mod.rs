@@ -1,0 +1,343 @@
+//! The distributed benchmarks' harness (TPC-H, TPC-DS): each query on a
+//! 3-worker cluster with joins forced partitioned, without runtime filters,
+//! with them (default settings) and forced, interleaved, on the in-memory
+//! cluster and on a cluster of 3 worker processes on localhost; every
+//! answer checked against single-node DataFusion; `EXPLAIN` timed with and
+//! without the rule. Prints a row per query with the machine's load, and
+//! `RESULT <workload>.<name>` lines (`<workload>.proc.<name>` for the
+//! process cluster).
+//!
+//! Environment: `<W>_RUNS` runs per query and mode (default 3), `<W>_QUERIES`
+//! a comma-separated subset, `<W>_CLUSTERS` `memory`, `process` or both
+//! (default), where `<W>` is the workload's name in capitals.
+
+#![allow(dead_code)]
+
+#[path = "../../tests/common/procs.rs"]
+pub mod procs;
+
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::SessionContext;
+use filterstore_datafusion::cluster::{
+    in_memory_cluster, partitioned_join_config, WorkerFunctions,
+};
+use filterstore_datafusion::metrics::{executed_plan, one_line, sum_metric};
+use filterstore_datafusion::serve::remote_cluster;
+use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+pub fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+pub fn load1() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().next().unwrap_or("?").to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+pub fn cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Where generated data is kept: `$CARGO_TARGET_DIR/<name>/sf<SF>`, or the
+/// workspace's `target/` when the variable is unset (as cargo does).
+pub fn data_dir(name: &str, sf: f64) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join(name).join(format!("sf{sf}"))
+}
+
+/// Rows and bytes entering the plan's network shuffles.
+#[derive(Default, Clone, Copy)]
+pub struct Figures {
+    pub shuffle_rows: usize,
+    pub shuffle_bytes: usize,
+}
+
+fn is_shuffle(n: &dyn ExecutionPlan) -> bool {
+    one_line(n).contains("NetworkShuffleExec")
+}
+
+/// A query's statements split around the one that returns its rows (a
+/// `SELECT` or `WITH`): setup (TPC-H q15's `CREATE VIEW`), the query,
+/// teardown (its `DROP VIEW`).
+pub fn split(stmts: &[String]) -> Res<(&[String], &String, &[String])> {
+    let i = stmts
+        .iter()
+        .position(|s| {
+            let s = s.trim_start().to_lowercase();
+            s.starts_with("select") || s.starts_with("with")
+        })
+        .ok_or("no SELECT among the statements")?;
+    Ok((&stmts[..i], &stmts[i], &stmts[i + 1..]))
+}
+
+async fn run_each(ctx: &SessionContext, stmts: &[String]) -> Res<()> {
+    for s in stmts {
+        ctx.sql(s).await?.collect().await?;
+    }
+    Ok(())
+}
+
+/// Runs a query's statements once: (wall ms of them all, the rows of the
+/// query, shuffle figures of the query).
+pub async fn once(
+    ctx: &SessionContext,
+    stmts: &[String],
+) -> Res<(f64, Vec<datafusion::arrow::array::RecordBatch>, Figures)> {
+    let (setup, query, teardown) = split(stmts)?;
+    let started = Instant::now();
+    run_each(ctx, setup).await?;
+    let plan = ctx.sql(query).await?.create_physical_plan().await?;
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    run_each(ctx, teardown).await?;
+    let wall = started.elapsed().as_secs_f64() * 1e3;
+    let plan = executed_plan(&plan).await?;
+    let figures = Figures {
+        shuffle_rows: sum_metric(&plan, "output_rows", is_shuffle)?,
+        shuffle_bytes: sum_metric(&plan, "output_bytes", is_shuffle)?,
+    };
+    Ok((wall, batches, figures))
+}
+
+/// `EXPLAIN` of the query (between its setup and teardown): wall ms.
+pub async fn explain(ctx: &SessionContext, stmts: &[String]) -> Res<f64> {
+    let (setup, query, teardown) = split(stmts)?;
+    run_each(ctx, setup).await?;
+    let started = Instant::now();
+    ctx.sql(&format!("EXPLAIN {query}"))
+        .await?
+        .collect()
+        .await?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    run_each(ctx, teardown).await?;
+    Ok(ms)
+}
+
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// The three sessions of one cluster kind.
+pub struct Sessions {
+    pub without: SessionContext,
+    pub with: SessionContext,
+    pub forced: SessionContext,
+    /// Worker processes and the rendezvous servers: kept alive.
+    _keep: Vec<Box<dyn std::any::Any>>,
+}
+
+/// The in-memory cluster's sessions.
+pub fn memory(rule: &RuntimeFilterConfig) -> Res<Sessions> {
+    let cfg = || partitioned_join_config(3);
+    let forced = RuntimeFilterConfig {
+        force: true,
+        ..rule.clone()
+    };
+    Ok(Sessions {
+        without: in_memory_cluster(3, WorkerFunctions::Registered, cfg()?, None)?,
+        with: in_memory_cluster(3, WorkerFunctions::Registered, cfg()?, Some(rule.clone()))?,
+        forced: in_memory_cluster(3, WorkerFunctions::Registered, cfg()?, Some(forced))?,
+        _keep: Vec::new(),
+    })
+}
+
+/// Sessions over 3 `filterstore-worker` processes (started here, stopped
+/// when the sessions are dropped).
+pub async fn processes(rule: &RuntimeFilterConfig) -> Res<Sessions> {
+    let workers = procs::Workers::start(3)?;
+    let local = "127.0.0.1:0".parse()?;
+    let urls = workers.urls.clone();
+    let cfg = || partitioned_join_config(3);
+    let forced = RuntimeFilterConfig {
+        force: true,
+        ..rule.clone()
+    };
+    let without = remote_cluster(urls.clone(), cfg()?, None, local).await?;
+    let with = remote_cluster(urls.clone(), cfg()?, Some(rule.clone()), local).await?;
+    let forced = remote_cluster(urls, cfg()?, Some(forced), local).await?;
+    Ok(Sessions {
+        without: without.ctx,
+        with: with.ctx,
+        forced: forced.ctx,
+        _keep: vec![
+            Box::new(workers),
+            Box::new(without.rendezvous),
+            Box::new(with.rendezvous),
+            Box::new(forced.rendezvous),
+        ],
+    })
+}
+
+/// Per-run totals of one cluster kind.
+#[derive(Default)]
+pub struct Totals {
+    pub queries: usize,
+    pub wrong: usize,
+    pub filters: usize,
+    pub bytes_without: usize,
+    pub bytes_with: usize,
+    pub ms_without: f64,
+    pub ms_with: f64,
+    pub worst: f64,
+    pub worst_query: String,
+    pub forced_worst: f64,
+    pub forced_worst_query: String,
+    pub slowest_ms: f64,
+}
+
+impl Totals {
+    pub fn print(&self, prefix: &str) {
+        println!("RESULT {prefix}.queries {}", self.queries);
+        println!("RESULT {prefix}.wrong_results {}", self.wrong);
+        println!("RESULT {prefix}.filters_applied {}", self.filters);
+        println!(
+            "RESULT {prefix}.shuffle_bytes_ratio {:.3}",
+            self.bytes_with as f64 / self.bytes_without.max(1) as f64
+        );
+        println!(
+            "RESULT {prefix}.wall_ratio_sum {:.3}",
+            self.ms_with / self.ms_without.max(1e-9)
+        );
+        println!(
+            "RESULT {prefix}.wall_ratio_max {:.3}   # {}",
+            self.worst, self.worst_query
+        );
+        println!(
+            "RESULT {prefix}.forced_wall_ratio_max {:.3}   # {}",
+            self.forced_worst, self.forced_worst_query
+        );
+        println!("RESULT {prefix}.slowest_query_ms {:.0}", self.slowest_ms);
+    }
+}
+
+/// Compares results as the tests do; `true` when equal.
+pub type Same =
+    fn(&[datafusion::arrow::array::RecordBatch], &[datafusion::arrow::array::RecordBatch]) -> bool;
+
+/// Runs every query on one cluster kind, interleaving the three modes.
+pub async fn run_all(
+    kind: &str,
+    sessions: &Sessions,
+    single: &SessionContext,
+    queries: &[(String, Vec<String>)],
+    runs: usize,
+    same: Same,
+) -> Res<Totals> {
+    let mut t = Totals::default();
+    println!(
+        "{:>6} {:>3} {:>12} {:>12} {:>8} {:>9} {:>9} {:>9} {:>6} {:>6} {:>5}",
+        "q",
+        "bf",
+        "rows w/o",
+        "rows with",
+        "MB ratio",
+        "ms w/o",
+        "ms with",
+        "ms forced",
+        "ratio",
+        "forced",
+        "load"
+    );
+    for (label, stmts) in queries {
+        let (_, expected, _) = once(single, stmts).await?;
+        let mut times = [Vec::new(), Vec::new(), Vec::new()];
+        let mut figs = [Figures::default(); 3];
+        let mut filters = 0;
+        for r in 0..runs.max(1) {
+            for k in 0..3 {
+                let m = (k + r) % 3;
+                let ctx = [&sessions.without, &sessions.with, &sessions.forced][m];
+                let (ms, rows, f) = once(ctx, stmts).await?;
+                if !same(&expected, &rows) {
+                    t.wrong += 1;
+                    println!("{label} ({kind}): WRONG RESULT in mode {m}");
+                }
+                times[m].push(ms);
+                figs[m] = f;
+                if m == 1 {
+                    filters = last_report(&sessions.with).map_or(0, |r| r.built());
+                }
+            }
+        }
+        let [m0, m1, m2] = times.map(|mut v| median(&mut v));
+        t.queries += 1;
+        t.filters += filters;
+        t.bytes_without += figs[0].shuffle_bytes;
+        t.bytes_with += figs[1].shuffle_bytes;
+        t.ms_without += m0;
+        t.ms_with += m1;
+        t.slowest_ms = t.slowest_ms.max(m0).max(m1).max(m2);
+        if m1 / m0 > t.worst {
+            t.worst = m1 / m0;
+            t.worst_query = label.clone();
+        }
+        if m2 / m0 > t.forced_worst {
+            t.forced_worst = m2 / m0;
+            t.forced_worst_query = label.clone();
+        }
+        println!(
+            "{:>6} {:>3} {:>12} {:>12} {:>8.3} {:>9.1} {:>9.1} {:>9.1} {:>6.3} {:>6.3} {:>5}",
+            label,
+            filters,
+            figs[0].shuffle_rows,
+            figs[1].shuffle_rows,
+            figs[1].shuffle_bytes as f64 / figs[0].shuffle_bytes.max(1) as f64,
+            m0,
+            m1,
+            m2,
+            m1 / m0,
+            m2 / m0,
+            load1()
+        );
+    }
+    Ok(t)
+}
+
+/// `EXPLAIN` of every query, with and without the rule, interleaved:
+/// (sum with, sum without) in ms.
+pub async fn explain_all(
+    sessions: &Sessions,
+    queries: &[(String, Vec<String>)],
+    runs: usize,
+) -> Res<(f64, f64)> {
+    let (mut with, mut without) = (0.0, 0.0);
+    for (_, stmts) in queries {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for r in 0..runs.max(1) {
+            for m in if r % 2 == 0 { [0, 1] } else { [1, 0] } {
+                if m == 0 {
+                    b.push(explain(&sessions.without, stmts).await?);
+                } else {
+                    a.push(explain(&sessions.with, stmts).await?);
+                }
+            }
+        }
+        with += median(&mut a);
+        without += median(&mut b);
+    }
+    Ok((with, without))
+}
