@@ -112,6 +112,41 @@ pub fn step(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Step> {
     )))
 }
 
+/// Whether `node` produces every distinct value of `keys` that its source
+/// table holds: the key's lineage runs from `node` to a scan without a
+/// predicate through operators that drop no row (moves, batches, sorts,
+/// projections) or that keep every distinct key (an aggregate grouping by
+/// it). `false` through a filter, a join, a runtime filter, a limit, or
+/// anything the lineage stops at short of a scan. Then a filter of these
+/// keys holds all of the table's keys: a foreign key into that table passes
+/// it whole.
+pub fn keeps_every_key(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<bool> {
+    match step(node, keys)? {
+        Step::Stop(_) => {
+            let line = datafusion::physical_plan::displayable(node.as_ref())
+                .one_line()
+                .to_string();
+            Ok(node.children().is_empty() && !line.contains("predicate="))
+        }
+        Step::Into(children) => {
+            let drops_rows = node.is::<FilterExec>()
+                || node.is::<HashJoinExec>()
+                || node.is::<BloomFilterExec>();
+            if drops_rows {
+                return Ok(false);
+            }
+            let kids = node.children();
+            for (i, k) in children {
+                match kids.get(i) {
+                    Some(child) if keeps_every_key(child, &k)? => {}
+                    _ => return Ok(false),
+                }
+            }
+            Ok(true)
+        }
+    }
+}
+
 /// Operators that move, batch or reorder rows without changing any value.
 fn passes_rows(node: &Arc<dyn ExecutionPlan>) -> bool {
     if is_boundary(node) {
