@@ -143,6 +143,8 @@ pub(crate) mod disk;
 pub(crate) mod engine;
 pub mod error;
 mod import;
+mod import_check;
+mod import_model;
 mod legacy;
 mod marker;
 mod migrate;
