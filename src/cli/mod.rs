@@ -40,8 +40,9 @@ struct Cli {
     #[arg(long, global = true, env = "FILTERSTORE_DB", value_name = "DIR")]
     db: Option<PathBuf>,
     /// The memory this process may take for filters, counters and their
-    /// buffers, in bytes [default: 3/4 of the cgroup's memory.max, else of
-    /// MemAvailable]. Over it a command fails with one line, having
+    /// buffers, in bytes [default: 3/4 of what the process's cgroups leave it
+    /// (v2 memory.max or v1 memory.limit_in_bytes) or of MemAvailable,
+    /// whichever is less]. Over it a command fails with one line, having
     /// allocated and written nothing.
     #[arg(
         long,

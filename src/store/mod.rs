@@ -138,6 +138,7 @@ pub mod batch;
 mod blobkeep;
 pub(crate) mod budget;
 pub mod catalog;
+mod cgroup;
 pub mod config;
 pub(crate) mod disk;
 pub(crate) mod engine;
