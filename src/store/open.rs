@@ -318,8 +318,7 @@ impl FilterStore {
         let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
         if new {
             // The directory's name, durable before anything in it is.
-            std::fs::File::open(&self.inner.shared.dir)
-                .and_then(|d| d.sync_all())
+            super::disk::io::sync_dir(&self.inner.shared.dir)
                 .map_err(io("syncing the database directory"))?;
         }
         *slot = Some(db.clone());

@@ -117,10 +117,11 @@ pub(crate) fn read(dir: &Path) -> io::Result<Option<Vec<u8>>> {
 pub(crate) fn write(dir: &Path, entries: &[(Vec<u8>, Vec<u8>)]) -> io::Result<()> {
     let new = dir.join(NEW_FILE);
     let mut f = File::create(&new)?;
+    super::io::fault::check(super::io::fault::Op::Write, None)?;
     f.write_all(&encode(entries))?;
     super::io::sync_all(&f)?;
     drop(f);
-    fs::rename(&new, dir.join(CATALOG_FILE))?;
+    super::io::rename(&new, &dir.join(CATALOG_FILE))?;
     sync_dir(dir)
 }
 
