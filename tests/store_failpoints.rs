@@ -1,13 +1,20 @@
-//! I/O failures injected with sled's failpoints (enabled for dev builds in
-//! `Cargo.toml`) into the guard's storage, the part of the store still in
-//! sled: at each of sled's log-write paths, a write fails; the guard must
-//! return a typed error (never panic), and after a reopen every change made
-//! durable before the failure must be read back. (The store's own files get
-//! the same treatment from `store::table::fold_tests`, which fails each of
-//! their writes and syncs in turn.)
+//! Injected I/O failures.
 //!
-//! Failpoints are process-wide, so this file holds a single test that runs the
-//! scenarios one after the other.
+//! The guard's storage, the part of the store still in sled, through sled's
+//! failpoints (enabled for dev builds in `Cargo.toml`): at each of sled's
+//! log-write paths, a write fails; the guard must return a typed error
+//! (never panic), and after a reopen every change made durable before the
+//! failure must be read back. sled's failpoints are process-wide, so one
+//! test runs those scenarios one after the other.
+//!
+//! The store's own files, through its fault seam (`disk::io::fault`, feature
+//! `test-internals`: a per-thread plan, so these tests run in parallel): a
+//! write that finds the disk full (`ENOSPC`), a sync that reports a
+//! writeback error (`EIO`), a refused rename, a failed directory sync. An
+//! error means nothing changed, or it says the outcome is unknown and the
+//! store stops writing; never a durable claim for what a failed sync may
+//! have dropped, never a false negative. (`store::table::fold_tests` fails
+//! each write and sync of a workload of durable batches and folds in turn.)
 #![cfg(feature = "store")]
 
 mod common;
@@ -93,4 +100,76 @@ fn injected_io_failures_are_typed_and_lose_nothing_durable() {
             assert!(scenario(fp), "failpoint {fp:?} produced no error");
         }
     })
+}
+
+/// Tests of the store's own files through its fault seam.
+#[cfg(feature = "test-internals")]
+mod seam {
+    use super::common;
+    use filterstore::__internals::fault::{self, Op, EIO, ENOSPC};
+    use filterstore::{Durability, FilterStore, StoreError, Table, TableSpec, WriteBatch};
+    use std::path::Path;
+
+    fn store_with_table(dir: &Path) -> (FilterStore, Table) {
+        let store = FilterStore::open(dir).unwrap();
+        let t = store
+            .create_table("t", TableSpec::new(10_000, 0.01).seed(3))
+            .unwrap();
+        (store, t)
+    }
+
+    fn batch(prefix: &str, n: u32) -> WriteBatch {
+        let mut b = WriteBatch::new();
+        for i in 0..n {
+            b.insert(format!("{prefix}-{i}").as_bytes());
+        }
+        b
+    }
+
+    /// Defect 3 of issue 28: Linux reports a failed writeback once; a
+    /// second `fdatasync` returns 0 for the pages it dropped. After a sync
+    /// of the log failed, no flush and no durable apply may say durable.
+    #[test]
+    fn after_a_failed_sync_nothing_reports_durable() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            for errno in [EIO, ENOSPC] {
+                let dir = tempfile::tempdir().unwrap();
+                let (store, t) = store_with_table(dir.path());
+                let other = store
+                    .create_table("other", TableSpec::new(1_000, 0.01))
+                    .unwrap();
+                t.apply(&batch("a", 100), Durability::Durable).unwrap();
+                // Written to its log, not synced: only a flush makes it durable.
+                other
+                    .apply(&batch("o", 10), Durability::ProcessCrashSafe)
+                    .unwrap();
+                t.insert(b"pending").unwrap();
+                fault::fail_after(Op::Sync, 0, errno);
+                let first = t.flush();
+                assert!(fault::clear(), "the sync was not attempted");
+                assert!(first.is_err(), "a failed sync reported durable");
+                // The sync would succeed now: the pages it dropped are gone
+                // all the same.
+                assert!(
+                    t.flush().is_err(),
+                    "errno {errno}: flush durable after a failed sync"
+                );
+                assert!(
+                    t.apply(&batch("b", 10), Durability::Durable).is_err(),
+                    "errno {errno}: durable apply after a failed sync"
+                );
+                assert!(
+                    other.flush().is_err(),
+                    "errno {errno}: another table's flush durable in a store that stopped"
+                );
+                assert!(store.flush().is_err());
+                // Lookups keep answering.
+                assert!(t.contains(b"pending") && t.contains(b"a-7"));
+                drop((t, other, store));
+                let store = common::reopen(dir.path(), "after a failed sync");
+                let t = store.open_table("t").unwrap();
+                assert!((0..100).all(|i| t.contains(format!("a-{i}").as_bytes())));
+            }
+        })
+    }
 }

@@ -93,6 +93,17 @@ impl Shared {
         }
     }
 
+    /// [`StoreError::OutcomeUnknown`] of `op`, after stopping the store's
+    /// writes (see [`Shared::fail`]).
+    pub(crate) fn outcome_unknown(&self, op: &'static str, source: std::io::Error) -> StoreError {
+        self.fail(format!("{op} failed, outcome unknown: {source}"));
+        StoreError::OutcomeUnknown {
+            op,
+            path: self.dir.clone(),
+            source,
+        }
+    }
+
     /// `e`, after stopping the store's writes (see [`Shared::fail`]).
     pub(crate) fn failed_with(&self, e: StoreError) -> StoreError {
         self.fail(e.to_string());

@@ -34,7 +34,7 @@ use crate::filter::hash::KeyHash;
 use parking_lot::Mutex;
 use std::fs::File;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes per operation in a record.
@@ -236,11 +236,24 @@ pub(crate) struct LogSync {
     /// One `fdatasync` at a time: a caller that waited finds its record
     /// synced by the one before it (group commit).
     lock: Mutex<()>,
+    /// A sync failed: set under `lock`, never cleared (see [`LogSync::sync_to`]).
+    failed: AtomicBool,
 }
 
 impl LogSync {
     /// Makes every record up to position `pos` durable: returns at once if
     /// it is, else syncs the file (once for every caller waiting).
+    ///
+    /// **A failure is sticky.** Linux reports a failed writeback to one
+    /// `fdatasync` and may drop the pages it could not write; a later
+    /// `fdatasync` then returns 0 without having written them ("fsyncgate";
+    /// the kernel's errseq reports each error once per open file). So after
+    /// one sync of this log failed, every position it had not made durable
+    /// stays not durable: each later call for one fails too, among them a
+    /// caller that was waiting for the failed sync (it would otherwise sync
+    /// again, get 0, and report its record durable). Positions synced before
+    /// the failure stay durable. Only reopening the store (which reads what
+    /// the disk holds) starts a log afresh.
     pub(crate) fn sync_to(&self, pos: u64) -> io::Result<()> {
         if self.synced.load(Ordering::Acquire) >= pos {
             return Ok(());
@@ -249,8 +262,17 @@ impl LogSync {
         if self.synced.load(Ordering::Acquire) >= pos {
             return Ok(());
         }
+        if self.failed.load(Ordering::Acquire) {
+            return Err(io::Error::other(
+                "an earlier fdatasync of this log failed: the kernel may have dropped the pages \
+                 it could not write, so no later sync can prove them durable",
+            ));
+        }
         let target = self.written.load(Ordering::Acquire);
-        super::io::sync_data(&self.file)?;
+        if let Err(e) = super::io::sync_data(&self.file) {
+            self.failed.store(true, Ordering::Release);
+            return Err(e);
+        }
         self.synced.fetch_max(target, Ordering::AcqRel);
         Ok(())
     }
@@ -287,6 +309,7 @@ impl LogFile {
                 written: AtomicU64::new(end),
                 synced: AtomicU64::new(end),
                 lock: Mutex::new(()),
+                failed: AtomicBool::new(false),
             }),
             file,
             end,
@@ -359,6 +382,16 @@ mod tests {
             .collect()
     }
 
+    fn new_file(path: &std::path::Path) -> File {
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .unwrap()
+    }
+
     fn scan_all(f: &File, first: u64) -> (Scanned, Vec<LogOp>) {
         let mut got = Vec::new();
         let s = scan(f, first, u64::MAX, |op| got.push(op)).unwrap();
@@ -383,13 +416,7 @@ mod tests {
     fn recovery_is_the_prefix_of_whole_records_in_sequence() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
+        let file = new_file(&path);
         let mut log = LogFile::new(file.try_clone().unwrap(), 0, 10);
         let mut ends = Vec::new();
         for n in 1..=4 {
@@ -416,13 +443,7 @@ mod tests {
     #[test]
     fn the_limit_stops_before_a_record_that_would_pass_it() {
         let dir = tempfile::tempdir().unwrap();
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("log"))
-            .unwrap();
+        let file = new_file(&dir.path().join("log"));
         let mut log = LogFile::new(file, 0, 0);
         for n in [4, 4, 4] {
             log.append(&ops(n)).unwrap();
@@ -453,15 +474,30 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_sync_is_sticky() {
+        use super::super::io::fault::{self, Op, EIO};
+        let dir = tempfile::tempdir().unwrap();
+        let file = new_file(&dir.path().join("log"));
+        let mut log = LogFile::new(file, 0, 0);
+        let a = log.append(&ops(3)).unwrap();
+        log.sync().sync_to(a).unwrap();
+        let b = log.append(&ops(2)).unwrap();
+        fault::fail_after(Op::Sync, 0, EIO);
+        assert!(log.sync().sync_to(b).is_err());
+        assert!(fault::clear());
+        // The file would sync now; what the failed sync covered is not durable
+        // all the same, nor is anything after it; what was synced before is.
+        assert!(log.sync().sync_to(b).is_err());
+        let c = log.append(&ops(1)).unwrap();
+        assert!(log.sync().sync_to(c).is_err());
+        assert!(log.sync().sync_to(a).is_ok());
+        assert_eq!(log.sync().synced.load(Ordering::Acquire), a);
+    }
+
+    #[test]
     fn sync_positions_survive_a_reset() {
         let dir = tempfile::tempdir().unwrap();
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("log"))
-            .unwrap();
+        let file = new_file(&dir.path().join("log"));
         let mut log = LogFile::new(file, 0, 0);
         let a = log.append(&ops(3)).unwrap();
         log.sync().sync_to(a).unwrap();

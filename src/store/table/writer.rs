@@ -323,12 +323,14 @@ impl Generation {
     }
 
     /// Makes every log record up to position `pos` durable (one
-    /// `fdatasync`, shared with concurrent callers). A failed sync stops the
-    /// store's writes ([`Shared::fail`](super::super::shared::Shared::fail)).
+    /// `fdatasync`, shared with concurrent callers). A failed sync leaves
+    /// the records unknown ([`StoreError::OutcomeUnknown`]) and stops the
+    /// store's writes ([`Shared::fail`](super::super::shared::Shared::fail));
+    /// the log's own failure is sticky ([`LogSync::sync_to`](super::super::disk::log::LogSync::sync_to)).
     pub(super) fn sync_log(&self, pos: u64) -> Result<(), StoreError> {
         self.log_sync
             .sync_to(pos)
-            .map_err(|e| self.shared.failed_with(io_err("syncing the log")(e)))
+            .map_err(|e| self.shared.outcome_unknown("syncing the log", e))
     }
 
     /// Appends the buffer to the log (not synced); returns the position to
@@ -342,11 +344,15 @@ impl Generation {
     }
 
     /// Makes every write applied so far durable, against power loss too.
+    /// A store that stopped writing after a failure never says so
+    /// ([`StoreError::Degraded`]): a sync that failed may have dropped pages
+    /// that no later sync writes.
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
-        let pos = self.write_pending()?;
         if self.shared.read_only {
             return Ok(());
         }
+        self.shared.check_writable()?;
+        let pos = self.write_pending()?;
         self.sync_log(pos)
     }
 }
