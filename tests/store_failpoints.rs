@@ -172,4 +172,37 @@ mod seam {
             }
         })
     }
+
+    /// Defect 5 of issue 28: a store created in a directory that did not
+    /// exist is durable only once the new directory's name is durable in its
+    /// parent (and so on up to the first directory that existed).
+    #[test]
+    fn a_new_store_syncs_its_entry_in_its_parent() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            let root = tempfile::tempdir().unwrap();
+            let store_dir = root.path().join("new").join("store");
+            for parent in [root.path().to_path_buf(), root.path().join("new")] {
+                fault::fail_on(Op::SyncDir, &parent, EIO);
+                let r = FilterStore::open(&store_dir);
+                assert!(
+                    fault::clear(),
+                    "{parent:?} was never synced: the new store's entry may vanish in a power cut"
+                );
+                assert!(matches!(r, Err(StoreError::Io { .. })), "{parent:?}: {r:?}");
+            }
+            // An empty directory made by someone else: its entry too.
+            let empty = root.path().join("empty");
+            std::fs::create_dir(&empty).unwrap();
+            fault::fail_on(Op::SyncDir, root.path(), EIO);
+            let r = FilterStore::open(&empty);
+            assert!(fault::clear() && r.is_err(), "{r:?}");
+            // Without the failure the same directories become stores.
+            let store = FilterStore::open(&store_dir).unwrap();
+            store.create_table("t", TableSpec::new(100, 0.01)).unwrap();
+            drop(store);
+            FilterStore::open(&empty).unwrap();
+            let store = common::reopen(&store_dir, "a new store");
+            assert_eq!(store.list_tables().unwrap(), ["t"]);
+        })
+    }
 }

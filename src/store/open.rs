@@ -137,7 +137,9 @@ impl FilterStore {
 
     /// Opens (or creates) the store in directory `dir`. Tables are opened
     /// lazily, by [`open_table`](FilterStore::open_table). A store of an
-    /// older format is migrated first (`migrations/`).
+    /// older format is migrated first (`migrations/`). A new store is
+    /// durable when this returns: its directory (and every parent this
+    /// creates) has a durable name, and its marker and catalog are synced.
     pub fn open_with(
         dir: impl AsRef<Path>,
         config: StoreConfig,
@@ -150,7 +152,10 @@ impl FilterStore {
         match kind {
             DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
             DirKind::Missing | DirKind::Empty => {
-                std::fs::create_dir_all(&path).map_err(io("creating the database directory"))?;
+                // The directory's name, durable in its parent before the
+                // store in it says it exists.
+                super::disk::io::create_dir_durably(&path)
+                    .map_err(io("creating the database directory"))?;
                 marker::write_marker(&path)?;
             }
             DirKind::Marked | DirKind::Legacy => {}

@@ -266,3 +266,40 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
         Ok(())
     }
 }
+
+/// Makes directory `dir` exist with a durable name: creates it and any
+/// missing parents, then syncs the directory that holds each name created,
+/// or, when `dir` existed already, the one that holds `dir` (a directory
+/// made a moment ago by someone else may not be durable yet either). A file
+/// is durable in a directory only once the directory's own name is: a
+/// store that said "created" must not vanish with its directory's entry.
+pub(crate) fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.exists() {
+        missing.push(at);
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => break,
+        }
+    }
+    for d in missing.iter().rev() {
+        match std::fs::create_dir(d) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    let named = if missing.is_empty() {
+        vec![dir]
+    } else {
+        missing
+    };
+    for d in named {
+        let parent = d
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
