@@ -342,7 +342,10 @@ fn v3_store_fixture_reads_with_every_key_and_exact_counters() {
         }
         let copy = v3::copy();
         let store = FilterStore::open(copy.path()).unwrap();
-        assert_eq!(store.list_tables().unwrap(), ["blocked", "split", "standard"]);
+        assert_eq!(
+            store.list_tables().unwrap(),
+            ["blocked", "split", "standard"]
+        );
         for (name, layout, generation) in v3::TABLES {
             let t = store.open_table(name).unwrap();
             assert_eq!(t.params().layout(), layout, "{name}");
