@@ -107,7 +107,9 @@ fn injected_io_failures_are_typed_and_lose_nothing_durable() {
 mod seam {
     use super::common;
     use filterstore::__internals::fault::{self, Op, EIO, ENOSPC};
-    use filterstore::{Durability, FilterStore, StoreError, Table, TableSpec, WriteBatch};
+    use filterstore::{
+        Durability, FilterStore, StoreConfig, StoreError, Table, TableSpec, WriteBatch,
+    };
     use std::path::Path;
 
     fn store_with_table(dir: &Path) -> (FilterStore, Table) {
@@ -203,6 +205,107 @@ mod seam {
             FilterStore::open(&empty).unwrap();
             let store = common::reopen(&store_dir, "a new store");
             assert_eq!(store.list_tables().unwrap(), ["t"]);
+        })
+    }
+
+    /// What a host following the error contract concluded about a write.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Outcome {
+        /// Returned `Ok` (perhaps on a retry).
+        Done,
+        /// Every attempt changed nothing (the store stopped writing).
+        NotApplied,
+        /// The error said the outcome is unknown: not repeated.
+        Unknown,
+    }
+
+    /// Applies `batch` as a host that follows the contract does: an error
+    /// that says nothing changed is retried (once the store refuses, the
+    /// batch is not applied); an error whose outcome is unknown is not.
+    fn apply_as_host(t: &Table, batch: &WriteBatch, durability: Durability) -> Outcome {
+        for _ in 0..3 {
+            match t.apply(batch, durability) {
+                Ok(()) => return Outcome::Done,
+                Err(e) if e.is_outcome_unknown() => return Outcome::Unknown,
+                Err(StoreError::Degraded { .. }) => return Outcome::NotApplied,
+                Err(_) => {}
+            }
+        }
+        panic!("three attempts failed without a failure planned")
+    }
+
+    /// Defect 1 of issue 28: `Table::apply` is all or none. A key inserted
+    /// twice and removed once must stay; a remove that failed at the log
+    /// append (a full disk, a failed write) or in the fold after it returned
+    /// an error with the batch applied and logged later, and the host's
+    /// retry removed the key a second time: a false negative, also after a
+    /// reopen. Each write and each sync of two batches (the second starts
+    /// with the fold the first asked for), failed in turn.
+    #[test]
+    fn a_remove_retried_after_an_error_is_counted_once() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            let key = b"twice".as_slice();
+            // The remove and 60 inserts (live +59), then 10 inserts.
+            let mut removes = WriteBatch::new();
+            removes.remove(key);
+            for i in 0..60 {
+                removes.insert(format!("x-{i}").as_bytes());
+            }
+            let batches = [(removes, 59), (batch("y", 10), 10)];
+            let mut fired = 0;
+            for (op, errno, n) in [Op::Write, Op::Sync]
+                .into_iter()
+                .flat_map(|op| [EIO, ENOSPC].map(|e| (op, e)))
+                .flat_map(|(op, e)| (0..12).map(move |n| (op, e, n)))
+            {
+                let what = format!("{op:?} {n} errno {errno}");
+                let dir = tempfile::tempdir().unwrap();
+                let config = StoreConfig::default().fold_threshold(50);
+                let store = FilterStore::open_with(dir.path(), config).unwrap();
+                let t = store
+                    .create_table("t", TableSpec::new(10_000, 0.01).seed(3))
+                    .unwrap();
+                let mut first = batch("a", 150);
+                first.insert(key).insert(key);
+                t.apply(&first, Durability::Durable).unwrap();
+                t.fold().unwrap();
+                fault::fail_after(op, n, errno);
+                let outcomes: Vec<Outcome> = batches
+                    .iter()
+                    .map(|(b, _)| apply_as_host(&t, b, Durability::Durable))
+                    .collect();
+                fired += usize::from(fault::clear());
+                assert!(
+                    t.contains(key),
+                    "{what}: {outcomes:?}: a key inserted twice, removed once, is absent"
+                );
+                // Live keys: 152, plus each batch applied (a batch whose
+                // outcome is unknown is applied in memory).
+                let (mut low, mut high) = (152, 152);
+                for (o, (_, delta)) in outcomes.iter().zip(&batches) {
+                    match o {
+                        Outcome::Done => (low, high) = (low + delta, high + delta),
+                        Outcome::Unknown => high += delta,
+                        Outcome::NotApplied => {}
+                    }
+                }
+                let in_memory = high;
+                assert_eq!(t.live_keys(), in_memory, "{what}: {outcomes:?}");
+                drop((t, store));
+                let store = common::reopen(dir.path(), &what);
+                let t = store.open_table("t").unwrap();
+                assert!(
+                    t.contains(key),
+                    "{what}: {outcomes:?}: absent after the reopen"
+                );
+                let live = t.live_keys();
+                assert!((low..=high).contains(&live), "{what}: {outcomes:?}: {live}");
+                if outcomes[0] == Outcome::Done {
+                    assert!((0..60).all(|i| t.contains(format!("x-{i}").as_bytes())));
+                }
+            }
+            // The fold's writes and syncs were reached, not only the appends.
+            assert!(fired > 20, "{fired} failures injected");
         })
     }
 }

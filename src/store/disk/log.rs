@@ -57,12 +57,19 @@ pub(crate) struct LogOp {
 }
 
 /// Encodes record `seq` holding `ops`.
+#[cfg(test)]
 pub(crate) fn encode(seq: u64, ops: &[LogOp]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(HEADER + ops.len() * OP_BYTES);
-    body.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    encode_parts(seq, ops, &[])
+}
+
+/// Encodes record `seq` holding the operations of `first`, then of `then`.
+fn encode_parts(seq: u64, first: &[LogOp], then: &[LogOp]) -> Vec<u8> {
+    let count = first.len() + then.len();
+    let mut body = Vec::with_capacity(HEADER + count * OP_BYTES);
+    body.extend_from_slice(&(count as u32).to_le_bytes());
     body.extend_from_slice(&[0u8; 4]);
     body.extend_from_slice(&seq.to_le_bytes());
-    for op in ops {
+    for op in first.iter().chain(then) {
         body.push(if op.insert { 1 } else { 2 });
         body.extend_from_slice(&op.hash.h1.to_le_bytes());
         body.extend_from_slice(&op.hash.h2.to_le_bytes());
@@ -319,10 +326,18 @@ impl LogFile {
     }
 
     /// Appends record `ops` (not synced); returns the position after it.
-    /// On an error the file is cut back to where it was (as far as the
-    /// disk lets it), so that the next append does not follow a torn record.
+    #[cfg(test)]
     pub(crate) fn append(&mut self, ops: &[LogOp]) -> io::Result<u64> {
-        let record = encode(self.next_seq, ops);
+        self.append_parts(ops, &[])
+    }
+
+    /// Appends one record holding the operations of `first`, then of
+    /// `then` (not synced); returns the position after it. On an error
+    /// nothing was appended: the next record goes where this one would have
+    /// (over whatever part of it reached the file, which is cut back as far
+    /// as the disk lets it), and the record's number is not used.
+    pub(crate) fn append_parts(&mut self, first: &[LogOp], then: &[LogOp]) -> io::Result<u64> {
+        let record = encode_parts(self.next_seq, first, then);
         if let Err(e) = write_all_at(&self.file, &record, self.end) {
             let _ = self.file.set_len(self.end);
             return Err(e);
@@ -347,7 +362,7 @@ impl LogFile {
         self.sync.synced.fetch_max(self.base, Ordering::AcqRel);
         self.sync.written.fetch_max(self.base, Ordering::AcqRel);
         self.file.set_len(0)?;
-        self.append(&[]).map(drop)
+        self.append_parts(&[], &[]).map(drop)
     }
 
     /// The sequence number of the next record.
