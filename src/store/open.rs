@@ -380,8 +380,18 @@ fn create_new(path: &Path) -> Result<Catalog, StoreError> {
     std::fs::create_dir_all(path.join(TABLES_DIR)).map_err(io("creating the table directory"))?;
     super::disk::io::sync_dir(path).map_err(io("syncing the database directory"))?;
     let mut catalog = Catalog::new(path);
-    catalog.commit(|_| {})?;
+    catalog.commit(|_| {}).map_err(at_open)?;
     Ok(catalog)
+}
+
+/// An error of a catalog commit made while opening a store: the open
+/// fails, so there is no store to stop; whether the commit reached the
+/// disk or not, opening again finds a consistent store.
+pub(crate) fn at_open(e: StoreError) -> StoreError {
+    match e {
+        StoreError::OutcomeUnknown { op, source, .. } => StoreError::Io { op, source },
+        other => other,
+    }
 }
 
 /// Deletes table files that no catalog record names: left by a crash between

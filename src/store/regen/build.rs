@@ -390,6 +390,7 @@ fn write_new_record(
         generation: built.generation,
         ..record
     };
-    catalog.commit(|e| e.put(new_meta.clone()))?;
+    old.shared
+        .commit_catalog(catalog, |e| e.put(new_meta.clone()))?;
     Ok(new_meta)
 }

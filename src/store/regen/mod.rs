@@ -255,14 +255,18 @@ impl Table {
         };
         let meta = self.meta();
         let result = self.build_and_swap(&old, &meta, live_at_start, source, options);
-        if result.is_err() {
+        if let Err(e) = &result {
             // Stop journaling (unless the old generation was retired, which
-            // only happens at the commit point), delete the partial files.
+            // only happens at the commit point), delete the partial files
+            // unless the catalog on disk may name them (a commit whose
+            // outcome is unknown: the store stopped writing).
             let mut w = old.writer.lock();
             if !old.retired.load(Ordering::Acquire) {
                 w.journal.stop();
                 drop(w);
-                remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
+                if !e.is_outcome_unknown() {
+                    remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
+                }
             }
         }
         result
@@ -283,8 +287,9 @@ pub(super) fn current_record(
 
 /// Writes one catalog record, durably. Call under the catalog lock.
 pub(super) fn write_record(
+    shared: &super::shared::Shared,
     catalog: &mut super::catalog::Catalog,
     meta: &TableMeta,
 ) -> Result<(), StoreError> {
-    catalog.commit(|e| e.put(meta.clone()))
+    shared.commit_catalog(catalog, |e| e.put(meta.clone()))
 }

@@ -91,8 +91,11 @@ impl Table {
             }
         };
         // Before the commit point (the old generation not retired), the
-        // partial files go; after it they are the table's.
-        if result.is_err() && !old.retired.load(Ordering::Acquire) {
+        // partial files go; after it they are the table's, and so they may
+        // be after a commit whose outcome is unknown.
+        if matches!(&result, Err(e) if !e.is_outcome_unknown())
+            && !old.retired.load(Ordering::Acquire)
+        {
             remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
         }
         result
