@@ -222,7 +222,9 @@ impl Generation {
                     delta -= 1;
                 }
             }
-            self.bits.insert_hashes(&inserts);
+            // Under the writer lock, which every write of these bits holds:
+            // plain stores, no locked OR (`BitFilter::insert_hashes_one_writer`).
+            self.bits.insert_hashes_one_writer(&inserts);
         } else {
             for op in ops {
                 if !op.insert {
