@@ -413,13 +413,13 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                let key = if x % 10 == 0 {
+                let key = if x.is_multiple_of(10) {
                     (x >> 8) as u32 % 4
                 } else {
                     (x >> 8) as u32 % 300
                 };
                 let count = live.entry(key).or_insert(0);
-                let insert = *count == 0 || x % 3 != 0;
+                let insert = *count == 0 || !x.is_multiple_of(3);
                 *count = if insert { *count + 1 } else { *count - 1 };
                 ops.push(LogOp {
                     insert,
