@@ -20,7 +20,8 @@
 //!   (on the VM's disk, and `.fast_sync` on ext4 on a tmpfs-backed loop
 //!   device that the bench mounts itself as root, `store/fastfs.rs`),
 //!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`.
-//!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part.
+//!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
+//!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures.
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines. The figures come from the
 //! same criterion measurements (total time over total iterations of every
@@ -253,6 +254,15 @@ fn main() {
             },
             "writes" => guard::profile_writes(goals_dir.path()),
             _ => drop(guard::guard_reads_goal(goals_dir.path())),
+        }
+        return;
+    }
+    if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("guard") {
+        for r in guard::guard_reads_goal(goals_dir.path())
+            .into_iter()
+            .chain(guard::guard_writes_goal(goals_dir.path()))
+        {
+            println!("{r}");
         }
         return;
     }

@@ -39,6 +39,16 @@ impl Table {
         }
     }
 
+    /// [`report_lookup`](Table::report_lookup) of `trials` lookups of keys
+    /// that were absent, `false_positives` of which the filter answered
+    /// "maybe": the guard reports its reads in groups.
+    pub(crate) fn report_absent_many(&self, false_positives: u64, trials: u64) {
+        self.inner
+            .observed
+            .record_absent_many(false_positives, trials);
+        self.inner.count_for_check(trials);
+    }
+
     /// The observed false positives and trials over the window.
     pub fn observed_fp(&self) -> ObservedCounts {
         self.inner.observed.counts()
