@@ -13,7 +13,7 @@ pub(super) const REGION_FALSE_ALARM: f64 = 1e-9;
 /// The counters of a region of the standard layout (no block structure).
 const STANDARD_REGION: u64 = 512;
 
-/// Counters per region ([`CounterCheck::add`]).
+/// Counters per region ([`CounterCheck::add`](super::import_check::CounterCheck::add)).
 pub(super) fn region_counters(p: &FilterParams) -> u64 {
     match p.layout() {
         Layout::Blocked => BLOCK_BITS,
