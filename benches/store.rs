@@ -14,11 +14,14 @@
 //!   with the same bits, interleaved (see [`lookup_ratios`]);
 //! * (f) bulk loads of as many keys into new tables, through the library
 //!   and through `filterstore insert` (`store/bulk.rs`);
-//! * (g) the three figures issue 22 sets goals for, each against its bound
-//!   in the same run, interleaved (`store/goals.rs`):
-//!   `store.buffered_batch_vs_raw_sled`, `store.durable_batch_vs_fsync_bound`,
-//!   `guard.reads_vs_raw_sled_get`. `FILTERSTORE_BENCH_ONLY=goals` runs only
-//!   this part.
+//! * (g) the figures issues 22 and 28 set goals for, each against its bound
+//!   in the same run, interleaved (`store/goals.rs`, `store/guard.rs`):
+//!   `store.buffered_batch_vs_raw_sled`, `store.durable_batch_vs_fsync_bound`
+//!   (on the VM's disk, and `.fast_sync` on ext4 on a tmpfs-backed loop
+//!   device that the bench mounts itself as root, `store/fastfs.rs`),
+//!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`.
+//!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
+//!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures.
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines. The figures come from the
 //! same criterion measurements (total time over total iterations of every
@@ -37,8 +40,12 @@ use std::time::{Duration, Instant};
 mod bulk;
 #[path = "common/clock.rs"]
 mod clock;
+#[path = "store/fastfs.rs"]
+mod fastfs;
 #[path = "store/goals.rs"]
 mod goals;
+#[path = "store/guard.rs"]
+mod guard;
 use clock::Tick;
 
 const CHILD_ENV: &str = "FILTERSTORE_BENCH_REOPEN";
@@ -236,16 +243,43 @@ fn main() {
     // (g) first: it wants the machine as quiet as this run leaves it.
     let goals_dir = tempfile::tempdir().unwrap();
     if let Ok(which) = std::env::var("FILTERSTORE_BENCH_PROFILE") {
-        // One subject of (g) alone, to profile it (`store/goals.rs`).
-        if which == "durable" {
-            goals::insert_goals(goals_dir.path());
-        } else {
-            goals::guard_goal(goals_dir.path());
+        // One subject alone, to profile it (`store/goals.rs`).
+        match which.as_str() {
+            "durable" | "fold" => match fastfs::FastFs::mount() {
+                Ok(fs) => goals::profile_durable(&fs.path(), which == "fold"),
+                Err(why) => {
+                    println!("(g) no fast-sync file system ({why}): the VM's disk");
+                    goals::profile_durable(goals_dir.path(), which == "fold");
+                }
+            },
+            "writes" => guard::profile_writes(goals_dir.path()),
+            _ => drop(guard::guard_reads_goal(goals_dir.path())),
+        }
+        return;
+    }
+    if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("guard") {
+        for r in guard::guard_reads_goal(goals_dir.path())
+            .into_iter()
+            .chain(guard::guard_writes_goal(goals_dir.path()))
+        {
+            println!("{r}");
         }
         return;
     }
     let mut goal_results = goals::insert_goals(goals_dir.path());
-    goal_results.extend(goals::guard_goal(goals_dir.path()));
+    match fastfs::FastFs::mount() {
+        Ok(fs) => {
+            let what = fs.describe();
+            println!("(g) fast-sync file system: {what}");
+            goal_results.extend(goals::fast_sync_goal(&fs.path(), &what));
+        }
+        Err(why) => println!(
+            "(g) no RESULT store.durable_batch_vs_fsync_bound.fast_sync: cannot mount the \
+             fast-sync file system ({why})"
+        ),
+    }
+    goal_results.extend(guard::guard_reads_goal(goals_dir.path()));
+    goal_results.extend(guard::guard_writes_goal(goals_dir.path()));
     drop(goals_dir);
     if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("goals") {
         for r in goal_results {

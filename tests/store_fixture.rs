@@ -9,9 +9,11 @@
 //!
 //! It was written by filterstore 0.1 (the code that wrote it is in the
 //! history of this file); today's code cannot write format 1. Opening it
-//! migrates it (1 → 2 → 3, `migrations/steps/`). The store-format-2
+//! migrates it (1 → 2 → 3 → 4, `migrations/steps/`). The store-format-2
 //! fixture (`migrations/fixtures/store-v2/`, written before format 3, with a
-//! fold cut short by a simulated crash) is checked the same way below.
+//! fold cut short by a simulated crash) and the store-format-3 fixture
+//! (`migrations/fixtures/store-v3/`, logs of format 3) are checked the same
+//! way below.
 #![cfg(feature = "store")]
 
 mod common;
@@ -54,9 +56,9 @@ fn v1_store_fixture_reads_with_every_key_and_exact_exports_body() {
         assert_eq!(t.live_keys(), LIVE, "{name}");
         let stats = t.stats().unwrap();
         // Migrated on open (v1 → v2 raises the header's version only;
-        // v2 → v3 moves the data into files).
+        // v2 → v3 moves the data into files, v3 → v4 binds the logs).
         assert_eq!(stats.format_version, filterstore::STORE_FORMAT_VERSION);
-        assert_eq!(stats.format_version, 3);
+        assert_eq!(stats.format_version, 4);
         assert!(stats.saturated_counters >= 1, "{name}: {stats:?}");
         // Exports equal the files of an in-memory filter fed the same
         // operations: same counters, same bits, same bytes.
@@ -169,7 +171,7 @@ fn v2_store_fixture_with_a_fold_cut_short_migrates_exact() {
                 counting.as_bytes() == v2::model(t.params()).as_bytes(),
                 "{name}: counters differ from the model"
             );
-            assert_eq!(t.stats().unwrap().format_version, 3);
+            assert_eq!(t.stats().unwrap().format_version, 4);
         }
         // The migrated store is a format-3 store: the old sled database is
         // gone, its files are there.
@@ -187,5 +189,174 @@ fn v2_store_fixture_with_a_fold_cut_short_migrates_exact() {
         let store = FilterStore::open(copy.path()).unwrap();
         let t = store.open_table("blocked").unwrap();
         assert!(t.contains(v2::key(1199).as_bytes()));
+    })
+}
+
+/// The store-format-3 fixture (`migrations/fixtures/store-v3/`): three
+/// tables sized for 2,000 keys at 1%, `blocked` and `standard` with seed
+/// `0xF11E5EED00000003`, `split` of the split-block layout (XXH64, seed 0).
+/// Each had `key-0000` … `key-0599` inserted (durable batches of 200),
+/// `key-0000` … `key-0099` removed one by one and `hot-key` inserted 20
+/// times (one batch: saturated counters), then a fold; `standard` was then
+/// regenerated from its live keys (generation 2, capacity 2,000); then
+/// `key-0600` … `key-1199` in three durable batches, not folded: they are
+/// in each table's log, as records of format 3. 1,120 live keys per table.
+/// Written once by the code of store format 3 (`FILTERSTORE_WRITE_FIXTURES=1`;
+/// the writer is in this file's history, commit 98c0c69); today's code
+/// cannot write format 3, so the fixture can only be kept.
+mod v3 {
+    use filterstore::{CountingFilter, Layout};
+
+    pub const SEED: u64 = 0xF11E_5EED_0000_0003;
+    /// (name, layout, generation in force).
+    pub const TABLES: [(&str, Layout, u64); 3] = [
+        ("blocked", Layout::Blocked, 1),
+        ("split", Layout::SplitBlock, 1),
+        ("standard", Layout::Standard, 2),
+    ];
+
+    pub fn key(i: u32) -> String {
+        format!("key-{i:04}")
+    }
+
+    /// The live keys after the fold, as a multiset.
+    pub fn folded_live() -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = (100..600).map(|i| key(i).into_bytes()).collect();
+        v.extend(std::iter::repeat_n(b"hot-key".to_vec(), 20));
+        v
+    }
+
+    /// The counters of the fixture's table `name` of parameters `p`: its
+    /// operations in order, or (the regenerated `standard`) the live keys
+    /// at the regeneration, then the logged inserts.
+    pub fn model(name: &str, p: filterstore::FilterParams) -> CountingFilter {
+        let mut c = CountingFilter::new(p).unwrap();
+        if name == "standard" {
+            for k in folded_live() {
+                c.insert(&k);
+            }
+        } else {
+            for i in 0..600 {
+                c.insert(key(i).as_bytes());
+            }
+            for i in 0..100 {
+                c.remove(key(i).as_bytes()).unwrap();
+            }
+            for _ in 0..20 {
+                c.insert(b"hot-key");
+            }
+        }
+        for i in 600..1200 {
+            c.insert(key(i).as_bytes());
+        }
+        c
+    }
+
+    pub fn dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/store-v3")
+    }
+
+    pub fn copy() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        super::copy_tree(&dir(), tmp.path());
+        tmp
+    }
+}
+
+/// Copies the files and directories under `from` into `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).expect("the fixture is missing") {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn v3_store_fixture_reads_with_every_key_and_exact_counters() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        let copy = v3::copy();
+        // Read-only, as it is: format 3's logs, read with its reader.
+        let snapshot = FilterStore::open_snapshot(copy.path()).unwrap();
+        v3_check(&snapshot, 600);
+        drop(snapshot);
+        assert_eq!(
+            dir_size(copy.path()),
+            dir_size(&v3::dir()),
+            "read-only wrote"
+        );
+        // Opened for writing: migrated to format 4 (logs folded, emptied).
+        let store = FilterStore::open(copy.path()).unwrap();
+        v3_check(&store, 0);
+        // Writes go on after the open.
+        let t = store.open_table("blocked").unwrap();
+        t.insert(b"after").unwrap();
+        t.flush().unwrap();
+        drop((t, store));
+        let store = FilterStore::open(copy.path()).unwrap();
+        let t = store.open_table("blocked").unwrap();
+        assert!(t.contains(b"after") && t.contains(v3::key(1199).as_bytes()));
+        assert!(dir_size(&v3::dir()) <= 1 << 20);
+    })
+}
+
+/// Every table of the v3 fixture in `store`: keys, count, counters, with
+/// `pending` operations still in its log.
+fn v3_check(store: &FilterStore, pending: u64) {
+    assert_eq!(
+        store.list_tables().unwrap(),
+        ["blocked", "split", "standard"]
+    );
+    for (name, layout, generation) in v3::TABLES {
+        let t = store.open_table(name).unwrap();
+        assert_eq!(t.params().layout(), layout, "{name}");
+        if layout != filterstore::Layout::SplitBlock {
+            assert_eq!(t.params().hash(), HashSpec::xxh3(v3::SEED), "{name}");
+        }
+        assert_eq!(t.generation(), generation, "{name}");
+        assert_eq!(t.pending_log_ops(), pending, "{name}");
+        for i in 100..1200 {
+            assert!(t.contains(v3::key(i).as_bytes()), "{name}: {i} lost");
+        }
+        assert!(t.contains(b"hot-key"), "{name}");
+        assert_eq!(t.live_keys(), 1120, "{name}");
+        let counting = t.counting_snapshot().unwrap();
+        assert!(
+            counting.as_bytes() == v3::model(name, t.params()).as_bytes(),
+            "{name}: counters differ from the model"
+        );
+        let format = t.stats().unwrap().format_version;
+        let want = if store.is_read_only() { 3 } else { 4 };
+        assert_eq!(format, want, "{name}");
+    }
+}
+
+/// The 3 → 4 step cut short: the catalog's rename, its switch, fails (the
+/// fault seam), after every table's log was folded and emptied. The open
+/// fails with a typed error, and the store left is a format-3 store that
+/// opens (and migrates) with every key.
+#[cfg(feature = "test-internals")]
+#[test]
+fn v3_migration_cut_before_its_switch_runs_again() {
+    use filterstore::__internals::fault::{self, Op, EIO};
+    common::with_timeout(common::TEST_LIMIT, || {
+        let copy = v3::copy();
+        fault::fail_on(Op::Rename, &copy.path().join("catalog"), EIO);
+        let r = FilterStore::open(copy.path());
+        assert!(fault::clear(), "the switch was not reached");
+        assert!(
+            matches!(r, Err(filterstore::StoreError::Io { .. })),
+            "{r:?}"
+        );
+        let snapshot = FilterStore::open_snapshot(copy.path()).unwrap();
+        v3_check(&snapshot, 0);
+        drop(snapshot);
+        let store = common::reopen(copy.path(), "after a cut migration");
+        v3_check(&store, 0);
     })
 }

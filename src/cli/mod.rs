@@ -40,8 +40,9 @@ struct Cli {
     #[arg(long, global = true, env = "FILTERSTORE_DB", value_name = "DIR")]
     db: Option<PathBuf>,
     /// The memory this process may take for filters, counters and their
-    /// buffers, in bytes [default: 3/4 of the cgroup's memory.max, else of
-    /// MemAvailable]. Over it a command fails with one line, having
+    /// buffers, in bytes [default: 3/4 of what the process's cgroups leave it
+    /// (v2 memory.max or v1 memory.limit_in_bytes) or of MemAvailable,
+    /// whichever is less]. Over it a command fails with one line, having
     /// allocated and written nothing.
     #[arg(
         long,
@@ -632,5 +633,14 @@ fn regenerate(dir: &Path, table: &str, file: &Path, headroom: f64, out: &mut Out
     out.line(&format!(
         "regenerated {table}: generation {} -> {}, {} keys read, sized for {}, m = {} bits, k = {}",
         r.old_generation, r.new_generation, r.keys_read, r.capacity, r.m_bits, r.k
-    ))
+    ))?;
+    if r.source_disagrees() {
+        out.line(&format!(
+            "note: the key file held {} keys, the table counted {} live keys: keys it lacked are in \
+             the filter now; if the file is older than the table, keys removed since are back \
+             (false positives until a regeneration from a current file)",
+            r.keys_read, r.live_keys_before
+        ))?;
+    }
+    Ok(())
 }

@@ -459,7 +459,7 @@ pub(crate) fn add_blocked_hashes(
 /// is rare (about `k²/1024` per key), so the test is a well-predicted branch,
 /// where reading positions off the block's masks mispredicts on every key.
 #[inline(always)]
-fn for_each_distinct_in_block(h2: u64, k: u32, mut f: impl FnMut(usize)) {
+pub(crate) fn for_each_distinct_in_block(h2: u64, k: u32, mut f: impl FnMut(usize)) {
     let mut seen = [0u64; WORDS_PER_BLOCK];
     for i in 0..(k as usize).min(MAX_K as usize) {
         let pos = in_block_position(h2, i) as usize;

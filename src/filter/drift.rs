@@ -69,6 +69,12 @@ pub enum DriftReason {
     },
     /// The table's target rate or expected size was changed.
     ParametersChanged,
+    /// The table lost writes it had acknowledged (its open found its log
+    /// damaged): it answers "maybe" for every key until it is rebuilt.
+    Damaged {
+        /// What its open found.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for DriftReason {
@@ -98,6 +104,9 @@ impl std::fmt::Display for DriftReason {
             }
             DriftReason::ParametersChanged => {
                 write!(f, "target false-positive rate or expected size changed")
+            }
+            DriftReason::Damaged { reason } => {
+                write!(f, "lost writes it had acknowledged ({reason}): answers \"maybe\" for every key")
             }
         }
     }
@@ -302,10 +311,22 @@ impl ObservedFp {
     /// Records one lookup of a key that turned out to be absent: `filter_said_maybe`
     /// is what the filter answered (true = a false positive).
     pub fn record_absent(&self, filter_said_maybe: bool) {
-        if filter_said_maybe {
-            self.cur_fp.fetch_add(1, Ordering::Relaxed);
+        self.record_absent_many(u64::from(filter_said_maybe), 1);
+    }
+
+    /// Records `trials` lookups of keys that turned out to be absent, of
+    /// which the filter answered "maybe" for `false_positives`: what
+    /// [`record_absent`](ObservedFp::record_absent) counts for each, in two
+    /// atomic operations (a reader that reports in groups keeps threads
+    /// from passing these counters' line back and forth on every lookup).
+    pub fn record_absent_many(&self, false_positives: u64, trials: u64) {
+        if trials == 0 {
+            return;
         }
-        let t = self.cur_trials.fetch_add(1, Ordering::Relaxed) + 1;
+        if false_positives > 0 {
+            self.cur_fp.fetch_add(false_positives, Ordering::Relaxed);
+        }
+        let t = self.cur_trials.fetch_add(trials, Ordering::Relaxed) + trials;
         if t >= self.window {
             // One thread wins the rotation; the others keep counting into the
             // (new) current epoch. Counts racing the swap may land in either

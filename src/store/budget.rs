@@ -10,16 +10,16 @@
 //! # The budget
 //! Set by [`StoreConfig::memory_budget`](super::StoreConfig::memory_budget)
 //! (for the whole process: stores opened with it set it), else 3/4 of what
-//! the process may use, read once: the `memory.max` of its cgroup v2
-//! (`/proc/self/cgroup`, then `/sys/fs/cgroup/<path>/memory.max`, the
-//! smallest limit on the path up to the root) when there is one, else
-//! `MemAvailable` of `/proc/meminfo`. The last quarter is left for what the
-//! budget does not count: sled's page cache for guard storage, buffers
-//! bounded by the [`StoreConfig`](super::StoreConfig) knobs, the host.
-//! Where none of these can be read there is no budget.
+//! the process may use, read once: the smaller of `MemAvailable` of
+//! `/proc/meminfo` and what its control groups leave it
+//! ([`cgroup`](super::cgroup): cgroup v2 `memory.max` or cgroup v1
+//! `memory.limit_in_bytes` of every group on its path, less what others
+//! charged to them use). The last quarter is left for what the budget does
+//! not count: sled's page cache for guard storage, buffers bounded by the
+//! [`StoreConfig`](super::StoreConfig) knobs, the host. Where none of these
+//! can be read there is no budget.
 
 use super::error::StoreError;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -55,33 +55,24 @@ fn in_use() -> u64 {
 }
 
 fn from_environment() -> Option<(u64, &'static str)> {
-    if let Some(limit) = cgroup_limit() {
-        return Some((
-            limit / SHARE_DEN * SHARE_NUM,
-            "3/4 of the cgroup's memory.max",
-        ));
+    let share = |bytes: u64| bytes / SHARE_DEN * SHARE_NUM;
+    match (super::cgroup::process_limit(), mem_available()) {
+        (Some(group), available) if available.is_none_or(|a| group.bytes < a) => {
+            Some((share(group.bytes), group_source(group.source)))
+        }
+        (_, Some(available)) => Some((share(available), "3/4 of MemAvailable")),
+        (_, None) => None,
     }
-    mem_available().map(|m| (m / SHARE_DEN * SHARE_NUM, "3/4 of MemAvailable"))
 }
 
-/// The smallest `memory.max` on the process's cgroup v2 path, if any.
-fn cgroup_limit() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    // cgroup v2: the one line "0::<path>".
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let mut dir = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
-    let mut smallest: Option<u64> = None;
-    loop {
-        if let Ok(v) = std::fs::read_to_string(dir.join("memory.max")) {
-            if let Ok(n) = v.trim().parse::<u64>() {
-                smallest = Some(smallest.map_or(n, |s| s.min(n)));
-            }
+/// How the budget's source reads in an error.
+fn group_source(limit: &'static str) -> &'static str {
+    match limit {
+        "cgroup v1 memory.limit_in_bytes" => {
+            "3/4 of what the cgroup v1 memory.limit_in_bytes leaves this process"
         }
-        if dir == Path::new("/sys/fs/cgroup") || !dir.pop() {
-            break;
-        }
+        _ => "3/4 of what the cgroup v2 memory.max leaves this process",
     }
-    smallest
 }
 
 fn mem_available() -> Option<u64> {
@@ -140,6 +131,17 @@ pub(crate) fn zeroed(
 ) -> Result<(Vec<u8>, Reservation), StoreError> {
     let what = what();
     let r = reserve(|| what.clone(), len as u64)?;
+    zeroed_under(what, len, r)
+}
+
+/// A zeroed buffer of `len` bytes for `what`, held under `memory` (reserved
+/// for it before): for a caller that must know the memory is there before
+/// it changes anything.
+pub(crate) fn zeroed_under(
+    what: String,
+    len: usize,
+    memory: Reservation,
+) -> Result<(Vec<u8>, Reservation), StoreError> {
     let mut v = Vec::new();
     v.try_reserve_exact(len)
         .map_err(|_| StoreError::OutOfMemory {
@@ -147,7 +149,7 @@ pub(crate) fn zeroed(
             bytes: len as u64,
         })?;
     v.resize(len, 0);
-    Ok((v, r))
+    Ok((v, memory))
 }
 
 /// A table's bit filter, allocated under the budget (held for as long as
@@ -198,11 +200,12 @@ mod tests {
     }
 
     #[test]
-    fn the_cgroup_limit_is_read_when_there_is_one() {
-        // Whatever the machine: the value is a plausible byte count or none.
-        if let Some(l) = cgroup_limit() {
-            assert!(l >= 1 << 20, "{l}");
-        }
-        assert!(mem_available().is_some_and(|m| m > 0));
+    fn the_budget_from_the_environment_is_at_most_three_quarters_of_memavailable() {
+        let (bytes, source) = from_environment().unwrap();
+        assert!(
+            bytes <= mem_available().unwrap() / 4 * 3,
+            "{bytes} {source}"
+        );
+        assert!(source.starts_with("3/4 of"), "{source}");
     }
 }

@@ -172,8 +172,10 @@ impl StoreConfig {
     /// under it first, and refused with
     /// [`StoreError::OverBudget`](super::StoreError::OverBudget) (nothing
     /// allocated or written) when the reservations in force would pass it.
-    /// `None` (the default) leaves the budget as it is: unless set, 3/4 of the
-    /// process's cgroup v2 `memory.max`, or of `MemAvailable` without one.
+    /// `None` (the default) leaves the budget as it is: unless set, 3/4 of
+    /// what the process's cgroups leave it (v2 `memory.max`, v1
+    /// `memory.limit_in_bytes`, less what others in them use) or of
+    /// `MemAvailable`, whichever is less.
     pub fn memory_budget(mut self, bytes: Option<u64>) -> Self {
         self.memory_budget = bytes;
         self

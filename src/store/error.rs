@@ -40,10 +40,33 @@ pub enum NameError {
 /// Errors of [`FilterStore`](super::FilterStore) and [`Table`](super::Table)
 /// operations.
 ///
-/// On any error of a write, the write is either wholly applied or not at all
-/// (a batch is never half-applied), but it may or may not be durable: a host
-/// must treat an insert that returned an error as *not* durable (and not commit
-/// the record it protects).
+/// # What an error of a write means
+/// **Nothing changed**, in memory or on disk, and nothing of the call runs
+/// later (every table call runs on the caller's thread): the host may repeat
+/// the call. Every step of a write that can fail runs before its point of no
+/// return — a batch reaches memory only after its log record was appended,
+/// a catalog change only with its rename.
+///
+/// **Except [`StoreError::OutcomeUnknown`]** ([`StoreError::is_outcome_unknown`]):
+/// the write passed its point of no return and a step after it failed — the
+/// `fdatasync` of a durable batch already applied and logged, the directory
+/// sync after the catalog's rename. The write may or may not survive a
+/// crash. The store stops writing ([`StoreError::Degraded`] for every later
+/// write; no flush reports durable any more), lookups keep answering, and no
+/// file either outcome needs is deleted. The host commits no record whose
+/// filter insert the call covered (an insert that is not durable must not
+/// protect a record), reopens the store to go on (it recovers a state with
+/// or without the call's writes), and never repeats a remove of the call
+/// blind: a remove counted twice takes counts from other keys, a false
+/// negative; a repeated insert only adds a false positive.
+///
+/// Where the store cannot know what it lost, it degrades rather than guess:
+/// a failed sync is never followed by "durable" (the kernel may have dropped
+/// the pages; the failure is sticky), and a table whose log lost records it
+/// had acknowledged answers "maybe" for every key
+/// ([`StoreError::NeedsRegeneration`]). One write is not atomic:
+/// [`Table::bulk_load`](super::Table::bulk_load), whose error may leave some of
+/// its keys in the table (inserts only: false positives at worst).
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -236,13 +259,52 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// An earlier failure of the store's files (a failed sync, or a commit
-    /// whose outcome is unknown) stopped every write of this store;
-    /// lookups keep answering from memory and nothing durable was lost.
-    #[error("the store at {path:?} stopped writing after an earlier failure ({reason}); lookups keep working; reopen the store (it recovers to its last durable state)")]
+    /// whose outcome is unknown) stopped every write of this store: this
+    /// call changed nothing. Lookups keep answering from memory, no flush
+    /// reports durable any more, and reopening the store recovers its last
+    /// durable state.
+    #[error("the store at {path:?} stopped writing after an earlier failure ({reason}); this call changed nothing; lookups keep working; reopen the store (it recovers to its last durable state)")]
     Degraded {
         /// The store directory.
         path: PathBuf,
         /// The first failure.
+        reason: String,
+    },
+    /// A write failed after its point of no return, so whether it took
+    /// effect is unknown: a sync of the log failed after the batch was
+    /// applied and logged (the kernel may have dropped its pages), or the
+    /// directory sync after the catalog's rename failed (the rename may or
+    /// may not survive a power cut). The store stopped writing (later writes
+    /// get [`StoreError::Degraded`]); lookups keep answering, and reopening
+    /// it recovers a state with or without the call's writes, every key made
+    /// durable before it included. Do not commit records whose filter
+    /// inserts the call covered; never repeat its removes blind: a remove
+    /// counted twice takes counts from other keys (false negatives), while
+    /// an insert repeated only adds a false positive.
+    #[error("the outcome of {op} in the store at {path:?} is unknown ({source}); the store stopped writing and lookups keep answering; do not commit records whose filter inserts this call covered, reopen the store (it recovers with or without this call's writes), and never repeat a remove of this call blind: a remove counted twice makes false negatives, a repeated insert only a false positive")]
+    OutcomeUnknown {
+        /// What the store was doing.
+        op: &'static str,
+        /// The store directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The table's open found that its log lost writes it had acknowledged
+    /// as durable (a synced record damaged, with records after it that say
+    /// so), or holds records of another table or generation: it cannot know
+    /// which keys it lacks. Its filter answers "maybe" for every key (no
+    /// false negative), and it refuses writes and exact-counter reads
+    /// (counting exports) until [`Table::regenerate`](super::Table::regenerate)
+    /// (or [`Table::clear`](super::Table::clear), or a drop and a re-create)
+    /// rebuilds it from the table's keys; [`Table::health`](super::Table::health)
+    /// reports it. Nothing changed.
+    #[error("table {table:?} lost writes it had acknowledged ({reason}); it answers \"maybe\" for every key and refuses this until it is rebuilt: regenerate it from the table's keys (Table::regenerate, filterstore regenerate), or drop and re-create it")]
+    NeedsRegeneration {
+        /// The table.
+        table: String,
+        /// What its open found.
         reason: String,
     },
     /// A batch holds more operations than one log record may carry.
@@ -263,6 +325,14 @@ fn not_present_text(table: &str, index: Option<usize>) -> String {
 }
 
 impl StoreError {
+    /// Whether this error says the outcome of the call is unknown
+    /// ([`StoreError::OutcomeUnknown`]): the call's writes may or may not
+    /// have taken effect. Every other error of a write means that the call
+    /// changed nothing.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, StoreError::OutcomeUnknown { .. })
+    }
+
     /// Maps a sled error, naming the operation that failed; the sled error
     /// stays reachable as the [`source`](std::error::Error::source).
     pub(crate) fn sled(op: &'static str, e: sled::Error) -> StoreError {

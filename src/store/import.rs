@@ -22,27 +22,19 @@
 //! table until every check passed:
 //!
 //! * the file (frame, descriptor, lengths, padding, CRC: `docs/FORMAT.md` §7);
-//! * **the counters against `n`** ([`check_counters`]): a counter that
-//!   never reached 15 counts exactly the live keys that set it, so the sum
-//!   `S` of the counters below 15 is the sum over the `n` live keys of their
-//!   distinct positions, between 1 and `k` each. Without saturated counters,
-//!   `S` must be within eight standard deviations (plus 0.2% for the
-//!   position model) of `n · E[d]`, `E[d]` the expected number of distinct
-//!   positions of `k` draws among the 512 of a block (blocked layout) or the
-//!   `m` of the filter (standard layout), the variance of `S` at most
-//!   `n · (k − E[d])` (a count of collisions); with saturated counters only
-//!   `S ≤ k · n` holds. An all-zero payload with `n > 0` fails it, and so
-//!   does one table's header spliced onto the counters of another whose live
-//!   count differs by more than the tolerance (a 1% difference at 200,000
-//!   keys is 150 σ). What no check can see: counters of another table with
-//!   the same `m`, `k` and `n` but another seed — the positions of a seed
-//!   are indistinguishable from random without the keys.
+//! * **the counters against `n`** ([`import_check`](super::import_check)):
+//!   their sum, their fill, every block (a run of 512 counters in the
+//!   standard layout) and, in the split-block layout, every block's lanes,
+//!   against what `n` distinct keys make, with tolerances from the model's
+//!   spread. What no check of the counters can see without the keys is
+//!   stated there: the counters of `n` *other* keys, or a few keys missing.
 
 use super::budget;
 use super::catalog::{validate_name, TableMeta};
 use super::disk::chunks as pages;
 use super::disk::remove_files;
 use super::error::StoreError;
+use super::import_check::CounterCheck;
 use super::open::FilterStore;
 use super::table::Generation;
 use super::table::Table;
@@ -50,8 +42,8 @@ use crate::codec::filter_file::{encode_bit_filter, CounterWidth, DescriptorV1, D
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
-use crate::filter::counting::{nibble, CountingFilter, COUNTER_BLOCK_BYTES, COUNTER_MAX};
-use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::filter::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
+use crate::filter::params::FilterParams;
 use std::io::{Read, Write};
 
 /// Which filter [`Table::export`] writes.
@@ -244,7 +236,7 @@ impl FilterStore {
         let mut source = Streamed {
             file,
             crc,
-            stats: CounterStats::default(),
+            check: CounterCheck::new(&p, d.n).map_err(bad)?,
         };
         self.create_from_chunks(name, p, d.n, &mut source)
     }
@@ -267,7 +259,7 @@ impl FilterStore {
         let p = *counters.params();
         let mut source = InMemory {
             bytes: counters.as_bytes(),
-            stats: CounterStats::default(),
+            check: CounterCheck::new(&p, live_keys).map_err(StoreError::BadFilterFile)?,
         };
         self.create_from_chunks(name, p, live_keys, &mut source)
     }
@@ -303,7 +295,7 @@ impl FilterStore {
             .fill(i64::try_from(n).unwrap_or(i64::MAX), &mut |idx, buf| {
                 source.chunk(&p, idx, buf)
             })
-            .and_then(|()| source.finish(&p, n));
+            .and_then(|()| source.finish());
         if let Err(e) = filled {
             gen.mark_dropped();
             let (id, generation) = (gen.meta.id, gen.meta.generation);
@@ -319,15 +311,15 @@ impl FilterStore {
 trait ChunkImport {
     /// Puts chunk `idx`'s counters into `buf` (empty), and counts them.
     fn chunk(&mut self, p: &FilterParams, idx: u64, buf: &mut Vec<u8>) -> Result<(), StoreError>;
-    /// After the last chunk: the remaining checks, `n` the live keys.
-    fn finish(&mut self, p: &FilterParams, n: u64) -> Result<(), StoreError>;
+    /// After the last chunk: the remaining checks.
+    fn finish(&mut self) -> Result<(), StoreError>;
 }
 
 /// The counters of a filter file being read.
 struct Streamed<'a> {
     file: &'a mut dyn Read,
     crc: crc32fast::Hasher,
-    stats: CounterStats,
+    check: CounterCheck,
 }
 
 impl ChunkImport for Streamed<'_> {
@@ -336,12 +328,12 @@ impl ChunkImport for Streamed<'_> {
         buf.resize(len, 0);
         read_exact(self.file, buf)?;
         self.crc.update(buf);
-        self.stats
-            .add(p, idx, buf)
+        self.check
+            .add(idx * pages::CHUNK_COUNTERS, buf)
             .map_err(StoreError::BadFilterFile)
     }
 
-    fn finish(&mut self, p: &FilterParams, n: u64) -> Result<(), StoreError> {
+    fn finish(&mut self) -> Result<(), StoreError> {
         let bad = StoreError::BadFilterFile;
         let mut trailer = [0u8; frame::TRAILER_LEN];
         read_exact(self.file, &mut trailer)?;
@@ -361,14 +353,14 @@ impl ChunkImport for Streamed<'_> {
         if more != 0 {
             return Err(bad(CodecError::TrailingBytes { extra: 1 }));
         }
-        check_counters(p, n, &self.stats).map_err(bad)
+        self.check.finish().map_err(bad)
     }
 }
 
 /// The counters of a counting filter in memory.
 struct InMemory<'a> {
     bytes: &'a [u8],
-    stats: CounterStats,
+    check: CounterCheck,
 }
 
 impl ChunkImport for InMemory<'_> {
@@ -376,13 +368,13 @@ impl ChunkImport for InMemory<'_> {
         let at = (idx * pages::CHUNK_COUNTERS / 2) as usize;
         let len = pages::blocks_in_chunk(p, idx) as usize * COUNTER_BLOCK_BYTES;
         buf.extend_from_slice(&self.bytes[at..at + len]);
-        self.stats
-            .add(p, idx, buf)
+        self.check
+            .add(idx * pages::CHUNK_COUNTERS, buf)
             .map_err(StoreError::BadFilterFile)
     }
 
-    fn finish(&mut self, p: &FilterParams, n: u64) -> Result<(), StoreError> {
-        check_counters(p, n, &self.stats).map_err(StoreError::BadFilterFile)
+    fn finish(&mut self) -> Result<(), StoreError> {
+        self.check.finish().map_err(StoreError::BadFilterFile)
     }
 }
 
@@ -398,77 +390,4 @@ fn read_exact(file: &mut dyn Read, buf: &mut [u8]) -> Result<(), StoreError> {
             source: e,
         },
     })
-}
-
-/// What [`check_counters`] needs, gathered chunk by chunk.
-#[derive(Default, Debug)]
-pub(crate) struct CounterStats {
-    /// Sum of the counters below 15.
-    sum: u64,
-    /// Counters at 15.
-    saturated: u64,
-}
-
-impl CounterStats {
-    /// Adds chunk `idx`'s counters; refuses non-zero padding (counters at
-    /// `m` and above, standard layout).
-    fn add(&mut self, p: &FilterParams, idx: u64, counters: &[u8]) -> Result<(), CodecError> {
-        let first = idx * pages::CHUNK_COUNTERS;
-        let count = (counters.len() * 2) as u64;
-        for i in 0..count {
-            let c = nibble::get(counters, i as usize);
-            if c == 0 {
-                continue;
-            }
-            if first + i >= p.m() {
-                return Err(CodecError::InvalidField {
-                    field: "padding",
-                    reason: format!("counter {} past m = {} is {c}", first + i, p.m()),
-                });
-            }
-            if c == COUNTER_MAX {
-                self.saturated += 1;
-            } else {
-                self.sum += u64::from(c);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The check of the counters against `n` (module docs).
-pub(crate) fn check_counters(p: &FilterParams, n: u64, s: &CounterStats) -> Result<(), CodecError> {
-    let k = f64::from(p.k());
-    let refuse = |reason: String| {
-        Err(CodecError::InvalidField {
-            field: "counters",
-            reason,
-        })
-    };
-    if s.sum as f64 > k * n as f64 {
-        return refuse(format!(
-            "they sum to {}, more than k · n = {} · {n}: they are not the counters of {n} keys",
-            s.sum,
-            p.k()
-        ));
-    }
-    if s.saturated > 0 {
-        return Ok(());
-    }
-    let slots = match p.layout() {
-        Layout::Blocked => BLOCK_BITS as f64,
-        _ => p.m() as f64,
-    };
-    let expected_d = slots * (1.0 - (1.0 - 1.0 / slots).powf(k));
-    let mean = n as f64 * expected_d;
-    let sigma = (n as f64 * (k - expected_d).max(0.0)).sqrt();
-    let tolerance = 8.0 * sigma + 0.002 * k * n as f64 + 8.0;
-    if (s.sum as f64 - mean).abs() > tolerance {
-        return refuse(format!(
-            "they sum to {}, while {n} keys set {mean:.0} ± {tolerance:.0} (no counter is \
-             saturated): the file's n does not describe these counters",
-            s.sum
-        ));
-    }
-    Ok(())
 }

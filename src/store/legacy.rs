@@ -132,7 +132,8 @@ fn decode_record(bytes: &[u8], mut f: impl FnMut(bool, KeyHash)) -> Result<(), C
             reason: format!("{count} ops in a body of {} bytes", body.len()),
         });
     }
-    super::disk::log::decode_ops(&mut r, count as usize, &mut |op| f(op.insert, op.hash))
+    super::disk::log::decode_ops(&mut r, count as usize, |op| f(op.insert, op.hash))?;
+    r.finish()
 }
 
 /// The absolute counters (`m/2` bytes, into `counters`, zeroed by the

@@ -1,7 +1,7 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
 use super::bulk::{BulkInsert, BulkInsertMut, Hashes, Keys};
-use super::probe::{block_of, or_into, prefetch, probe_standard};
+use super::probe::{block_of, or_into, prefetch, probe_standard, Alone, Locked, WordOr};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::{for_each_standard_position, KeyHash};
@@ -192,13 +192,7 @@ impl BitFilter {
         // removals, which the store orders under its page locks, and any
         // lookup that happens after this insert sees what this read saw.
         match p.layout() {
-            Layout::Standard => {
-                self.prefetch_standard(h);
-                for_each_standard_position(h, p.m(), p.k(), |pos| {
-                    changed |= or_into(self.atomic_word((pos / 64) as usize), 1 << (pos % 64));
-                    true
-                });
-            }
+            Layout::Standard => return self.insert_standard::<Locked>(h),
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
                 for (word, mask) in block.iter().zip(block_masks(probe, h.h2, p.k())) {
@@ -215,6 +209,21 @@ impl BitFilter {
         changed
     }
 
+    /// The standard layout's insert of `h`, each bit set with `O`: the `k`
+    /// lines prefetched first, then each word read and written if it lacks
+    /// its bit (see [`BitFilter::insert_hash`]).
+    #[inline(always)]
+    pub(super) fn insert_standard<O: WordOr>(&self, h: KeyHash) -> bool {
+        let p = self.params;
+        let mut changed = false;
+        self.prefetch_standard(h);
+        for_each_standard_position(h, p.m(), p.k(), |pos| {
+            changed |= O::or(self.atomic_word((pos / 64) as usize), 1 << (pos % 64));
+            true
+        });
+        changed
+    }
+
     /// Adds every key of `keys` to a filter that may be shared: the same
     /// bits as one [`BitFilter::insert`] per key, set with the same atomic
     /// operations, but each key is hashed and its line prefetched
@@ -225,6 +234,7 @@ impl BitFilter {
         simd::dispatch(BulkInsert {
             f: self,
             src: Keys(keys),
+            or: Locked,
         })
     }
 
@@ -233,6 +243,21 @@ impl BitFilter {
         simd::dispatch(BulkInsert {
             f: self,
             src: Hashes(hashes),
+            or: Locked,
+        })
+    }
+
+    /// [`BitFilter::insert_hashes`] for a filter that no other thread writes
+    /// while this runs (lookups may): the same bits, each word written with
+    /// a plain store where it lacks one ([`Alone`]), no locked instruction.
+    /// The store calls it for a generation's bits under that generation's
+    /// writer lock, which every write of those bits holds.
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    pub(crate) fn insert_hashes_one_writer(&self, hashes: &[KeyHash]) -> u64 {
+        simd::dispatch(BulkInsert {
+            f: self,
+            src: Hashes(hashes),
+            or: Alone,
         })
     }
 
@@ -309,6 +334,22 @@ impl BitFilter {
     #[inline(always)]
     fn block(&self, block: usize) -> &[AtomicU64; WORDS_PER_BLOCK] {
         &self.blocks[block].0
+    }
+
+    /// Sets every bit below `m` (the filter then answers "maybe" for every
+    /// key: what a table whose keys are not all known must answer).
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    pub(crate) fn set_all(&self) {
+        let m = self.params.m();
+        for (i, w) in self.words().iter().enumerate() {
+            let first = i as u64 * 64;
+            let word = match m.saturating_sub(first) {
+                0 => 0,
+                n if n >= 64 => u64::MAX,
+                n => (1u64 << n) - 1,
+            };
+            w.store(word, Ordering::Relaxed);
+        }
     }
 
     /// Clears every bit.

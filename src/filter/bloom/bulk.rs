@@ -11,7 +11,7 @@
 //! algorithm per key and computed the block twice.
 
 use super::bit_filter::BitFilter;
-use super::probe::{block_of, or_into, prefetch};
+use super::probe::{block_of, prefetch, WordOr};
 use crate::filter::hash::{
     for_each_standard_position, KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher,
 };
@@ -99,18 +99,20 @@ fn ring<S: ?Sized, T: Copy + Default>(
 /// [`BitFilter::insert_many`] and [`BitFilter::insert_hashes`] as a
 /// [`Job`]: compiled once more with AVX2 (`mulx` in the hash and the range
 /// map, `shlx` for the bits, the vector positions), run with the best this
-/// CPU has. Sets each bit with the atomic OR of `BitFilter::insert`, where
-/// the word lacks it.
-pub(super) struct BulkInsert<'a, S> {
+/// CPU has. Sets each bit with `O` (the atomic OR of `BitFilter::insert`,
+/// or the plain store of a filter one thread writes), where the word lacks
+/// it.
+pub(super) struct BulkInsert<'a, S, O> {
     pub(super) f: &'a BitFilter,
     pub(super) src: S,
+    pub(super) or: O,
 }
 
-impl<S: HashSource> Job for BulkInsert<'_, S> {
+impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
     type Out = u64;
     #[inline(always)]
     fn run<P: Probe>(self, probe: P) -> u64 {
-        let (mut f, src) = (self.f, self.src);
+        let (mut f, src, _) = (self.f, self.src, self.or);
         let p = *f.params_ref();
         let n = src.count();
         match p.layout() {
@@ -131,7 +133,7 @@ impl<S: HashSource> Job for BulkInsert<'_, S> {
                         let mut changed = false;
                         for (word, mask) in f.blocks[b].0.iter().zip(block_masks(probe, h2, p.k()))
                         {
-                            changed |= or_into(word, mask);
+                            changed |= O::or(word, mask);
                         }
                         u64::from(changed)
                     },
@@ -154,7 +156,7 @@ impl<S: HashSource> Job for BulkInsert<'_, S> {
                         let half = &SharedBlock::split_halves(&f.blocks)[b];
                         let mut changed = false;
                         for (word, mask) in half.0.iter().zip(probe.split_word_masks(x)) {
-                            changed |= or_into(word, mask);
+                            changed |= O::or(word, mask);
                         }
                         u64::from(changed)
                     },
@@ -172,7 +174,7 @@ impl<S: HashSource> Job for BulkInsert<'_, S> {
                         h
                     },
                     #[inline(always)]
-                    |f, h| u64::from(f.insert_hash(h)),
+                    |f, h| u64::from(f.insert_standard::<O>(h)),
                 )
             }
         }

@@ -283,3 +283,29 @@ fn every_batch_strategy_answers_alike() {
         }
     }
 }
+
+#[test]
+fn the_one_writer_insert_sets_the_bits_of_the_shared_one() {
+    // Plain stores instead of locked ORs (`probe::Alone`): the same bits and
+    // the same count of keys that found a bit clear, in every layout, with
+    // keys repeated within and across batches.
+    for layout in [Layout::Blocked, Layout::Standard, Layout::SplitBlock] {
+        let p = FilterParams::with_bits_per_key(20_000, 10.0, layout, spec(layout, 3)).unwrap();
+        let (shared, alone) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+        for batch in 0..4u64 {
+            let hashes: Vec<_> = keys(batch * 4_000..batch * 4_000 + 6_000)
+                .iter()
+                .map(|k| p.hash().hash(k))
+                .collect();
+            assert_eq!(
+                shared.insert_hashes(&hashes),
+                alone.insert_hashes_one_writer(&hashes),
+                "{layout}"
+            );
+        }
+        assert!(
+            (0..p.num_words()).all(|i| shared.word(i) == alone.word(i)),
+            "{layout}"
+        );
+    }
+}

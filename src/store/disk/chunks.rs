@@ -25,10 +25,15 @@
 //! `14, +1, −1` ends at 15, `14, −1, +1` at 14. 40 bits of unit (m ≤ 2^40) and
 //! 23 bits of operation index bound one fold pass to [`MAX_PASS_OPS`]
 //! operations. Per logged operation a fold holds 16 bytes (blocked) or
-//! `16·k` bytes (standard).
+//! `16·k` bytes (standard). An open sorts them ([`sort_entries`]); a fold
+//! groups them by chunk with a counting sort over two reads of the log
+//! ([`ByChunk`]), which keeps the log's order within a chunk, hence within
+//! a unit, without comparing.
 
-use crate::filter::counting::{nibble, COUNTER_MAX};
-use crate::filter::hash::{in_block_position, map_to_range, positions};
+use crate::filter::counting::{
+    for_each_distinct_in_block, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
+};
+use crate::filter::hash::{map_to_range, positions};
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 
 use super::log::LogOp;
@@ -66,18 +71,24 @@ pub(crate) type Entry = (u64, u64);
 /// Appends the entries of operation number `op_index`.
 #[inline]
 pub(crate) fn push_entries(p: &FilterParams, op_index: u64, op: LogOp, out: &mut Vec<Entry>) {
+    for_each_entry(p, op_index, op, |e| out.push(e));
+}
+
+/// Calls `f` with each entry of operation number `op_index`.
+#[inline]
+fn for_each_entry(p: &FilterParams, op_index: u64, op: LogOp, mut f: impl FnMut(Entry)) {
     debug_assert!(op_index < MAX_PASS_OPS);
     let tail = (op_index << 1) | op.insert as u64;
     match p.layout() {
         Layout::Blocked => {
             let block = map_to_range(op.hash.h1, p.num_blocks());
-            out.push(((block << 24) | tail, op.hash.h2));
+            f(((block << 24) | tail, op.hash.h2));
         }
         // The split-block layout's eight positions are folded one by one,
         // as the standard layout's are.
         Layout::Standard | Layout::SplitBlock => {
             for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
-                out.push(((pos << 24) | tail, 0));
+                f(((pos << 24) | tail, 0));
             }
         }
     }
@@ -110,24 +121,6 @@ pub(crate) fn entry_chunk(layout: Layout, e: &Entry) -> u64 {
     entry_unit(e) * unit_counters(layout) / CHUNK_COUNTERS
 }
 
-/// Calls `f` with the distinct in-block positions of a key of the blocked
-/// layout, ascending (the same set as [`positions`]): through a 512-bit mask
-/// rather than a sort.
-#[inline]
-fn for_each_in_block(h2: u64, k: u32, mut f: impl FnMut(u64)) {
-    let mut mask = [0u64; 8];
-    for i in 0..k as usize {
-        let pos = in_block_position(h2, i);
-        mask[(pos / 64) as usize] |= 1 << (pos % 64);
-    }
-    for (w, mut bits) in mask.into_iter().enumerate() {
-        while bits != 0 {
-            f(w as u64 * 64 + bits.trailing_zeros() as u64);
-            bits &= bits - 1;
-        }
-    }
-}
-
 /// Applies sorted `entries`, all of chunk `chunk`, to its `counters`.
 /// Returns how many counters became saturated (a 15 is never decremented,
 /// so that count only grows). A decrement of a zero counter cannot come from
@@ -141,25 +134,131 @@ pub(crate) fn apply_entries(
 ) -> u64 {
     let base = chunk * CHUNK_COUNTERS;
     let mut saturated = 0;
-    let mut one = |i: usize, insert: bool| {
-        if insert {
-            let before = nibble::get(counters, i);
-            saturated += (nibble::inc(counters, i) == COUNTER_MAX && before < COUNTER_MAX) as u64;
-        } else {
-            nibble::dec(counters, i);
-        }
-    };
-    for e in entries {
-        let insert = e.0 & 1 == 1;
-        match p.layout() {
-            Layout::Blocked => {
-                let first = (entry_unit(e) * BLOCK_BITS - base) as usize;
-                for_each_in_block(e.1, p.k(), |pos| one(first + pos as usize, insert));
+    match p.layout() {
+        Layout::Blocked => {
+            // One block's 256 bytes at a time, each counter updated without
+            // a branch (`nibble::inc_in`, `dec_in`), the positions in probe
+            // order with a well-predicted test for a repeat: reading them
+            // off the block's eight mask words mispredicted on every entry
+            // (perf: 48 ns per entry of a fold, against 10).
+            for e in entries {
+                let first = (entry_unit(e) * BLOCK_BITS - base) as usize / 2;
+                let Some(block) = counters
+                    .get_mut(first..first + COUNTER_BLOCK_BYTES)
+                    .and_then(|b| <&mut [u8; COUNTER_BLOCK_BYTES]>::try_from(b).ok())
+                else {
+                    continue;
+                };
+                if e.0 & 1 == 1 {
+                    for_each_distinct_in_block(e.1, p.k(), |pos| {
+                        let before = nibble::inc_in(block, pos);
+                        saturated += u64::from(before == COUNTER_MAX - 1);
+                    });
+                } else {
+                    for_each_distinct_in_block(e.1, p.k(), |pos| {
+                        nibble::dec_in(block, pos);
+                    });
+                }
             }
-            Layout::Standard | Layout::SplitBlock => one((entry_unit(e) - base) as usize, insert),
+        }
+        Layout::Standard | Layout::SplitBlock => {
+            for e in entries {
+                let i = (entry_unit(e) - base) as usize;
+                if e.0 & 1 == 1 {
+                    let before = nibble::get(counters, i);
+                    saturated +=
+                        (nibble::inc(counters, i) == COUNTER_MAX && before < COUNTER_MAX) as u64;
+                } else {
+                    nibble::dec(counters, i);
+                }
+            }
         }
     }
     saturated
+}
+
+/// The entries of a log grouped by chunk, in log order within each chunk,
+/// without a sort: a counting sort over two passes of the log's
+/// operations. The first pass counts the entries of each chunk
+/// ([`ByChunk::count`]), the second puts each entry in the place its
+/// chunk's count leaves for it ([`ByChunk::place`]). It is stable, so it
+/// keeps the log's order within a unit, as [`sort_entries`] does; its work
+/// is linear in the entries. A fold of 3.09M operations into a 10M-key
+/// table spent 298 ms of CPU with the comparison sort, most of it in the
+/// sort and the per-entry updates.
+pub(crate) struct ByChunk {
+    p: FilterParams,
+    /// Entries per chunk (pass 1), then the next free place of each chunk
+    /// (pass 2).
+    cursor: Vec<u64>,
+    entries: Vec<Entry>,
+    placed: u64,
+}
+
+impl ByChunk {
+    /// For a table of `p`: one counter per chunk, 8 bytes each
+    /// ([`ByChunk::memory`]).
+    pub(crate) fn new(p: &FilterParams) -> ByChunk {
+        ByChunk {
+            p: *p,
+            cursor: vec![0; chunk_count(p) as usize],
+            entries: Vec::new(),
+            placed: 0,
+        }
+    }
+
+    /// Bytes it holds beside the entries, for a table of `p`.
+    pub(crate) fn memory(p: &FilterParams) -> u64 {
+        chunk_count(p) * 8
+    }
+
+    /// Pass 1: counts the entries of `op`.
+    #[inline]
+    pub(crate) fn count(&mut self, op: LogOp) {
+        let p = self.p;
+        for_each_entry(&p, 0, op, |e| {
+            self.cursor[entry_chunk(p.layout(), &e) as usize] += 1
+        });
+    }
+
+    /// Between the passes: room for every counted entry, each chunk's place
+    /// starting after the chunks before it. The caller has reserved
+    /// [`entry_bytes`](crate::store::table) for them.
+    pub(crate) fn start_placing(&mut self) -> Result<(), std::collections::TryReserveError> {
+        let mut at = 0;
+        for c in self.cursor.iter_mut() {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        self.entries.try_reserve_exact(at as usize)?;
+        self.entries.resize(at as usize, (0, 0));
+        Ok(())
+    }
+
+    /// Pass 2: places the entries of operation number `op_index`, `op`
+    /// (the same operations, in the same order, as pass 1 counted).
+    #[inline]
+    pub(crate) fn place(&mut self, op_index: u64, op: LogOp) {
+        let p = self.p;
+        let (cursor, entries) = (&mut self.cursor, &mut self.entries);
+        let mut placed = 0;
+        for_each_entry(&p, op_index, op, |e| {
+            let c = &mut cursor[entry_chunk(p.layout(), &e) as usize];
+            if let Some(slot) = entries.get_mut(*c as usize) {
+                *slot = e;
+            }
+            *c += 1;
+            placed += 1;
+        });
+        self.placed += placed;
+    }
+
+    /// The entries, grouped by chunk in chunk order; `None` if pass 2 did
+    /// not place as many as pass 1 counted (the log changed between them).
+    pub(crate) fn finish(self) -> Option<Vec<Entry>> {
+        (self.placed == self.entries.len() as u64).then_some(self.entries)
+    }
 }
 
 /// Splits sorted entries into runs of one chunk each: `(chunk, entries)`.
@@ -286,6 +385,100 @@ mod tests {
                 apply_entries(&p, &mut counters[at..at + len], chunk, run);
             }
             assert_eq!(counters, core.as_bytes(), "{layout}");
+        }
+    }
+
+    #[test]
+    fn entries_grouped_by_chunk_fold_as_the_operations_in_log_order() {
+        // Seeded operations on a pool of 300 keys, some inserted dozens of
+        // times (saturation), removes only of keys inserted more often than
+        // removed, over counters that already hold keys: the entries grouped
+        // by `ByChunk` and applied chunk by chunk leave the bytes, and count
+        // the saturations, of the operations applied one by one in log
+        // order (and so do the entries sorted by `sort_entries`).
+        for (layout, k, hash) in [
+            (Layout::Blocked, 7, HashSpec::xxh3(9)),
+            (Layout::Standard, 7, HashSpec::xxh3(9)),
+            (Layout::SplitBlock, 8, HashSpec::xxh64()),
+        ] {
+            let p = FilterParams::new(layout, 512 * (2 * CHUNK_BLOCKS + 9), k, hash).unwrap();
+            let mut start = crate::filter::counting::CountingFilter::new(p).unwrap();
+            for i in 0..2_000u32 {
+                start.insert(&(i + 1_000_000).to_le_bytes());
+            }
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            let mut live = std::collections::HashMap::<u32, u32>::new();
+            let mut ops = Vec::new();
+            for _ in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = if x.is_multiple_of(10) {
+                    (x >> 8) as u32 % 4
+                } else {
+                    (x >> 8) as u32 % 300
+                };
+                let count = live.entry(key).or_insert(0);
+                let insert = *count == 0 || !x.is_multiple_of(3);
+                *count = if insert { *count + 1 } else { *count - 1 };
+                ops.push(LogOp {
+                    insert,
+                    hash: p.hash().hash(&key.to_le_bytes()),
+                });
+            }
+            // The reference: each operation in log order on the whole array.
+            let mut reference = start.as_bytes().to_vec();
+            let mut sat_reference = 0;
+            for op in &ops {
+                for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                    let before = nibble::get(&reference, q as usize);
+                    if op.insert {
+                        nibble::inc(&mut reference, q as usize);
+                        sat_reference += u64::from(before == COUNTER_MAX - 1);
+                    } else {
+                        nibble::dec(&mut reference, q as usize);
+                    }
+                }
+            }
+            assert!(
+                sat_reference > 0,
+                "{layout}: nothing saturated, the test tests less"
+            );
+            let mut grouped = ByChunk::new(&p);
+            for op in &ops {
+                grouped.count(*op);
+            }
+            grouped.start_placing().unwrap();
+            for (i, op) in ops.iter().enumerate() {
+                grouped.place(i as u64, *op);
+            }
+            let grouped = grouped.finish().unwrap();
+            let mut sorted = Vec::new();
+            for (i, op) in ops.iter().enumerate() {
+                push_entries(&p, i as u64, *op, &mut sorted);
+            }
+            sort_entries(&mut sorted);
+            for (how, entries) in [("grouped", &grouped), ("sorted", &sorted)] {
+                let mut counters = start.as_bytes().to_vec();
+                let mut saturated = 0;
+                for (chunk, run) in by_chunk(p.layout(), entries) {
+                    let at = chunk as usize * CHUNK_BLOCKS as usize * COUNTER_BLOCK_BYTES;
+                    let len = blocks_in_chunk(&p, chunk) as usize * COUNTER_BLOCK_BYTES;
+                    saturated += apply_entries(&p, &mut counters[at..at + len], chunk, run);
+                }
+                assert!(counters == reference, "{layout} {how}: the counters differ");
+                assert_eq!(saturated, sat_reference, "{layout} {how}");
+            }
+            // One operation fewer in pass 2 than in pass 1: refused.
+            let mut short = ByChunk::new(&p);
+            for op in &ops {
+                short.count(*op);
+            }
+            short.start_placing().unwrap();
+            for (i, op) in ops.iter().enumerate().skip(1) {
+                short.place(i as u64, *op);
+            }
+            assert!(short.finish().is_none(), "{layout}");
         }
     }
 }

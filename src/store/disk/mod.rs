@@ -16,6 +16,7 @@ pub(crate) mod chunks;
 pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;
+pub(crate) mod log_read;
 pub(crate) mod pagefile;
 
 use crate::filter::params::FilterParams;
@@ -23,6 +24,20 @@ use crate::store::error::StoreError;
 use pagefile::PageFile;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+
+/// Why a commit failed: a page file's fold ([`pagefile::Fold::commit`]) or
+/// the catalog's replacement ([`catalog_file::write`]).
+#[derive(Debug)]
+pub(crate) enum CommitError {
+    /// Before the commit point: nothing changed, the file in force is
+    /// untouched and usable.
+    Before(std::io::Error),
+    /// At or after the commit point (the superblock's write, the catalog's
+    /// rename), before it was known durable: whether the disk holds the
+    /// old state or the new one is unknown, so nothing that either names
+    /// may be deleted, and nothing more may be written.
+    After(std::io::Error),
+}
 
 /// The directory of the table files in a store directory.
 pub(crate) const TABLES_DIR: &str = "tables";
@@ -101,7 +116,11 @@ pub(crate) fn create_files(
         .map_err(io_err("creating a table's log"))?;
     let pages = PageFile::create(&pages_path, params, owner, 0)
         .map_err(io_err("creating a table's page file"))?;
-    Ok((pages, log::LogFile::new(log_file, 0, 0)))
+    let binding = log::Binding::Bound {
+        table_id: owner.table_id,
+        generation: owner.generation,
+    };
+    Ok((pages, log::LogFile::new(log_file, binding, (0, 0), 0)))
 }
 
 /// Deletes the files of generation `generation` of table `id` (a dropped

@@ -39,6 +39,16 @@ impl Table {
         }
     }
 
+    /// [`report_lookup`](Table::report_lookup) of `trials` lookups of keys
+    /// that were absent, `false_positives` of which the filter answered
+    /// "maybe": the guard reports its reads in groups.
+    pub(crate) fn report_absent_many(&self, false_positives: u64, trials: u64) {
+        self.inner
+            .observed
+            .record_absent_many(false_positives, trials);
+        self.inner.count_for_check(trials);
+    }
+
     /// The observed false positives and trials over the window.
     pub fn observed_fp(&self) -> ObservedCounts {
         self.inner.observed.counts()
@@ -58,8 +68,15 @@ impl Table {
             capacity: self.current().meta.expected_keys,
             parameters_changed: parameters_changed(&meta, &self.params()),
         };
+        let mut assessment = policy.assess(&signals);
+        if let Some(reason) = &self.current().damaged {
+            let reason = reason.clone();
+            assessment
+                .reasons
+                .insert(0, DriftReason::Damaged { reason });
+        }
         Ok(HealthReport {
-            assessment: policy.assess(&signals),
+            assessment,
             signals,
         })
     }
@@ -98,7 +115,7 @@ impl Table {
             self.params().layout(),
             self.params().hash(),
         )?;
-        write_record(&mut catalog, &meta)?;
+        write_record(shared, &mut catalog, &meta)?;
         *self.inner.meta.lock() = meta;
         Ok(())
     }

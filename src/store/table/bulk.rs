@@ -49,8 +49,12 @@ impl Generation {
         }
         self.check_live()?;
         self.shared.check_writable()?;
+        // The counters' memory before the fold: a load refused for memory
+        // leaves the table's files as they were.
+        let why = || format!("the counters of table {:?} for a bulk load", self.meta.name);
+        let memory = budget::reserve(why, counter_bytes(&self.params) as u64)?;
         self.fold(&mut w)?;
-        let (mut counters, _memory) = self.read_counters(&w, "a bulk load")?;
+        let (mut counters, _memory) = self.read_counters(&w, why(), memory)?;
         let mut load = Load::new(self.params);
         let spec = self.params.hash();
         let mut hashes = Vec::with_capacity(BULK_STEP);
@@ -76,18 +80,16 @@ impl Generation {
         Ok(Some(load.keys))
     }
 
-    /// The absolute counters (`m/2` bytes, reserved under the memory budget
-    /// for `why`) of a generation whose log is folded.
+    /// The absolute counters (`m/2` bytes, held under `memory`, reserved
+    /// for `what`) of a generation whose log is folded.
     pub(super) fn read_counters(
         &self,
         w: &Writer,
-        why: &str,
+        what: String,
+        memory: budget::Reservation,
     ) -> Result<(Vec<u8>, budget::Reservation), StoreError> {
         let total = counter_bytes(&self.params);
-        let (mut counters, memory) = budget::zeroed(
-            || format!("the counters of table {:?} for {why}", self.meta.name),
-            total,
-        )?;
+        let (mut counters, memory) = budget::zeroed_under(what, total, memory)?;
         let chunk_bytes = (CHUNK_COUNTERS / 2) as usize;
         scan_chunks(&w.pages, &self.params, &self.meta.name, &[], |idx, c| {
             let at = idx as usize * chunk_bytes;
@@ -137,8 +139,10 @@ impl Generation {
         match fold.commit(folded_seq, live) {
             Ok(()) => {}
             Err(CommitError::Before(e)) => return Err(io_err("syncing counter pages")(e)),
+            // The superblock may or may not be in force: the load's keys may
+            // or may not be in the table after a reopen.
             Err(CommitError::After(e)) => {
-                return Err(self.shared.failed_with(io_err("committing a bulk load")(e)))
+                return Err(self.shared.outcome_unknown("committing a bulk load", e))
             }
         }
         // The superblock now expects the record after the log's last one:

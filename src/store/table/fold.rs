@@ -19,7 +19,8 @@
 
 use super::super::disk::chunks::{self as pages, MAX_PASS_OPS};
 use super::super::disk::log;
-use super::super::disk::pagefile::{CommitError, PageFile};
+use super::super::disk::log_read;
+use super::super::disk::pagefile::{CommitError, Fold, PageFile};
 use super::super::disk::{io_err, page_err};
 use super::super::error::StoreError;
 use super::super::shared::Shared;
@@ -38,25 +39,73 @@ pub(super) struct Folded {
 /// Folds the whole log of the generation whose writer is `w` (module docs).
 /// An error before the commit changes nothing; an error of the commit whose
 /// outcome is unknown stops the store's writes.
+///
+/// The log is read twice: once to count each chunk's entries, once to put
+/// every entry in its chunk's place ([`pages::ByChunk`]: a counting sort,
+/// stable, so each unit keeps the log's order); then each touched chunk is
+/// read, updated and written once. Memory: the entries (16 bytes per
+/// logged operation in the blocked layout, `16·k` in the others) and 8
+/// bytes per chunk.
 pub(super) fn fold_log(
     w: &mut Writer,
     params: &FilterParams,
     table: &str,
     shared: &Shared,
 ) -> Result<Folded, StoreError> {
-    let first_seq = w.pages.superblock().folded_seq;
     let _memory = super::super::budget::reserve(
         || format!("the fold of table {table:?}"),
-        entry_bytes(params, w.log_ops),
+        entry_bytes(params, w.log_ops).saturating_add(pages::ByChunk::memory(params)),
     )?;
-    let mut entries = Vec::new();
+    let mut grouped = pages::ByChunk::new(params);
+    scan_log(w, table, shared, |op| grouped.count(op))?;
+    grouped
+        .start_placing()
+        .map_err(|_| StoreError::OutOfMemory {
+            table: table.to_string(),
+            bytes: entry_bytes(params, w.log_ops),
+        })?;
     let (mut n, mut delta) = (0u64, 0i64);
-    let scanned = log::scan(w.log.file(), first_seq, MAX_PASS_OPS, |op| {
-        pages::push_entries(params, n, op, &mut entries);
+    let next_seq = scan_log(w, table, shared, |op| {
+        grouped.place(n, op);
         n += 1;
         delta += if op.insert { 1 } else { -1 };
-    })
-    .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?;
+    })?;
+    let Some(entries) = grouped.finish() else {
+        return Err(shared.failed_with(StoreError::storage(
+            "folding",
+            format!("the log of table {table:?} changed while it was read"),
+        )));
+    };
+    let live = w.pages.superblock().live_keys + delta;
+    let mut saturated = 0;
+    let mut fold = w.pages.begin_fold();
+    let mut buf = Vec::new();
+    for (chunk, run) in pages::by_chunk(params.layout(), &entries) {
+        fold.read_chunk(chunk, &mut buf)
+            .map_err(page_err(table, "reading a counter page"))?;
+        saturated += pages::apply_entries(params, &mut buf, chunk, run);
+        crash_point()?;
+        fold.write_chunk(chunk, &buf)
+            .map_err(io_err("writing folded counter pages"))?;
+    }
+    commit(fold, next_seq, live, shared)?;
+    // Committed. A failure to empty the file leaves records that the
+    // superblock's first expected number already skips.
+    let _ = w.log.reset();
+    Ok(Folded { delta, saturated })
+}
+
+/// Reads every record of the log, calling `f` with each operation; checks
+/// that the records this writer appended are all there.
+fn scan_log(
+    w: &Writer,
+    table: &str,
+    shared: &Shared,
+    f: impl FnMut(log::LogOp),
+) -> Result<u64, StoreError> {
+    let first_seq = w.pages.superblock().folded_seq;
+    let scanned = log_read::scan(w.log.file(), w.log.binding(), first_seq, MAX_PASS_OPS, f)
+        .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?;
     if scanned.next_seq != w.log.next_seq() || scanned.stopped {
         // The records this writer appended are not all there: the file
         // changed under the store.
@@ -69,33 +118,18 @@ pub(super) fn fold_log(
             ),
         )));
     }
-    pages::sort_entries(&mut entries);
-    let live = w.pages.superblock().live_keys + delta;
-    let mut saturated = 0;
-    {
-        let mut fold = w.pages.begin_fold();
-        let mut buf = Vec::new();
-        for (chunk, run) in pages::by_chunk(params.layout(), &entries) {
-            fold.read_chunk(chunk, &mut buf)
-                .map_err(page_err(table, "reading a counter page"))?;
-            saturated += pages::apply_entries(params, &mut buf, chunk, run);
-            crash_point()?;
-            fold.write_chunk(chunk, &buf)
-                .map_err(io_err("writing folded counter pages"))?;
-        }
-        crash_point()?;
-        match fold.commit(scanned.next_seq, live) {
-            Ok(()) => {}
-            Err(CommitError::Before(e)) => return Err(io_err("syncing folded counter pages")(e)),
-            Err(CommitError::After(e)) => {
-                return Err(shared.failed_with(io_err("committing a fold")(e)))
-            }
-        }
+    Ok(scanned.next_seq)
+}
+
+/// Commits a fold whose chunks are written: the log's records up to
+/// `next_seq` are then in the pages, with `live` live keys.
+fn commit(fold: Fold<'_>, next_seq: u64, live: i64, shared: &Shared) -> Result<(), StoreError> {
+    crash_point()?;
+    match fold.commit(next_seq, live) {
+        Ok(()) => Ok(()),
+        Err(CommitError::Before(e)) => Err(io_err("syncing folded counter pages")(e)),
+        Err(CommitError::After(e)) => Err(shared.failed_with(io_err("committing a fold")(e))),
     }
-    // Committed. A failure to empty the file leaves records that the
-    // superblock's first expected number already skips.
-    let _ = w.log.reset();
-    Ok(Folded { delta, saturated })
 }
 
 /// Bytes of position entries that `ops` logged operations take in a fold

@@ -1,0 +1,256 @@
+//! (g) The guard's figures, each against sled itself in the same run, the
+//! subjects interleaved round by round:
+//!
+//! * `guard.reads_vs_raw_sled_get` (goal ≥ 0.9): `Guard::read` through
+//!   `SledDiffStorage` (2 threads, uniformly random keys of a base of
+//!   200,000 records, 1% of them changed) in reads per second, over sled's
+//!   own `Tree::get` on a database holding the same base (2 threads, same
+//!   keys), each thread's reads over its own CPU time (`clock.rs`); beside
+//!   them, `SledDiffStorage::read_base` alone and sled's get with the value
+//!   copied into a `Vec` (what any `DiffStorage` returns), 30 short rounds.
+//! * `guard.writes_vs_raw_sled_insert` (goal ≥ 0.5): `SledDiffStorage::write_diff`
+//!   of batches of 1,000 changes (16-byte keys, 64-byte values; durable
+//!   against power loss when it returns) in keys per second, over sled's
+//!   own batched inserts of the same records (one `Batch` of 1,000 and one
+//!   `flush` per batch, into a database of its own on the same disk),
+//!   rounds alternating, the spread of the per-round ratios beside it.
+
+use super::clock::Tick;
+use super::goals::{key16, load1, spread, Total};
+use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec};
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Rounds of the guard's reads (0.3 s per subject each): short and many,
+/// since the cache contention of the other processes on this machine moves
+/// a subject's rate by 20% from one second to the next.
+const GUARD_ROUNDS: usize = 30;
+/// Rounds of the writes, and batches of 1,000 per subject and round.
+const WRITE_ROUNDS: usize = 9;
+const WRITE_BATCHES: usize = 4;
+
+/// Reads per second of `threads` threads each calling `read` on
+/// uniformly random keys among `n`, for `secs` of wall time: each thread's
+/// reads over its own CPU time (`clock.rs`: the time it waited for a CPU on
+/// this shared machine is left out; contention between the threads, for
+/// locks and cache lines, counts), summed over the threads.
+fn reads_per_s(threads: usize, n: u64, secs: f64, read: &(dyn Fn(&[u8]) + Sync)) -> f64 {
+    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|th| {
+                s.spawn(move || {
+                    let t0 = Tick::now();
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ th as u64;
+                    let mut count = 0u64;
+                    while Instant::now() < stop {
+                        for _ in 0..256 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            read(&key16(x % n, 1));
+                        }
+                        count += 256;
+                    }
+                    count as f64 / t0.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    })
+}
+
+/// The reads' figure.
+pub fn guard_reads_goal(dir: &Path) -> Vec<String> {
+    const RECORDS: u64 = 200_000;
+    const THREADS: usize = 2;
+    let value = [9u8; 64];
+    let raw = sled::open(dir.join("raw-guard")).unwrap();
+    let raw_base = raw.open_tree("base").unwrap();
+    for i in 0..RECORDS {
+        raw_base.insert(key16(i, 1), &value[..]).unwrap();
+    }
+    raw.flush().unwrap();
+    let store = FilterStore::open(dir.join("guard-store")).unwrap();
+    let storage = SledDiffStorage::open(&store, "g").unwrap();
+    storage
+        .load_base((0..RECORDS).map(|i| (key16(i, 1), value)))
+        .unwrap();
+    let table = store
+        .create_table("changed", TableSpec::new(RECORDS / 100, 0.01).seed(4))
+        .unwrap();
+    let guard = Guard::open(storage, table).unwrap();
+    let changes: Vec<(Vec<u8>, Change)> = (0..RECORDS)
+        .step_by(100)
+        .map(|i| (key16(i, 1).to_vec(), Change::Put(b"changed".to_vec())))
+        .collect();
+    guard.write(&changes).unwrap();
+    // Warm both caches.
+    reads_per_s(THREADS, RECORDS, 0.5, &|k| {
+        black_box(raw_base.get(k).unwrap());
+    });
+    reads_per_s(THREADS, RECORDS, 0.5, &|k| {
+        black_box(guard.read(k).unwrap());
+    });
+    // One subject alone for a while, to profile it (`perf record`):
+    // FILTERSTORE_BENCH_PROFILE=raw|storage|guard.
+    if let Ok(which) = std::env::var("FILTERSTORE_BENCH_PROFILE") {
+        // 4M reads on one thread: `perf stat` of two subjects differs by
+        // their reads alone (the setup is the same).
+        let t0 = Tick::now();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..4_000_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = key16(x % RECORDS, 1);
+            match which.as_str() {
+                "raw" => drop(black_box(raw_base.get(k).unwrap())),
+                "copy" => drop(black_box(raw_base.get(k).unwrap().map(|v| v.to_vec()))),
+                "storage" => drop(black_box(guard.storage().read_base(&k).unwrap())),
+                "none" => drop(black_box(k)),
+                _ => drop(black_box(guard.read(&k).unwrap())),
+            }
+        }
+        println!(
+            "(g) {which} alone: {:.0} ns per read",
+            t0.elapsed().as_secs_f64() / 4e-3
+        );
+        return Vec::new();
+    }
+    // A fourth subject, sled's get with the value copied into a `Vec`:
+    // what any `DiffStorage` returns (`read_base` gives an owned value), so
+    // the floor of the storage's own overhead.
+    let mut totals = [Total::default(); 4];
+    let mut ratios = Vec::new();
+    let secs = 0.3;
+    for round in 0..GUARD_ROUNDS {
+        let mut rates = [0.0; 4];
+        for j in 0..4 {
+            let which = (round + j) % 4;
+            rates[which] = reads_per_s(THREADS, RECORDS, secs, &|k| match which {
+                0 => drop(black_box(raw_base.get(k).unwrap())),
+                1 => drop(black_box(guard.read(k).unwrap())),
+                2 => drop(black_box(guard.storage().read_base(k).unwrap())),
+                _ => drop(black_box(raw_base.get(k).unwrap().map(|v| v.to_vec()))),
+            });
+            totals[which].add(rates[which] * secs, Duration::from_secs_f64(secs));
+        }
+        ratios.push(rates[1] / rates[0]);
+    }
+    let [raw_total, guard_total, storage_total, copy_total] = totals;
+    let (lo, med, hi) = spread(&mut ratios);
+    let st = guard.stats();
+    println!(
+        "(g) reads, {THREADS} threads, {GUARD_ROUNDS} rounds, {RECORDS} records, 1% changed: sled get {:.0}/s; Guard::read {:.0}/s ({:.2}x; rounds {lo:.2}-{hi:.2}, median {med:.2}); SledDiffStorage::read_base {:.0}/s ({:.2}x); sled get + copy to a Vec {:.0}/s ({:.2}x); false positives {} of {} reads; load1 {}",
+        raw_total.rate(),
+        guard_total.rate(),
+        guard_total.rate() / raw_total.rate(),
+        storage_total.rate(),
+        storage_total.rate() / raw_total.rate(),
+        copy_total.rate(),
+        copy_total.rate() / raw_total.rate(),
+        st.false_positives,
+        st.reads,
+        load1()
+    );
+    vec![
+        format!(
+            "RESULT guard.reads_vs_raw_sled_get {:.3} x",
+            guard_total.rate() / raw_total.rate()
+        ),
+        format!(
+            "RESULT guard.storage_reads_vs_raw_sled_get {:.3} x",
+            storage_total.rate() / raw_total.rate()
+        ),
+    ]
+}
+
+/// The records of write batch `b` (1,000 changes): new keys each batch, as
+/// a stream of changes to distinct records.
+fn write_batch(b: u64) -> Vec<(Vec<u8>, Change)> {
+    (0..1000)
+        .map(|i| (key16(b * 1000 + i, 7).to_vec(), Change::Put(vec![9u8; 64])))
+        .collect()
+}
+
+/// Writes of one 1,000-change batch through `storage` (its bound, sled's
+/// own: the same bytes in one batch and one flush).
+fn storage_write(storage: &SledDiffStorage, batch: &[(Vec<u8>, Change)]) -> Duration {
+    let t0 = Instant::now();
+    storage.write_diff(batch).unwrap();
+    t0.elapsed()
+}
+
+fn raw_write(db: &sled::Db, tree: &sled::Tree, batch: &[(Vec<u8>, Change)]) -> Duration {
+    let t0 = Instant::now();
+    let mut b = sled::Batch::default();
+    for (k, c) in batch {
+        if let Change::Put(v) = c {
+            let mut value = Vec::with_capacity(v.len() + 1);
+            value.push(1);
+            value.extend_from_slice(v);
+            b.insert(k.as_slice(), value);
+        }
+    }
+    tree.apply_batch(b).unwrap();
+    db.flush().unwrap();
+    t0.elapsed()
+}
+
+/// `FILTERSTORE_BENCH_PROFILE=writes`: 40 batches through the storage alone.
+pub fn profile_writes(dir: &Path) {
+    let store = FilterStore::open(dir.join("guard-writes")).unwrap();
+    let storage = SledDiffStorage::open(&store, "w").unwrap();
+    let t0 = Instant::now();
+    for b in 0..40 {
+        storage.write_diff(&write_batch(b)).unwrap();
+    }
+    println!(
+        "(g) guard writes alone: {:.0} keys/s",
+        40_000.0 / t0.elapsed().as_secs_f64()
+    );
+}
+
+/// The writes' figure.
+pub fn guard_writes_goal(dir: &Path) -> Vec<String> {
+    let raw = sled::open(dir.join("raw-writes")).unwrap();
+    let raw_diff = raw.open_tree("diff").unwrap();
+    let store = FilterStore::open(dir.join("guard-writes")).unwrap();
+    let storage = SledDiffStorage::open(&store, "w").unwrap();
+    let (mut s_total, mut r_total) = (Total::default(), Total::default());
+    let mut ratios = Vec::new();
+    let mut next = 0u64;
+    for round in 0..WRITE_ROUNDS {
+        let (mut rs, mut rr) = (0.0, 0.0);
+        for j in 0..2 {
+            let mut t = Duration::ZERO;
+            for _ in 0..WRITE_BATCHES {
+                let batch = write_batch(next);
+                next += 1;
+                t += match (round + j) % 2 {
+                    0 => storage_write(&storage, &batch),
+                    _ => raw_write(&raw, &raw_diff, &batch),
+                };
+            }
+            let keys = (WRITE_BATCHES * 1000) as f64;
+            match (round + j) % 2 {
+                0 => rs = s_total.add(keys, t),
+                _ => rr = r_total.add(keys, t),
+            }
+        }
+        ratios.push(rs / rr);
+    }
+    let (lo, med, hi) = spread(&mut ratios);
+    let ratio = s_total.rate() / r_total.rate();
+    println!(
+        "(g) writes, batches of 1,000 changes, {WRITE_ROUNDS} rounds: SledDiffStorage::write_diff {:.0} keys/s; sled Batch + flush {:.0} keys/s: {ratio:.3}x (rounds {lo:.2}-{hi:.2}, median {med:.2}); load1 {}",
+        s_total.rate(),
+        r_total.rate(),
+        load1()
+    );
+    vec![format!(
+        "RESULT guard.writes_vs_raw_sled_insert {ratio:.3} x"
+    )]
+}
