@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod plans;
 mod processes;
 mod random;
 mod rules;
