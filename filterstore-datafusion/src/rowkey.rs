@@ -332,6 +332,32 @@ impl RowKeys<'_> {
 /// pipeline to overlap its cache misses.
 const CHUNK: usize = 256;
 
+/// The keys of a one-column key of 64-bit encoding (integers, dates,
+/// times, timestamps, durations, booleans: most join keys), as 8-byte
+/// values, with the row of each (null keys have none). `None` for any other
+/// key, which takes the general path. The bytes are exactly those
+/// [`RowKeys::key`] writes for such a column.
+fn int_keys(columns: &KeyColumns) -> Result<Option<(Vec<[u8; 8]>, Vec<u32>)>> {
+    let [a] = columns.arrays.as_slice() else {
+        return Ok(None);
+    };
+    let col = Col::new(a)?;
+    let Col::Int(get) = col else {
+        return Ok(None);
+    };
+    let n = columns.len;
+    let mut keys = Vec::with_capacity(n);
+    let mut rows = Vec::with_capacity(n);
+    for i in 0..n {
+        if columns.nulls.as_ref().is_some_and(|b| b.is_null(i)) {
+            continue;
+        }
+        keys.push(get(i).to_le_bytes());
+        rows.push(i as u32);
+    }
+    Ok(Some((keys, rows)))
+}
+
 /// Whether each row may join, by `filter`'s answer for its key; a row with a
 /// null key answers `nulls_pass`. Never null itself.
 pub fn contains_rows(
@@ -339,6 +365,15 @@ pub fn contains_rows(
     columns: &KeyColumns,
     nulls_pass: bool,
 ) -> Result<BooleanArray> {
+    if let Some((keys, rows)) = int_keys(columns)? {
+        let mut out = vec![nulls_pass; columns.len()];
+        let mut hits = vec![false; keys.len()];
+        filter.contains_many_into(&keys, &mut hits);
+        for (&row, hit) in rows.iter().zip(hits) {
+            out[row as usize] = hit;
+        }
+        return Ok(BooleanArray::from(out));
+    }
     let rows = columns.rows()?;
     let mut out = Vec::with_capacity(columns.len());
     let mut arena: Vec<u8> = Vec::with_capacity(CHUNK * 16);
@@ -380,6 +415,10 @@ pub fn contains_rows(
 /// Inserts every non-null key of the batch into `filter`; returns the rows
 /// inserted (nulls skipped).
 pub fn insert_rows(filter: &filterstore::BitFilter, columns: &KeyColumns) -> Result<u64> {
+    if let Some((keys, _)) = int_keys(columns)? {
+        filter.insert_many(&keys);
+        return Ok(keys.len() as u64);
+    }
     let rows = columns.rows()?;
     let mut buf = Vec::with_capacity(64);
     let mut inserted = 0;
@@ -438,6 +477,50 @@ mod tests {
         assert_eq!(keys(&[s]), keys(&[d]));
         assert!(same_encoding(&DataType::Int32, &DataType::UInt64));
         assert!(!same_encoding(&DataType::Int32, &DataType::Date32));
+    }
+
+    #[test]
+    fn the_integer_fast_path_answers_as_the_general_path() {
+        use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
+        let params =
+            FilterParams::for_capacity(1000, 0.01, Layout::Blocked, HashSpec::xxh3(1)).unwrap();
+        let (fast, slow) = (
+            BitFilter::new(params).unwrap(),
+            BitFilter::new(params).unwrap(),
+        );
+        let ints: ArrayRef = Arc::new(Int32Array::from(
+            (0..600)
+                .map(|i| (i % 7 != 0).then_some(i * 3 - 500))
+                .collect::<Vec<_>>(),
+        ));
+        let cols = KeyColumns::new(&[Arc::clone(&ints)]).unwrap();
+        assert!(int_keys(&cols).unwrap().is_some());
+        assert_eq!(insert_rows(&fast, &cols).unwrap(), 514);
+        let rows = cols.rows().unwrap();
+        let mut buf = Vec::new();
+        for i in 0..cols.len() {
+            if let Some(k) = rows.key(i, &mut buf) {
+                slow.insert(k);
+            }
+        }
+        assert_eq!(fast.to_words(), slow.to_words());
+        let probe: ArrayRef = Arc::new(Int64Array::from(
+            (0..2000)
+                .map(|i| (i % 11 != 0).then_some(i - 700))
+                .collect::<Vec<_>>(),
+        ));
+        let pcols = KeyColumns::new(&[probe]).unwrap();
+        for nulls_pass in [false, true] {
+            let got = contains_rows(&fast, &pcols, nulls_pass).unwrap();
+            let prows = pcols.rows().unwrap();
+            for i in 0..pcols.len() {
+                let want = match prows.key(i, &mut buf) {
+                    Some(k) => slow.contains(k),
+                    None => nulls_pass,
+                };
+                assert_eq!(got.value(i), want, "row {i}");
+            }
+        }
     }
 
     #[test]
