@@ -29,6 +29,7 @@ pub mod exec;
 pub mod lineage;
 pub mod place;
 pub mod planner;
+mod probe;
 pub mod rendezvous;
 pub mod report;
 pub mod rule;

@@ -1,0 +1,281 @@
+//! A probe task's filter and one partition's filtering: the state behind
+//! [`super::exec::BloomFilterExec`].
+//!
+//! One [`ProbeRun`] per task fetches the filter once ([`receive`]) and
+//! holds the deadline shared by the task's partitions; one [`Probe`] per
+//! partition waits (at most to the deadline), then checks, passes or stops
+//! checking batch by batch, and counts what it did in the node's metrics.
+
+use super::exec::ProbePolicy;
+use super::rendezvous::{self, service, Delivery, FilterId};
+use crate::cache;
+use crate::rowkey::{contains_rows, KeyColumns};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::metrics::{BaselineMetrics, Count, Time};
+use filterstore::{BitFilter, BloomRead, FilterParams};
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
+use parking_lot::Mutex;
+use std::fmt;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// One run per task, keyed by the task's `TaskContext` (see the tap).
+#[derive(Debug, Default)]
+pub(super) struct Runs(pub(super) Mutex<Vec<(Weak<TaskContext>, Arc<ProbeRun>)>>);
+
+/// What arrived for a task: the filter, or why every row passes.
+#[derive(Clone, Debug)]
+pub(super) enum Arrival {
+    Filter(Arc<cache::DecodedFilter>),
+    PassAll,
+}
+
+type ArrivalFuture = Shared<BoxFuture<'static, Arrival>>;
+
+/// What a task's partitions share.
+pub(super) struct ProbeRun {
+    pub(super) arrival: ArrivalFuture,
+    pub(super) first_poll: OnceLock<Instant>,
+    pub(super) wait: Duration,
+}
+
+impl fmt::Debug for ProbeRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProbeRun")
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+impl ProbeRun {
+    pub(super) fn deadline(&self) -> Instant {
+        *self.first_poll.get_or_init(Instant::now) + self.wait
+    }
+}
+
+/// Where a task's filter comes from.
+pub(super) struct Source {
+    pub(super) id: FilterId,
+    pub(super) scope: rendezvous::Scope,
+    pub(super) rendezvous: Option<String>,
+}
+
+/// The task's filter, fetched once (why a filter did not come is the
+/// coordinator's to report, in the filter's outcome).
+pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> ArrivalFuture {
+    async move {
+        let delivery = match &source.rendezvous {
+            Some(url) => service::fetch_remote(url, source.id, source.scope).await,
+            None => match rendezvous::subscribe(source.id, source.scope) {
+                Some(rx) => rendezvous::delivery(rx).await,
+                None => Delivery::PassAll("no such filter in this process".into()),
+            },
+        };
+        match delivery {
+            Delivery::Message(m) => {
+                bytes.add(m.len());
+                decode(&m, &params).map_or(Arrival::PassAll, Arrival::Filter)
+            }
+            Delivery::PassAll(_) => Arrival::PassAll,
+        }
+    }
+    .boxed()
+    .shared()
+}
+
+/// The message's filter, if it has the planned shape. Decoded once per
+/// process ([`crate::cache`]) whatever the number of tasks it serves.
+pub(super) fn decode(
+    message: &[u8],
+    params: &FilterParams,
+) -> std::result::Result<Arc<cache::DecodedFilter>, String> {
+    let key = xxhash_rust::xxh3::xxh3_128(message);
+    let decoded =
+        cache::decoded_keyed(super::exec::NAME, key, message).map_err(|e| e.to_string())?;
+    if decoded.filter.params() != params {
+        return Err("a filter of another shape than planned".into());
+    }
+    Ok(decoded)
+}
+
+/// Where a partition stands with its filter.
+pub(super) enum State {
+    /// Not yet waited.
+    Waiting,
+    /// Waited to the deadline; rows pass until the filter arrives.
+    Late,
+    /// Checking rows against the filter.
+    Checking(Arc<cache::DecodedFilter>),
+    /// Passing every row (no filter, or one not worth checking).
+    Passing,
+}
+
+pub(super) struct ProbeMetrics {
+    pub(super) baseline: BaselineMetrics,
+    pub(super) rows_in: Count,
+    pub(super) unfiltered: Count,
+    pub(super) unchecked: Count,
+    pub(super) key_errors: Count,
+    pub(super) wait: Time,
+    pub(super) deadline_missed: Count,
+    pub(super) pass_all: Count,
+    pub(super) stopped: Count,
+}
+
+/// One partition's filtering.
+pub(super) struct Probe {
+    pub(super) filter_id: FilterId,
+    pub(super) keys: Vec<Arc<dyn PhysicalExpr>>,
+    pub(super) nulls_pass: bool,
+    pub(super) policy: ProbePolicy,
+    pub(super) state: State,
+    pub(super) checked: u64,
+    pub(super) dropped: u64,
+    pub(super) metrics: ProbeMetrics,
+}
+
+impl Probe {
+    /// On the first poll: wait for the filter, at most to the deadline.
+    pub(super) async fn settle(&mut self, run: &ProbeRun) {
+        if !matches!(self.state, State::Waiting) {
+            return;
+        }
+        let deadline = tokio::time::Instant::from_std(run.deadline());
+        let timer = self.metrics.wait.timer();
+        let waiting = Waiting::enter(self.filter_id);
+        let arrived = tokio::time::timeout_at(deadline, run.arrival.clone()).await;
+        drop(waiting);
+        timer.done();
+        match arrived {
+            Ok(a) => self.arrive(a),
+            Err(_) => {
+                self.metrics.deadline_missed.add(1);
+                self.state = State::Late;
+            }
+        }
+    }
+
+    /// After the deadline: take the filter if it has arrived since.
+    pub(super) fn poll_late(&mut self, run: &ProbeRun) {
+        if !matches!(self.state, State::Late) {
+            return;
+        }
+        if let Some(a) = run.arrival.clone().now_or_never() {
+            self.arrive(a);
+        }
+    }
+
+    fn arrive(&mut self, a: Arrival) {
+        self.state = match a {
+            Arrival::Filter(f) => State::Checking(f),
+            Arrival::PassAll => {
+                self.metrics.pass_all.add(1);
+                State::Passing
+            }
+        };
+    }
+
+    /// The rows of `batch` that may join.
+    pub(super) fn filter(&mut self, batch: RecordBatch) -> RecordBatch {
+        let n = batch.num_rows();
+        self.metrics.rows_in.add(n);
+        let time = self.metrics.baseline.elapsed_compute().clone();
+        let _timer = time.timer();
+        let filter = match &self.state {
+            State::Checking(f) => Some(Arc::clone(f)),
+            _ => None,
+        };
+        let passing = matches!(self.state, State::Passing);
+        let out = match (filter, passing) {
+            (Some(f), _) => self.check(batch, &f.filter),
+            (None, true) => {
+                self.metrics.unchecked.add(n);
+                batch
+            }
+            (None, false) => {
+                self.metrics.unfiltered.add(n);
+                batch
+            }
+        };
+        self.metrics.baseline.record_output(out.num_rows());
+        out
+    }
+
+    fn check(&mut self, batch: RecordBatch, filter: &BitFilter) -> RecordBatch {
+        let n = batch.num_rows();
+        let kept = self
+            .keep(&batch, filter)
+            .and_then(|keep| Ok(filter_record_batch(&batch, &keep)?));
+        let out = match kept {
+            Ok(out) => out,
+            Err(_) => {
+                self.metrics.key_errors.add(n);
+                return batch;
+            }
+        };
+        self.checked += n as u64;
+        self.dropped += (n - out.num_rows()) as u64;
+        let window = self.policy.check_window.max(1);
+        if !self.policy.force
+            && self.checked >= window
+            && (self.dropped as f64) < self.policy.min_drop * self.checked as f64
+        {
+            self.metrics.stopped.add(1);
+            self.state = State::Passing;
+        }
+        out
+    }
+
+    fn keep(
+        &self,
+        batch: &RecordBatch,
+        filter: &BitFilter,
+    ) -> Result<datafusion::arrow::array::BooleanArray> {
+        let columns = self
+            .keys
+            .iter()
+            .map(|k| k.evaluate(batch)?.into_array(batch.num_rows()))
+            .collect::<Result<Vec<_>>>()?;
+        let keys = KeyColumns::new(&columns)?;
+        contains_rows(filter, &keys, self.nulls_pass)
+    }
+}
+
+/// Probe partitions of this process waiting for their filter now, by
+/// filter (for the tests of cancellation).
+pub(super) static WAITING: std::sync::LazyLock<Mutex<std::collections::HashMap<FilterId, usize>>> =
+    std::sync::LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
+
+/// Probe partitions of this process waiting for filter `id` now (for the
+/// tests of cancellation; not a stable API).
+#[doc(hidden)]
+pub fn waiting_probes(id: FilterId) -> usize {
+    WAITING.lock().get(&id).copied().unwrap_or(0)
+}
+
+/// Counts a waiting partition while it lives (a dropped wait counts out).
+pub(super) struct Waiting(FilterId);
+
+impl Waiting {
+    fn enter(id: FilterId) -> Waiting {
+        *WAITING.lock().entry(id).or_insert(0) += 1;
+        Waiting(id)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut w = WAITING.lock();
+        if let Some(n) = w.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                w.remove(&self.0);
+            }
+        }
+    }
+}
