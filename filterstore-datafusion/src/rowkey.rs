@@ -332,12 +332,15 @@ impl RowKeys<'_> {
 /// pipeline to overlap its cache misses.
 const CHUNK: usize = 256;
 
+/// Keys as 8-byte values, and the row of each.
+type IntKeys = (Vec<[u8; 8]>, Vec<u32>);
+
 /// The keys of a one-column key of 64-bit encoding (integers, dates,
 /// times, timestamps, durations, booleans: most join keys), as 8-byte
 /// values, with the row of each (null keys have none). `None` for any other
 /// key, which takes the general path. The bytes are exactly those
 /// [`RowKeys::key`] writes for such a column.
-fn int_keys(columns: &KeyColumns) -> Result<Option<(Vec<[u8; 8]>, Vec<u32>)>> {
+fn int_keys(columns: &KeyColumns) -> Result<Option<IntKeys>> {
     let [a] = columns.arrays.as_slice() else {
         return Ok(None);
     };
@@ -481,7 +484,7 @@ mod tests {
 
     #[test]
     fn the_integer_fast_path_answers_as_the_general_path() {
-        use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, Layout};
+        use filterstore::{BitFilter, FilterParams, HashSpec, Layout};
         let params =
             FilterParams::for_capacity(1000, 0.01, Layout::Blocked, HashSpec::xxh3(1)).unwrap();
         let (fast, slow) = (

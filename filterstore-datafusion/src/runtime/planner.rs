@@ -21,7 +21,7 @@
 use super::analyze::BloomReportExec;
 use super::report::RuntimeFilterReport;
 use super::rule::BloomRuntimeFilterRule;
-use super::RuntimeFilterConfig;
+use super::config::RuntimeFilterConfig;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::display::{PlanType, StringifiedPlan};
