@@ -99,6 +99,7 @@ impl Filesystem for MemFs {
         let node = Node::File {
             live: Vec::new(),
             durable: Vec::new(),
+            base: None,
             pending: Vec::new(),
         };
         match self.with(|s| s.add(parent.0, name, node)) {

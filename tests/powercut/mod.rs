@@ -32,6 +32,16 @@
 //!
 //! A cut is: kill the writer, then [`MemFs::image_cut`] the state a power cut
 //! leaves into an ordinary directory and open the store there.
+//!
+//! # A failed sync ([`MemFs::fail_sync`], the EIO model)
+//! One chosen `fsync`/`fdatasync` of a file returns `EIO`, as Linux's does
+//! when writeback fails: of the pages it was to write, a random part reached
+//! the disk and the rest are **dropped** — still readable (the page cache
+//! keeps them, clean) but never written by a later sync, which succeeds and
+//! writes only pages dirtied after the failure. So what the failed sync
+//! covered is lost at the next cut unless rewritten, while every later sync
+//! reports success: the one report of the loss is that `EIO`. A failed
+//! directory sync makes nothing durable.
 #![allow(dead_code)]
 
 use fuser::Errno;
@@ -44,9 +54,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 
-use image::{cut_file, write_tree};
+use image::{cut_file, write_tree, Unsynced};
 
 /// The FUSE operations.
 mod fuse;
@@ -83,6 +93,9 @@ enum Node {
     File {
         live: Vec<u8>,
         durable: Vec<u8>,
+        /// The page cache's bytes at the last sync, on which `pending` was
+        /// made, where they differ from `durable` (after a failed sync).
+        base: Option<Vec<u8>>,
         /// Changes since the last sync, in order.
         pending: Vec<Change>,
     },
@@ -113,6 +126,8 @@ struct State {
     model: DirModel,
     /// Directory operations not yet durable, in order (not `Immediate`).
     dir_log: Vec<DirOp>,
+    /// Which pages a failed sync wrote.
+    rng: StdRng,
 }
 
 /// The page a cut keeps or loses as a whole (sector tears aside).
@@ -157,6 +172,9 @@ struct Shared {
     unlinks_allowed: AtomicU64,
     syncs: AtomicU64,
     syncs_allowed: AtomicU64,
+    /// The sync that fails with `EIO` (without a cut), and how many did.
+    failing_sync: AtomicU64,
+    failed_syncs: AtomicU64,
 }
 
 /// The filesystem; clones share it (one is mounted, one images).
@@ -285,6 +303,7 @@ impl MemFs {
                 next: ROOT + 1,
                 model,
                 dir_log: Vec::new(),
+                rng: StdRng::seed_from_u64(0),
             }),
             ops: AtomicU64::new(0),
             ops_allowed: AtomicU64::new(u64::MAX),
@@ -292,6 +311,8 @@ impl MemFs {
             unlinks_allowed: AtomicU64::new(u64::MAX),
             syncs: AtomicU64::new(0),
             syncs_allowed: AtomicU64::new(u64::MAX),
+            failing_sync: AtomicU64::new(u64::MAX),
+            failed_syncs: AtomicU64::new(0),
         }))
     }
 
@@ -310,6 +331,19 @@ impl MemFs {
         self.0
             .ops_allowed
             .fetch_min(self.0.ops.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Makes the `n`th `fsync` from now (1 = the next) fail with `EIO`
+    /// without a cut (module docs); `seed` draws the pages it wrote.
+    pub fn fail_sync(&self, n: u64, seed: u64) {
+        self.0.state.lock().unwrap().rng = StdRng::seed_from_u64(seed);
+        let at = self.0.syncs.load(Ordering::SeqCst) + n;
+        self.0.failing_sync.store(at, Ordering::SeqCst);
+    }
+
+    /// Syncs that failed with `EIO` ([`MemFs::fail_sync`]).
+    pub fn failed_syncs(&self) -> u64 {
+        self.0.failed_syncs.load(Ordering::SeqCst)
     }
 
     /// Filesystem operations so far.
@@ -394,10 +428,18 @@ impl MemFs {
         let mut contents = HashMap::new();
         for (&ino, n) in &s.nodes {
             if let Node::File {
-                durable, pending, ..
+                durable,
+                base,
+                pending,
+                ..
             } = n
             {
-                contents.insert(ino, cut_file(durable, pending, rng, tear, &mut stats));
+                let file = Unsynced {
+                    durable,
+                    base: base.as_deref().unwrap_or(durable),
+                    pending,
+                };
+                contents.insert(ino, cut_file(file, rng, tear, &mut stats));
             }
         }
         let lookup = |ino: u64| dirs.get(&ino).cloned();
@@ -421,6 +463,7 @@ impl MemFs {
                     Node::File {
                         live: bytes.clone(),
                         durable: bytes,
+                        base: None,
                         pending: Vec::new(),
                     }
                 };
@@ -439,28 +482,54 @@ impl MemFs {
     }
 
     /// `fsync` of a file or a directory: its durable state becomes its live
-    /// state (for a directory, by the model's rule).
+    /// state (for a directory, by the model's rule), or for the sync chosen
+    /// to fail, a random part of it (module docs).
     fn sync(&self, ino: INodeNo, reply: ReplyEmpty) {
         let n = self.0.syncs.fetch_add(1, Ordering::SeqCst) + 1;
         if n >= self.0.syncs_allowed.load(Ordering::SeqCst) {
             self.cut();
             return reply.error(Errno::EIO);
         }
-        let synced = self.with(|s| match s.nodes.get_mut(&ino.0) {
-            Some(Node::File {
-                live,
-                durable,
-                pending,
-            }) => {
-                durable.clone_from(live);
-                pending.clear();
-                Ok(())
+        let fails = n == self.0.failing_sync.load(Ordering::SeqCst);
+        let synced = self.with(|s| {
+            let State { nodes, rng, .. } = &mut *s;
+            match nodes.get_mut(&ino.0) {
+                Some(Node::File {
+                    live,
+                    durable,
+                    base,
+                    pending,
+                }) => {
+                    if fails || base.is_some() {
+                        let file = Unsynced {
+                            durable,
+                            base: base.as_deref().unwrap_or(durable),
+                            pending,
+                        };
+                        *durable = if fails {
+                            let sized = rng.gen_bool(0.5);
+                            image::synced(file, live, |_| rng.gen_bool(0.5), sized)
+                        } else {
+                            image::synced(file, live, |_| true, true)
+                        };
+                        *base = Some(live.clone());
+                    } else {
+                        durable.clone_from(live);
+                    }
+                    pending.clear();
+                    Ok(!fails)
+                }
+                Some(Node::Dir { .. }) if fails => Ok(false),
+                Some(Node::Dir { .. }) => s.sync_dir(ino.0).map(|()| true),
+                None => Err(Errno::ENOENT),
             }
-            Some(Node::Dir { .. }) => s.sync_dir(ino.0),
-            None => Err(Errno::ENOENT),
         });
         match synced {
-            Ok(()) => reply.ok(),
+            Ok(true) => reply.ok(),
+            Ok(false) => {
+                self.0.failed_syncs.fetch_add(1, Ordering::SeqCst);
+                reply.error(Errno::EIO)
+            }
             Err(e) => reply.error(e),
         }
     }
