@@ -63,6 +63,15 @@ mod fuse;
 /// What a cut leaves of a file, and writing an image.
 mod image;
 
+/// The writer that runs on the mount (child mode).
+pub mod child;
+/// The migration workload's fixture.
+mod fixture;
+/// What a cut must leave, and the check of an image.
+pub mod model;
+/// The workloads and where they are cut.
+pub mod workload;
+
 /// When a directory entry becomes durable (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DirModel {
