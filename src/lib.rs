@@ -107,4 +107,7 @@ pub mod __internals {
     pub use crate::filter::simd::{
         block_has_all, scalar_block_has_all, scalar_split_has_all, split_has_all, uses_avx2,
     };
+    /// Injected I/O failures of the store's files (tests only).
+    #[cfg(feature = "store")]
+    pub use crate::store::disk::io::fault;
 }

@@ -45,6 +45,7 @@ fn regenerate_set_and_health_in_stats() {
 
     let out = ok(&run(&db, &["regenerate", "t", keys]));
     assert!(out.contains("generation 1 -> 2, 20000 keys read"), "{out}");
+    assert!(!out.contains("note:"), "{out}");
     let v = json(&db);
     assert_eq!(v["needs_regeneration"], false, "{v}");
     assert_eq!(v["reason"], serde_json::Value::Null);
@@ -57,6 +58,15 @@ fn regenerate_set_and_health_in_stats() {
     let v = json(&db);
     assert_eq!(v["needs_regeneration"], true);
     assert!(v["reason"].as_str().unwrap().contains("changed"), "{v}");
+    // A key file that holds more keys than the table: said, in one line.
+    let stale = dir.path().join("stale.txt");
+    let text: String = (0..21_000).map(|i| format!("k{i}\n")).collect();
+    std::fs::write(&stale, text).unwrap();
+    let out = ok(&run(&db, &["regenerate", "t", stale.to_str().unwrap()]));
+    assert!(
+        out.contains("note: the key file held 21000 keys, the table counted 20000"),
+        "{out}"
+    );
     ok(&run(&db, &["regenerate", "t", keys]));
     assert_eq!(json(&db)["needs_regeneration"], false);
 
@@ -66,6 +76,6 @@ fn regenerate_set_and_health_in_stats() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot read"));
     let bad = run(&db, &["set", "t", "--fp", "3"]);
     assert!(!bad.status.success());
-    assert_eq!(json(&db)["generation"], 3);
+    assert_eq!(json(&db)["generation"], 4);
     assert_eq!(json(&db)["target_fp"], 0.001);
 }

@@ -189,3 +189,190 @@ fn v2_store_fixture_with_a_fold_cut_short_migrates_exact() {
         assert!(t.contains(v2::key(1199).as_bytes()));
     })
 }
+
+/// The store-format-3 fixture (`migrations/fixtures/store-v3/`): three
+/// tables sized for 2,000 keys at 1%, `blocked` and `standard` with seed
+/// `0xF11E5EED00000003`, `split` of the split-block layout (XXH64, seed 0).
+/// Each had `key-0000` … `key-0599` inserted (durable batches of 200),
+/// `key-0000` … `key-0099` removed one by one and `hot-key` inserted 20
+/// times (one batch: saturated counters), then a fold; `standard` was then
+/// regenerated from its live keys (generation 2, capacity 2,000); then
+/// `key-0600` … `key-1199` in three durable batches, not folded: they are
+/// in each table's log, as records of format 3. 1,120 live keys per table.
+mod v3 {
+    use filterstore::{CountingFilter, Layout};
+
+    pub const SEED: u64 = 0xF11E_5EED_0000_0003;
+    /// (name, layout, generation in force).
+    pub const TABLES: [(&str, Layout, u64); 3] = [
+        ("blocked", Layout::Blocked, 1),
+        ("split", Layout::SplitBlock, 1),
+        ("standard", Layout::Standard, 2),
+    ];
+
+    pub fn key(i: u32) -> String {
+        format!("key-{i:04}")
+    }
+
+    /// The live keys after the fold, as a multiset.
+    pub fn folded_live() -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = (100..600).map(|i| key(i).into_bytes()).collect();
+        v.extend(std::iter::repeat_n(b"hot-key".to_vec(), 20));
+        v
+    }
+
+    /// The counters of the fixture's table `name` of parameters `p`: its
+    /// operations in order, or (the regenerated `standard`) the live keys
+    /// at the regeneration, then the logged inserts.
+    pub fn model(name: &str, p: filterstore::FilterParams) -> CountingFilter {
+        let mut c = CountingFilter::new(p).unwrap();
+        if name == "standard" {
+            for k in folded_live() {
+                c.insert(&k);
+            }
+        } else {
+            for i in 0..600 {
+                c.insert(key(i).as_bytes());
+            }
+            for i in 0..100 {
+                c.remove(key(i).as_bytes()).unwrap();
+            }
+            for _ in 0..20 {
+                c.insert(b"hot-key");
+            }
+        }
+        for i in 600..1200 {
+            c.insert(key(i).as_bytes());
+        }
+        c
+    }
+
+    pub fn dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/store-v3")
+    }
+
+    pub fn copy() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        super::copy_tree(&dir(), tmp.path());
+        tmp
+    }
+
+    /// Writes the fixture with the code of store format 3 (run once, with
+    /// `FILTERSTORE_WRITE_FIXTURES=1`, when the directory is missing).
+    pub fn write(to: &std::path::Path) {
+        use filterstore::{
+            Durability, FilterStore, RegenOptions, StoreConfig, TableSpec, WriteBatch,
+        };
+        let config = StoreConfig::default().fold_threshold(1 << 20);
+        let store = FilterStore::open_with(to, config).unwrap();
+        for (name, layout, _) in TABLES {
+            let spec = TableSpec::new(2_000, 0.01).layout(layout);
+            let spec = if layout == Layout::SplitBlock {
+                spec
+            } else {
+                spec.seed(SEED)
+            };
+            let t = store.create_table(name, spec).unwrap();
+            for part in 0..3 {
+                let mut b = WriteBatch::new();
+                for i in part * 200..(part + 1) * 200 {
+                    b.insert(key(i).as_bytes());
+                }
+                t.apply(&b, Durability::Durable).unwrap();
+            }
+            for i in 0..100 {
+                t.remove(key(i).as_bytes()).unwrap();
+            }
+            let mut hot = WriteBatch::new();
+            for _ in 0..20 {
+                hot.insert(b"hot-key");
+            }
+            t.apply(&hot, Durability::Durable).unwrap();
+            t.fold().unwrap();
+            if name == "standard" {
+                let live = folded_live();
+                let source = || live.iter().map(Ok::<_, std::io::Error>);
+                let options = RegenOptions {
+                    capacity: Some(2_000),
+                    ..RegenOptions::default()
+                };
+                t.regenerate(source, &options).unwrap();
+            }
+            for part in 0..3 {
+                let mut b = WriteBatch::new();
+                for i in 600 + part * 200..600 + (part + 1) * 200 {
+                    b.insert(key(i).as_bytes());
+                }
+                t.apply(&b, Durability::Durable).unwrap();
+            }
+            assert_eq!(t.pending_log_ops(), 600, "{name}");
+        }
+    }
+}
+
+/// Copies the files and directories under `from` into `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).expect("the fixture is missing") {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn v3_store_fixture_reads_with_every_key_and_exact_counters() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_some() && !v3::dir().exists() {
+            let tmp = tempfile::tempdir().unwrap();
+            v3::write(tmp.path());
+            // The files a store of format 3 holds; not its lock.
+            std::fs::create_dir_all(v3::dir().join("tables")).unwrap();
+            for name in ["FILTERSTORE", "catalog"] {
+                std::fs::copy(tmp.path().join(name), v3::dir().join(name)).unwrap();
+            }
+            for e in std::fs::read_dir(tmp.path().join("tables")).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), v3::dir().join("tables").join(e.file_name())).unwrap();
+            }
+        }
+        let copy = v3::copy();
+        let store = FilterStore::open(copy.path()).unwrap();
+        assert_eq!(
+            store.list_tables().unwrap(),
+            ["blocked", "split", "standard"]
+        );
+        for (name, layout, generation) in v3::TABLES {
+            let t = store.open_table(name).unwrap();
+            assert_eq!(t.params().layout(), layout, "{name}");
+            assert_eq!(t.generation(), generation, "{name}");
+            for i in 100..1200 {
+                assert!(t.contains(v3::key(i).as_bytes()), "{name}: {i} lost");
+            }
+            assert!(t.contains(b"hot-key"), "{name}");
+            assert_eq!(t.live_keys(), 1120, "{name}");
+            let counting = t.counting_snapshot().unwrap();
+            assert!(
+                counting.as_bytes() == v3::model(name, t.params()).as_bytes(),
+                "{name}: counters differ from the model"
+            );
+            assert_eq!(
+                t.stats().unwrap().format_version,
+                filterstore::STORE_FORMAT_VERSION
+            );
+        }
+        // Writes go on after the open.
+        let t = store.open_table("blocked").unwrap();
+        t.insert(b"after").unwrap();
+        t.flush().unwrap();
+        drop((t, store));
+        let store = FilterStore::open(copy.path()).unwrap();
+        let t = store.open_table("blocked").unwrap();
+        assert!(t.contains(b"after") && t.contains(v3::key(1199).as_bytes()));
+        assert!(dir_size(&v3::dir()) <= 1 << 20);
+    })
+}

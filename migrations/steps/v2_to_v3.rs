@@ -45,6 +45,8 @@ pub(super) fn v2_to_v3(
         format_version: 3,
         ..catalog.header()
     };
-    catalog.commit(|e| e.set_header(header))?;
+    catalog
+        .commit(|e| e.set_header(header))
+        .map_err(super::super::open::at_open)?;
     Ok(catalog)
 }

@@ -632,5 +632,14 @@ fn regenerate(dir: &Path, table: &str, file: &Path, headroom: f64, out: &mut Out
     out.line(&format!(
         "regenerated {table}: generation {} -> {}, {} keys read, sized for {}, m = {} bits, k = {}",
         r.old_generation, r.new_generation, r.keys_read, r.capacity, r.m_bits, r.k
-    ))
+    ))?;
+    if r.source_disagrees() {
+        out.line(&format!(
+            "note: the key file held {} keys, the table counted {} live keys: keys it lacked are in \
+             the filter now; if the file is older than the table, keys removed since are back \
+             (false positives until a regeneration from a current file)",
+            r.keys_read, r.live_keys_before
+        ))?;
+    }
+    Ok(())
 }

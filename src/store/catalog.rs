@@ -12,7 +12,7 @@
 //! deleting files; files that no catalog record names are garbage left by a
 //! crash between the two and are removed when the store is opened.
 
-use super::disk::catalog_file;
+use super::disk::{catalog_file, CommitError};
 use super::error::{NameError, StoreError};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
@@ -404,21 +404,39 @@ impl Catalog {
     }
 
     /// Applies `change` to a copy of this catalog, writes the copy's file
-    /// durably (the commit point), then makes the copy this catalog. On an
-    /// error nothing changed, in memory or (as far as the rename is atomic)
-    /// on disk.
+    /// durably (the commit point), then makes the copy this catalog. An
+    /// error before the rename ([`StoreError::Io`]) changed nothing, in
+    /// memory or on disk. A failed directory sync after it is
+    /// [`StoreError::OutcomeUnknown`]: the copy becomes this catalog (it is
+    /// the file the running system now holds), but a power cut could still
+    /// bring back the old one, so the caller must delete nothing that
+    /// either names and must stop the store's writes
+    /// ([`Shared::commit_catalog`](super::shared::Shared::commit_catalog)
+    /// does).
     pub(crate) fn commit(
         &mut self,
         change: impl FnOnce(&mut CatalogEdit),
     ) -> Result<(), StoreError> {
         let mut next = CatalogEdit(self.clone());
         change(&mut next);
-        catalog_file::write(&self.dir, &next.0.entries()?).map_err(|source| StoreError::Io {
-            op: "writing the catalog",
-            source,
-        })?;
-        *self = next.0;
-        Ok(())
+        match catalog_file::write(&self.dir, &next.0.entries()?) {
+            Ok(()) => {
+                *self = next.0;
+                Ok(())
+            }
+            Err(CommitError::Before(source)) => Err(StoreError::Io {
+                op: "writing the catalog",
+                source,
+            }),
+            Err(CommitError::After(source)) => {
+                *self = next.0;
+                Err(StoreError::OutcomeUnknown {
+                    op: "committing the catalog (the directory sync after its rename)",
+                    path: self.dir.clone(),
+                    source,
+                })
+            }
+        }
     }
 }
 

@@ -236,14 +236,37 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// An earlier failure of the store's files (a failed sync, or a commit
-    /// whose outcome is unknown) stopped every write of this store;
-    /// lookups keep answering from memory and nothing durable was lost.
-    #[error("the store at {path:?} stopped writing after an earlier failure ({reason}); lookups keep working; reopen the store (it recovers to its last durable state)")]
+    /// whose outcome is unknown) stopped every write of this store: this
+    /// call changed nothing. Lookups keep answering from memory, no flush
+    /// reports durable any more, and reopening the store recovers its last
+    /// durable state.
+    #[error("the store at {path:?} stopped writing after an earlier failure ({reason}); this call changed nothing; lookups keep working; reopen the store (it recovers to its last durable state)")]
     Degraded {
         /// The store directory.
         path: PathBuf,
         /// The first failure.
         reason: String,
+    },
+    /// A write failed after its point of no return, so whether it took
+    /// effect is unknown: a sync of the log failed after the batch was
+    /// applied and logged (the kernel may have dropped its pages), or the
+    /// directory sync after the catalog's rename failed (the rename may or
+    /// may not survive a power cut). The store stopped writing (later writes
+    /// get [`StoreError::Degraded`]); lookups keep answering, and reopening
+    /// it recovers a state with or without the call's writes, every key made
+    /// durable before it included. Do not commit records whose filter
+    /// inserts the call covered; never repeat its removes blind: a remove
+    /// counted twice takes counts from other keys (false negatives), while
+    /// an insert repeated only adds a false positive.
+    #[error("the outcome of {op} in the store at {path:?} is unknown ({source}); the store stopped writing and lookups keep answering; do not commit records whose filter inserts this call covered, reopen the store (it recovers with or without this call's writes), and never repeat a remove of this call blind: a remove counted twice makes false negatives, a repeated insert only a false positive")]
+    OutcomeUnknown {
+        /// What the store was doing.
+        op: &'static str,
+        /// The store directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
     },
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]
@@ -263,6 +286,14 @@ fn not_present_text(table: &str, index: Option<usize>) -> String {
 }
 
 impl StoreError {
+    /// Whether this error says the outcome of the call is unknown
+    /// ([`StoreError::OutcomeUnknown`]): the call's writes may or may not
+    /// have taken effect. Every other error of a write means that the call
+    /// changed nothing.
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, StoreError::OutcomeUnknown { .. })
+    }
+
     /// Maps a sled error, naming the operation that failed; the sled error
     /// stays reachable as the [`source`](std::error::Error::source).
     pub(crate) fn sled(op: &'static str, e: sled::Error) -> StoreError {

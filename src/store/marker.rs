@@ -103,15 +103,9 @@ pub(crate) fn write_marker(dir: &Path) -> Result<(), StoreError> {
     let path = dir.join(MARKER_FILE);
     let mut f = File::create(&path).map_err(io("writing the store marker"))?;
     f.write_all(MARKER)
-        .and_then(|()| f.sync_all())
+        .and_then(|()| super::disk::io::sync_all(&f))
         .map_err(io("writing the store marker"))?;
-    sync_dir(dir)
-}
-
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("syncing the database directory"))
+    super::disk::io::sync_dir(dir).map_err(io("syncing the database directory"))
 }
 
 /// A private copy of a store's files, removed when dropped.

@@ -102,7 +102,7 @@ pub(crate) fn upgrade_legacy_with(
         }
         // sled was created, its catalog never: a new store.
         let mut catalog = Catalog::new(dir);
-        catalog.commit(|_| {})?;
+        catalog.commit(|_| {}).map_err(super::open::at_open)?;
         return Ok(catalog);
     }
     let tree = db
@@ -116,7 +116,7 @@ pub(crate) fn upgrade_legacy_with(
         None => {
             // A store of format 1 or 2 cut before its header was written.
             let mut catalog = Catalog::new(dir);
-            catalog.commit(|_| {})?;
+            catalog.commit(|_| {}).map_err(super::open::at_open)?;
             return Ok(catalog);
         }
     };

@@ -137,7 +137,9 @@ impl FilterStore {
 
     /// Opens (or creates) the store in directory `dir`. Tables are opened
     /// lazily, by [`open_table`](FilterStore::open_table). A store of an
-    /// older format is migrated first (`migrations/`).
+    /// older format is migrated first (`migrations/`). A new store is
+    /// durable when this returns: its directory (and every parent this
+    /// creates) has a durable name, and its marker and catalog are synced.
     pub fn open_with(
         dir: impl AsRef<Path>,
         config: StoreConfig,
@@ -150,7 +152,10 @@ impl FilterStore {
         match kind {
             DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
             DirKind::Missing | DirKind::Empty => {
-                std::fs::create_dir_all(&path).map_err(io("creating the database directory"))?;
+                // The directory's name, durable in its parent before the
+                // store in it says it exists.
+                super::disk::io::create_dir_durably(&path)
+                    .map_err(io("creating the database directory"))?;
                 marker::write_marker(&path)?;
             }
             DirKind::Marked | DirKind::Legacy => {}
@@ -318,8 +323,7 @@ impl FilterStore {
         let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
         if new {
             // The directory's name, durable before anything in it is.
-            std::fs::File::open(&self.inner.shared.dir)
-                .and_then(|d| d.sync_all())
+            super::disk::io::sync_dir(&self.inner.shared.dir)
                 .map_err(io("syncing the database directory"))?;
         }
         *slot = Some(db.clone());
@@ -376,8 +380,18 @@ fn create_new(path: &Path) -> Result<Catalog, StoreError> {
     std::fs::create_dir_all(path.join(TABLES_DIR)).map_err(io("creating the table directory"))?;
     super::disk::io::sync_dir(path).map_err(io("syncing the database directory"))?;
     let mut catalog = Catalog::new(path);
-    catalog.commit(|_| {})?;
+    catalog.commit(|_| {}).map_err(at_open)?;
     Ok(catalog)
+}
+
+/// An error of a catalog commit made while opening a store: the open
+/// fails, so there is no store to stop; whether the commit reached the
+/// disk or not, opening again finds a consistent store.
+pub(crate) fn at_open(e: StoreError) -> StoreError {
+    match e {
+        StoreError::OutcomeUnknown { op, source, .. } => StoreError::Io { op, source },
+        other => other,
+    }
 }
 
 /// Deletes table files that no catalog record names: left by a crash between

@@ -93,6 +93,33 @@ impl Shared {
         }
     }
 
+    /// Commits `change` to `catalog` (the catalog of this store, locked:
+    /// [`Catalog::commit`]); a commit whose outcome is unknown stops the
+    /// store's writes.
+    pub(crate) fn commit_catalog(
+        &self,
+        catalog: &mut Catalog,
+        change: impl FnOnce(&mut super::catalog::CatalogEdit),
+    ) -> Result<(), StoreError> {
+        catalog.commit(change).map_err(|e| {
+            if let StoreError::OutcomeUnknown { op, source, .. } = &e {
+                self.fail(format!("{op} failed, outcome unknown: {source}"));
+            }
+            e
+        })
+    }
+
+    /// [`StoreError::OutcomeUnknown`] of `op`, after stopping the store's
+    /// writes (see [`Shared::fail`]).
+    pub(crate) fn outcome_unknown(&self, op: &'static str, source: std::io::Error) -> StoreError {
+        self.fail(format!("{op} failed, outcome unknown: {source}"));
+        StoreError::OutcomeUnknown {
+            op,
+            path: self.dir.clone(),
+            source,
+        }
+    }
+
     /// `e`, after stopping the store's writes (see [`Shared::fail`]).
     pub(crate) fn failed_with(&self, e: StoreError) -> StoreError {
         self.fail(e.to_string());

@@ -97,15 +97,16 @@ impl FilterStore {
 
     /// Commits a new table's catalog record (the header's next id moved past
     /// it): its generation `gen`, files written and memory held, comes into
-    /// force. On an error its files are deleted (or collected at the next
-    /// open) and nothing changed.
+    /// force. On an error that changed nothing its files are deleted (or
+    /// collected at the next open); on one whose outcome is unknown they are
+    /// kept (the catalog on disk may name them) and the store stops writing.
     pub(crate) fn commit_new_table(
         &self,
         catalog: &mut super::catalog::Catalog,
         gen: Generation,
     ) -> Result<Table, StoreError> {
         let meta = gen.meta.clone();
-        let committed = catalog.commit(|e| {
+        let committed = self.inner.shared.commit_catalog(catalog, |e| {
             let mut h = e.header();
             h.next_table_id = h.next_table_id.max(meta.id + 1);
             e.set_header(h);
@@ -114,7 +115,9 @@ impl FilterStore {
         if let Err(e) = committed {
             gen.mark_dropped();
             drop(gen);
-            super::disk::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
+            if !e.is_outcome_unknown() {
+                super::disk::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
+            }
             return Err(e);
         }
         let inner = Arc::new(TableInner::new(
@@ -226,18 +229,27 @@ impl FilterStore {
         };
         // The catalog write is the commit point: once it is durable the
         // table is gone, and its files are garbage even if a crash stops the
-        // deletion below (they are collected at the next open).
-        catalog.commit(|e| e.remove(name))?;
+        // deletion below (they are collected at the next open). If its
+        // outcome is unknown the table is gone from this process (the store
+        // stopped writing) but its files stay: the catalog on disk may still
+        // name them.
+        let committed = self
+            .inner
+            .shared
+            .commit_catalog(&mut catalog, |e| e.remove(name));
+        if matches!(&committed, Err(e) if !e.is_outcome_unknown()) {
+            return committed;
+        }
         {
             let mut tables = self.inner.tables.lock();
             if let Some(inner) = tables.remove(name).and_then(|w| w.upgrade()) {
                 inner.mark_dropped();
             }
         }
-        if let Some(meta) = meta {
+        if let (Ok(()), Some(meta)) = (&committed, meta) {
             super::disk::remove_files(&self.inner.shared.dir, meta.id, meta.generation);
         }
-        Ok(())
+        committed
     }
 
     /// Makes every write applied so far, to every open table, durable

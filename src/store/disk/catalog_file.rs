@@ -5,9 +5,12 @@
 //! A change writes the new catalog to `catalog.new`, syncs it, renames it
 //! over `catalog` and syncs the directory: a cut leaves either the old file
 //! or the new one, each synced before its name could point at it (the
-//! rename is the commit point). The bytes: `docs/FORMAT.md` §8.
+//! rename is the commit point; a failure of the directory sync after it
+//! leaves unknown which one a cut would leave, [`CommitError::After`]).
+//! The bytes: `docs/FORMAT.md` §8.
 
 use super::io::{le_u32, sync_dir};
+use super::CommitError;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
@@ -113,15 +116,25 @@ pub(crate) fn read(dir: &Path) -> io::Result<Option<Vec<u8>>> {
 }
 
 /// Replaces the catalog file of the store in `dir` with `entries`, durably
-/// (module docs).
-pub(crate) fn write(dir: &Path, entries: &[(Vec<u8>, Vec<u8>)]) -> io::Result<()> {
+/// (module docs). An error before the rename returned is
+/// [`CommitError::Before`]: the old file is in force (a failed rename
+/// renamed nothing). The directory sync after it is the one step whose
+/// failure is [`CommitError::After`]: the new name is in the running
+/// system's directory, but whether it survives a power cut is unknown (the
+/// sync that failed may have dropped it), so the caller may not act as if
+/// either file were the one in force.
+pub(crate) fn write(dir: &Path, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<(), CommitError> {
     let new = dir.join(NEW_FILE);
-    let mut f = File::create(&new)?;
-    f.write_all(&encode(entries))?;
-    super::io::sync_all(&f)?;
-    drop(f);
-    fs::rename(&new, dir.join(CATALOG_FILE))?;
-    sync_dir(dir)
+    let written = (|| {
+        let mut f = File::create(&new)?;
+        super::io::fault::check(super::io::fault::Op::Write, None)?;
+        f.write_all(&encode(entries))?;
+        super::io::sync_all(&f)?;
+        drop(f);
+        super::io::rename(&new, &dir.join(CATALOG_FILE))
+    })();
+    written.map_err(CommitError::Before)?;
+    sync_dir(dir).map_err(CommitError::After)
 }
 
 /// Removes a `catalog.new` left by a cut before its rename (writing opens

@@ -1,5 +1,6 @@
 //! File primitives of the store's own files: positioned reads and writes
-//! that loop until done, directory syncs, and the store's lock.
+//! that loop until done, file and directory syncs, the rename, and the
+//! seam that makes them fail on demand in tests ([`fault`]).
 
 use std::fs::File;
 use std::io;
@@ -61,7 +62,7 @@ pub(crate) fn read_up_to(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize>
 
 /// Writes all of `buf` at `at`.
 pub(crate) fn write_all_at(f: &File, mut buf: &[u8], mut at: u64) -> io::Result<()> {
-    fault::check(fault::Op::Write)?;
+    fault::check(fault::Op::Write, None)?;
     while !buf.is_empty() {
         match write_at(f, buf, at) {
             Ok(0) => {
@@ -103,48 +104,150 @@ fn write_at(f: &File, buf: &[u8], at: u64) -> io::Result<usize> {
 
 /// `fdatasync` of a file (its data, and its size when that changed).
 pub(crate) fn sync_data(f: &File) -> io::Result<()> {
-    fault::check(fault::Op::Sync)?;
+    fault::check(fault::Op::Sync, None)?;
     f.sync_data()
 }
 
 /// `fsync` of a file (data and metadata).
 pub(crate) fn sync_all(f: &File) -> io::Result<()> {
-    fault::check(fault::Op::Sync)?;
+    fault::check(fault::Op::Sync, None)?;
     f.sync_all()
 }
 
-/// Tests: the store's writes and syncs fail on demand (on the calling
-/// thread, which is where every table operation runs). A no-op outside the
-/// crate's own tests.
-pub(crate) mod fault {
+/// Renames `from` to `to` (atomic: on an error nothing was renamed).
+pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
+    fault::check(fault::Op::Rename, Some(to))?;
+    std::fs::rename(from, to)
+}
+
+/// Injected I/O failures, for tests: the crate's own (`cfg(test)`) and, with
+/// feature `test-internals`, integration tests (`filterstore::__internals::fault`).
+/// A plan, kept per thread (every table call runs its system calls on the
+/// caller's thread), names the operation that fails, how many operations
+/// of its kind pass first (or the one path it must concern), and the
+/// operating system's error it fails with. The failure happens before the
+/// system call, so nothing of the failed operation reaches the file:
+/// a write that finds the disk full, a sync that reports a writeback error
+/// (whose pages the kernel may then drop: the store must treat them as
+/// lost), a rename that is refused. Without `cfg(test)` or the feature,
+/// [`check`](fault::check) is an empty inline function.
+pub mod fault {
+    use std::io;
+    use std::path::Path;
+
     /// What may fail.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) enum Op {
+    pub enum Op {
+        /// A positioned write of a store file (a log record, a counter page,
+        /// a superblock, the catalog's new file).
         Write,
+        /// An `fdatasync` or `fsync` of a file.
         Sync,
+        /// An `fsync` of a directory (which makes the names in it durable).
+        SyncDir,
+        /// A rename (the catalog's commit point).
+        Rename,
     }
 
-    #[cfg(test)]
-    thread_local! {
-        /// The operation that fails and how many of its kind pass first.
-        pub(crate) static PLAN: std::cell::Cell<Option<(Op, u32)>> =
-            const { std::cell::Cell::new(None) };
-    }
+    /// `EIO`: what a failed writeback reports.
+    #[cfg(any(test, feature = "test-internals"))]
+    pub const EIO: i32 = 5;
+    /// `ENOSPC`: what a write to a full disk reports.
+    #[cfg(any(test, feature = "test-internals"))]
+    pub const ENOSPC: i32 = 28;
 
-    /// Fails if the thread's plan says so (tests only).
-    #[inline]
-    pub(crate) fn check(op: Op) -> std::io::Result<()> {
-        #[cfg(test)]
-        if let Some((planned, n)) = PLAN.get() {
-            if planned == op {
-                if n == 0 {
-                    PLAN.set(None);
-                    return Err(std::io::Error::other(format!("injected {op:?} failure")));
+    #[cfg(any(test, feature = "test-internals"))]
+    mod plan {
+        use super::Op;
+        use std::cell::RefCell;
+        use std::path::{Path, PathBuf};
+
+        pub(super) struct Plan {
+            pub(super) op: Op,
+            /// Operations of the kind that pass first.
+            pub(super) skip: u32,
+            /// Only an operation on this path fails (a directory synced,
+            /// the target of a rename).
+            pub(super) path: Option<PathBuf>,
+            pub(super) errno: i32,
+            pub(super) fired: bool,
+        }
+
+        thread_local! {
+            pub(super) static PLAN: RefCell<Option<Plan>> = const { RefCell::new(None) };
+        }
+
+        pub(super) fn matches(p: &Plan, op: Op, path: Option<&Path>) -> bool {
+            !p.fired
+                && p.op == op
+                && match (&p.path, path) {
+                    (None, _) => true,
+                    (Some(want), Some(got)) => want == got,
+                    (Some(_), None) => false,
                 }
-                PLAN.set(Some((planned, n - 1)));
+        }
+    }
+
+    /// Makes the `skip + 1`-th operation of kind `op` on this thread fail
+    /// with OS error `errno` (once; later ones pass). Replaces any plan.
+    #[cfg(any(test, feature = "test-internals"))]
+    pub fn fail_after(op: Op, skip: u32, errno: i32) {
+        plan::PLAN.with(|p| {
+            *p.borrow_mut() = Some(plan::Plan {
+                op,
+                skip,
+                path: None,
+                errno,
+                fired: false,
+            })
+        });
+    }
+
+    /// Makes the next operation of kind `op` on `path` (a directory's sync,
+    /// a rename's target) on this thread fail with OS error `errno` (once).
+    /// Replaces any plan.
+    #[cfg(any(test, feature = "test-internals"))]
+    pub fn fail_on(op: Op, path: &Path, errno: i32) {
+        plan::PLAN.with(|p| {
+            *p.borrow_mut() = Some(plan::Plan {
+                op,
+                skip: 0,
+                path: Some(path.to_path_buf()),
+                errno,
+                fired: false,
+            })
+        });
+    }
+
+    /// Removes this thread's plan; returns whether it made an operation fail.
+    #[cfg(any(test, feature = "test-internals"))]
+    pub fn clear() -> bool {
+        plan::PLAN.with(|p| p.borrow_mut().take().is_some_and(|p| p.fired))
+    }
+
+    /// Fails if this thread's plan says so (see the module docs).
+    #[inline]
+    pub(crate) fn check(op: Op, path: Option<&Path>) -> io::Result<()> {
+        #[cfg(any(test, feature = "test-internals"))]
+        {
+            let fail = plan::PLAN.with(|p| {
+                let mut p = p.borrow_mut();
+                let p = p.as_mut()?;
+                if !plan::matches(p, op, path) {
+                    return None;
+                }
+                if p.skip > 0 {
+                    p.skip -= 1;
+                    return None;
+                }
+                p.fired = true;
+                Some(p.errno)
+            });
+            if let Some(errno) = fail {
+                return Err(io::Error::from_raw_os_error(errno));
             }
         }
-        let _ = op;
+        let _ = (op, path);
         Ok(())
     }
 }
@@ -152,13 +255,51 @@ pub(crate) mod fault {
 /// `fsync` of a directory, which makes the names in it durable. Where a
 /// directory cannot be opened as a file (Windows), there is nothing to do.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    fault::check(fault::Op::SyncDir, Some(dir))?;
     #[cfg(unix)]
     {
-        sync_all(&File::open(dir)?)
+        File::open(dir)?.sync_all()
     }
     #[cfg(not(unix))]
     {
         let _ = dir;
         Ok(())
     }
+}
+
+/// Makes directory `dir` exist with a durable name: creates it and any
+/// missing parents, then syncs the directory that holds each name created,
+/// or, when `dir` existed already, the one that holds `dir` (a directory
+/// made a moment ago by someone else may not be durable yet either). A file
+/// is durable in a directory only once the directory's own name is: a
+/// store that said "created" must not vanish with its directory's entry.
+pub(crate) fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.exists() {
+        missing.push(at);
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => break,
+        }
+    }
+    for d in missing.iter().rev() {
+        match std::fs::create_dir(d) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    let named = if missing.is_empty() {
+        vec![dir]
+    } else {
+        missing
+    };
+    for d in named {
+        let parent = d
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sync_dir(parent)?;
+    }
+    Ok(())
 }

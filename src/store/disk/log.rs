@@ -34,7 +34,7 @@ use crate::filter::hash::KeyHash;
 use parking_lot::Mutex;
 use std::fs::File;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes per operation in a record.
@@ -57,12 +57,19 @@ pub(crate) struct LogOp {
 }
 
 /// Encodes record `seq` holding `ops`.
+#[cfg(test)]
 pub(crate) fn encode(seq: u64, ops: &[LogOp]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(HEADER + ops.len() * OP_BYTES);
-    body.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    encode_parts(seq, ops, &[])
+}
+
+/// Encodes record `seq` holding the operations of `first`, then of `then`.
+fn encode_parts(seq: u64, first: &[LogOp], then: &[LogOp]) -> Vec<u8> {
+    let count = first.len() + then.len();
+    let mut body = Vec::with_capacity(HEADER + count * OP_BYTES);
+    body.extend_from_slice(&(count as u32).to_le_bytes());
     body.extend_from_slice(&[0u8; 4]);
     body.extend_from_slice(&seq.to_le_bytes());
-    for op in ops {
+    for op in first.iter().chain(then) {
         body.push(if op.insert { 1 } else { 2 });
         body.extend_from_slice(&op.hash.h1.to_le_bytes());
         body.extend_from_slice(&op.hash.h2.to_le_bytes());
@@ -236,11 +243,24 @@ pub(crate) struct LogSync {
     /// One `fdatasync` at a time: a caller that waited finds its record
     /// synced by the one before it (group commit).
     lock: Mutex<()>,
+    /// A sync failed: set under `lock`, never cleared (see [`LogSync::sync_to`]).
+    failed: AtomicBool,
 }
 
 impl LogSync {
     /// Makes every record up to position `pos` durable: returns at once if
     /// it is, else syncs the file (once for every caller waiting).
+    ///
+    /// **A failure is sticky.** Linux reports a failed writeback to one
+    /// `fdatasync` and may drop the pages it could not write; a later
+    /// `fdatasync` then returns 0 without having written them ("fsyncgate";
+    /// the kernel's errseq reports each error once per open file). So after
+    /// one sync of this log failed, every position it had not made durable
+    /// stays not durable: each later call for one fails too, among them a
+    /// caller that was waiting for the failed sync (it would otherwise sync
+    /// again, get 0, and report its record durable). Positions synced before
+    /// the failure stay durable. Only reopening the store (which reads what
+    /// the disk holds) starts a log afresh.
     pub(crate) fn sync_to(&self, pos: u64) -> io::Result<()> {
         if self.synced.load(Ordering::Acquire) >= pos {
             return Ok(());
@@ -249,8 +269,17 @@ impl LogSync {
         if self.synced.load(Ordering::Acquire) >= pos {
             return Ok(());
         }
+        if self.failed.load(Ordering::Acquire) {
+            return Err(io::Error::other(
+                "an earlier fdatasync of this log failed: the kernel may have dropped the pages \
+                 it could not write, so no later sync can prove them durable",
+            ));
+        }
         let target = self.written.load(Ordering::Acquire);
-        super::io::sync_data(&self.file)?;
+        if let Err(e) = super::io::sync_data(&self.file) {
+            self.failed.store(true, Ordering::Release);
+            return Err(e);
+        }
         self.synced.fetch_max(target, Ordering::AcqRel);
         Ok(())
     }
@@ -287,6 +316,7 @@ impl LogFile {
                 written: AtomicU64::new(end),
                 synced: AtomicU64::new(end),
                 lock: Mutex::new(()),
+                failed: AtomicBool::new(false),
             }),
             file,
             end,
@@ -296,10 +326,18 @@ impl LogFile {
     }
 
     /// Appends record `ops` (not synced); returns the position after it.
-    /// On an error the file is cut back to where it was (as far as the
-    /// disk lets it), so that the next append does not follow a torn record.
+    #[cfg(test)]
     pub(crate) fn append(&mut self, ops: &[LogOp]) -> io::Result<u64> {
-        let record = encode(self.next_seq, ops);
+        self.append_parts(ops, &[])
+    }
+
+    /// Appends one record holding the operations of `first`, then of
+    /// `then` (not synced); returns the position after it. On an error
+    /// nothing was appended: the next record goes where this one would have
+    /// (over whatever part of it reached the file, which is cut back as far
+    /// as the disk lets it), and the record's number is not used.
+    pub(crate) fn append_parts(&mut self, first: &[LogOp], then: &[LogOp]) -> io::Result<u64> {
+        let record = encode_parts(self.next_seq, first, then);
         if let Err(e) = write_all_at(&self.file, &record, self.end) {
             let _ = self.file.set_len(self.end);
             return Err(e);
@@ -324,7 +362,7 @@ impl LogFile {
         self.sync.synced.fetch_max(self.base, Ordering::AcqRel);
         self.sync.written.fetch_max(self.base, Ordering::AcqRel);
         self.file.set_len(0)?;
-        self.append(&[]).map(drop)
+        self.append_parts(&[], &[]).map(drop)
     }
 
     /// The sequence number of the next record.
@@ -359,6 +397,16 @@ mod tests {
             .collect()
     }
 
+    fn new_file(path: &std::path::Path) -> File {
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .unwrap()
+    }
+
     fn scan_all(f: &File, first: u64) -> (Scanned, Vec<LogOp>) {
         let mut got = Vec::new();
         let s = scan(f, first, u64::MAX, |op| got.push(op)).unwrap();
@@ -383,13 +431,7 @@ mod tests {
     fn recovery_is_the_prefix_of_whole_records_in_sequence() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
+        let file = new_file(&path);
         let mut log = LogFile::new(file.try_clone().unwrap(), 0, 10);
         let mut ends = Vec::new();
         for n in 1..=4 {
@@ -416,13 +458,7 @@ mod tests {
     #[test]
     fn the_limit_stops_before_a_record_that_would_pass_it() {
         let dir = tempfile::tempdir().unwrap();
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("log"))
-            .unwrap();
+        let file = new_file(&dir.path().join("log"));
         let mut log = LogFile::new(file, 0, 0);
         for n in [4, 4, 4] {
             log.append(&ops(n)).unwrap();
@@ -453,15 +489,30 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_sync_is_sticky() {
+        use super::super::io::fault::{self, Op, EIO};
+        let dir = tempfile::tempdir().unwrap();
+        let file = new_file(&dir.path().join("log"));
+        let mut log = LogFile::new(file, 0, 0);
+        let a = log.append(&ops(3)).unwrap();
+        log.sync().sync_to(a).unwrap();
+        let b = log.append(&ops(2)).unwrap();
+        fault::fail_after(Op::Sync, 0, EIO);
+        assert!(log.sync().sync_to(b).is_err());
+        assert!(fault::clear());
+        // The file would sync now; what the failed sync covered is not durable
+        // all the same, nor is anything after it; what was synced before is.
+        assert!(log.sync().sync_to(b).is_err());
+        let c = log.append(&ops(1)).unwrap();
+        assert!(log.sync().sync_to(c).is_err());
+        assert!(log.sync().sync_to(a).is_ok());
+        assert_eq!(log.sync().synced.load(Ordering::Acquire), a);
+    }
+
+    #[test]
     fn sync_positions_survive_a_reset() {
         let dir = tempfile::tempdir().unwrap();
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("log"))
-            .unwrap();
+        let file = new_file(&dir.path().join("log"));
         let mut log = LogFile::new(file, 0, 0);
         let a = log.append(&ops(3)).unwrap();
         log.sync().sync_to(a).unwrap();

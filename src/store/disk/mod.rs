@@ -24,6 +24,20 @@ use pagefile::PageFile;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+/// Why a commit failed: a page file's fold ([`pagefile::Fold::commit`]) or
+/// the catalog's replacement ([`catalog_file::write`]).
+#[derive(Debug)]
+pub(crate) enum CommitError {
+    /// Before the commit point: nothing changed, the file in force is
+    /// untouched and usable.
+    Before(std::io::Error),
+    /// At or after the commit point (the superblock's write, the catalog's
+    /// rename), before it was known durable: whether the disk holds the
+    /// old state or the new one is unknown, so nothing that either names
+    /// may be deleted, and nothing more may be written.
+    After(std::io::Error),
+}
+
 /// The directory of the table files in a store directory.
 pub(crate) const TABLES_DIR: &str = "tables";
 

@@ -24,6 +24,7 @@
 
 use super::chunks::{blocks_in_chunk, chunk_count, CHUNK_BLOCKS};
 use super::io::{read_exact_at, sync_dir, write_all_at};
+pub(crate) use super::CommitError;
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
@@ -495,13 +496,6 @@ impl Fold<'_> {
         f.sb = self.next;
         Ok(())
     }
-}
-
-/// Why a commit failed (see [`Fold::commit`]).
-#[derive(Debug)]
-pub(crate) enum CommitError {
-    Before(io::Error),
-    After(io::Error),
 }
 
 #[cfg(test)]

@@ -11,17 +11,14 @@ use super::super::disk::{create_files, remove_files};
 use super::super::error::StoreError;
 use super::super::shared::Shared;
 use super::super::table::{Generation, Table, Writer};
-use super::health::parameters_changed;
+use super::source::build_from_source;
 use super::{current_record, RegenOptions, RegenReport};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::hash::{positions, HashSpec, KeyHash};
+use crate::filter::hash::{positions, KeyHash};
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-
-/// Keys of the source hashed per step (1 MiB of hashes).
-const COUNT_STEP: usize = 1 << 16;
 
 /// Counters being built, with the blocks the tail of the journal touched.
 pub(super) struct Build {
@@ -116,32 +113,14 @@ impl Build {
     }
 }
 
-/// The capacity and parameters of the new generation (the sizing rules of
-/// the [module docs](super#sizing)), in `layout` hashed by `hash`.
-pub(super) fn plan(
-    meta: &TableMeta,
-    old: &Generation,
-    live_at_start: u64,
-    options: &RegenOptions,
-    (layout, hash): (Layout, HashSpec),
-) -> Result<(u64, FilterParams), StoreError> {
-    let mut capacity = options
-        .capacity
-        .unwrap_or_else(|| (live_at_start as f64 * options.headroom.max(1.0)).ceil() as u64);
-    if parameters_changed(meta, &old.params) {
-        capacity = capacity.max(meta.expected_keys);
-    }
-    let capacity = capacity.max(1);
-    let params = FilterParams::for_capacity(capacity, meta.target_fp, layout, hash)?;
-    Ok((capacity, params))
-}
-
 impl Build {
-    /// Zeroed counters for `params` (`m/2` bytes, allocated fallibly).
+    /// Zeroed counters for `params` (`m/2` bytes, allocated fallibly), for
+    /// a table that counted `live_before` live keys when the rebuild began.
     pub(super) fn new(
         params: FilterParams,
         capacity: u64,
         old: &Generation,
+        live_before: u64,
         table: &str,
     ) -> Result<Build, StoreError> {
         let total = counter_bytes(&params);
@@ -157,6 +136,7 @@ impl Build {
             live: 0,
             report: RegenReport {
                 keys_read: 0,
+                live_keys_before: live_before,
                 old_generation: old.meta.generation,
                 new_generation: old.meta.generation + 1,
                 capacity,
@@ -169,46 +149,18 @@ impl Build {
         })
     }
 
-    /// Step 2: counts every key of the source.
-    pub(super) fn count_source<F, I, K, E>(
-        &mut self,
-        source: F,
-        table: &str,
-    ) -> Result<(), StoreError>
-    where
-        F: FnOnce() -> I,
-        I: IntoIterator<Item = Result<K, E>>,
-        K: AsRef<[u8]>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let spec = self.params.hash();
-        // Hashed in steps, so that the blocked layout's counter blocks can be
-        // prefetched ahead (`add_blocked_hashes`).
-        let mut hashes = Vec::with_capacity(COUNT_STEP);
-        let mut keys = source().into_iter();
-        loop {
-            hashes.clear();
-            for key in keys.by_ref().take(COUNT_STEP) {
-                let key = key.map_err(|e| StoreError::KeySource {
-                    table: table.to_string(),
-                    source: Box::new(e),
-                })?;
-                hashes.push(spec.hash(key.as_ref()));
-            }
-            if hashes.is_empty() {
-                break;
-            }
-            self.report.keys_read += hashes.len() as u64;
-            if self.params.layout() == Layout::Blocked {
-                add_blocked_hashes(&mut self.counters, &self.params, &hashes, |_, _| {});
-            } else {
-                for &h in &hashes {
-                    self.add(h, None);
-                }
+    /// Step 2: counts the hashes of `step`, keys of the source.
+    pub(super) fn count(&mut self, step: &[KeyHash]) {
+        self.report.keys_read += step.len() as u64;
+        if self.params.layout() == Layout::Blocked {
+            // Prefetched ahead (`add_blocked_hashes`).
+            add_blocked_hashes(&mut self.counters, &self.params, step, |_, _| {});
+        } else {
+            for &h in step {
+                self.add(h, None);
             }
         }
         self.live = self.report.keys_read as i64;
-        Ok(())
     }
 
     /// Step 3: creates the new generation's files (replacing leftovers of a
@@ -295,9 +247,7 @@ impl Table {
         E: std::error::Error + Send + Sync + 'static,
     {
         let same = (old.params.layout(), old.params.hash());
-        let (capacity, params) = plan(meta, old, live_at_start, options, same)?;
-        let mut b = Build::new(params, capacity, old, &meta.name)?;
-        b.count_source(source, &meta.name)?;
+        let mut b = build_from_source(meta, old, live_at_start, options, same, source)?;
         // The journal so far, taken without holding the lock for the replay.
         let early = old.writer.lock().journal.drain();
         b.replay(&early, None);
@@ -390,6 +340,7 @@ fn write_new_record(
         generation: built.generation,
         ..record
     };
-    catalog.commit(|e| e.put(new_meta.clone()))?;
+    old.shared
+        .commit_catalog(catalog, |e| e.put(new_meta.clone()))?;
     Ok(new_meta)
 }

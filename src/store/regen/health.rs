@@ -98,7 +98,7 @@ impl Table {
             self.params().layout(),
             self.params().hash(),
         )?;
-        write_record(&mut catalog, &meta)?;
+        write_record(shared, &mut catalog, &meta)?;
         *self.inner.meta.lock() = meta;
         Ok(())
     }

@@ -35,10 +35,13 @@
 //!    lookup sees the old or the new filter, each complete) and retire the
 //!    old one, whose files are then deleted.
 //!
-//! Memory during a rebuild: the new counters (`m/2` bytes) and bits
-//! (`m/8`), plus the journal, 24 bytes per write made meanwhile, and a map
-//! of journaled inserts (about 40 bytes each): a rebuild of a 10M-key table
-//! at 1% (m = 99M bits) holds about 59 MiB plus 64 bytes per concurrent write.
+//! Memory during a rebuild: the source's key hashes, 16 bytes per key read,
+//! until it ends (none with a fixed capacity: `source` module), the new
+//! counters (`m/2` bytes) and bits (`m/8`), plus the journal, 24 bytes per
+//! write made meanwhile, and a map of journaled inserts (about 40 bytes
+//! each): a rebuild of a 10M-key table at 1% (m = 99M bits) holds at most
+//! about 200 MiB (the hashes and the counters; 59 MiB, the counters and the
+//! bits, with a fixed capacity) plus 64 bytes per concurrent write.
 //!
 //! A crash before the catalog write leaves the old generation in force (the
 //! new files are named by no record and deleted at the next open); after it,
@@ -73,6 +76,7 @@
 mod build;
 mod health;
 mod relayout;
+mod source;
 
 pub(crate) use health::run_hook;
 
@@ -91,11 +95,13 @@ pub const DEFAULT_HEADROOM: f64 = 1.0;
 /// How a regeneration sizes the new generation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RegenOptions {
-    /// Capacity as a multiple of the live keys (at least 1; default
-    /// [`DEFAULT_HEADROOM`]).
+    /// Capacity as a multiple of the keys the source yields (at least 1;
+    /// default [`DEFAULT_HEADROOM`]).
     pub headroom: f64,
     /// A fixed capacity instead (still at least the expected size set by
-    /// [`Table::set_params`] if that is larger).
+    /// [`Table::set_params`] if that is larger). The source is then counted
+    /// as it streams; without it its key hashes are held until it ends (16
+    /// bytes per key, under the memory budget) to size the filter for them.
     pub capacity: Option<u64>,
 }
 
@@ -113,6 +119,11 @@ impl Default for RegenOptions {
 pub struct RegenReport {
     /// Keys the source yielded.
     pub keys_read: u64,
+    /// Live keys of the table when the rebuild began (inserts minus
+    /// removes, as the table counted them). When it differs from
+    /// [`keys_read`](RegenReport::keys_read) the source and the table
+    /// disagree (see [`RegenReport::source_disagrees`]).
+    pub live_keys_before: u64,
     /// Generation in force before.
     pub old_generation: u64,
     /// Generation in force now.
@@ -130,6 +141,20 @@ pub struct RegenReport {
     /// Removes made during the build that were skipped (their key may still
     /// count: false positives until the next regeneration).
     pub journaled_removes_skipped: u64,
+}
+
+impl RegenReport {
+    /// Whether the source yielded another number of keys than the table
+    /// held when the rebuild began. The store cannot tell why: the table
+    /// lacked keys the host has (they are in the filter now, which is what
+    /// a first build of a filter for an existing table wants), the host's
+    /// key file is stale and yields keys the table removed (they are back,
+    /// as false positives until the next regeneration from a current
+    /// source), or writes happened between the start and the source's
+    /// snapshot. The filter is sized for what the source yielded.
+    pub fn source_disagrees(&self) -> bool {
+        self.keys_read != self.live_keys_before
+    }
 }
 
 /// Health figures and the policy's verdict.
@@ -199,10 +224,15 @@ impl Table {
     /// the lock it fails now and then on a loaded machine, in both ways above.
     ///
     /// # Sizing
-    /// The new generation holds `n` = the table's live keys at S (inserts minus
-    /// removes, exact when the host removes only what it inserted); it is sized
-    /// for `⌈n·headroom⌉`, or the expected size set by [`Table::set_params`] if
-    /// larger. The default headroom is [`DEFAULT_HEADROOM`] = 1.0: the
+    /// The new generation holds `n` = the keys the source yields; it is sized
+    /// for `⌈n·headroom⌉`, or for [`RegenOptions::capacity`] if given, and at
+    /// least for the expected size set by [`Table::set_params`]. Without a
+    /// capacity the source's key hashes are held until it ends (16 bytes per
+    /// key, under the memory budget; a host whose table is too large for
+    /// that passes its size as the capacity). The report says how many keys
+    /// the source yielded and how many the table counted at S
+    /// ([`RegenReport::source_disagrees`]). The default headroom is
+    /// [`DEFAULT_HEADROOM`] = 1.0: the
     /// ScyllaDB band is narrow (a filter at 80% of its capacity already has an
     /// estimated rate below 75% of target, which the policy reports as
     /// oversized), so a regenerated table is sized for what it holds, and
@@ -255,14 +285,18 @@ impl Table {
         };
         let meta = self.meta();
         let result = self.build_and_swap(&old, &meta, live_at_start, source, options);
-        if result.is_err() {
+        if let Err(e) = &result {
             // Stop journaling (unless the old generation was retired, which
-            // only happens at the commit point), delete the partial files.
+            // only happens at the commit point), delete the partial files
+            // unless the catalog on disk may name them (a commit whose
+            // outcome is unknown: the store stopped writing).
             let mut w = old.writer.lock();
             if !old.retired.load(Ordering::Acquire) {
                 w.journal.stop();
                 drop(w);
-                remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
+                if !e.is_outcome_unknown() {
+                    remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
+                }
             }
         }
         result
@@ -283,8 +317,9 @@ pub(super) fn current_record(
 
 /// Writes one catalog record, durably. Call under the catalog lock.
 pub(super) fn write_record(
+    shared: &super::shared::Shared,
     catalog: &mut super::catalog::Catalog,
     meta: &TableMeta,
 ) -> Result<(), StoreError> {
-    catalog.commit(|e| e.put(meta.clone()))
+    shared.commit_catalog(catalog, |e| e.put(meta.clone()))
 }

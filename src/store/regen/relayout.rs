@@ -17,7 +17,7 @@
 use super::super::disk::remove_files;
 use super::super::error::StoreError;
 use super::super::table::Table;
-use super::build::{plan, Build};
+use super::source::build_from_source;
 use super::{RegenOptions, RegenReport};
 use crate::filter::hash::HashSpec;
 use crate::filter::params::Layout;
@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 impl Table {
     /// Rebuilds the table in `layout` from `source`, which must yield every
     /// key live in the table (each as often as it is live); `options`
-    /// sizes it as for [`Table::regenerate`] (capacity from the live keys
+    /// sizes it as for [`Table::regenerate`] (capacity from the keys read
     /// times the headroom, or fixed), at the table's target rate. Writes to
     /// the table wait until it returns; lookups answer from the old filter
     /// until the swap. The new generation hashes with the layout's hash:
@@ -74,9 +74,7 @@ impl Table {
         let live = old.live_keys_locked(&w);
         let meta = self.meta();
         let hash = (layout, HashSpec::default_for(layout));
-        let (capacity, params) = plan(&meta, &old, live, options, hash)?;
-        let built = Build::new(params, capacity, &old, &meta.name).and_then(|mut b| {
-            b.count_source(source, &meta.name)?;
+        let built = build_from_source(&meta, &old, live, options, hash, source).and_then(|b| {
             let new_meta = b.new_meta(&meta);
             let files = b.write_new_files(&inner.shared, &new_meta)?;
             Ok((b, new_meta, files))
@@ -91,8 +89,11 @@ impl Table {
             }
         };
         // Before the commit point (the old generation not retired), the
-        // partial files go; after it they are the table's.
-        if result.is_err() && !old.retired.load(Ordering::Acquire) {
+        // partial files go; after it they are the table's, and so they may
+        // be after a commit whose outcome is unknown.
+        if matches!(&result, Err(e) if !e.is_outcome_unknown())
+            && !old.retired.load(Ordering::Acquire)
+        {
             remove_files(&inner.shared.dir, meta.id, old.meta.generation + 1);
         }
         result

@@ -137,8 +137,10 @@ impl Generation {
         match fold.commit(folded_seq, live) {
             Ok(()) => {}
             Err(CommitError::Before(e)) => return Err(io_err("syncing counter pages")(e)),
+            // The superblock may or may not be in force: the load's keys may
+            // or may not be in the table after a reopen.
             Err(CommitError::After(e)) => {
-                return Err(self.shared.failed_with(io_err("committing a bulk load")(e)))
+                return Err(self.shared.outcome_unknown("committing a bulk load", e))
             }
         }
         // The superblock now expects the record after the log's last one:

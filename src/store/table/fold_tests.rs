@@ -137,7 +137,7 @@ fn a_fold_cut_short_is_finished_by_the_next_one() {
 /// `disk::io::fault`.)
 #[test]
 fn an_io_failure_at_any_write_or_sync_loses_nothing_durable() {
-    use crate::store::disk::io::fault::{Op, PLAN};
+    use crate::store::disk::io::fault::{self, Op, EIO};
     let batch = |b: u32| {
         let mut w = WriteBatch::new();
         for i in 0..300 {
@@ -157,7 +157,7 @@ fn an_io_failure_at_any_write_or_sync_loses_nothing_durable() {
                 let t = store
                     .create_table("t", TableSpec::new(50_000, 0.01).seed(SEED))
                     .unwrap();
-                PLAN.set(Some((op, n)));
+                fault::fail_after(op, n, EIO);
                 for b in 0..12u32 {
                     let r = t.apply(&batch(b), Durability::Durable).and_then(|()| {
                         if b % 5 == 4 {
@@ -175,7 +175,7 @@ fn an_io_failure_at_any_write_or_sync_loses_nothing_durable() {
                         }
                     }
                 }
-                PLAN.set(None);
+                fault::clear();
             }
             let store = FilterStore::open(dir.path()).unwrap();
             let t = store.open_table("t").unwrap();

@@ -99,18 +99,17 @@ impl Generation {
         Ok(counters[at..at + COUNTER_BLOCK_BYTES].into())
     }
 
-    /// Applies `ops` in memory (bits, dirty map, materialized blocks, buffer),
-    /// or refuses them all, changing nothing, if a remove finds a zero counter.
-    /// Three phases: load the absolute counters the batch must work on,
-    /// check and apply the batch to those copies, then commit to memory
-    /// (nothing fails after the check).
-    fn stage(&self, w: &mut Writer, ops: &[LogOp]) -> Result<(), StoreError> {
+    /// Checks `ops`, changing nothing in memory or in the log: loads the
+    /// absolute counters the batch must work on and applies it to those
+    /// copies, refusing it whole if a remove finds a zero counter. What it
+    /// returns is committed by [`commit_staged`](Generation::commit_staged),
+    /// which cannot fail.
+    fn prepare(&self, w: &mut Writer, ops: &[LogOp]) -> Result<Scratch, StoreError> {
         let mut scratch = self.load_scratch(w, ops)?;
         if !scratch.is_empty() {
             self.check_in_scratch(&mut scratch, ops)?;
         }
-        self.commit_staged(w, ops, scratch);
-        Ok(())
+        Ok(scratch)
     }
 
     /// The absolute counters of the blocks this batch must work on: those of
@@ -197,11 +196,14 @@ impl Generation {
         Ok(())
     }
 
-    /// Commits a checked batch to memory: buffer, journal, bits, dirty map,
+    /// Commits a checked batch to memory: the buffer (when `buffered`: the
+    /// batch is not in a log record yet), journal, bits, dirty map,
     /// materialized blocks (from `scratch`) and the live count.
-    fn commit_staged(&self, w: &mut Writer, ops: &[LogOp], scratch: Scratch) {
+    fn commit_staged(&self, w: &mut Writer, ops: &[LogOp], scratch: Scratch, buffered: bool) {
         let p = &self.params;
-        w.buffer.extend_from_slice(ops);
+        if buffered {
+            w.buffer.extend_from_slice(ops);
+        }
         w.journal.record(ops);
         let mut delta = 0i64;
         if scratch.is_empty() {
@@ -245,23 +247,29 @@ impl Generation {
         self.live.store(w.live, Ordering::Relaxed);
     }
 
-    /// Appends the buffer to the log as one record (not synced); returns
-    /// the log position after it (where a durable apply waits for a sync),
-    /// or the position written so far if the buffer is empty. On an error
-    /// the buffer is kept: the next write appends it again.
-    fn write_buffer(&self, w: &mut Writer) -> Result<u64, StoreError> {
-        if w.buffer.is_empty() {
+    /// Appends the buffer, then `ops`, to the log as one record (not
+    /// synced); returns the log position after it (where a durable apply
+    /// waits for a sync), or the position written so far if there is
+    /// nothing to append. On an error nothing was appended and the buffer
+    /// is kept: the next write appends it again.
+    fn append_record(&self, w: &mut Writer, ops: &[LogOp]) -> Result<u64, StoreError> {
+        if w.buffer.is_empty() && ops.is_empty() {
             return Ok(w.log.sync().written());
         }
         self.shared.check_writable()?;
         let pos = w
             .log
-            .append(&w.buffer)
+            .append_parts(&w.buffer, ops)
             .map_err(io_err("appending to the log"))?;
-        w.log_ops += w.buffer.len() as u64;
+        w.log_ops += (w.buffer.len() + ops.len()) as u64;
         w.buffer.clear();
         self.pending.store(w.log_ops, Ordering::Relaxed);
         Ok(pos)
+    }
+
+    /// Appends the buffer to the log as one record ([`append_record`](Generation::append_record)).
+    fn write_buffer(&self, w: &mut Writer) -> Result<u64, StoreError> {
+        self.append_record(w, &[])
     }
 
     /// Folds the buffer and the log into the counter chunks; afterwards every
@@ -283,6 +291,20 @@ impl Generation {
 
     /// Applies `ops`; `Ok(false)`, having done nothing, when this generation
     /// was retired by a regeneration (the caller retries on the new one).
+    ///
+    /// **All or none.** Up to the log append, every step that can fail runs
+    /// before anything of the batch reaches memory or the log: the fold that
+    /// earlier writes asked for, writing out a buffer the batch would
+    /// overflow, the counters its removes need (and a fold if one of their
+    /// blocks is dirty), the check of the removes, then the append of the
+    /// record that holds the batch. Only when the append returned is the
+    /// batch committed to memory, which cannot fail. So an error up to here
+    /// means that nothing of the batch changed, and the host may repeat it
+    /// (a remove repeated after it was applied once would take counts from
+    /// other keys: a false negative). After the append only a durable
+    /// apply's sync can fail: the batch is then applied and logged but its
+    /// durability unknown ([`StoreError::OutcomeUnknown`], and the store
+    /// stops writing).
     pub(super) fn apply_ops(
         &self,
         ops: &[LogOp],
@@ -296,25 +318,14 @@ impl Generation {
             }
             self.check_live()?;
             self.shared.check_writable()?;
-            if !ops.is_empty() {
-                // A batch never straddles two log records: write what is
-                // buffered first if this batch would overflow it.
-                if w.buffer.len() + ops.len() > config.buffer_ops {
-                    self.write_buffer(&mut w)?;
-                }
-                self.stage(&mut w, ops)?;
-            }
-            let mut written = None;
-            if durability != Durability::Buffered || w.buffer.len() >= config.buffer_ops {
-                written = Some(self.write_buffer(&mut w)?);
-            }
+            // The fold the writes before this one asked for, before this
+            // batch (so that its failure changes nothing of the batch).
             if w.log_ops >= config.fold_threshold_ops(&self.params)
                 || w.materialized.len() > config.materialized_blocks
             {
-                // A fold's commit syncs everything before it.
                 self.fold(&mut w)?;
             }
-            written
+            self.apply_locked(&mut w, ops, durability)?
         };
         if let (Durability::Durable, Some(pos)) = (durability, written) {
             self.sync_log(pos)?;
@@ -322,13 +333,46 @@ impl Generation {
         Ok(true)
     }
 
+    /// [`apply_ops`](Generation::apply_ops) under the writer lock: returns
+    /// the log position to sync to when the batch went into a log record.
+    fn apply_locked(
+        &self,
+        w: &mut Writer,
+        ops: &[LogOp],
+        durability: Durability,
+    ) -> Result<Option<u64>, StoreError> {
+        let buffer_ops = self.shared.config.buffer_ops;
+        if ops.is_empty() {
+            return match durability {
+                Durability::Buffered => Ok(None),
+                _ => self.write_buffer(w).map(Some),
+            };
+        }
+        // A batch never straddles two log records: write what is buffered
+        // first if this batch would overflow it.
+        if w.buffer.len() + ops.len() > buffer_ops {
+            self.write_buffer(w)?;
+        }
+        let scratch = self.prepare(w, ops)?;
+        let written =
+            if durability != Durability::Buffered || w.buffer.len() + ops.len() >= buffer_ops {
+                Some(self.append_record(w, ops)?)
+            } else {
+                None
+            };
+        self.commit_staged(w, ops, scratch, written.is_none());
+        Ok(written)
+    }
+
     /// Makes every log record up to position `pos` durable (one
-    /// `fdatasync`, shared with concurrent callers). A failed sync stops the
-    /// store's writes ([`Shared::fail`](super::super::shared::Shared::fail)).
+    /// `fdatasync`, shared with concurrent callers). A failed sync leaves
+    /// the records unknown ([`StoreError::OutcomeUnknown`]) and stops the
+    /// store's writes ([`Shared::fail`](super::super::shared::Shared::fail));
+    /// the log's own failure is sticky ([`LogSync::sync_to`](super::super::disk::log::LogSync::sync_to)).
     pub(super) fn sync_log(&self, pos: u64) -> Result<(), StoreError> {
         self.log_sync
             .sync_to(pos)
-            .map_err(|e| self.shared.failed_with(io_err("syncing the log")(e)))
+            .map_err(|e| self.shared.outcome_unknown("syncing the log", e))
     }
 
     /// Appends the buffer to the log (not synced); returns the position to
@@ -342,11 +386,15 @@ impl Generation {
     }
 
     /// Makes every write applied so far durable, against power loss too.
+    /// A store that stopped writing after a failure never says so
+    /// ([`StoreError::Degraded`]): a sync that failed may have dropped pages
+    /// that no later sync writes.
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
-        let pos = self.write_pending()?;
         if self.shared.read_only {
             return Ok(());
         }
+        self.shared.check_writable()?;
+        let pos = self.write_pending()?;
         self.sync_log(pos)
     }
 }
