@@ -25,22 +25,23 @@
 //! `tables` (creates and drops of other tables), `migration` (from the
 //! store-format-2 fixture, with guard storage), `guard` (the guard's
 //! storage through `Guard`), `new_store` (the store created in a fresh
-//! subdirectory, cut during its creation and right after) and `eio` (a
-//! sync fails with EIO, its pages are dropped, later syncs succeed; the
-//! store must not report durable what the next cut loses). Cuts rotate the
+//! subdirectory, cut during its creation and right after), `eio` (a sync
+//! fails with EIO, its pages are dropped, later syncs succeed; the store
+//! must not report durable what the next cut loses) and `eio_reopen` (the
+//! same, the writer reopening the store after an error). Cuts rotate the
 //! three directory models of [`powercut::DirModel`] (a chain's first cut
 //! too) and come in chains of three: the next cut's filesystem starts from
 //! the last cut's image, so recovery from a cut is itself cut; chains
 //! alternate between tables of the blocked and the split-block layout.
 //!
-//! **60 cuts per workload by default** (660 in all: 64 s on the 2-core VM
-//! at load 4.6); `FILTERSTORE_POWER_CUTS` sets another number (the issue's
-//! bar is 1,000: about 20 minutes). A test name (or part of one) as argument runs
-//! that workload only. Each workload ends with `RESULT
+//! **60 cuts per workload by default** (660 in all: 55–64 s on the 2-core
+//! VM at load 4–5); `FILTERSTORE_POWER_CUTS` sets another number (the
+//! issue's bar is 1,000: 18 min 39 s at load 4.2–6.0). A test name (or
+//! part of one) as argument runs that workload only. Each workload ends with `RESULT
 //! powercut.<workload>.cuts`, `.lost` (durable keys lost), `.lost_batches`
 //! (batches reported durable that a cut lost), `.failed_opens` and
 //! `.unsynced_writes_kept` (pages that kept a write made after their last
-//! sync: what makes the model honest); the EIO workload adds
+//! sync: what makes the model honest); the EIO workloads add
 //! `.failed_syncs` (cuts whose writer saw its sync fail).
 //!
 //! Needs root and `/dev/fuse` to mount; without them the test says so and
