@@ -1,11 +1,14 @@
-//! Corruption of a format-3 store's own files, byte by byte: the catalog
-//! file, a page file's superblock copy in force and its chunk slots, the
-//! log. Every damaged byte that the store reads must give a typed error
-//! (`Corrupt`, naming the file and the table where it can), never a panic
-//! and never a table that opens and answers from damaged data — with one
-//! exception by design: a log record that fails its checksum is what a cut
-//! leaves of a record written but not synced, so the log ends before it
-//! (docs/FORMAT.md §10; tested in `store_api.rs`).
+//! Corruption of a store's own files, byte by byte: the catalog file, a
+//! page file's superblock copy in force and its chunk slots, the log. Every
+//! damaged byte that the store reads must give a typed error (`Corrupt`,
+//! naming the file and the table where it can), never a panic and never a
+//! table that opens and answers "absent" from damaged data. The log is
+//! read differently by design: a record that fails its checksum is what a
+//! cut leaves of a record written but not synced, so the log ends before it
+//! (docs/FORMAT.md §10; tested in `store_api.rs`) — unless a later record
+//! says it was synced, or a record belongs to another table's log: then
+//! the table opens *damaged*, answering "maybe" for every key until it is
+//! regenerated (tested here).
 //!
 //! Bytes are sampled (every header byte, one payload byte in 37);
 //! `FILTERSTORE_CORRUPTION_FULL=1` flips all of them.
@@ -13,7 +16,9 @@
 
 mod common;
 
-use filterstore::{Durability, FilterStore, StoreError, TableSpec, WriteBatch};
+use filterstore::{
+    DriftReason, Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch,
+};
 use std::path::{Path, PathBuf};
 
 fn key(i: u32) -> Vec<u8> {
@@ -241,4 +246,141 @@ fn a_split_block_superblock_relabelled_as_version_1_is_refused() {
         Err(e @ StoreError::Corrupt { .. }) => assert!(e.to_string().contains("version"), "{e}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Defect 8 of issue 28: a log record that was synced and later rots
+/// ended recovery as a torn tail does, and the table opened without it and
+/// without every acknowledged record after it. Every sampled byte of table
+/// "a"'s log (a fold's empty record, a durable batch of 200 keys, the seal
+/// of the close) flipped: the table opens answering every key, or is
+/// refused with a typed error.
+#[test]
+fn a_synced_log_record_that_rots_is_never_a_false_negative() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        flip_each(|d| file_of_a(d, "log"), |len| 0..len, "log");
+    })
+}
+
+/// Defect 8, what the damaged table does: answers "maybe" for every key
+/// (measured on absent keys), says it needs regeneration and why, refuses
+/// writes and counting exports with a typed error, keeps the evidence
+/// across reopens, and is healed by a regeneration from its keys.
+#[test]
+fn a_damaged_log_leaves_a_table_that_answers_maybe_until_regenerated() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        make(dir.path());
+        let log = file_of_a(dir.path(), "log");
+        let mut bytes = std::fs::read(&log).unwrap();
+        let starts = common::record_starts(&bytes);
+        assert_eq!(starts.len(), 3, "{starts:?}");
+        // An operation's byte inside the batch of 200 keys.
+        bytes[starts[1] + 24 + 40 + 17 * 100 + 3] ^= 0x5a;
+        std::fs::write(&log, &bytes).unwrap();
+        for round in 0..2 {
+            let store = common::reopen(dir.path(), "a damaged log");
+            let a = store.open_table("a").unwrap();
+            assert!((0..1200).all(|i| a.contains(&key(i))), "round {round}");
+            let maybe = (0..1000)
+                .filter(|i| a.contains(format!("absent-{i}").as_bytes()))
+                .count();
+            assert_eq!(maybe, 1000, "every lookup answers maybe");
+            let h = a.health().unwrap();
+            assert!(
+                matches!(h.reason(), Some(DriftReason::Damaged { reason }) if reason.contains("durable")),
+                "{h:?}"
+            );
+            assert!(matches!(
+                a.insert(b"new"),
+                Err(StoreError::NeedsRegeneration { .. })
+            ));
+            assert!(matches!(
+                a.counting_snapshot(),
+                Err(StoreError::NeedsRegeneration { .. })
+            ));
+            // The other table is not touched.
+            let b = store.open_table("b").unwrap();
+            b.insert(b"new").unwrap();
+            assert!(!b.health().unwrap().needs_regeneration());
+        }
+        let store = common::reopen(dir.path(), "before the regeneration");
+        let a = store.open_table("a").unwrap();
+        let keys: Vec<Vec<u8>> = (0..1200).map(key).collect();
+        let source = || keys.iter().map(Ok::<_, std::io::Error>);
+        let r = a.regenerate(source, &RegenOptions::default()).unwrap();
+        assert_eq!(r.keys_read, 1200);
+        assert!(!a.health().unwrap().needs_regeneration());
+        a.insert(b"new").unwrap();
+        a.flush().unwrap();
+        drop((a, store));
+        let store = common::reopen(dir.path(), "after the regeneration");
+        let a = store.open_table("a").unwrap();
+        assert!((0..1200).all(|i| a.contains(&key(i))) && a.contains(b"new"));
+        let maybe = (0..1000)
+            .filter(|i| a.contains(format!("absent-{i}").as_bytes()))
+            .count() as f64;
+        // Back to its rate: within 5 sigma of what its parameters give.
+        let e = a.params().expected_fp(1201) * 1000.0;
+        assert!(
+            maybe <= e + 5.0 * e.sqrt(),
+            "{maybe} of 1000 absent keys answer maybe"
+        );
+    })
+}
+
+/// Records bound to their table and generation (issue 28): a log record
+/// copied from another table's log (same parameters, same seed, same
+/// sequence numbers) was taken as the table's own: its keys appeared, and
+/// the table's own records, overwritten, vanished without a word (a false
+/// negative for every one of its keys). Now such a record is never
+/// applied: the table answers "maybe" until it is regenerated.
+#[test]
+fn a_log_record_of_another_table_is_refused() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        for splice in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            {
+                let store = FilterStore::open(dir.path()).unwrap();
+                for name in ["x", "y"] {
+                    let t = store
+                        .create_table(name, TableSpec::new(10_000, 0.01).seed(4))
+                        .unwrap();
+                    let mut w = WriteBatch::new();
+                    for i in 0..100 {
+                        w.insert(format!("{name}-{i}").as_bytes());
+                    }
+                    t.apply(&w, Durability::Durable).unwrap();
+                }
+            }
+            let logs: Vec<PathBuf> = {
+                let mut v: Vec<PathBuf> = std::fs::read_dir(dir.path().join("tables"))
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                    .collect();
+                v.sort();
+                v
+            };
+            let theirs = std::fs::read(&logs[1]).unwrap();
+            let copied = if splice {
+                // y's second record (its seal, numbered 1) after x's first.
+                let mine = std::fs::read(&logs[0]).unwrap();
+                let (m, t) = (common::record_starts(&mine), common::record_starts(&theirs));
+                [&mine[..m[1]], &theirs[t[1]..]].concat()
+            } else {
+                theirs
+            };
+            std::fs::write(&logs[0], copied).unwrap();
+            let store = common::reopen(dir.path(), "a copied log");
+            let x = store.open_table("x").unwrap();
+            assert!(
+                (0..100).all(|i| x.contains(format!("x-{i}").as_bytes())),
+                "splice {splice}: x answers without one of its keys"
+            );
+            assert!(
+                x.needs_regeneration().unwrap(),
+                "splice {splice}: a record of y taken for x's"
+            );
+        }
+    })
 }

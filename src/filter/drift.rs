@@ -69,6 +69,12 @@ pub enum DriftReason {
     },
     /// The table's target rate or expected size was changed.
     ParametersChanged,
+    /// The table lost writes it had acknowledged (its open found its log
+    /// damaged): it answers "maybe" for every key until it is rebuilt.
+    Damaged {
+        /// What its open found.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for DriftReason {
@@ -98,6 +104,9 @@ impl std::fmt::Display for DriftReason {
             }
             DriftReason::ParametersChanged => {
                 write!(f, "target false-positive rate or expected size changed")
+            }
+            DriftReason::Damaged { reason } => {
+                write!(f, "lost writes it had acknowledged ({reason}): answers \"maybe\" for every key")
             }
         }
     }

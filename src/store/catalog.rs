@@ -27,8 +27,11 @@ use std::path::{Path, PathBuf};
 /// Version 1: everything in one sled database; version 2: a generation's
 /// state record may carry the marks of a fold under way; version 3: the
 /// catalog, counter pages and logs in the store's own files, sled only for
-/// the guard's storage (`docs/FORMAT.md` §8-§11, §15).
-pub const STORE_FORMAT_VERSION: u32 = 3;
+/// the guard's storage; version 4: each log record names its table and
+/// generation and says how far its log was durable (`docs/FORMAT.md`
+/// §8-§11, §15). A store of version 3 is migrated when opened for writing
+/// and read as it is when opened read-only.
+pub const STORE_FORMAT_VERSION: u32 = 4;
 /// The longest table name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 

@@ -40,10 +40,33 @@ pub enum NameError {
 /// Errors of [`FilterStore`](super::FilterStore) and [`Table`](super::Table)
 /// operations.
 ///
-/// On any error of a write, the write is either wholly applied or not at all
-/// (a batch is never half-applied), but it may or may not be durable: a host
-/// must treat an insert that returned an error as *not* durable (and not commit
-/// the record it protects).
+/// # What an error of a write means
+/// **Nothing changed**, in memory or on disk, and nothing of the call runs
+/// later (every table call runs on the caller's thread): the host may repeat
+/// the call. Every step of a write that can fail runs before its point of no
+/// return — a batch reaches memory only after its log record was appended,
+/// a catalog change only with its rename.
+///
+/// **Except [`StoreError::OutcomeUnknown`]** ([`StoreError::is_outcome_unknown`]):
+/// the write passed its point of no return and a step after it failed — the
+/// `fdatasync` of a durable batch already applied and logged, the directory
+/// sync after the catalog's rename. The write may or may not survive a
+/// crash. The store stops writing ([`StoreError::Degraded`] for every later
+/// write; no flush reports durable any more), lookups keep answering, and no
+/// file either outcome needs is deleted. The host commits no record whose
+/// filter insert the call covered (an insert that is not durable must not
+/// protect a record), reopens the store to go on (it recovers a state with
+/// or without the call's writes), and never repeats a remove of the call
+/// blind: a remove counted twice takes counts from other keys, a false
+/// negative; a repeated insert only adds a false positive.
+///
+/// Where the store cannot know what it lost, it degrades rather than guess:
+/// a failed sync is never followed by "durable" (the kernel may have dropped
+/// the pages; the failure is sticky), and a table whose log lost records it
+/// had acknowledged answers "maybe" for every key
+/// ([`StoreError::NeedsRegeneration`]). One write is not atomic:
+/// [`Table::bulk_load`](super::Table::bulk_load), whose error may leave some of
+/// its keys in the table (inserts only: false positives at worst).
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -267,6 +290,22 @@ pub enum StoreError {
         /// The operating system's error.
         #[source]
         source: std::io::Error,
+    },
+    /// The table's open found that its log lost writes it had acknowledged
+    /// as durable (a synced record damaged, with records after it that say
+    /// so), or holds records of another table or generation: it cannot know
+    /// which keys it lacks. Its filter answers "maybe" for every key (no
+    /// false negative), and it refuses writes and exact-counter reads
+    /// (counting exports) until [`Table::regenerate`](super::Table::regenerate)
+    /// (or [`Table::clear`](super::Table::clear), or a drop and a re-create)
+    /// rebuilds it from the table's keys; [`Table::health`](super::Table::health)
+    /// reports it. Nothing changed.
+    #[error("table {table:?} lost writes it had acknowledged ({reason}); it answers \"maybe\" for every key and refuses this until it is rebuilt: regenerate it from the table's keys (Table::regenerate, filterstore regenerate), or drop and re-create it")]
+    NeedsRegeneration {
+        /// The table.
+        table: String,
+        /// What its open found.
+        reason: String,
     },
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]

@@ -11,8 +11,10 @@
 //! disks, kept forever.
 //!
 //! # What a step does
-//! Formats 1 and 2 kept everything in sled; format 3 keeps the catalog and
-//! the tables in the store's own files. A step from version 1 or 2 builds
+//! Formats 1 and 2 kept everything in sled; formats 3 and 4 keep the
+//! catalog and the tables in the store's own files (4 binds each log record
+//! to its table and generation: the 3 → 4 step folds every log and empties
+//! it, then switches the catalog header). A step from version 1 or 2 builds
 //! the next form of everything it changes without touching what the
 //! version it reads needs: the 1 → 2 step in sled (its catalog writes are
 //! applied as one atomic sled batch with the new header version, and
@@ -52,6 +54,10 @@ pub(crate) struct Step {
 mod v1_to_v2;
 #[path = "../../migrations/steps/v2_to_v3.rs"]
 mod v2_to_v3;
+#[path = "../../migrations/steps/v3_to_v4.rs"]
+mod v3_to_v4;
+
+pub(crate) use v3_to_v4::v3_to_v4;
 
 /// The steps inside sled, in order of `from`.
 pub(crate) const SLED_STEPS: &[Step] = &[Step {

@@ -36,8 +36,11 @@
 //!      it protects;
 //!   2. **commit a record's deletion before removing its key** from the
 //!      filter.
-//! * A write that returns an error was applied wholly or not at all, but may
-//!   or may not be durable: treat it as not durable (rule 1: do not commit).
+//! * A write that returns an error changed nothing, unless the error is
+//!   [`StoreError::OutcomeUnknown`]: then it passed its point of no return
+//!   (a durable batch's log sync, a catalog commit's directory sync), the
+//!   store stopped writing, and the host must not commit what it covered
+//!   nor repeat its removes blind. The full statement is on [`StoreError`].
 //! * A crash at any moment (kill -9, `tests/store_crash.rs`, 200 kills) or a
 //!   power cut (`tests/store_powercut.rs`: a filesystem that keeps, of what
 //!   was not synced, a random page-by-page subset, torn last page included)
@@ -45,11 +48,16 @@
 //!   key whose insert was durable.
 //! * A full or failing disk is a prompt error, never a hang: every call
 //!   runs the system calls on the caller's thread and returns their error.
-//!   After a failed sync (whose pages the kernel may have dropped) or a
-//!   commit whose outcome is unknown the store stops writing
-//!   ([`StoreError::Degraded`]; lookups keep answering) until it is
-//!   reopened, and nothing durable is lost (`tests/store_disk_full.rs`, on a
-//!   real 20 MB tmpfs).
+//!   After a failed sync (whose pages the kernel may have dropped: the
+//!   failure is sticky, nothing reports durable after it) or a commit whose
+//!   outcome is unknown the store stops writing ([`StoreError::Degraded`];
+//!   lookups keep answering) until it is reopened, and nothing durable is
+//!   lost (`tests/store_disk_full.rs`, on a real 20 MB tmpfs;
+//!   `tests/store_failpoints.rs`, every write path under injected errors).
+//! * A table whose log lost records it had acknowledged (a synced record
+//!   damaged, found by the records after it; a record of another table's
+//!   log) answers "maybe" for every key and refuses writes
+//!   ([`StoreError::NeedsRegeneration`]) until it is regenerated.
 //!
 //! # Files
 //! `docs/FORMAT.md` specifies every byte: the catalog file (§8, §9), and per

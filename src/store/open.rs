@@ -243,7 +243,7 @@ impl FilterStore {
         if let Some(b) = config.memory_budget {
             budget::set(Some(b));
         }
-        let catalog = match Catalog::load(&path)? {
+        let mut catalog = match Catalog::load(&path)? {
             Some(c) => c,
             None if !write => {
                 return Err(StoreError::NotAFilterStore { path });
@@ -251,8 +251,15 @@ impl FilterStore {
             None if has_sled(&path) => migrate::upgrade_legacy(&path, &config)?,
             None => create_new(&path)?,
         };
+        if write && catalog.header().format_version == 3 {
+            migrate::v3_to_v4(&path, &config, &mut catalog)?;
+        }
         let header = catalog.header();
-        if header.format_version != STORE_FORMAT_VERSION {
+        // A read-only open reads a store of format 3 as it is (its logs
+        // with the format-3 reader): it writes nothing.
+        let readable =
+            header.format_version == STORE_FORMAT_VERSION || (!write && header.format_version == 3);
+        if !readable {
             return Err(if header.format_version > STORE_FORMAT_VERSION {
                 StoreError::UnsupportedFormat {
                     found: header.format_version,

@@ -6,6 +6,7 @@
 
 use super::catalog::Catalog;
 use super::config::StoreConfig;
+use super::disk::log::Binding;
 use super::error::StoreError;
 use crate::filter::drift::{DriftPolicy, DriftReason};
 use parking_lot::Mutex;
@@ -33,6 +34,9 @@ pub(crate) struct Shared {
     pub(crate) has_regen_hook: AtomicBool,
     /// The policy of `Table::health`.
     pub(crate) policy: Mutex<DriftPolicy>,
+    /// The store format of its files (the catalog header's): 4, or 3 for a
+    /// read-only open of a store of that format (or its migration).
+    format: u32,
     failed: AtomicBool,
     reason: Mutex<String>,
 }
@@ -57,12 +61,31 @@ impl Shared {
             dir,
             config,
             read_only,
+            format: catalog.header().format_version,
             catalog: Mutex::new(catalog),
             regen_hook: Mutex::new(None),
             has_regen_hook: AtomicBool::new(false),
             policy: Mutex::new(DriftPolicy::default()),
             failed: AtomicBool::new(false),
             reason: Mutex::new(String::new()),
+        }
+    }
+
+    /// The store format of the store's files.
+    pub(crate) fn format(&self) -> u32 {
+        self.format
+    }
+
+    /// Whose records the log of the generation of `meta` holds, in this
+    /// store's format (`docs/FORMAT.md` §10).
+    pub(crate) fn binding(&self, meta: &super::catalog::TableMeta) -> Binding {
+        if self.format >= 4 {
+            Binding::Bound {
+                table_id: meta.id,
+                generation: meta.generation,
+            }
+        } else {
+            Binding::Unbound
         }
     }
 
@@ -101,11 +124,10 @@ impl Shared {
         catalog: &mut Catalog,
         change: impl FnOnce(&mut super::catalog::CatalogEdit),
     ) -> Result<(), StoreError> {
-        catalog.commit(change).map_err(|e| {
-            if let StoreError::OutcomeUnknown { op, source, .. } = &e {
+        catalog.commit(change).inspect_err(|e| {
+            if let StoreError::OutcomeUnknown { op, source, .. } = e {
                 self.fail(format!("{op} failed, outcome unknown: {source}"));
             }
-            e
         })
     }
 

@@ -108,3 +108,15 @@ pub fn run_main(tests: &[(&str, fn())], limit: Duration) {
         std::process::exit(101);
     }
 }
+
+/// The offsets of the frames of a log, one after another by their lengths
+/// (docs/FORMAT.md §2: the body length at byte 12, 28 bytes of frame).
+pub fn record_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at + 24 <= bytes.len() && &bytes[at..at + 4] == b"FSTR" {
+        starts.push(at);
+        at += 28 + u64::from_le_bytes(bytes[at + 12..at + 20].try_into().unwrap()) as usize;
+    }
+    starts
+}

@@ -311,6 +311,22 @@ impl BitFilter {
         &self.blocks[block].0
     }
 
+    /// Sets every bit below `m` (the filter then answers "maybe" for every
+    /// key: what a table whose keys are not all known must answer).
+    #[cfg_attr(not(feature = "store"), allow(dead_code))]
+    pub(crate) fn set_all(&self) {
+        let m = self.params.m();
+        for (i, w) in self.words().iter().enumerate() {
+            let first = i as u64 * 64;
+            let word = match m.saturating_sub(first) {
+                0 => 0,
+                n if n >= 64 => u64::MAX,
+                n => (1u64 << n) - 1,
+            };
+            w.store(word, Ordering::Relaxed);
+        }
+    }
+
     /// Clears every bit.
     pub fn clear(&self) {
         for w in self.words() {

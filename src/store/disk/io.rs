@@ -130,7 +130,7 @@ pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
 /// a write that finds the disk full, a sync that reports a writeback error
 /// (whose pages the kernel may then drop: the store must treat them as
 /// lost), a rename that is refused. Without `cfg(test)` or the feature,
-/// [`check`](fault::check) is an empty inline function.
+/// its check is an empty inline function.
 pub mod fault {
     use std::io;
     use std::path::Path;

@@ -1,32 +1,42 @@
 //! The log of a table generation: an append-only file of checksummed
 //! records, each holding whole batches of key hashes (17 bytes per
 //! operation: the op code and the 128-bit hash), numbered in sequence.
+//! Reading it: [`log_read`](super::log_read).
 //!
 //! # Recovery is a prefix, by construction
 //! A record is one frame (`docs/FORMAT.md` §2, kind `LogRecord`, body §10)
-//! whose body starts with its sequence number. Reading the log after a
-//! crash starts at byte 0 and takes records while each one is whole (its
-//! frame's CRC holds) and carries the next sequence number expected (the
-//! first one is the page file's `folded_seq`); the first record that is not
-//! ends the log. So what is recovered is always a prefix of what was
-//! appended: a record torn by a power cut, a hole where the operating
-//! system had not written a page back, or a record left from before the
-//! log was emptied (its number is smaller) ends it, and nothing after such a
-//! gap is applied. A record becomes durable when an `fdatasync` of the file
-//! returns after it was written ([`LogFile::sync_to`]); that sync covers
-//! every record before it too, so every durable record is inside the
-//! prefix.
+//! whose body starts with its sequence number and (store format 4) the
+//! table id and generation it belongs to. Reading the log after a crash
+//! starts at byte 0 and takes records while each one is whole (its frame's
+//! CRC holds), belongs to this log, and carries the next sequence number
+//! expected (the first one is the page file's `folded_seq`); the first
+//! record that is not ends the log. So what is recovered is always a prefix
+//! of what was appended: a record torn by a power cut, a hole where the
+//! operating system had not written a page back, or a record left from
+//! before the log was emptied (its number is smaller) ends it, and nothing
+//! after such a gap is applied. A record becomes durable when an
+//! `fdatasync` of the file returns after it was written
+//! ([`LogSync::sync_to`]); that sync covers every record before it too, so
+//! every durable record is inside the prefix — unless a durable record is
+//! damaged later (it rots, a file is copied over it). The records after it
+//! would then be dropped with it, as a torn tail is, though they were
+//! acknowledged. So each record also says how far the log was durable when
+//! it was appended (`synced_below`): a whole record found past the prefix
+//! that says records of the gap were durable, or a record of another table
+//! or generation, is damage, and the table is not opened as if it were a
+//! tail ([`check_tail`](super::log_read::check_tail)).
 //!
 //! A writing open cuts the file back to the prefix (and syncs that) before
-//! it appends: a record left beyond it from before the crash could
-//! otherwise line up with a new one and be taken for its successor.
+//! it appends, unless the tail is damage: a record left beyond it from
+//! before the crash could otherwise line up with a new one and be taken for
+//! its successor.
 //!
 //! After a fold has made every record durable in the page file (its
 //! superblock names the next sequence number), the file is emptied
 //! ([`LogFile::reset`]); that need not be synced, since a record left from
 //! before carries a smaller number than the first one expected.
 
-use super::io::{le_u32, le_u64, read_up_to, write_all_at};
+use super::io::{le_u32, le_u64, write_all_at};
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
@@ -39,13 +49,16 @@ use std::sync::Arc;
 
 /// Bytes per operation in a record.
 const OP_BYTES: usize = 17;
-/// Bytes of a record body before the operations: count, reserved, sequence.
-const HEADER: usize = 16;
+/// Bytes of a record body before the operations in a store of format 4:
+/// count, reserved, sequence, table id, generation, synced below.
+const HEADER: usize = 40;
+/// The same in a store of format 3: count, reserved, sequence.
+const HEADER_V3: usize = 16;
 /// The most operations one record (hence one batch) may carry: 1,048,576
 /// (17 MiB). Larger batches are refused with a typed error.
 pub const MAX_RECORD_OPS: usize = 1 << 20;
 /// The longest record body a reader accepts.
-const MAX_BODY: u64 = (HEADER + MAX_RECORD_OPS * OP_BYTES) as u64;
+pub(super) const MAX_BODY: u64 = (HEADER + MAX_RECORD_OPS * OP_BYTES) as u64;
 
 /// One logged operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,19 +69,86 @@ pub(crate) struct LogOp {
     pub hash: KeyHash,
 }
 
-/// Encodes record `seq` holding `ops`.
+/// Whose records a log holds, and so the layout of their bodies
+/// (`docs/FORMAT.md` §10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// Store format 4: every record names the table and the generation it
+    /// belongs to (a record of another log is refused, never applied), and
+    /// the number below which every record of the log was durable when it
+    /// was appended (how a lost record that was synced is told from a torn
+    /// tail: [`check_tail`]).
+    Bound { table_id: u64, generation: u64 },
+    /// Store format 3: records name neither. Read by a read-only open of a
+    /// store of that format and by its migration, which also empties the
+    /// log through it (`migrations/steps/v3_to_v4.rs`).
+    Unbound,
+}
+
+impl Binding {
+    /// Bytes of a record body before its operations.
+    pub(super) fn header(self) -> usize {
+        match self {
+            Binding::Bound { .. } => HEADER,
+            Binding::Unbound => HEADER_V3,
+        }
+    }
+
+    /// Whether a record whose body starts with `head` belongs to this log.
+    pub(super) fn owns(self, head: &RecordHead) -> bool {
+        match self {
+            Binding::Bound {
+                table_id,
+                generation,
+            } => head.owner == Some((table_id, generation)),
+            Binding::Unbound => true,
+        }
+    }
+}
+
+/// The fields of a record body before its operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecordHead {
+    /// Operations in the record.
+    pub count: u64,
+    /// Its sequence number.
+    pub seq: u64,
+    /// The table id and generation it names (store format 4).
+    pub owner: Option<(u64, u64)>,
+    /// Every record numbered below this was durable when this one was
+    /// appended (store format 4; 0 in format 3).
+    pub synced_below: u64,
+}
+
+/// Encodes record `seq` holding `ops`, of a log bound by `binding` whose
+/// records below `synced_below` are durable.
 #[cfg(test)]
-pub(crate) fn encode(seq: u64, ops: &[LogOp]) -> Vec<u8> {
-    encode_parts(seq, ops, &[])
+pub(crate) fn encode(seq: u64, binding: Binding, synced_below: u64, ops: &[LogOp]) -> Vec<u8> {
+    encode_parts(seq, binding, synced_below, ops, &[])
 }
 
 /// Encodes record `seq` holding the operations of `first`, then of `then`.
-fn encode_parts(seq: u64, first: &[LogOp], then: &[LogOp]) -> Vec<u8> {
+fn encode_parts(
+    seq: u64,
+    binding: Binding,
+    synced_below: u64,
+    first: &[LogOp],
+    then: &[LogOp],
+) -> Vec<u8> {
     let count = first.len() + then.len();
-    let mut body = Vec::with_capacity(HEADER + count * OP_BYTES);
+    let mut body = Vec::with_capacity(binding.header() + count * OP_BYTES);
     body.extend_from_slice(&(count as u32).to_le_bytes());
     body.extend_from_slice(&[0u8; 4]);
     body.extend_from_slice(&seq.to_le_bytes());
+    if let Binding::Bound {
+        table_id,
+        generation,
+    } = binding
+    {
+        body.extend_from_slice(&table_id.to_le_bytes());
+        body.extend_from_slice(&generation.to_le_bytes());
+        body.extend_from_slice(&synced_below.to_le_bytes());
+    }
     for op in first.iter().chain(then) {
         body.push(if op.insert { 1 } else { 2 });
         body.extend_from_slice(&op.hash.h1.to_le_bytes());
@@ -77,16 +157,30 @@ fn encode_parts(seq: u64, first: &[LogOp], then: &[LogOp]) -> Vec<u8> {
     frame::encode(Kind::LogRecord, 0, &body)
 }
 
+/// The fields before the operations of `body` (at least the binding's
+/// header long).
+pub(super) fn head(body: &[u8], binding: Binding) -> RecordHead {
+    let bound = matches!(binding, Binding::Bound { .. });
+    RecordHead {
+        count: u64::from(le_u32(body, 0)),
+        seq: le_u64(body, 8),
+        owner: bound.then(|| (le_u64(body, 16), le_u64(body, 24))),
+        synced_below: if bound { le_u64(body, 32) } else { 0 },
+    }
+}
+
 /// Decodes a record's body (its frame already checked), calling `f` with
 /// each operation in order; returns its sequence number and op count. The
 /// count is checked against the bytes present before anything is done.
 pub(crate) fn decode_body(
     body: &[u8],
+    binding: Binding,
     mut f: impl FnMut(LogOp),
 ) -> Result<(u64, usize), CodecError> {
-    if body.len() < HEADER {
+    let header = binding.header();
+    if body.len() < header {
         return Err(CodecError::Truncated {
-            needed: HEADER as u64,
+            needed: header as u64,
             found: body.len() as u64,
         });
     }
@@ -94,7 +188,11 @@ pub(crate) fn decode_body(
     let count = r.u32()? as usize;
     r.reserved::<4>()?;
     let seq = r.u64()?;
-    let expected = HEADER as u64 + count as u64 * OP_BYTES as u64;
+    if header == HEADER {
+        // Table id, generation, synced below: read by `head`.
+        r.take(24)?;
+    }
+    let expected = header as u64 + count as u64 * OP_BYTES as u64;
     if expected != body.len() as u64 {
         return Err(CodecError::InvalidField {
             field: "log op_count",
@@ -133,103 +231,6 @@ pub(crate) fn decode_ops(
     r.finish()
 }
 
-/// What [`scan`] found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Scanned {
-    /// Bytes of the prefix of whole records in sequence.
-    pub end: u64,
-    /// The number of the record after the last one taken.
-    pub next_seq: u64,
-    /// Operations in the records taken.
-    pub ops: u64,
-    /// Whether the scan stopped at `limit` operations, not at the end.
-    pub stopped: bool,
-}
-
-/// Reads the log's records in order from byte 0, starting at sequence number
-/// `first_seq`, calling `f` with every operation, until the prefix of whole
-/// records in sequence ends (module docs) or, before a record that would
-/// pass it, `limit` operations were read. A record whose frame is whole but
-/// whose body is not a valid record is corruption, not a tear: an error.
-pub(crate) fn scan(
-    file: &File,
-    first_seq: u64,
-    limit: u64,
-    mut f: impl FnMut(LogOp),
-) -> Result<Scanned, CodecError> {
-    let mut s = Scanned {
-        end: 0,
-        next_seq: first_seq,
-        ops: 0,
-        stopped: false,
-    };
-    let mut head = [0u8; frame::HEADER_LEN];
-    let mut buf = Vec::new();
-    loop {
-        let got = read_up_to(file, &mut head, s.end).map_err(io_codec)?;
-        if got < head.len() || head[..4] != frame::MAGIC || head[8] != Kind::LogRecord.id() {
-            return Ok(s);
-        }
-        let len = le_u64(&head, 12);
-        if len > MAX_BODY || len < HEADER as u64 {
-            return Ok(s);
-        }
-        // The count is in the first bytes of the body: a record that would
-        // pass the limit is not read.
-        let total = frame::OVERHEAD as u64 + len;
-        buf.resize(total as usize, 0);
-        let got = read_up_to(file, &mut buf, s.end).map_err(io_codec)?;
-        if got < buf.len() {
-            return Ok(s);
-        }
-        let Ok(fr) = frame::decode_kind(&buf, Kind::LogRecord) else {
-            return Ok(s);
-        };
-        let count = u64::from(le_u32(fr.body, 0));
-        let seq = le_u64(fr.body, 8);
-        if seq != s.next_seq {
-            return Ok(s);
-        }
-        if s.ops > 0 && s.ops + count > limit {
-            s.stopped = true;
-            return Ok(s);
-        }
-        decode_body(fr.body, &mut f)?;
-        s.ops += count;
-        s.next_seq += 1;
-        s.end += total;
-    }
-}
-
-/// The number of the record at byte 0, if a whole record is there.
-pub(crate) fn first_seq(file: &File) -> Result<Option<u64>, CodecError> {
-    let mut head = [0u8; frame::HEADER_LEN];
-    if read_up_to(file, &mut head, 0).map_err(io_codec)? < head.len()
-        || head[..4] != frame::MAGIC
-        || head[8] != Kind::LogRecord.id()
-    {
-        return Ok(None);
-    }
-    let len = le_u64(&head, 12);
-    if !(HEADER as u64..=MAX_BODY).contains(&len) {
-        return Ok(None);
-    }
-    let mut buf = vec![0u8; frame::OVERHEAD + len as usize];
-    if read_up_to(file, &mut buf, 0).map_err(io_codec)? < buf.len() {
-        return Ok(None);
-    }
-    Ok(frame::decode_kind(&buf, Kind::LogRecord)
-        .ok()
-        .map(|f| le_u64(f.body, 8)))
-}
-
-fn io_codec(e: io::Error) -> CodecError {
-    CodecError::InvalidField {
-        field: "log file",
-        reason: format!("could not be read: {e}"),
-    }
-}
-
 /// Durability bookkeeping of one log, shared with the callers that sync it
 /// outside the table's writer lock. Positions count every byte ever
 /// appended to this log, across [`LogFile::reset`]s.
@@ -238,8 +239,13 @@ pub(crate) struct LogSync {
     file: Arc<File>,
     /// Position up to which every record is written.
     written: AtomicU64,
+    /// Every record numbered below this is written.
+    written_seq: AtomicU64,
     /// Position up to which every record is durable.
     synced: AtomicU64,
+    /// Every record numbered below this is durable (what a record appended
+    /// now says it is: its `synced_below`).
+    synced_seq: AtomicU64,
     /// One `fdatasync` at a time: a caller that waited finds its record
     /// synced by the one before it (group commit).
     lock: Mutex<()>,
@@ -275,12 +281,16 @@ impl LogSync {
                  it could not write, so no later sync can prove them durable",
             ));
         }
+        // The number first: every record below it was written before the
+        // position read next (`append` stores the position, then the number).
+        let target_seq = self.written_seq.load(Ordering::Acquire);
         let target = self.written.load(Ordering::Acquire);
         if let Err(e) = super::io::sync_data(&self.file) {
             self.failed.store(true, Ordering::Release);
             return Err(e);
         }
         self.synced.fetch_max(target, Ordering::AcqRel);
+        self.synced_seq.fetch_max(target_seq, Ordering::AcqRel);
         Ok(())
     }
 
@@ -295,33 +305,49 @@ impl LogSync {
 #[derive(Debug)]
 pub(crate) struct LogFile {
     file: Arc<File>,
+    binding: Binding,
     /// Bytes of records in the file (where the next one goes).
     end: u64,
     /// Position of byte 0 of the file (module docs of [`LogSync`]).
     base: u64,
     /// Sequence number of the next record.
     next_seq: u64,
+    /// The `synced_below` of the last record in the file.
+    last_claim: u64,
     sync: Arc<LogSync>,
 }
 
 impl LogFile {
-    /// The log in `file`, whose records in sequence end at byte `end` with
-    /// record `next_seq` next; everything up to `end` counts as durable
-    /// (the caller read it from disk, or synced it).
-    pub(crate) fn new(file: File, end: u64, next_seq: u64) -> LogFile {
+    /// The log in `file` of the generation `binding` names, whose records in
+    /// sequence end at byte `end` with record `next_seq` next; everything up
+    /// to `end` counts as written and synced for [`LogSync::sync_to`] (the
+    /// caller read it from disk, or synced it), and records below `durable`
+    /// are known durable (the page file holds those below its `folded_seq`,
+    /// and a record read says how far the log was durable when it was
+    /// appended: [`Scanned::claimed`]).
+    pub(crate) fn new(
+        file: File,
+        binding: Binding,
+        (end, next_seq): (u64, u64),
+        durable: u64,
+    ) -> LogFile {
         let file = Arc::new(file);
         LogFile {
             sync: Arc::new(LogSync {
                 file: Arc::clone(&file),
                 written: AtomicU64::new(end),
+                written_seq: AtomicU64::new(next_seq),
                 synced: AtomicU64::new(end),
+                synced_seq: AtomicU64::new(durable),
                 lock: Mutex::new(()),
                 failed: AtomicBool::new(false),
             }),
             file,
+            binding,
             end,
             base: 0,
             next_seq,
+            last_claim: durable,
         }
     }
 
@@ -335,18 +361,38 @@ impl LogFile {
     /// `then` (not synced); returns the position after it. On an error
     /// nothing was appended: the next record goes where this one would have
     /// (over whatever part of it reached the file, which is cut back as far
-    /// as the disk lets it), and the record's number is not used.
+    /// as the disk lets it), and the record's number is not used. The
+    /// record says how far the log is durable now: a later reader that
+    /// finds it after a gap knows whether the gap held durable records.
     pub(crate) fn append_parts(&mut self, first: &[LogOp], then: &[LogOp]) -> io::Result<u64> {
-        let record = encode_parts(self.next_seq, first, then);
+        let claim = self.sync.synced_seq.load(Ordering::Acquire);
+        let record = encode_parts(self.next_seq, self.binding, claim, first, then);
         if let Err(e) = write_all_at(&self.file, &record, self.end) {
             let _ = self.file.set_len(self.end);
             return Err(e);
         }
         self.end += record.len() as u64;
         self.next_seq += 1;
+        self.last_claim = claim;
         let pos = self.base + self.end;
         self.sync.written.store(pos, Ordering::Release);
+        self.sync
+            .written_seq
+            .store(self.next_seq, Ordering::Release);
         Ok(pos)
+    }
+
+    /// Appends an empty record (not synced) if the log was made durable
+    /// past what its last record says: on a clean close, so that a record
+    /// synced last, which rots while the store is closed, is found missing
+    /// instead of taken for a torn tail ([`check_tail`]). Format 4 only.
+    pub(crate) fn seal(&mut self) -> io::Result<()> {
+        if self.binding == Binding::Unbound
+            || self.sync.synced_seq.load(Ordering::Acquire) <= self.last_claim
+        {
+            return Ok(());
+        }
+        self.append_parts(&[], &[]).map(drop)
     }
 
     /// Empties the log after a fold made all its records durable in the
@@ -361,6 +407,9 @@ impl LogFile {
         self.end = 0;
         self.sync.synced.fetch_max(self.base, Ordering::AcqRel);
         self.sync.written.fetch_max(self.base, Ordering::AcqRel);
+        self.sync
+            .synced_seq
+            .fetch_max(self.next_seq, Ordering::AcqRel);
         self.file.set_len(0)?;
         self.append_parts(&[], &[]).map(drop)
     }
@@ -373,6 +422,11 @@ impl LogFile {
     /// The file, for reading its records.
     pub(crate) fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Whose records the log holds.
+    pub(crate) fn binding(&self) -> Binding {
+        self.binding
     }
 
     /// The durability bookkeeping, for syncing outside the writer lock.

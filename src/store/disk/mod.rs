@@ -16,6 +16,7 @@ pub(crate) mod chunks;
 pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;
+pub(crate) mod log_read;
 pub(crate) mod pagefile;
 
 use crate::filter::params::FilterParams;
@@ -115,7 +116,11 @@ pub(crate) fn create_files(
         .map_err(io_err("creating a table's log"))?;
     let pages = PageFile::create(&pages_path, params, owner, 0)
         .map_err(io_err("creating a table's page file"))?;
-    Ok((pages, log::LogFile::new(log_file, 0, 0)))
+    let binding = log::Binding::Bound {
+        table_id: owner.table_id,
+        generation: owner.generation,
+    };
+    Ok((pages, log::LogFile::new(log_file, binding, (0, 0), 0)))
 }
 
 /// Deletes the files of generation `generation` of table `id` (a dropped

@@ -58,8 +58,15 @@ impl Table {
             capacity: self.current().meta.expected_keys,
             parameters_changed: parameters_changed(&meta, &self.params()),
         };
+        let mut assessment = policy.assess(&signals);
+        if let Some(reason) = &self.current().damaged {
+            let reason = reason.clone();
+            assessment
+                .reasons
+                .insert(0, DriftReason::Damaged { reason });
+        }
         Ok(HealthReport {
-            assessment: policy.assess(&signals),
+            assessment,
             signals,
         })
     }

@@ -18,7 +18,7 @@
 //! the log reached the disk.
 
 use super::super::disk::chunks::{self as pages, MAX_PASS_OPS};
-use super::super::disk::log;
+use super::super::disk::log_read;
 use super::super::disk::pagefile::{CommitError, PageFile};
 use super::super::disk::{io_err, page_err};
 use super::super::error::StoreError;
@@ -51,11 +51,17 @@ pub(super) fn fold_log(
     )?;
     let mut entries = Vec::new();
     let (mut n, mut delta) = (0u64, 0i64);
-    let scanned = log::scan(w.log.file(), first_seq, MAX_PASS_OPS, |op| {
-        pages::push_entries(params, n, op, &mut entries);
-        n += 1;
-        delta += if op.insert { 1 } else { -1 };
-    })
+    let scanned = log_read::scan(
+        w.log.file(),
+        w.log.binding(),
+        first_seq,
+        MAX_PASS_OPS,
+        |op| {
+            pages::push_entries(params, n, op, &mut entries);
+            n += 1;
+            delta += if op.insert { 1 } else { -1 };
+        },
+    )
     .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?;
     if scanned.next_seq != w.log.next_seq() || scanned.stopped {
         // The records this writer appended are not all there: the file

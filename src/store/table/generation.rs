@@ -5,7 +5,8 @@ use super::super::budget::{self, Reservation};
 use super::super::catalog::TableMeta;
 use super::super::disk::chunks::store_block_words;
 use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
-use super::super::disk::log::{self, LogFile, LogSync};
+use super::super::disk::log::{Binding, LogFile, LogSync};
+use super::super::disk::log_read;
 use super::super::disk::pagefile::{Owner, PageFile};
 use super::super::disk::table_files;
 use super::super::disk::{create_files, io_err, page_err};
@@ -41,6 +42,10 @@ pub(crate) struct Generation {
     pub(super) dropped: AtomicBool,
     /// Replaced by a newer generation (set under the writer lock).
     pub(crate) retired: AtomicBool,
+    /// Why the generation lost acknowledged writes, if its open found that
+    /// it did ([`Generation::load`]): its lookups answer "maybe", its writes
+    /// are refused.
+    pub(crate) damaged: Option<String>,
 }
 
 /// Puts the counters of chunk `idx` into the buffer (see
@@ -155,17 +160,20 @@ struct Replayed {
     _memory: Reservation,
     entries: Vec<pages::Entry>,
     delta: i64,
-    scanned: log::Scanned,
+    scanned: log_read::Scanned,
 }
 
-/// Reads the log of a generation whose page file expects record `first_seq`
-/// first, turning its operations into position entries (unsorted).
+/// Reads the log (bound by `binding`) of a generation whose page file
+/// expects record `first_seq` first, turning its operations into position
+/// entries (unsorted).
 fn replay_log(
     file: &File,
+    binding: Binding,
     params: &FilterParams,
     first_seq: u64,
     table: &str,
 ) -> Result<Replayed, StoreError> {
+    let corrupt = |e| StoreError::corrupt(format!("log of table {table:?}"), e);
     // At most one operation per 17 bytes of log: the entries' memory,
     // reserved under the budget before the file is read.
     let len = file
@@ -179,16 +187,14 @@ fn replay_log(
     let mut entries = Vec::new();
     let mut delta = 0i64;
     let mut n = 0u64;
-    let scanned = log::scan(file, first_seq, MAX_PASS_OPS, |op| {
+    let scanned = log_read::scan(file, binding, first_seq, MAX_PASS_OPS, |op| {
         pages::push_entries(params, n, op, &mut entries);
         n += 1;
         delta += if op.insert { 1 } else { -1 };
     })
-    .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?;
+    .map_err(corrupt)?;
     if scanned.ops == 0 && scanned.end == 0 {
-        if let Some(seq) = log::first_seq(file)
-            .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?
-        {
+        if let Some(seq) = log_read::first_seq(file, binding).map_err(corrupt)? {
             if seq > first_seq {
                 return Err(StoreError::corrupt(
                     format!("page file superblock of table {table:?}"),
@@ -222,59 +228,95 @@ fn replay_log(
     })
 }
 
+/// Derives `bits` from the chunks of `pages` with the sorted log
+/// `entries` applied; returns the saturated counters a writing store counts
+/// (what its chunks hold: a fold adds what the log saturates when it applies
+/// it) or, when `write` is false, the absolute ones (a read-only store never
+/// folds).
+fn derive_bits(
+    pages: &PageFile,
+    params: &FilterParams,
+    name: &str,
+    entries: &[pages::Entry],
+    bits: &BitFilter,
+    write: bool,
+) -> Result<u64, StoreError> {
+    let mut absolute_saturated = 0;
+    let disk_saturated = scan_chunks(pages, params, name, entries, |idx, c| {
+        absolute_saturated += nibble::count_saturated(c);
+        for (i, block) in c.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
+            store_block_words(bits, idx * CHUNK_BLOCKS + i as u64, block);
+        }
+    })?;
+    Ok(if write {
+        disk_saturated
+    } else {
+        absolute_saturated
+    })
+}
+
+/// One bit per block: the blocks the log `entries` touch.
+fn dirty_blocks(params: &FilterParams, entries: &[pages::Entry]) -> Vec<u64> {
+    let mut dirty = vec![0u64; params.num_blocks().div_ceil(64) as usize];
+    for e in entries {
+        let b = pages::entry_block(params.layout(), e);
+        dirty[(b / 64) as usize] |= 1 << (b % 64);
+    }
+    dirty
+}
+
 impl Generation {
     /// Opens generation `meta.generation` of a table: reads its superblock,
     /// replays its log, derives the bit filter from the chunks and the log.
     /// A writing open cuts the log back to its prefix of whole records
-    /// first (see [`log`](super::super::disk::log)).
+    /// first (see [`log`](super::super::disk::log)), unless what lies past
+    /// it says that records the log had made durable are lost, or belong to
+    /// another log ([`log_read::check_tail`]): then nothing is cut (every
+    /// later open must find the same evidence), and the generation is
+    /// *damaged*: its bit filter has every bit set, so that every lookup
+    /// answers "maybe" (never a false negative for a key whose record was
+    /// lost), and it refuses writes until a regeneration replaces it
+    /// ([`StoreError::NeedsRegeneration`]).
     pub(crate) fn load(shared: &Arc<Shared>, meta: TableMeta) -> Result<Generation, StoreError> {
         let params = meta.params()?;
         let name = meta.name.clone();
         let write = !shared.read_only;
+        let binding = shared.binding(&meta);
         let (pages, log_file) = open_files(shared, &meta, params)?;
         let sb = pages.superblock().clone();
-        let mut replayed = replay_log(&log_file, &params, sb.folded_seq, &name)?;
-        if write {
+        let mut replayed = replay_log(&log_file, binding, &params, sb.folded_seq, &name)?;
+        let damaged = log_read::check_tail(&log_file, &replayed.scanned, binding)
+            .map_err(|e| StoreError::corrupt(format!("log of table {name:?}"), e))?;
+        if write && damaged.is_none() {
             cut_torn_tail(&log_file, replayed.scanned.end)?;
         }
         let (bits, memory) = budget::bit_filter(&name, params)?;
         pages::sort_entries(&mut replayed.entries);
-        let mut absolute_saturated = 0;
-        let disk_saturated = scan_chunks(&pages, &params, &name, &replayed.entries, |idx, c| {
-            absolute_saturated += nibble::count_saturated(c);
-            for (i, block) in c.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
-                store_block_words(&bits, idx * CHUNK_BLOCKS + i as u64, block);
-            }
-        })?;
-        // A writing store counts what its chunks hold (a fold adds what the
-        // log saturates when it applies it); a read-only one never folds,
-        // so it counts the absolute counters.
-        let saturated = if write {
-            disk_saturated
-        } else {
-            absolute_saturated
-        };
-        let mut dirty = vec![0u64; params.num_blocks().div_ceil(64) as usize];
-        for e in &replayed.entries {
-            let b = pages::entry_block(params.layout(), e);
-            dirty[(b / 64) as usize] |= 1 << (b % 64);
+        let saturated = derive_bits(&pages, &params, &name, &replayed.entries, &bits, write)?;
+        if damaged.is_some() {
+            bits.set_all();
         }
         let s = replayed.scanned;
         let writer = Writer {
             buffer: Vec::new(),
             log_ops: s.ops,
-            dirty,
+            dirty: dirty_blocks(&params, &replayed.entries),
             materialized: HashMap::new(),
             live: sb.live_keys + replayed.delta,
             folded_live: sb.live_keys,
             saturated,
             journal: Journal::default(),
             pages,
-            log: LogFile::new(log_file, s.end, s.next_seq),
+            log: LogFile::new(
+                log_file,
+                binding,
+                (s.end, s.next_seq),
+                sb.folded_seq.max(s.claimed),
+            ),
         };
-        Ok(Generation::assemble(
-            shared, meta, params, bits, memory, writer,
-        ))
+        let mut g = Generation::assemble(shared, meta, params, bits, memory, writer);
+        g.damaged = damaged;
+        Ok(g)
     }
 
     /// Creates the files of a new, empty generation `meta` (the page file
@@ -354,16 +396,30 @@ impl Generation {
             writer: Mutex::new(writer),
             dropped: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            damaged: None,
         }
     }
 
     /// Folds the log unless the store is read-only (whose log stays as it
-    /// is: readers apply it in memory).
+    /// is: readers apply it in memory). A damaged generation refuses.
     pub(crate) fn fold_if_writable(&self, w: &mut Writer) -> Result<(), StoreError> {
+        self.check_sound()?;
         if self.shared.read_only {
             return Ok(());
         }
         self.fold(w)
+    }
+
+    /// Refuses what needs exact counters or writes to the files of a
+    /// damaged generation ([`Generation::load`]).
+    pub(crate) fn check_sound(&self) -> Result<(), StoreError> {
+        match &self.damaged {
+            None => Ok(()),
+            Some(reason) => Err(StoreError::NeedsRegeneration {
+                table: self.meta.name.clone(),
+                reason: reason.clone(),
+            }),
+        }
     }
 
     /// The absolute counters (`m/2` bytes, reserved under the memory budget
@@ -375,9 +431,11 @@ impl Generation {
         w: &Writer,
         why: &str,
     ) -> Result<(Vec<u8>, Reservation), StoreError> {
+        self.check_sound()?;
         let name = &self.meta.name;
         let mut replayed = replay_log(
             w.log.file(),
+            w.log.binding(),
             &self.params,
             w.pages.superblock().folded_seq,
             name,
@@ -405,9 +463,11 @@ impl Generation {
         w: &Writer,
         put: &mut dyn FnMut(&[u8]) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
+        self.check_sound()?;
         let name = &self.meta.name;
         let mut replayed = replay_log(
             w.log.file(),
+            w.log.binding(),
             &self.params,
             w.pages.superblock().folded_seq,
             name,
@@ -460,8 +520,15 @@ impl Generation {
 impl Drop for Generation {
     /// Appends buffered writes to the log (no sync): they survive the
     /// process, not a power cut. Durability is promised only by a flush or
-    /// a durable apply.
+    /// a durable apply. Then seals the log ([`LogFile::seal`]: a record that
+    /// says how far it was durable), unless nothing may be written.
     fn drop(&mut self) {
         let _ = self.write_pending();
+        if self.shared.check_writable().is_ok()
+            && self.damaged.is_none()
+            && !self.dropped.load(Ordering::Acquire)
+        {
+            let _ = self.writer.get_mut().log.seal();
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! table ([`TableInner`]) and its statistics.
 
 use super::super::batch::{Durability, WriteBatch};
-use super::super::catalog::{TableMeta, STORE_FORMAT_VERSION};
+use super::super::catalog::TableMeta;
 use super::super::disk::log::{LogOp, MAX_RECORD_OPS};
 use super::super::error::StoreError;
 use super::super::shared::Shared;
@@ -64,7 +64,8 @@ pub struct TableStats {
     pub saturated_counters: u64,
     /// Generation of the table's data.
     pub generation: u64,
-    /// Store format version.
+    /// Store format version of the store's files ([`STORE_FORMAT_VERSION`](crate::STORE_FORMAT_VERSION),
+    /// or an older one a read-only open reads as it is).
     pub format_version: u32,
     /// Bytes of the in-memory bit filter.
     pub bit_bytes: u64,
@@ -394,6 +395,12 @@ impl Table {
     /// (a refused remove refuses the batch). Visible when this returns;
     /// durable when it returns if `durability` is [`Durability::Durable`].
     ///
+    /// An error means that nothing of the batch was applied (repeat it if
+    /// you like), except [`StoreError::OutcomeUnknown`]: the batch is
+    /// applied and logged but its sync failed, so it may or may not survive
+    /// a crash; do not commit what its inserts protect, and never repeat its
+    /// removes (see [`StoreError`], "What an error of a write means").
+    ///
     /// # Examples
     /// ```
     /// use filterstore::{Durability, FilterStore, TableSpec, WriteBatch};
@@ -499,7 +506,10 @@ impl Table {
 
     /// Makes every write applied so far to this table durable, against
     /// power loss too (one `fdatasync` of its log, shared with concurrent
-    /// flushes and durable applies).
+    /// flushes and durable applies). `Ok` is never returned after a sync of
+    /// the store failed ([`StoreError::Degraded`], or
+    /// [`StoreError::OutcomeUnknown`] when this call's sync fails): the
+    /// kernel may have dropped pages that a later sync would not write.
     pub fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush()
     }
@@ -551,7 +561,10 @@ impl Table {
         let saturated = {
             let mut w = g.writer.lock();
             g.check_live()?;
-            g.fold_if_writable(&mut w)?;
+            // A damaged generation is not folded: its log is evidence.
+            if g.damaged.is_none() {
+                g.fold_if_writable(&mut w)?;
+            }
             w.saturated
         };
         let p = &g.params;
@@ -571,7 +584,7 @@ impl Table {
             fill_ratio: bits.fill_ratio(),
             saturated_counters: saturated,
             generation: g.meta.generation,
-            format_version: STORE_FORMAT_VERSION,
+            format_version: self.inner.shared.format(),
             bit_bytes: p.bit_bytes(),
             counter_bytes: counter_bytes(p) as u64,
         })

@@ -275,6 +275,7 @@ impl Generation {
     /// Folds the buffer and the log into the counter chunks; afterwards every
     /// block is clean and the log is empty.
     pub(crate) fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
+        self.check_sound()?;
         self.write_buffer(w)?;
         if w.log_ops > 0 {
             self.shared.check_writable()?;
@@ -317,6 +318,7 @@ impl Generation {
                 return Ok(false);
             }
             self.check_live()?;
+            self.check_sound()?;
             self.shared.check_writable()?;
             // The fold the writes before this one asked for, before this
             // batch (so that its failure changes nothing of the batch).
