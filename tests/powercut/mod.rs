@@ -69,6 +69,8 @@ pub mod child;
 mod fixture;
 /// What a cut must leave, and the check of an image.
 pub mod model;
+/// Reopening after each failed sync of an operation, then a cut.
+pub mod reopen;
 /// The workloads and where they are cut.
 pub mod workload;
 
