@@ -244,6 +244,10 @@ impl FilterStore {
             budget::set(Some(b));
         }
         let mut catalog = match Catalog::load(&path)? {
+            Some(c) if write => {
+                sync_names(&path)?;
+                c
+            }
             Some(c) => c,
             None if !write => {
                 return Err(StoreError::NotAFilterStore { path });
@@ -380,6 +384,28 @@ impl FilterStore {
         }
         walk(&self.inner.shared.dir).map_err(io("measuring the database"))
     }
+}
+
+/// Makes the names a writing open of an existing store read durable, before
+/// it changes anything: the store directory's (the catalog, the marker,
+/// `tables`, `guard`) and the table directory's (the table files). In the
+/// same boot, the last commit may have failed at its directory sync
+/// (`StoreError::OutcomeUnknown`): the running system shows the new catalog,
+/// which a power cut may still take back. Without this sync the garbage
+/// collection below would delete files that the old catalog names, and
+/// writes would go to tables and generations that a cut may take away with
+/// the new catalog. The catalog's bytes need no sync: a commit syncs the new
+/// file before its rename (`disk::catalog_file::write`), and writes no
+/// other way. A failure refuses the open.
+fn sync_names(path: &Path) -> Result<(), StoreError> {
+    use super::disk::io::sync_dir;
+    let op = "syncing the store's directories at open";
+    sync_dir(path).map_err(io(op))?;
+    let tables = path.join(TABLES_DIR);
+    if tables.is_dir() {
+        sync_dir(&tables).map_err(io(op))?;
+    }
+    Ok(())
 }
 
 /// Writes the catalog of a new store (after its table directory).

@@ -420,6 +420,21 @@ impl PageFile {
         &self.sb
     }
 
+    /// Makes the superblock in force durable as it was read: writes its
+    /// copy back ([`rewrite`](super::io::rewrite)) and syncs the file. A
+    /// writing open does this before anything else touches the table
+    /// (`Generation::load`): the copy it read may be one whose sync failed
+    /// (the page cache keeps it), and a fold after the open writes into the
+    /// slots that copy does not name, which the copy still on disk may name.
+    /// The chunks it names need nothing: a fold syncs the chunks it wrote
+    /// before its superblock names them ([`Fold::commit`]), and the others
+    /// were named by the superblock before.
+    pub(crate) fn make_durable(&self) -> io::Result<()> {
+        let at = sb_offset(self.sb.fold % 2, &self.params);
+        super::io::rewrite(&self.file, at, at + sb_bytes(&self.params))?;
+        super::io::sync_data(&self.file)
+    }
+
     /// The counters of chunk `idx` (`blocks_in_chunk · 256` bytes) into
     /// `out` (cleared first).
     pub(crate) fn read_chunk(&self, idx: u64, out: &mut Vec<u8>) -> Result<(), PageError> {
