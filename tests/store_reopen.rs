@@ -140,3 +140,27 @@ fn a_read_only_open_writes_and_syncs_nothing() {
         }
     })
 }
+
+/// The guard's directory (made on first use) is durable in the store's
+/// directory before the guard's storage takes a write, also when the first
+/// attempt failed at that sync and the host tried again (the directory
+/// existed then, made by the attempt that failed).
+#[test]
+fn the_guard_directory_is_synced_when_a_failed_first_use_is_retried() {
+    use filterstore::SledDiffStorage;
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        for attempt in 0..2 {
+            fault::fail_on(Op::SyncDir, dir.path(), EIO);
+            let r = SledDiffStorage::open(&store, "g");
+            assert!(
+                fault::clear(),
+                "attempt {attempt}: the guard's directory was not synced"
+            );
+            assert!(r.is_err(), "attempt {attempt}: {:?}", r.map(|_| ()));
+        }
+        let storage = SledDiffStorage::open(&store, "g").unwrap();
+        storage.load_base([(b"k".to_vec(), b"v".to_vec())]).unwrap();
+    })
+}

@@ -329,14 +329,14 @@ impl FilterStore {
             return Ok(db.clone());
         }
         let dir = self.inner.shared.dir.join(engine::GUARD_DIR);
-        let new = !dir.exists();
         std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
         let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
-        if new {
-            // The directory's name, durable before anything in it is.
-            super::disk::io::sync_dir(&self.inner.shared.dir)
-                .map_err(io("syncing the database directory"))?;
-        }
+        // The directory's name, durable before anything in it is: synced
+        // whether or not this call made it, since a call before it may have
+        // made it and failed at this sync (an error that changed nothing,
+        // which the host may retry).
+        super::disk::io::sync_dir(&self.inner.shared.dir)
+            .map_err(io("syncing the database directory"))?;
         *slot = Some(db.clone());
         Ok(db)
     }
