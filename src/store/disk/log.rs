@@ -332,7 +332,7 @@ impl LogFile {
     /// `durable` are known durable (after that sync, all of them; for a
     /// reader, those the page file holds, below its `folded_seq`, and those
     /// a record read says were durable when it was appended:
-    /// [`Scanned::claimed`]).
+    /// [`Scanned::claimed`](super::log_read::Scanned::claimed)).
     pub(crate) fn new(
         file: File,
         binding: Binding,
