@@ -478,4 +478,60 @@ mod seam {
             );
         })
     }
+
+    /// A bulk load (its fold of the log, its page writes, its commit) with
+    /// each write (ENOSPC) and each sync (EIO) failing in turn: an error
+    /// that says nothing changed left every count as it was, in memory and
+    /// after a reopen; an error whose outcome is unknown stopped the
+    /// store's writes; no key loaded before is lost.
+    #[test]
+    fn every_io_failure_of_a_bulk_load_is_typed_and_loses_nothing() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            let before: Vec<Vec<u8>> = (0..2_000).map(|i| format!("a-{i}").into_bytes()).collect();
+            let loaded: Vec<Vec<u8>> = (0..5_000).map(|i| format!("l-{i}").into_bytes()).collect();
+            for (kind, errno) in [(Op::Write, ENOSPC), (Op::Sync, EIO)] {
+                for n in 0.. {
+                    let what = format!("{kind:?} {n} failing with {errno}");
+                    let dir = tempfile::tempdir().unwrap();
+                    let (store, t) = store_with_table(dir.path());
+                    let mut b = WriteBatch::new();
+                    for k in &before {
+                        b.insert(k);
+                    }
+                    t.apply(&b, Durability::Durable).unwrap();
+                    fault::fail_after(kind, n, errno);
+                    let result = t.bulk_load(&loaded);
+                    let fired = fault::clear();
+                    assert!(before.iter().all(|k| t.contains(k)), "{what}");
+                    let live = t.live_keys();
+                    let refused = matches!(t.insert(b"probe"), Err(StoreError::Degraded { .. }));
+                    drop((t, store));
+                    let store = common::reopen(dir.path(), &what);
+                    let t = store.open_table("t").unwrap();
+                    assert!(
+                        before.iter().all(|k| t.contains(k)),
+                        "{what}: lost after the reopen"
+                    );
+                    match &result {
+                        Ok(n) => {
+                            assert_eq!(*n, 5_000);
+                            assert!(loaded.iter().all(|k| t.contains(k)), "{what}");
+                        }
+                        Err(e) if e.is_outcome_unknown() => assert!(refused, "{what}: {e}"),
+                        Err(e) => {
+                            assert_eq!(live, 2_000, "{what}: {e}");
+                            // The probe insert (if the store still wrote) is
+                            // the only other key.
+                            assert!(t.live_keys() <= 2_001, "{what}: {e}");
+                        }
+                    }
+                    if !fired {
+                        assert!(result.is_ok(), "{what}: {result:?}");
+                        break;
+                    }
+                    assert!(n < 256, "{what}: no end");
+                }
+            }
+        })
+    }
 }

@@ -360,3 +360,41 @@ fn v3_migration_cut_before_its_switch_runs_again() {
         v3_check(&store, 0);
     })
 }
+
+/// The 3 → 4 step with each write (ENOSPC), sync (EIO), directory sync and
+/// rename failing in turn: the open fails with a typed error or succeeds,
+/// and whatever it left, the next open (migrating again if it must) has
+/// every key and counter.
+#[cfg(feature = "test-internals")]
+#[test]
+fn every_io_failure_of_the_v3_migration_leaves_a_store_that_opens() {
+    use filterstore::__internals::fault::{self, Op, EIO, ENOSPC};
+    common::with_timeout(common::TEST_LIMIT, || {
+        let mut failed = 0;
+        for (kind, errno) in [
+            (Op::Write, ENOSPC),
+            (Op::Sync, EIO),
+            (Op::SyncDir, EIO),
+            (Op::Rename, EIO),
+        ] {
+            for n in 0.. {
+                let copy = v3::copy();
+                fault::fail_after(kind, n, errno);
+                let r = FilterStore::open(copy.path());
+                let fired = fault::clear();
+                match r {
+                    Ok(store) => drop(store),
+                    Err(filterstore::StoreError::Io { .. }) => failed += 1,
+                    Err(e) => panic!("{kind:?} {n}: {e:?}"),
+                }
+                let store = common::reopen(copy.path(), "after a failed migration");
+                v3_check(&store, 0);
+                if !fired {
+                    break;
+                }
+                assert!(n < 64, "{kind:?}: no end");
+            }
+        }
+        assert!(failed >= 6, "{failed}");
+    })
+}

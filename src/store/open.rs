@@ -244,6 +244,10 @@ impl FilterStore {
             budget::set(Some(b));
         }
         let mut catalog = match Catalog::load(&path)? {
+            Some(c) if write => {
+                sync_names(&path)?;
+                c
+            }
             Some(c) => c,
             None if !write => {
                 return Err(StoreError::NotAFilterStore { path });
@@ -325,14 +329,14 @@ impl FilterStore {
             return Ok(db.clone());
         }
         let dir = self.inner.shared.dir.join(engine::GUARD_DIR);
-        let new = !dir.exists();
         std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
         let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
-        if new {
-            // The directory's name, durable before anything in it is.
-            super::disk::io::sync_dir(&self.inner.shared.dir)
-                .map_err(io("syncing the database directory"))?;
-        }
+        // The directory's name, durable before anything in it is: synced
+        // whether or not this call made it, since a call before it may have
+        // made it and failed at this sync (an error that changed nothing,
+        // which the host may retry).
+        super::disk::io::sync_dir(&self.inner.shared.dir)
+            .map_err(io("syncing the database directory"))?;
         *slot = Some(db.clone());
         Ok(db)
     }
@@ -380,6 +384,28 @@ impl FilterStore {
         }
         walk(&self.inner.shared.dir).map_err(io("measuring the database"))
     }
+}
+
+/// Makes the names a writing open of an existing store read durable, before
+/// it changes anything: the store directory's (the catalog, the marker,
+/// `tables`, `guard`) and the table directory's (the table files). In the
+/// same boot, the last commit may have failed at its directory sync
+/// (`StoreError::OutcomeUnknown`): the running system shows the new catalog,
+/// which a power cut may still take back. Without this sync the garbage
+/// collection below would delete files that the old catalog names, and
+/// writes would go to tables and generations that a cut may take away with
+/// the new catalog. The catalog's bytes need no sync: a commit syncs the new
+/// file before its rename (`disk::catalog_file::write`), and writes no
+/// other way. A failure refuses the open.
+fn sync_names(path: &Path) -> Result<(), StoreError> {
+    use super::disk::io::sync_dir;
+    let op = "syncing the store's directories at open";
+    sync_dir(path).map_err(io(op))?;
+    let tables = path.join(TABLES_DIR);
+    if tables.is_dir() {
+        sync_dir(&tables).map_err(io(op))?;
+    }
+    Ok(())
 }
 
 /// Writes the catalog of a new store (after its table directory).

@@ -32,14 +32,20 @@
 //!
 //! A cut is: kill the writer, then [`MemFs::image_cut`] the state a power cut
 //! leaves into an ordinary directory and open the store there.
+//!
+//! # A failed sync ([`MemFs::fail_sync`], the EIO model)
+//! One chosen `fsync`/`fdatasync` of a file returns `EIO`, as Linux's does
+//! when writeback fails: of the pages it was to write, a random part reached
+//! the disk and the rest are **dropped** — still readable (the page cache
+//! keeps them, clean) but never written by a later sync, which succeeds and
+//! writes only pages dirtied after the failure. So what the failed sync
+//! covered is lost at the next cut unless rewritten, while every later sync
+//! reports success: the one report of the loss is that `EIO`. A failed
+//! directory sync makes nothing durable.
 #![allow(dead_code)]
 
 use fuser::Errno;
-use fuser::{
-    BsdFileFlags, Config, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
-};
+use fuser::{Config, FileAttr, FileType, INodeNo, MountOption, ReplyEmpty};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
@@ -48,7 +54,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+
+use image::{cut_file, write_tree, Unsynced};
+
+/// The FUSE operations.
+mod fuse;
+/// What a cut leaves of a file, and writing an image.
+mod image;
+
+/// The writer that runs on the mount (child mode).
+pub mod child;
+/// The migration workload's fixture.
+mod fixture;
+/// What a cut must leave, and the check of an image.
+pub mod model;
+/// Reopening after each failed sync of an operation, then a cut.
+pub mod reopen;
+/// The workloads and where they are cut.
+pub mod workload;
 
 /// When a directory entry becomes durable (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +104,9 @@ enum Node {
     File {
         live: Vec<u8>,
         durable: Vec<u8>,
+        /// The page cache's bytes at the last sync, on which `pending` was
+        /// made, where they differ from `durable` (after a failed sync).
+        base: Option<Vec<u8>>,
         /// Changes since the last sync, in order.
         pending: Vec<Change>,
     },
@@ -110,6 +137,8 @@ struct State {
     model: DirModel,
     /// Directory operations not yet durable, in order (not `Immediate`).
     dir_log: Vec<DirOp>,
+    /// Which pages a failed sync wrote.
+    rng: StdRng,
 }
 
 /// The page a cut keeps or loses as a whole (sector tears aside).
@@ -154,6 +183,9 @@ struct Shared {
     unlinks_allowed: AtomicU64,
     syncs: AtomicU64,
     syncs_allowed: AtomicU64,
+    /// The sync that fails with `EIO` (without a cut), and how many did.
+    failing_sync: AtomicU64,
+    failed_syncs: AtomicU64,
 }
 
 /// The filesystem; clones share it (one is mounted, one images).
@@ -282,6 +314,7 @@ impl MemFs {
                 next: ROOT + 1,
                 model,
                 dir_log: Vec::new(),
+                rng: StdRng::seed_from_u64(0),
             }),
             ops: AtomicU64::new(0),
             ops_allowed: AtomicU64::new(u64::MAX),
@@ -289,6 +322,8 @@ impl MemFs {
             unlinks_allowed: AtomicU64::new(u64::MAX),
             syncs: AtomicU64::new(0),
             syncs_allowed: AtomicU64::new(u64::MAX),
+            failing_sync: AtomicU64::new(u64::MAX),
+            failed_syncs: AtomicU64::new(0),
         }))
     }
 
@@ -307,6 +342,19 @@ impl MemFs {
         self.0
             .ops_allowed
             .fetch_min(self.0.ops.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Makes the `n`th `fsync` from now (1 = the next) fail with `EIO`
+    /// without a cut (module docs); `seed` draws the pages it wrote.
+    pub fn fail_sync(&self, n: u64, seed: u64) {
+        self.0.state.lock().unwrap().rng = StdRng::seed_from_u64(seed);
+        let at = self.0.syncs.load(Ordering::SeqCst) + n;
+        self.0.failing_sync.store(at, Ordering::SeqCst);
+    }
+
+    /// Syncs that failed with `EIO` ([`MemFs::fail_sync`]).
+    pub fn failed_syncs(&self) -> u64 {
+        self.0.failed_syncs.load(Ordering::SeqCst)
     }
 
     /// Filesystem operations so far.
@@ -391,10 +439,18 @@ impl MemFs {
         let mut contents = HashMap::new();
         for (&ino, n) in &s.nodes {
             if let Node::File {
-                durable, pending, ..
+                durable,
+                base,
+                pending,
+                ..
             } = n
             {
-                contents.insert(ino, cut_file(durable, pending, rng, tear, &mut stats));
+                let file = Unsynced {
+                    durable,
+                    base: base.as_deref().unwrap_or(durable),
+                    pending,
+                };
+                contents.insert(ino, cut_file(file, rng, tear, &mut stats));
             }
         }
         let lookup = |ino: u64| dirs.get(&ino).cloned();
@@ -418,6 +474,7 @@ impl MemFs {
                     Node::File {
                         live: bytes.clone(),
                         durable: bytes,
+                        base: None,
                         pending: Vec::new(),
                     }
                 };
@@ -436,28 +493,54 @@ impl MemFs {
     }
 
     /// `fsync` of a file or a directory: its durable state becomes its live
-    /// state (for a directory, by the model's rule).
+    /// state (for a directory, by the model's rule), or for the sync chosen
+    /// to fail, a random part of it (module docs).
     fn sync(&self, ino: INodeNo, reply: ReplyEmpty) {
         let n = self.0.syncs.fetch_add(1, Ordering::SeqCst) + 1;
         if n >= self.0.syncs_allowed.load(Ordering::SeqCst) {
             self.cut();
             return reply.error(Errno::EIO);
         }
-        let synced = self.with(|s| match s.nodes.get_mut(&ino.0) {
-            Some(Node::File {
-                live,
-                durable,
-                pending,
-            }) => {
-                durable.clone_from(live);
-                pending.clear();
-                Ok(())
+        let fails = n == self.0.failing_sync.load(Ordering::SeqCst);
+        let synced = self.with(|s| {
+            let State { nodes, rng, .. } = &mut *s;
+            match nodes.get_mut(&ino.0) {
+                Some(Node::File {
+                    live,
+                    durable,
+                    base,
+                    pending,
+                }) => {
+                    if fails || base.is_some() {
+                        let file = Unsynced {
+                            durable,
+                            base: base.as_deref().unwrap_or(durable),
+                            pending,
+                        };
+                        *durable = if fails {
+                            let sized = rng.gen_bool(0.5);
+                            image::synced(file, live, |_| rng.gen_bool(0.5), sized)
+                        } else {
+                            image::synced(file, live, |_| true, true)
+                        };
+                        *base = Some(live.clone());
+                    } else {
+                        durable.clone_from(live);
+                    }
+                    pending.clear();
+                    Ok(!fails)
+                }
+                Some(Node::Dir { .. }) if fails => Ok(false),
+                Some(Node::Dir { .. }) => s.sync_dir(ino.0).map(|()| true),
+                None => Err(Errno::ENOENT),
             }
-            Some(Node::Dir { .. }) => s.sync_dir(ino.0),
-            None => Err(Errno::ENOENT),
         });
         match synced {
-            Ok(()) => reply.ok(),
+            Ok(true) => reply.ok(),
+            Ok(false) => {
+                self.0.failed_syncs.fetch_add(1, Ordering::SeqCst);
+                reply.error(Errno::EIO)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -467,471 +550,4 @@ impl MemFs {
         self.powered()?;
         f(&mut self.0.state.lock().unwrap())
     }
-}
-
-impl Filesystem for MemFs {
-    fn lookup(&self, _r: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let found = self.with(|s| {
-            let ino = *s.dir(parent.0)?.0.get(name).ok_or(Errno::ENOENT)?;
-            s.nodes.get(&ino).map(|n| attr(ino, n)).ok_or(Errno::ENOENT)
-        });
-        match found {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn getattr(&self, _r: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.with(|s| {
-            s.nodes
-                .get(&ino.0)
-                .map(|n| attr(ino.0, n))
-                .ok_or(Errno::ENOENT)
-        }) {
-            Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn setattr(
-        &self,
-        _r: &Request,
-        ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
-        _ctime: Option<std::time::SystemTime>,
-        _fh: Option<FileHandle>,
-        _crtime: Option<std::time::SystemTime>,
-        _chgtime: Option<std::time::SystemTime>,
-        _bkuptime: Option<std::time::SystemTime>,
-        _flags: Option<BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        let a = self.with(|s| {
-            let n = s.nodes.get_mut(&ino.0).ok_or(Errno::ENOENT)?;
-            if let (Some(size), Node::File { live, pending, .. }) = (size, &mut *n) {
-                live.resize(size as usize, 0);
-                pending.push(Change::SetLen(size));
-            }
-            Ok(attr(ino.0, n))
-        });
-        match a {
-            Ok(a) => reply.attr(&TTL, &a),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn mkdir(
-        &self,
-        _r: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        reply: ReplyEntry,
-    ) {
-        let node = Node::Dir {
-            live: Entries::new(),
-            durable: Entries::new(),
-        };
-        match self.with(|s| s.add(parent.0, name, node)) {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn create(
-        &self,
-        _r: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        let node = Node::File {
-            live: Vec::new(),
-            durable: Vec::new(),
-            pending: Vec::new(),
-        };
-        match self.with(|s| s.add(parent.0, name, node)) {
-            Ok(a) => reply.created(
-                &TTL,
-                &a,
-                Generation(0),
-                FileHandle(0),
-                FopenFlags::FOPEN_DIRECT_IO,
-            ),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn link(
-        &self,
-        _r: &Request,
-        ino: INodeNo,
-        newparent: INodeNo,
-        newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        let linked = self.with(|s| {
-            if s.dir(newparent.0)?.0.contains_key(newname) {
-                return Err(Errno::EEXIST);
-            }
-            let a = s
-                .nodes
-                .get(&ino.0)
-                .map(|n| attr(ino.0, n))
-                .ok_or(Errno::ENOENT)?;
-            s.bind(newparent.0, newname, ino.0)?;
-            Ok(a)
-        });
-        match linked {
-            Ok(a) => reply.entry(&TTL, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn open(&self, _r: &Request, _ino: INodeNo, _f: OpenFlags, reply: ReplyOpen) {
-        match self.powered() {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn read(
-        &self,
-        _r: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _f: OpenFlags,
-        _l: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        let data = self.with(|s| match s.nodes.get(&ino.0) {
-            Some(Node::File { live, .. }) => {
-                let from = (offset as usize).min(live.len());
-                let to = (from + size as usize).min(live.len());
-                Ok(live[from..to].to_vec())
-            }
-            _ => Err(Errno::EISDIR),
-        });
-        match data {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn write(
-        &self,
-        _r: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        _w: WriteFlags,
-        _f: OpenFlags,
-        _l: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let written = self.with(|s| match s.nodes.get_mut(&ino.0) {
-            Some(Node::File { live, pending, .. }) => {
-                let at = offset as usize;
-                if live.len() < at + data.len() {
-                    live.resize(at + data.len(), 0);
-                }
-                live[at..at + data.len()].copy_from_slice(data);
-                pending.push(Change::Write {
-                    at: offset,
-                    data: data.to_vec(),
-                });
-                Ok(data.len() as u32)
-            }
-            _ => Err(Errno::EISDIR),
-        });
-        match written {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn fsync(&self, _r: &Request, ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
-        self.sync(ino, reply)
-    }
-
-    fn fsyncdir(&self, _r: &Request, ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
-        self.sync(ino, reply)
-    }
-
-    fn flush(
-        &self,
-        _r: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _l: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok()
-    }
-
-    fn release(
-        &self,
-        _r: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _f: OpenFlags,
-        _l: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok()
-    }
-
-    fn opendir(&self, _r: &Request, _ino: INodeNo, _f: OpenFlags, reply: ReplyOpen) {
-        match self.powered() {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn releasedir(
-        &self,
-        _r: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _f: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok()
-    }
-
-    fn readdir(
-        &self,
-        _r: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
-        let listed = self.with(|s| {
-            let names: Vec<(OsString, u64)> = s
-                .dir(ino.0)?
-                .0
-                .iter()
-                .map(|(n, i)| (n.clone(), *i))
-                .collect();
-            let mut entries = vec![
-                (ino.0, FileType::Directory, OsString::from(".")),
-                (ROOT, FileType::Directory, OsString::from("..")),
-            ];
-            for (name, child) in names {
-                let kind = match s.nodes.get(&child) {
-                    Some(Node::Dir { .. }) => FileType::Directory,
-                    _ => FileType::RegularFile,
-                };
-                entries.push((child, kind, name));
-            }
-            Ok(entries)
-        });
-        let entries = match listed {
-            Ok(entries) => entries,
-            Err(e) => return reply.error(e),
-        };
-        for (i, (child, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(child), (i + 1) as u64, kind, name) {
-                break;
-            }
-        }
-        reply.ok()
-    }
-
-    fn unlink(&self, _r: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.with(|s| s.unbind(parent.0, name)) {
-            Ok(_) => {
-                let n = self.0.unlinks.fetch_add(1, Ordering::SeqCst) + 1;
-                if n >= self.0.unlinks_allowed.load(Ordering::SeqCst) {
-                    self.cut();
-                }
-                reply.ok()
-            }
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn rmdir(&self, r: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.unlink(r, parent, name, reply)
-    }
-
-    fn rename(
-        &self,
-        _r: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        _f: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        let renamed = self.with(|s| {
-            let ino = *s.dir(parent.0)?.0.get(name).ok_or(Errno::ENOENT)?;
-            s.dir(newparent.0)?;
-            s.change_dirs(vec![
-                (parent.0, name.to_owned(), None),
-                (newparent.0, newname.to_owned(), Some(ino)),
-            ])
-        });
-        match renamed {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-}
-
-/// Writes the tree under directory `ino` (entries from `dirs`, file bytes
-/// from `contents`) under `to`.
-fn write_tree(
-    dirs: &dyn Fn(u64) -> Option<Entries>,
-    contents: &HashMap<u64, Vec<u8>>,
-    ino: u64,
-    to: &Path,
-) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    let Some(entries) = dirs(ino) else {
-        return Ok(());
-    };
-    for (name, child) in entries {
-        if let Some(bytes) = contents.get(&child) {
-            std::fs::write(to.join(&name), bytes)?;
-        } else if dirs(child).is_some() {
-            write_tree(dirs, contents, child, &to.join(&name))?;
-        }
-    }
-    Ok(())
-}
-
-/// The bytes of a file after a cut (module docs): `durable` with, page by
-/// page, a random number of the unsynced `pending` changes applied, the
-/// size after a random one of them.
-fn cut_file(
-    durable: &[u8],
-    pending: &[Change],
-    rng: &mut StdRng,
-    tear: bool,
-    stats: &mut CutStats,
-) -> Vec<u8> {
-    if pending.is_empty() {
-        return durable.to_vec();
-    }
-    // The live size after each change.
-    let mut sizes = Vec::with_capacity(pending.len());
-    let mut size = durable.len() as u64;
-    for c in pending {
-        size = match c {
-            Change::Write { at, data } => size.max(at + data.len() as u64),
-            Change::SetLen(n) => *n,
-        };
-        sizes.push(size);
-    }
-    // The changes touching each page, in order.
-    let mut by_page: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    let mut before = durable.len() as u64;
-    for (i, c) in pending.iter().enumerate() {
-        let (from, to) = match c {
-            Change::Write { at, data } => (*at, at + data.len() as u64),
-            Change::SetLen(n) => ((*n).min(before), (*n).max(before)),
-        };
-        if to > from {
-            for page in from / PAGE as u64..=(to - 1) / PAGE as u64 {
-                by_page.entry(page).or_default().push(i);
-            }
-        }
-        before = sizes[i];
-    }
-    let size_pick = rng.gen_range(0..=pending.len());
-    let final_size = if size_pick == 0 {
-        durable.len()
-    } else {
-        sizes[size_pick - 1] as usize
-    };
-    let mut out = durable.to_vec();
-    let span = by_page
-        .keys()
-        .next_back()
-        .map_or(0, |p| (p + 1) as usize * PAGE);
-    out.resize(out.len().max(span).max(final_size), 0);
-    let last = pending.len() - 1;
-    let torn_page = match &pending[last] {
-        Change::Write { at, .. } if tear && rng.gen_bool(0.5) => Some(at / PAGE as u64),
-        _ => None,
-    };
-    for (&page, changes) in &by_page {
-        let v = rng.gen_range(0..=changes.len());
-        let at = page as usize * PAGE;
-        let state = |n: usize| page_state(durable, pending, changes, page, n);
-        let bytes = if torn_page == Some(page) {
-            // Each sector from the state before or after the last change.
-            let (old, new) = (state(changes.len() - 1), state(changes.len()));
-            stats.torn_pages += 1;
-            let mut mixed = old;
-            for s in 0..PAGE / SECTOR {
-                if rng.gen_bool(0.5) {
-                    mixed[s * SECTOR..(s + 1) * SECTOR]
-                        .copy_from_slice(&new[s * SECTOR..(s + 1) * SECTOR]);
-                }
-            }
-            mixed
-        } else {
-            if v > 0 {
-                stats.unsynced_pages_kept += 1;
-            } else {
-                stats.unsynced_pages_lost += 1;
-            }
-            state(v)
-        };
-        out[at..at + PAGE].copy_from_slice(&bytes);
-    }
-    out.truncate(final_size);
-    out
-}
-
-/// Page `page` after the first `n` of its `changes` (indices into
-/// `pending`), starting from its synced bytes.
-fn page_state(
-    durable: &[u8],
-    pending: &[Change],
-    changes: &[usize],
-    page: u64,
-    n: usize,
-) -> Vec<u8> {
-    let start = page as usize * PAGE;
-    let mut bytes = vec![0u8; PAGE];
-    if start < durable.len() {
-        let end = durable.len().min(start + PAGE);
-        bytes[..end - start].copy_from_slice(&durable[start..end]);
-    }
-    for &i in &changes[..n] {
-        match &pending[i] {
-            Change::Write { at, data } => {
-                let (from, to) = (*at as usize, *at as usize + data.len());
-                let (lo, hi) = (from.max(start), to.min(start + PAGE));
-                if lo < hi {
-                    bytes[lo - start..hi - start].copy_from_slice(&data[lo - from..hi - from]);
-                }
-            }
-            Change::SetLen(len) => {
-                let len = *len as usize;
-                if len < start + PAGE {
-                    bytes[len.saturating_sub(start)..].fill(0);
-                }
-            }
-        }
-    }
-    bytes
 }

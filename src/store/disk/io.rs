@@ -82,6 +82,28 @@ pub(crate) fn write_all_at(f: &File, mut buf: &[u8], mut at: u64) -> io::Result<
     Ok(())
 }
 
+/// Bytes [`rewrite`] moves per read and write.
+const REWRITE_STEP: u64 = 1 << 20;
+
+/// Writes bytes `from..to` of `f` back where they are, as read (in steps of
+/// 1 MiB), so that the next sync writes them. After a failed writeback
+/// Linux marks the pages it could not write clean and keeps them readable
+/// in the page cache: reading shows bytes the disk never got, and a later
+/// `fdatasync` succeeds without writing them. Only a write makes such a
+/// page dirty again. The writing open uses this on what it read and will
+/// build on (`Generation::load`); a failure changes nothing the file says.
+pub(crate) fn rewrite(f: &File, from: u64, to: u64) -> io::Result<()> {
+    let mut buf = vec![0u8; to.saturating_sub(from).min(REWRITE_STEP) as usize];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(REWRITE_STEP) as usize;
+        read_exact_at(f, &mut buf[..n], at)?;
+        write_all_at(f, &buf[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
 #[cfg(unix)]
 fn read_at(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     std::os::unix::fs::FileExt::read_at(f, buf, at)
@@ -130,7 +152,7 @@ pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
 /// a write that finds the disk full, a sync that reports a writeback error
 /// (whose pages the kernel may then drop: the store must treat them as
 /// lost), a rename that is refused. Without `cfg(test)` or the feature,
-/// [`check`](fault::check) is an empty inline function.
+/// its check is an empty inline function.
 pub mod fault {
     use std::io;
     use std::path::Path;

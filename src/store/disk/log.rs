@@ -29,7 +29,11 @@
 //! A writing open cuts the file back to the prefix (and syncs that) before
 //! it appends, unless the tail is damage: a record left beyond it from
 //! before the crash could otherwise line up with a new one and be taken for
-//! its successor.
+//! its successor. It also writes back and syncs the records of the prefix
+//! not known durable (from the last one whose `synced_below` is its own
+//! number): after a failed sync the page cache may show records the disk
+//! never got, and a record appended after them would be lost with them
+//! (`Generation::load`).
 //!
 //! After a fold has made every record durable in the page file (its
 //! superblock names the next sequence number), the file is emptied
@@ -278,8 +282,10 @@ impl LogSync {
     /// stays not durable: each later call for one fails too, among them a
     /// caller that was waiting for the failed sync (it would otherwise sync
     /// again, get 0, and report its record durable). Positions synced before
-    /// the failure stay durable. Only reopening the store (which reads what
-    /// the disk holds) starts a log afresh.
+    /// the failure stay durable. Only reopening the store starts a log
+    /// afresh: the page cache may still show the dropped pages, so the open
+    /// writes back and syncs what it read before it appends
+    /// (`Generation::load`).
     pub(crate) fn sync_to(&self, pos: u64) -> io::Result<()> {
         if self.synced.load(Ordering::Acquire) >= pos {
             return Ok(());
@@ -334,10 +340,12 @@ impl LogFile {
     /// The log in `file` of the generation `binding` names, whose records in
     /// sequence end at byte `end` with record `next_seq` next; everything up
     /// to `end` counts as written and synced for [`LogSync::sync_to`] (the
-    /// caller read it from disk, or synced it), and records below `durable`
-    /// are known durable (the page file holds those below its `folded_seq`,
-    /// and a record read says how far the log was durable when it was
-    /// appended: [`Scanned::claimed`]).
+    /// caller synced it: a writing open writes back and syncs what it read,
+    /// a new log is empty; a reader or a damaged table never appends), and records below
+    /// `durable` are known durable (after that sync, all of them; for a
+    /// reader, those the page file holds, below its `folded_seq`, and those
+    /// a record read says were durable when it was appended:
+    /// [`Scanned::claimed`](super::log_read::Scanned::claimed)).
     pub(crate) fn new(
         file: File,
         binding: Binding,

@@ -74,6 +74,12 @@ pub(crate) struct Scanned {
     pub stopped: bool,
     /// The highest `synced_below` of the records taken (0 in format 3).
     pub claimed: u64,
+    /// Bytes at the start of the prefix known durable: where the last
+    /// record taken that says every record before it was durable (its
+    /// `synced_below` is its own number) starts, or 0. The records from
+    /// there on may be in the page cache only (a sync that covered them
+    /// failed, or none did), however they read.
+    pub durable_bytes: u64,
 }
 
 /// Reads the log's records in order from byte 0, starting at sequence number
@@ -95,6 +101,7 @@ pub(crate) fn scan(
         ops: 0,
         stopped: false,
         claimed: 0,
+        durable_bytes: 0,
     };
     let mut buf = Vec::new();
     while let Some(rec) = read_record(file, s.end, binding, &mut buf)? {
@@ -106,6 +113,9 @@ pub(crate) fn scan(
             break;
         }
         decode_body(rec.body(&buf), binding, &mut f)?;
+        if binding != Binding::Unbound && rec.head.synced_below == rec.head.seq {
+            s.durable_bytes = s.end;
+        }
         s.ops += rec.head.count;
         s.next_seq += 1;
         s.end += rec.total;

@@ -276,3 +276,51 @@ fn sync_positions_survive_a_reset() {
     let (s, got) = scan_all(log.file(), 2);
     assert_eq!((s.ops, s.next_seq, got.len(), s.claimed), (1, 4, 1, 2));
 }
+
+/// What a writing open must write back after a failed sync: the records
+/// from the last one that says every record before it was durable.
+#[test]
+fn the_records_known_durable_end_where_the_last_claim_of_its_own_number_starts() {
+    use super::super::io::fault;
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = new_log(&dir, 0);
+    // Record 0 says records below 0 were durable: nothing is known beyond.
+    let a = log.append(&ops(3)).unwrap();
+    assert_eq!(scan_all(log.file(), 0).0.durable_bytes, 0);
+    log.sync().sync_to(a).unwrap();
+    // Record 1, after the sync, says record 0 was durable.
+    log.append(&ops(2)).unwrap();
+    // Record 2 too (no sync since): record 1 is not known durable.
+    let c = log.append(&ops(1)).unwrap();
+    let (s, _) = scan_all(log.file(), 0);
+    assert_eq!((s.durable_bytes, s.claimed, s.end), (a, 1, c));
+    // A failed sync: nothing later claims more, however many are appended.
+    fault::fail_after(fault::Op::Sync, 0, fault::EIO);
+    assert!(log.sync().sync_to(c).is_err());
+    fault::clear();
+    let d = log.append(&ops(4)).unwrap();
+    assert!(log.sync().sync_to(d).is_err());
+    let (s, _) = scan_all(log.file(), 0);
+    assert_eq!((s.durable_bytes, s.end), (a, d));
+    // A reset: the empty record it starts with says the folded records are
+    // durable (in the page file); the log is known durable from there.
+    let mut log = new_log(&dir, 0);
+    let e = log.append(&ops(2)).unwrap();
+    log.reset().unwrap();
+    let f = log.append(&ops(1)).unwrap();
+    let (s, _) = scan_all(log.file(), 1);
+    assert_eq!((s.durable_bytes, s.next_seq), (0, 3));
+    assert_eq!(s.end, f - e, "the log was emptied");
+    // Format 3 records claim nothing.
+    let mut v3 = LogFile::new(
+        new_file(&dir.path().join("v3")),
+        Binding::Unbound,
+        (0, 0),
+        0,
+    );
+    let g = v3.append(&ops(1)).unwrap();
+    v3.sync().sync_to(g).unwrap();
+    v3.append(&ops(1)).unwrap();
+    let s = scan(v3.file(), Binding::Unbound, 0, u64::MAX, |_| {}).unwrap();
+    assert_eq!(s.durable_bytes, 0);
+}

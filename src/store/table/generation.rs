@@ -119,21 +119,56 @@ fn open_files(
     Ok((pages, log_file))
 }
 
-/// Cuts a log whose records in sequence end at `end` back to there, durably,
-/// before anything is appended after a tail that is not a whole record in
-/// sequence (`disk::log`).
-fn cut_torn_tail(log_file: &File, end: u64) -> Result<(), StoreError> {
+/// The log is written back from the start of the page that holds its first
+/// byte not known durable: the records before it in that page were durable,
+/// but the page was written again since (appends share it), and a write
+/// that failed may leave any part of it unknown on the disk.
+const PAGE: u64 = 4096;
+
+/// Makes durable what a writing open read and will build on, before the
+/// table takes a write: in the same boot, a failed sync (of this process or
+/// of the one before) may have left pages that the page cache shows and
+/// the disk never got (see [`rewrite`](super::super::disk::io::rewrite));
+/// a write appended after them and synced would be lost with them at a
+/// power cut (the log would have a hole, a superblock would expect a log
+/// that a cut took). In this order:
+///
+/// 1. the superblock in force ([`PageFile::make_durable`]): the log's cut
+///    below depends on which records it folded;
+/// 2. the log: cut back to its prefix of whole records in sequence (see
+///    [`log`](super::super::disk::log)) and its records from the last one
+///    known durable on ([`log_read::Scanned::durable_bytes`]) written back,
+///    then synced (`fsync`, for the size too).
+///
+/// Returns the number below which every record of the log is now durable.
+/// An error changed nothing the files say: the open fails, and an open
+/// that succeeds later does all of it again.
+fn make_durable(
+    pages: &PageFile,
+    log_file: &File,
+    s: &log_read::Scanned,
+) -> Result<u64, StoreError> {
+    use super::super::disk::io;
+    pages
+        .make_durable()
+        .map_err(io_err("syncing a table's superblock at open"))?;
     let len = log_file
         .metadata()
         .map_err(io_err("opening a table"))?
         .len();
-    if len > end {
-        log_file
-            .set_len(end)
-            .and_then(|()| super::super::disk::io::sync_all(log_file))
-            .map_err(io_err("cutting a torn log tail"))?;
+    let from = s.durable_bytes - s.durable_bytes % PAGE;
+    if len == s.end && from >= s.end {
+        return Ok(s.next_seq);
     }
-    Ok(())
+    (|| {
+        if len > s.end {
+            log_file.set_len(s.end)?;
+        }
+        io::rewrite(log_file, from, s.end)?;
+        io::sync_all(log_file)
+    })()
+    .map_err(io_err("syncing a table's log at open"))?;
+    Ok(s.next_seq)
 }
 
 /// A table file named by the catalog that is not there.
@@ -268,11 +303,13 @@ fn dirty_blocks(params: &FilterParams, entries: &[pages::Entry]) -> Vec<u64> {
 impl Generation {
     /// Opens generation `meta.generation` of a table: reads its superblock,
     /// replays its log, derives the bit filter from the chunks and the log.
-    /// A writing open cuts the log back to its prefix of whole records
-    /// first (see [`log`](super::super::disk::log)), unless what lies past
-    /// it says that records the log had made durable are lost, or belong to
-    /// another log ([`log_read::check_tail`]): then nothing is cut (every
-    /// later open must find the same evidence), and the generation is
+    /// A writing open then makes what it read durable ([`make_durable`]:
+    /// the superblock in force, the log cut back to its prefix of whole
+    /// records and the records not known durable written back, synced),
+    /// unless what lies past the prefix says that records the log had made
+    /// durable are lost, or belong to another log
+    /// ([`log_read::check_tail`]): then nothing is written (every later
+    /// open must find the same evidence), and the generation is
     /// *damaged*: its bit filter has every bit set, so that every lookup
     /// answers "maybe" (never a false negative for a key whose record was
     /// lost), and it refuses writes until a regeneration replaces it
@@ -287,8 +324,12 @@ impl Generation {
         let mut replayed = replay_log(&log_file, binding, &params, sb.folded_seq, &name)?;
         let damaged = log_read::check_tail(&log_file, &replayed.scanned, binding)
             .map_err(|e| StoreError::corrupt(format!("log of table {name:?}"), e))?;
+        let s = replayed.scanned;
+        // What a reader or a damaged generation (which never appends) takes
+        // as durable: what the records say, or the page file holds.
+        let mut durable = sb.folded_seq.max(s.claimed);
         if write && damaged.is_none() {
-            cut_torn_tail(&log_file, replayed.scanned.end)?;
+            durable = make_durable(&pages, &log_file, &s)?;
         }
         let (bits, memory) = budget::bit_filter(&name, params)?;
         pages::sort_entries(&mut replayed.entries);
@@ -296,7 +337,6 @@ impl Generation {
         if damaged.is_some() {
             bits.set_all();
         }
-        let s = replayed.scanned;
         let writer = Writer {
             buffer: Vec::new(),
             log_ops: s.ops,
@@ -307,12 +347,7 @@ impl Generation {
             saturated,
             journal: Journal::default(),
             pages,
-            log: LogFile::new(
-                log_file,
-                binding,
-                (s.end, s.next_seq),
-                sb.folded_seq.max(s.claimed),
-            ),
+            log: LogFile::new(log_file, binding, (s.end, s.next_seq), durable),
         };
         let mut g = Generation::assemble(shared, meta, params, bits, memory, writer);
         g.damaged = damaged;
