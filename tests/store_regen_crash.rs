@@ -142,15 +142,31 @@ fn kill_9_during_regeneration_never_loses_a_durable_key() {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
+            let mut lines = Vec::new();
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(l.clone());
+                lines.push(l);
+            }
+            lines
         });
-        // Kill 0–60 ms after the spawn: during open, a write, or (mostly) a
-        // regeneration, which is where the child spends its time.
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..60_000)));
+        // Kill at a random moment: one round in ten 0–20 ms after the spawn
+        // (during the open), the others 0–100 ms after the child says it
+        // opened (during a write or, mostly, a regeneration). Timed from the
+        // child's own report, so a slow open on a loaded machine does not
+        // push every kill into the open.
+        if rng.gen_range(0..10) == 0 {
+            std::thread::sleep(Duration::from_micros(rng.gen_range(0..20_000)));
+        } else {
+            let opened = rx.iter().find(|l| l == "opened").is_some();
+            assert!(
+                opened,
+                "round {round}: the child ended before it opened; stderr in {}",
+                stderr_path.display()
+            );
+            std::thread::sleep(Duration::from_micros(rng.gen_range(0..100_000)));
+        }
         let _ = child.kill();
         let status = child.wait().unwrap();
         let lines = reader.join().unwrap();
