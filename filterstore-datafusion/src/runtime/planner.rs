@@ -19,9 +19,9 @@
 //! fp and message size, and when it was ready; or why every row passed).
 
 use super::analyze::BloomReportExec;
+use super::config::RuntimeFilterConfig;
 use super::report::RuntimeFilterReport;
 use super::rule::BloomRuntimeFilterRule;
-use super::config::RuntimeFilterConfig;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::display::{PlanType, StringifiedPlan};
