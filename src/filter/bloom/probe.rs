@@ -2,7 +2,8 @@
 //! them all (over any `BloomRead`), and the prefetch hint.
 
 use super::BloomRead;
-use crate::filter::hash::{KeyHash, StandardProbes};
+use crate::filter::hash::{for_each_standard_position, KeyHash, StandardProbes};
+use crate::filter::params::FilterParams;
 use crate::filter::simd::Probe;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -104,6 +105,37 @@ impl WordOr for Alone {
 }
 
 pub(super) use crate::filter::simd::prefetch;
+
+/// Prefetches the `k` words in `words` (the bits of a filter of parameters
+/// `p`) that a standard-layout key `h` will write.
+#[inline(always)]
+pub(super) fn prefetch_standard(words: &[AtomicU64], p: &FilterParams, h: KeyHash) {
+    for_each_standard_position(h, p.m(), p.k(), |pos| {
+        if let Some(w) = words.get((pos / 64) as usize) {
+            prefetch(w);
+        }
+        true
+    });
+}
+
+/// The standard layout's insert of `h` into `words` (the bits of a filter
+/// of parameters `p`), each bit set with `O`: the `k` lines prefetched
+/// first, then each word read and written if it lacks its bit (see
+/// `BitFilter::insert_hash`). Returns whether any bit was clear.
+#[inline(always)]
+pub(super) fn insert_standard<O: WordOr>(
+    words: &[AtomicU64],
+    p: &FilterParams,
+    h: KeyHash,
+) -> bool {
+    let mut changed = false;
+    prefetch_standard(words, p, h);
+    for_each_standard_position(h, p.m(), p.k(), |pos| {
+        changed |= O::or(&words[(pos / 64) as usize], 1 << (pos % 64));
+        true
+    });
+    changed
+}
 
 /// Whether the `k` in-block positions of `h2` are all set in block `b` of
 /// `f`: read with vector loads where `f` keeps the block as aligned atomic
