@@ -10,6 +10,7 @@ mod keys;
 mod output;
 mod plot;
 mod tables;
+mod target;
 
 use args::{Cli, Command};
 use clap::Parser;
