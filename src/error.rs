@@ -137,8 +137,9 @@ pub enum CodecError {
         /// Extra bytes.
         extra: u64,
     },
-    /// Not a filterstore record.
-    #[error("not a filterstore record: magic {found:02x?}, expected \"FSTR\"")]
+    /// Not a filterstore record: the first four bytes are not the magic
+    /// "FSTR" (a text file, another program's file).
+    #[error("not a filterstore file or record: it starts with \"{}\", not \"FSTR\"", found.escape_ascii())]
     BadMagic {
         /// The first four bytes found.
         found: [u8; 4],
