@@ -9,6 +9,15 @@ use std::path::PathBuf;
 /// message: 256 MiB (2^31 bits), a filter for about 200 million keys at 1%.
 const DEFAULT_MAX_FILTER_MIB: u64 = 256;
 
+/// The most keys `plot` puts in a filter: its largest point (24 bits per
+/// key) is then a 30 MB filter, and the 46 points insert for about a
+/// minute on this project's 2-core machine.
+const MAX_PLOT_KEYS: u64 = 10_000_000;
+
+/// The most absent keys `plot` probes per point (46 points of 10^8 lookups
+/// are a few minutes).
+const MAX_PLOT_PROBES: u64 = 100_000_000;
+
 /// An on-disk store of Bloom filters, one per table.
 #[derive(Parser, Debug)]
 #[command(name = "filterstore", version, about, long_about = None)]
@@ -195,30 +204,41 @@ pub enum Command {
     },
     /// Change a table's target false-positive rate or expected size; the
     /// table is then marked for regeneration.
+    #[command(group(
+        clap::ArgGroup::new("change")
+            .args(["fp", "expected"])
+            .required(true)
+            .multiple(true)
+    ))]
     Set {
         /// Table name.
         table: String,
         /// New target false-positive rate.
-        #[arg(long, value_name = "RATE", required_unless_present = "expected")]
+        #[arg(long, value_name = "RATE")]
         fp: Option<f64>,
         /// New expected number of keys.
         #[arg(long, value_name = "N")]
         expected: Option<u64>,
     },
     /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
-    /// regeneration, and the crash-safety promise.
+    /// regeneration, and the crash-safety promise; in a temporary database,
+    /// or in --db DIR if DIR does not exist yet (an existing one is refused:
+    /// the tour creates and drops tables of its own).
     Demo,
     /// Write an SVG plot of false-positive rate against bits per key (model
     /// and measurement, both layouts).
     Plot {
-        /// Output file.
-        #[arg(short, long, default_value = "docs/fp_vs_bits_per_key.svg")]
-        output: PathBuf,
-        /// Keys per filter.
-        #[arg(long, default_value_t = 100_000)]
+        /// Output file (standard output when absent or `-`, unless it is a
+        /// terminal). The README's chart is `-o docs/fp_vs_bits_per_key.svg`.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Keys per filter, at most 10,000,000 (a 30 MB filter per point).
+        #[arg(long, default_value_t = 100_000,
+              value_parser = clap::value_parser!(u64).range(1..=MAX_PLOT_KEYS))]
         keys: u64,
-        /// Absent keys probed per point.
-        #[arg(long, default_value_t = 2_000_000)]
+        /// Absent keys probed per point, at most 100,000,000.
+        #[arg(long, default_value_t = 2_000_000,
+              value_parser = clap::value_parser!(u64).range(1..=MAX_PLOT_PROBES))]
         probes: u64,
     },
     /// Used by `demo`: writes durable batches until killed (not for users).

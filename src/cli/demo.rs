@@ -16,9 +16,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Runs the demo. `db` names a directory for the on-disk parts; a temporary
-/// directory is used (and removed) when it is `None`.
+/// Runs the demo. `db` names a directory for the on-disk parts, which must
+/// not exist yet (the tour creates and drops tables of its own, and must
+/// not touch a database that holds a user's tables: `FILTERSTORE_DB` may
+/// name one); a temporary directory is used (and removed) when it is `None`.
 pub fn run(db: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
+    if let Some(dir) = db.as_deref().filter(|d| d.symlink_metadata().is_ok()) {
+        return Err(format!(
+            "the demo creates and drops tables of its own, and {} exists (from --db or FILTERSTORE_DB); give --db a directory that does not exist yet, or no --db for a temporary one",
+            dir.display()
+        )
+        .into());
+    }
     let start = Instant::now();
     let tmp = TempDir::new()?;
     let dir = db.unwrap_or_else(|| tmp.0.join("demo.db"));
@@ -113,14 +122,12 @@ fn customer(i: u64) -> Vec<u8> {
     format!("customer:{i:08}").into_bytes()
 }
 
-/// Section 2: per-table filters in an embedded sled database.
+/// Section 2: per-table filters in the store: counting filters in its own
+/// files, bit filters in memory.
 fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
-    println!("2. Per-table filters on disk: counting filter in sled, bit filter in memory");
-    for name in ["customers", "orders"] {
-        if store.list_tables()?.iter().any(|m| *m == name) {
-            store.drop_table(name)?;
-        }
-    }
+    println!(
+        "2. Per-table filters on disk: counting filter in the store's files, bit filter in memory"
+    );
     let customers = store.create_table(
         "customers",
         TableSpec::new(200_000, 0.01).layout(Layout::Blocked),
@@ -200,7 +207,7 @@ fn print_tables(tables: &[&Table]) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Section 3: a semi-join between two tables (survey §3.2).
+/// Section 4: a semi-join between two tables (survey §3.2).
 fn semijoin(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     println!("4. Semi-join: ship a compressed filter of one side's keys instead of the keys");
     let customers = store.open_table("customers")?;
@@ -275,15 +282,9 @@ pub fn crash_child(dir: &Path) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Section 4: kill -9 a writer and check that every durable key survived.
+/// Section 6: kill -9 a writer and check that every durable key survived.
 fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
     println!("6. Crash safety: a writer process is killed with SIGKILL mid-write");
-    {
-        let store = FilterStore::open(dir)?;
-        if store.list_tables()?.iter().any(|m| m == CRASH_TABLE) {
-            store.drop_table(CRASH_TABLE)?;
-        }
-    }
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .arg("--db")
@@ -340,14 +341,10 @@ fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
 fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>> {
     println!("3. Guarded reads: skip the differential file unless the filter says \"maybe\"");
     const RECORDS: u64 = 100_000;
-    if store.list_tables()?.iter().any(|m| m == "changed") {
-        store.drop_table("changed")?;
-    }
     let table = store.create_table("changed", TableSpec::new(RECORDS / 10, 0.01))?;
     // The host's records live in the store's own database: one page cache,
     // one flusher.
     let storage = SledDiffStorage::open(store, "accounts")?;
-    storage.clear()?;
     let guard = Guard::open(storage, table)?;
     guard
         .storage()
@@ -394,8 +391,7 @@ fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>>
     Ok(())
 }
 
-/// Section 5: drift detection and online regeneration.
-/// Keys of the demo's events table.
+/// Keys of the demo's events table (section 5).
 fn event(i: u64) -> Vec<u8> {
     format!("event:{i:08}").into_bytes()
 }
@@ -416,11 +412,9 @@ fn overload(table: &Table) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// Section 5: drift detection and online regeneration.
 fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     println!("5. Drift and regeneration: a table sized for 20,000 keys receives 8x that");
-    if store.list_tables()?.iter().any(|m| m == "events") {
-        store.drop_table("events")?;
-    }
     let table = store.create_table("events", TableSpec::new(20_000, 0.01))?;
     overload(&table)?;
     let measure = |t: &filterstore::Table| {

@@ -1,8 +1,9 @@
-//! The file commands: `export`, `inspect`, `probe` and `estimate`. Each reads
-//! or writes one of the two framed formats of `docs/FORMAT.md` — exported
-//! filter files (§6, bit or counting) and exchange messages (§12, full or
-//! delta) — and tells them apart by the frame's kind byte, so every command
-//! accepts both wherever that makes sense.
+//! The file commands: `export`, `import`, `inspect`, `probe` and
+//! `estimate`. Each reads or writes one of the two framed formats of
+//! `docs/FORMAT.md` — exported filter files (§6, bit or counting) and
+//! exchange messages (§12, full or delta) — and tells them apart by the
+//! frame's kind byte, so every command accepts both wherever that makes
+//! sense.
 
 use super::keys::KeyReader;
 use super::output::Out;
@@ -12,8 +13,9 @@ use filterstore::{build_message, decode_filter, decode_frame, decode_message_wit
 use filterstore::{encode_message, FilterParams};
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use filterstore::{CodecChoice, MessageTarget};
+use filterstore::{CodecError, Frame, FrameKind as Kind, StoreError};
 use filterstore::{DecodedMessage, ExportKind};
-use filterstore::{Frame, FrameKind as Kind};
+use std::io::Read;
 use std::path::Path;
 
 /// What `export` writes.
@@ -48,7 +50,8 @@ pub fn export(
     let t = store.open_table(table)?;
     if opts.compressed {
         let (bytes, what) = export_message(&t, opts)?;
-        return write_output(output, what, table, out, &mut |w| {
+        let what = format!("the {what} of table {table}");
+        return write_output(output, &what, "binary", out, &mut |w| {
             w.write_all(&bytes)
                 .map_err(|e| Failure(format!("cannot write: {e}")))
         });
@@ -60,7 +63,8 @@ pub fn export(
     } else {
         (ExportKind::Bits, "bit filter")
     };
-    write_output(output, what, table, out, &mut |w| {
+    let what = format!("the {what} of table {table}");
+    write_output(output, &what, "binary", out, &mut |w| {
         t.export_to(kind, w).map(drop).map_err(Failure::from)
     })
 }
@@ -101,7 +105,15 @@ fn read_all_keys(file: &Path) -> Result<Vec<Vec<u8>>, Failure> {
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
+    let bytes =
+        std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))?;
+    if bytes.is_empty() {
+        return Err(Failure(format!(
+            "{} is empty: not a filter file or an exchange message",
+            path.display()
+        )));
+    }
+    Ok(bytes)
 }
 
 /// A filter read from a file or a full message, and the writer's key count.
@@ -170,20 +182,38 @@ fn load(path: &Path, peeked: Peeked<'_>) -> Result<Loaded, Failure> {
 
 /// `filterstore import`: a table from a counting filter file, streamed from
 /// the file into the table (`FilterStore::import_from`). A bit filter is
-/// refused: see `FilterStore::import` for why.
+/// refused: see `FilterStore::import` for why. The file's head is checked
+/// before the database is opened, so that a file that is no counting filter
+/// (a text file, a bit filter, one cut short) is refused without creating
+/// a database; a file cut short is reported with the bytes it holds.
 pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
-    let mut f = std::fs::File::open(file)
-        .map(|f| std::io::BufReader::with_capacity(1 << 16, f))
-        .map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
+    let cannot_read = |e: std::io::Error| Failure(format!("cannot read {}: {e}", file.display()));
+    let mut f = std::fs::File::open(file).map_err(cannot_read)?;
+    let mut head = Vec::new();
+    (&mut f)
+        .take(IMPORT_HEAD + 1)
+        .read_to_end(&mut head)
+        .map_err(cannot_read)?;
+    let total = check_import_head(file, &head)?;
     let store = super::open_or_create(dir)?;
-    let t = match store.import_from(table, &mut f) {
-        Err(filterstore::StoreError::NotCounting) => {
+    let mut source = CountedRead {
+        inner: head
+            .as_slice()
+            .chain(std::io::BufReader::with_capacity(1 << 16, f)),
+        n: 0,
+    };
+    let t = match store.import_from(table, &mut source) {
+        Err(StoreError::NotCounting) => return Err(not_counting(file)),
+        // The store counts the bytes of the read that came short; the
+        // file's length is what the user can check.
+        Err(StoreError::BadFilterFile(CodecError::Truncated { .. })) => {
             return Err(Failure(format!(
-                "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
-                file.display()
+                "{}: truncated: need {total} bytes, found {}",
+                file.display(),
+                source.n
             )))
         }
-        Err(filterstore::StoreError::BadFilterFile(e)) => {
+        Err(StoreError::BadFilterFile(e)) => {
             return Err(Failure(format!("{}: {e}", file.display())))
         }
         other => other?,
@@ -200,6 +230,67 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
         t.live_keys(),
         s.saturated_counters
     ))
+}
+
+/// How much of a file `import` checks before opening the database: a
+/// counting filter of up to 130,000 counters whole (so that its every
+/// defect is found here), the frame header of any larger one.
+const IMPORT_HEAD: u64 = 1 << 16;
+
+/// Checks the first bytes of a file to import (`head`: all of it if it has
+/// at most [`IMPORT_HEAD`] bytes, else one more than that): the frame as far
+/// as it goes, and its kind. Returns the length its header declares.
+fn check_import_head(file: &Path, head: &[u8]) -> Result<u64, Failure> {
+    let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", file.display()));
+    if head.is_empty() {
+        return Err(Failure(format!(
+            "{} is empty: not a counting filter file",
+            file.display()
+        )));
+    }
+    let (kind, total) = match decode_frame(head) {
+        Ok(frame) => (Some(frame.kind), head.len() as u64),
+        // The head of a longer file: the header's checks came before the
+        // body's length (FORMAT.md § 14), so its kind byte (offset 8, § 2)
+        // is valid, and `needed` is the file's length.
+        Err(CodecError::Truncated { needed, found })
+            if found == head.len() as u64 && found > IMPORT_HEAD =>
+        {
+            (head.get(8).copied().and_then(Kind::from_id), needed)
+        }
+        Err(e) => return Err(defect(&e)),
+    };
+    match kind {
+        Some(Kind::CountingFilter) => Ok(total),
+        Some(Kind::BitFilter) => Err(not_counting(file)),
+        Some(other) => Err(defect(&format!(
+            "a {} record, not a counting filter file",
+            other.name()
+        ))),
+        None => Err(defect(&"not a counting filter file")),
+    }
+}
+
+/// The refusal of a bit filter file by `import`.
+fn not_counting(file: &Path) -> Failure {
+    Failure(format!(
+        "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
+        file.display()
+    ))
+}
+
+/// Counts the bytes read through it.
+struct CountedRead<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for CountedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
 }
 
 /// `filterstore inspect`.

@@ -25,7 +25,9 @@ pub(super) fn insert(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out
         .max(keys::BATCH_KEYS);
     let mut head: Vec<Vec<u8>> = Vec::new();
     while head.len() < threshold {
-        if reader.next_batch(|k, _| head.push(k.to_vec()))? == 0 {
+        // Nothing is applied before the head is read whole.
+        let read = reader.next_batch(|k, _| head.push(k.to_vec()));
+        if read.map_err(|e| Failure(format!("{e}; nothing was inserted")))? == 0 {
             break;
         }
     }

@@ -69,6 +69,15 @@ pub fn main() -> ExitCode {
                     Err(_) => ExitCode::FAILURE,
                 };
             }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                // clap's answer to a bare `filterstore` is the whole help;
+                // the tool says what is missing instead, on one line.
+                eprintln!(
+                    "filterstore: error: no command given; the commands are {} (see filterstore --help)",
+                    command_names()
+                );
+                return ExitCode::from(2);
+            }
             eprintln!(
                 "filterstore: {} (see filterstore --help)",
                 one_line(&e.to_string())
@@ -85,14 +94,27 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The commands a user may type, in the order of `--help`.
+fn command_names() -> String {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let names: Vec<&str> = cmd
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name())
+        .collect();
+    names.join(", ")
+}
+
 /// clap's multi-line message as one line: the lines before the usage, joined
-/// (so a list of missing arguments is not cut off).
+/// (so a list of missing arguments is not cut off), without clap's own
+/// pointer to `--help` (the tool adds one).
 fn one_line(rendered: &str) -> String {
     let parts: Vec<&str> = rendered
         .lines()
         .take_while(|l| !l.starts_with("Usage:"))
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
         .collect();
     if parts.is_empty() {
         return "invalid arguments".to_string();
@@ -138,11 +160,20 @@ fn run_tool(command: Command, db: Option<PathBuf>) -> Outcome {
             keys,
             probes,
         } => {
-            let curves = plot::measure_curves(keys, probes, 24);
-            std::fs::write(&output, plot::render_svg(&curves, keys, probes))
-                .map_err(|e| Failure(format!("writing {}: {e}", output.display())))?;
-            println!("wrote {}", output.display());
-            Ok(())
+            // Measured only once the target is known to be acceptable.
+            let mut out = Out::stdout();
+            target::write_output(
+                output.as_deref(),
+                "the plot",
+                "an SVG image",
+                &mut out,
+                &mut |w| {
+                    let curves = plot::measure_curves(keys, probes, 24);
+                    w.write_all(plot::render_svg(&curves, keys, probes).as_bytes())
+                        .map_err(|e| Failure(format!("cannot write the plot: {e}")))
+                },
+            )?;
+            out.finish()
         }
         _ => Ok(()),
     }

@@ -39,14 +39,18 @@ pub(super) fn remove(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out
     let mut batch = WriteBatch::with_capacity(keys::BATCH_KEYS, keys::BATCH_KEYS * 32);
     let mut lines = Vec::with_capacity(keys::BATCH_KEYS);
     let mut total = 0u64;
-    loop {
+    // A line that cannot be read ends the input: the keys before it are
+    // removed, and made durable, as at a key that is not in the table.
+    let mut unreadable = None;
+    while unreadable.is_none() {
         batch.clear();
         lines.clear();
-        if reader.next_batch(|k, line| {
+        let read = reader.next_batch(|k, line| {
             batch.remove(k);
             lines.push(line);
-        })? == 0
-        {
+        });
+        unreadable = read.err();
+        if batch.is_empty() {
             break;
         }
         match t.apply(&batch, Durability::Buffered) {
@@ -73,6 +77,11 @@ pub(super) fn remove(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out
     }
     t.flush()?;
     reader.finish();
+    if let Some(e) = unreadable {
+        return Err(Failure(format!(
+            "{e}; the {total} keys before it were removed (durable), nothing after it"
+        )));
+    }
     out.line(&format!("removed {total} keys from {table} (durable)"))
 }
 

@@ -7,12 +7,15 @@ use super::Failure;
 use super::Outcome;
 use std::path::Path;
 
-/// Writes an export to `output` atomically, or to standard output unless it
-/// is a terminal; `write` writes the bytes into the writer it is given.
+/// Writes `what` (a phrase for the messages: "the bit filter of table t")
+/// to `output` atomically, or to standard output unless it is a terminal,
+/// which is refused, `form` saying why ("binary", "an SVG image"). `write`
+/// writes the bytes into the writer it is given; it is called only once
+/// the target is known to be acceptable, so that a refusal costs nothing.
 pub fn write_output(
     output: Option<&Path>,
     what: &str,
-    table: &str,
+    form: &str,
     out: &mut Out,
     write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<(), Failure>,
 ) -> Outcome {
@@ -21,7 +24,7 @@ pub fn write_output(
             let n = write_atomically(path, write)?;
             // stdout stays free for the data when no file is named.
             eprintln!(
-                "filterstore: wrote the {what} of {table} to {} ({n} bytes)",
+                "filterstore: wrote {what} to {} ({n} bytes)",
                 path.display()
             );
             Ok(())
@@ -30,7 +33,7 @@ pub fn write_output(
             use std::io::IsTerminal;
             if std::io::stdout().is_terminal() {
                 return Err(Failure(format!(
-                    "the {what} is binary: write it to a file with -o FILE, or redirect standard output"
+                    "{what} is {form}: write it to a file with -o FILE, or redirect standard output"
                 )));
             }
             let mut buf = Vec::new();
