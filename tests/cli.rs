@@ -399,11 +399,12 @@ fn plot_writes_only_where_it_is_told() {
     }
 }
 
-/// `demo` creates and drops tables of its own: a --db (or FILTERSTORE_DB)
-/// that exists is refused and left as it was, so that the tour never
-/// touches a user's tables named like its own.
+/// `demo` creates tables of its own (and used to drop any of the user's
+/// named like them): an existing --db is refused and left as it was, and
+/// FILTERSTORE_DB, which names the user's database for the everyday
+/// commands, is not used: the tour runs in a temporary database.
 #[test]
-fn demo_refuses_an_existing_database() {
+fn demo_never_touches_an_existing_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     ok(&run(
@@ -414,13 +415,50 @@ fn demo_refuses_an_existing_database() {
     ok(&run(&db, &["insert", "customers"], b"alice\n"));
     let err = fails(&run(&db, &["demo"], b""));
     assert!(err.contains("does not exist yet"), "{err}");
-    let mut cmd = bin();
-    cmd.env("FILTERSTORE_DB", &db).arg("demo");
-    let err = fails(&run_command(cmd, b""));
-    assert!(err.contains("FILTERSTORE_DB"), "{err}");
+    // With the variable set, the tour names its temporary database first
+    // (under TMPDIR, here the test's directory); it is stopped there.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut child = bin()
+        .env("FILTERSTORE_DB", &db)
+        .env("TMPDIR", &tmp)
+        .arg("demo")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        first.contains("database in") && first.contains(tmp.to_str().unwrap()),
+        "{first}"
+    );
     assert_eq!(ok(&run(&db, &["list"], b"")), "customers\n");
     let out = ok(&run(&db, &["query", "customers", "--count"], b"alice\n"));
     assert!(out.contains("maybe\t1"), "{out}");
+}
+
+/// `demo | head -1`: the tour stops quietly when its reader goes away (it
+/// panicked at its next line, "failed printing to stdout").
+#[test]
+fn demo_stops_quietly_when_its_reader_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "TMPDIR=\"{}\" \"{}\" demo | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_filterstore"),
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let out = run_command(cmd, b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{err}");
+    assert!(err.is_empty(), "{err}");
+    // Its temporary database is gone with it.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 /// A line longer than a key may be (1 MiB: a file that is not a key file)

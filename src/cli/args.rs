@@ -221,9 +221,8 @@ pub enum Command {
         expected: Option<u64>,
     },
     /// The end-to-end tour: tables, guarded reads, a semi-join, drift and
-    /// regeneration, and the crash-safety promise; in a temporary database,
-    /// or in --db DIR if DIR does not exist yet (an existing one is refused:
-    /// the tour creates and drops tables of its own).
+    /// regeneration, and the crash-safety promise; in a temporary database
+    /// (not FILTERSTORE_DB's), or in --db DIR if DIR does not exist yet.
     Demo,
     /// Write an SVG plot of false-positive rate against bits per key (model
     /// and measurement, both layouts).

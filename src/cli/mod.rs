@@ -13,7 +13,6 @@ mod tables;
 mod target;
 
 use args::{Cli, Command};
-use clap::Parser;
 use filterstore::{FilterStore, StoreConfig, StoreError, TableSpec};
 use output::Out;
 use std::path::{Path, PathBuf};
@@ -58,7 +57,7 @@ type Outcome = Result<(), Failure>;
 /// Runs the tool; the exit status is 0 on success, 1 on failure, 2 on a
 /// command-line error.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -92,6 +91,23 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line. `FILTERSTORE_DB` names the user's database for the
+/// everyday commands; `demo`, which makes and drops tables of its own, runs
+/// in a temporary database unless `--db` itself names one.
+fn parse() -> Result<Cli, clap::Error> {
+    use clap::parser::ValueSource;
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let matches = command.try_get_matches_from_mut(std::env::args_os())?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+    if matches!(cli.command, Command::Demo)
+        && matches.value_source("db") == Some(ValueSource::EnvVariable)
+    {
+        cli.db = None;
+    }
+    Ok(cli)
 }
 
 /// The commands a user may type, in the order of `--help`.
