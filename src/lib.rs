@@ -8,7 +8,8 @@
 // under one path. Layers, from the bottom: `filter` (sizing, hashing, the
 // filters, drift policy) and `codec` (the byte formats of docs/FORMAT.md),
 // then `exchange` (messages between sites) and, with the `store` feature,
-// `store` (tables on sled) and `guard` (the differential-file pattern);
+// `store` (tables in the store's own files) and `guard` (the differential-file
+// pattern, its storage on sled);
 // on top, `umbrella`, the one `Error` over every family. Data flows one way:
 // nothing below imports anything above it.
 mod codec;

@@ -1,8 +1,9 @@
 //! Stable, seeded key hashing and the derivation of a key's `k` positions.
 //!
 //! Everything persisted or shipped must be re-derivable by another process on
-//! another platform, so keys are hashed with one named algorithm — XXH3-128
-//! from `xxhash-rust` — and a seed that is stored in every filter's header.
+//! another platform, so keys are hashed with a named algorithm — XXH3-128
+//! from `xxhash-rust` for the standard and blocked layouts, XXH64 for the
+//! split-block one — and a seed, both stored in every filter's header.
 //! `std`'s hashers are never used: their output is not specified and the
 //! default one is randomly keyed.
 //!
@@ -22,7 +23,8 @@
 //!   modulo bias worth measuring for `m ≤ 2^40`.
 //!
 //! * **Split-block layout**: one 64-bit hash, XXH64 seed 0 ([`HashAlgo::Xxh64`],
-//!   carried as `h1`; `h2` is 0), and Parquet's own positions (`filter::split`).
+//!   carried as `h1`; `h2` is 0), and Parquet's own positions
+//!   (`split_positions`, from `filter::split`'s block index and lane bits).
 //!
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
