@@ -5,10 +5,11 @@
 //! frame's kind byte, so every command accepts both wherever that makes
 //! sense.
 
+use super::failure::{Failure, Outcome};
 use super::keys::KeyReader;
+use super::open::{open_or_create, open_read_only};
 use super::output::Out;
 use super::target::write_output;
-use super::{open_read_only, Failure, Outcome};
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
 use filterstore::{encode_message, FilterParams};
 use filterstore::{BitFilter, BloomRead, HashSpec};
@@ -195,7 +196,7 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
         .read_to_end(&mut head)
         .map_err(cannot_read)?;
     let total = check_import_head(file, &head)?;
-    let store = super::open_or_create(dir)?;
+    let store = open_or_create(dir)?;
     let mut source = CountedRead {
         inner: head
             .as_slice()

@@ -4,8 +4,10 @@
 //! than [`KEYS_PER_PAGE`] keys per counter page of the table, reading and
 //! rewriting the pages costs less than logging every key.
 
+use super::failure::{Failure, Outcome};
 use super::keys::{self, KeyReader};
-use super::{open_existing, Failure, Out, Outcome};
+use super::open::open_existing;
+use super::output::Out;
 use filterstore::{Durability, Table, WriteBatch};
 use std::collections::VecDeque;
 use std::path::Path;

@@ -4,16 +4,20 @@
 
 mod args;
 mod demo;
+mod failure;
 mod files;
 mod insert;
 mod keys;
+mod open;
 mod output;
 mod plot;
 mod tables;
 mod target;
 
 use args::{Cli, Command};
-use filterstore::{FilterStore, StoreConfig, StoreError, TableSpec};
+use failure::{Failure, Outcome};
+use filterstore::TableSpec;
+use open::{open_existing, open_read_only, MEMORY_BUDGET};
 use output::Out;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -27,32 +31,6 @@ fn mib_to_bits(mib: u64) -> u64 {
 
 /// Default database directory.
 const DEFAULT_DB: &str = "./filterstore.db";
-
-/// A command's failure: one line for standard error.
-struct Failure(String);
-
-impl<E: std::fmt::Display + 'static> From<E> for Failure {
-    fn from(e: E) -> Failure {
-        let store = (&e as &dyn std::any::Any).downcast_ref::<StoreError>();
-        Failure(store.and_then(cli_hint).unwrap_or_else(|| e.to_string()))
-    }
-}
-
-/// The library's errors speak to any host; the tool adds its own commands.
-fn cli_hint(e: &StoreError) -> Option<String> {
-    match e {
-        StoreError::NoSuchTable(_) => Some(format!("{e}; list the tables with `filterstore list`")),
-        StoreError::TooLarge { table, bytes, limit } => Some(format!(
-            "the bit filter of table {table:?} would take {bytes} bytes, over the limit of {limit} bytes (a quarter of this machine's memory); size it for fewer keys or a higher --fp, or pass --allow-large"
-        )),
-        StoreError::Corrupt { what, source } => Some(format!(
-            "corrupt {what}: {source}; rebuild the table from its keys (`filterstore drop`, `create`, then `insert` every key, or `import` an exported counting filter), or restore the database from a backup"
-        )),
-        _ => None,
-    }
-}
-
-type Outcome = Result<(), Failure>;
 
 /// Runs the tool; the exit status is 0 on success, 1 on failure, 2 on a
 /// command-line error.
@@ -291,41 +269,4 @@ fn run_table_command(dir: &Path, command: Command, out: &mut Out) -> Outcome {
         }
         _ => Ok(()),
     }
-}
-
-/// `--memory-budget` (`u64::MAX`: not given).
-static MEMORY_BUDGET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
-
-/// The configuration every command opens its store with: the default, with
-/// `--memory-budget` when given.
-fn config() -> StoreConfig {
-    let b = MEMORY_BUDGET.load(std::sync::atomic::Ordering::Relaxed);
-    StoreConfig::default().memory_budget((b != u64::MAX).then_some(b))
-}
-
-/// Opens (or creates) the store in `dir` for a command that makes a table.
-fn open_or_create(dir: &Path) -> Result<FilterStore, Failure> {
-    Ok(FilterStore::open_with(dir, config())?)
-}
-
-/// Opens a store that must already exist (only `create` makes a new one, so
-/// that a mistyped `--db` does not leave an empty database behind).
-fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {
-    if !dir.exists() {
-        return Err(Failure(format!(
-            "no database at {}; create a table first with `filterstore create`, or set --db / FILTERSTORE_DB",
-            dir.display()
-        )));
-    }
-    Ok(FilterStore::open_with(dir, config())?)
-}
-
-/// Opens an existing store for a command that only reads it: read-only, so
-/// that nothing in `dir` is created or modified, and a directory that is not
-/// a filterstore database is refused untouched.
-fn open_read_only(dir: &Path) -> Result<FilterStore, Failure> {
-    if !dir.exists() {
-        return open_existing(dir);
-    }
-    Ok(FilterStore::open_snapshot_with(dir, config())?)
 }

@@ -1,9 +1,10 @@
 //! The commands on a table's keys: `create`, `remove`, `query` and
 //! `regenerate` (`insert` has its own file).
 
+use super::failure::{Failure, Outcome};
 use super::keys::{self, KeyReader};
+use super::open::{config, open_existing, open_read_only};
 use super::output::Out;
-use super::{config, open_existing, open_read_only, Failure, Outcome};
 use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};
 use std::path::Path;
 

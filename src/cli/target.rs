@@ -2,9 +2,8 @@
 //! nothing else clobbered), a device or pipe written in place, or standard
 //! output unless it is a terminal.
 
+use super::failure::{Failure, Outcome};
 use super::output::Out;
-use super::Failure;
-use super::Outcome;
 use std::path::Path;
 
 /// Writes `what` (a phrase for the messages: "the bit filter of table t")
