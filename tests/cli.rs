@@ -392,7 +392,7 @@ fn plot_writes_only_where_it_is_told() {
         ["--probes", "0"],
     ] {
         let mut cmd = bin();
-        cmd.arg("plot").args(absurd);
+        cmd.current_dir(dir.path()).arg("plot").args(absurd);
         let out = run_command(cmd, b"");
         assert_eq!(out.status.code(), Some(2), "{absurd:?}");
         fails(&out);
