@@ -8,8 +8,10 @@
 // under one path. Layers, from the bottom: `filter` (sizing, hashing, the
 // filters, drift policy) and `codec` (the byte formats of docs/FORMAT.md),
 // then `exchange` (messages between sites) and, with the `store` feature,
-// `store` (tables on sled) and `guard` (the differential-file pattern).
-// Data flows one way: nothing below imports anything above it.
+// `store` (tables in the store's own files) and `guard` (the differential-file
+// pattern, its storage on sled);
+// on top, `umbrella`, the one `Error` over every family. Data flows one way:
+// nothing below imports anything above it.
 mod codec;
 mod error;
 mod exchange;
@@ -18,6 +20,7 @@ mod filter;
 mod guard;
 #[cfg(feature = "store")]
 mod store;
+mod umbrella;
 
 // Filters, their parameters and hashing.
 pub use filter::bloom::{
@@ -70,8 +73,9 @@ pub use exchange::{
     RefineStats, Refiner,
 };
 
-// Errors of the layers without storage.
-pub use error::{CodecError, Error, FilterError, ParamError};
+// Errors of the layers without storage, and the umbrella over every family.
+pub use error::{CodecError, FilterError, ParamError};
+pub use umbrella::Error;
 
 // The persistent store (feature `store`).
 #[cfg(feature = "store")]

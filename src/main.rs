@@ -1,5 +1,5 @@
-//! The `filterstore` command-line tool: a thin layer over
-//! [`filterstore::store`]. See `filterstore --help`.
+//! The `filterstore` command-line tool: a thin layer over the `filterstore`
+//! library's public API. See `filterstore --help`.
 
 mod cli;
 

@@ -325,3 +325,171 @@ fn an_absurd_table_is_refused_before_allocating_and_leaves_nothing() {
     assert_eq!(ok(&run(&db, &["list"], b"")), "keep\n");
     ok(&run(&db, &["create", "e", "--expected", "1000"], b""));
 }
+
+/// First contact (issue 29): `filterstore` alone says that a command is
+/// missing and names the commands, on one line, with the usage status 2
+/// (it printed the crate's description).
+#[test]
+fn no_command_says_a_command_is_missing() {
+    let out = run_command(bin(), b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = fails(&out);
+    assert!(err.contains("no command given"), "{err}");
+    for cmd in ["create", "insert", "query", "inspect", "plot"] {
+        assert!(err.contains(cmd), "{err}");
+    }
+    assert!(
+        !err.contains("demo-child"),
+        "a hidden command is named: {err}"
+    );
+    assert!(!err.contains("Bloom filters for databases"), "{err}");
+}
+
+/// A usage error points to --help once, not twice (clap's own "For more
+/// information, try '--help'" is dropped); `set` without a change names
+/// both options it accepts.
+#[test]
+fn usage_errors_name_the_problem_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let err = fails(&run(&db, &["--memory-budget", "abc", "list"], b""));
+    assert!(err.contains("invalid value 'abc'"), "{err}");
+    assert_eq!(err.matches("--help").count(), 1, "{err}");
+    ok(&run(&db, &["create", "t", "--expected", "100"], b""));
+    let out = run(&db, &["set", "t"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = fails(&out);
+    assert!(err.contains("--fp") && err.contains("--expected"), "{err}");
+}
+
+/// `plot` writes where it is told, or to standard output: never into the
+/// working directory (it used to overwrite docs/fp_vs_bits_per_key.svg
+/// there, and fail where there is no docs/). Absurd sizes are refused
+/// before anything is measured or allocated.
+#[test]
+fn plot_writes_only_where_it_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("docs")).unwrap();
+    let small = ["plot", "--keys", "1000", "--probes", "1000"];
+    let mut cmd = bin();
+    cmd.current_dir(dir.path()).args(small);
+    let svg = ok(&run_command(cmd, b""));
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("docs"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "plot wrote into docs/: {left:?}");
+    let file = dir.path().join("fp.svg");
+    let mut cmd = bin();
+    cmd.args(small).arg("-o").arg(&file);
+    let out = run_command(cmd, b"");
+    assert_eq!(ok(&out), "", "the plot went to the file, not stdout");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("wrote the plot"));
+    assert!(std::fs::read_to_string(&file).unwrap().starts_with("<svg"));
+    for absurd in [
+        ["--keys", "0"],
+        ["--keys", "100000000000"],
+        ["--probes", "0"],
+    ] {
+        let mut cmd = bin();
+        cmd.current_dir(dir.path()).arg("plot").args(absurd);
+        let out = run_command(cmd, b"");
+        assert_eq!(out.status.code(), Some(2), "{absurd:?}");
+        fails(&out);
+    }
+}
+
+/// `demo` creates tables of its own (and used to drop any of the user's
+/// named like them): an existing --db is refused and left as it was, and
+/// FILTERSTORE_DB, which names the user's database for the everyday
+/// commands, is not used: the tour runs in a temporary database.
+#[test]
+fn demo_never_touches_an_existing_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&run(
+        &db,
+        &["create", "customers", "--expected", "100"],
+        b"",
+    ));
+    ok(&run(&db, &["insert", "customers"], b"alice\n"));
+    let err = fails(&run(&db, &["demo"], b""));
+    assert!(err.contains("does not exist yet"), "{err}");
+    // With the variable set, the tour names its temporary database first
+    // (under TMPDIR, here the test's directory); it is stopped there.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut child = bin()
+        .env("FILTERSTORE_DB", &db)
+        .env("TMPDIR", &tmp)
+        .arg("demo")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        first.contains("database in") && first.contains(tmp.to_str().unwrap()),
+        "{first}"
+    );
+    assert_eq!(ok(&run(&db, &["list"], b"")), "customers\n");
+    let out = ok(&run(&db, &["query", "customers", "--count"], b"alice\n"));
+    assert!(out.contains("maybe\t1"), "{out}");
+}
+
+/// `demo | head -1`: the tour stops quietly when its reader goes away (it
+/// panicked at its next line, "failed printing to stdout").
+#[test]
+fn demo_stops_quietly_when_its_reader_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "TMPDIR=\"{}\" \"{}\" demo | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_filterstore"),
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script]);
+    let out = run_command(cmd, b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "{err}");
+    assert!(err.is_empty(), "{err}");
+    // Its temporary database is gone with it.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A line longer than a key may be (1 MiB: a file that is not a key file)
+/// is refused with its number, without being read whole; what the command
+/// did before it is said: nothing inserted, or the removes before it
+/// durable.
+#[test]
+fn an_overlong_line_is_refused_with_its_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&run(&db, &["create", "t", "--expected", "100"], b""));
+    let mut input = b"a\nb\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', (1 << 20) + 1));
+    input.extend(b"\nc\n");
+    let err = fails(&run(&db, &["insert", "t"], &input));
+    assert!(
+        err.contains("line 3") && err.contains("nothing was inserted"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(&run(&db, &["query", "t", "--count"], b"a\nb\nc\n")),
+        "keys\t3\nmaybe\t0\nabsent\t3\n"
+    );
+    ok(&run(&db, &["insert", "t"], b"a\nb\nc\n"));
+    let err = fails(&run(&db, &["remove", "t"], &input));
+    assert!(err.contains("line 3"), "{err}");
+    assert!(
+        err.contains("the 2 keys before it were removed (durable)"),
+        "{err}"
+    );
+    let out = ok(&run(&db, &["query", "t"], b"c\n"));
+    assert_eq!(out, "c\tmaybe\n");
+    ok(&run(&db, &["remove", "t"], b"c\n"));
+}

@@ -451,3 +451,97 @@ fn inspect_shows_build_statistics() {
     assert_eq!((&v["format_version"], &v["flags"]), (&1.into(), &0.into()));
     assert!(v.get("build_rows").is_none(), "{v}");
 }
+
+/// First contact (issue 29): a file that is not a filterstore file is named
+/// as such by every reading command, whatever its length, and an empty one
+/// as empty; never "truncated".
+#[test]
+fn a_text_file_is_not_a_filterstore_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unused");
+    let text = dir.path().join("keys.txt");
+    let empty = dir.path().join("empty.fsf");
+    std::fs::write(&text, b"hello world\n").unwrap();
+    std::fs::write(&empty, b"").unwrap();
+    let good = s(&fixture("bit_blocked.fsf")).to_string();
+    for args in [
+        vec!["inspect", s(&text)],
+        vec!["inspect", "--json", s(&text)],
+        vec!["probe", s(&text)],
+        vec!["estimate", s(&text), &good],
+        vec!["import", "t", s(&text)],
+    ] {
+        let err = fails(&run(&db, &args, b"key\n"));
+        assert!(
+            err.contains("not a filterstore file") && err.contains("\"hell\""),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("truncated"), "{args:?}: {err}");
+    }
+    for args in [
+        vec!["inspect", s(&empty)],
+        vec!["probe", s(&empty)],
+        vec!["estimate", &good, s(&empty)],
+        vec!["import", "t", s(&empty)],
+    ] {
+        let err = fails(&run(&db, &args, b"key\n"));
+        assert!(err.contains("empty.fsf is empty"), "{args:?}: {err}");
+    }
+    assert!(!db.exists(), "a refused import must not create a database");
+}
+
+/// A truncated counting filter file is refused by `import` with the bytes
+/// it needs and the bytes it holds (it said "found 0"), whether the cut
+/// falls within the head read before the database is opened (64 KiB) or
+/// after it; a refused file leaves no database and no table behind.
+#[test]
+fn a_truncated_import_says_what_it_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // 50,000 keys at 1%: about 240 KB of counters.
+    ok(&run(&db, &["create", "big", "--expected", "50000"], b""));
+    ok(&run(&db, &["insert", "big"], &lines(0..1000)));
+    let counting = dir.path().join("big.counting.fsf");
+    ok(&run(
+        &db,
+        &["export", "big", "--counting", "-o", s(&counting)],
+        b"",
+    ));
+    let whole = std::fs::read(&counting).unwrap();
+    assert!(whole.len() > 200_000, "{}", whole.len());
+    let cut = dir.path().join("cut.fsf");
+    let fresh = dir.path().join("fresh-db");
+    for len in [30, 100, 30_000, 65_536, 70_000, whole.len() - 1] {
+        std::fs::write(&cut, &whole[..len]).unwrap();
+        for target in [&db, &fresh] {
+            let err = fails(&run(target, &["import", "copy", s(&cut)], b""));
+            let want = format!("truncated: need {} bytes, found {len}", whole.len());
+            assert!(err.contains(&want), "cut at {len}: {err}");
+        }
+        assert!(
+            !fresh.exists() || len > 65_536,
+            "cut at {len}: database created"
+        );
+    }
+    assert_eq!(ok(&run(&db, &["list"], b"")), "big\n");
+    ok(&run(&db, &["import", "copy", s(&counting)], b""));
+    assert_eq!(ok(&run(&db, &["list"], b"")), "big\ncopy\n");
+}
+
+/// Two empty filters hold 0 keys, printed as 0, not -0.
+#[test]
+fn estimate_of_empty_filters_prints_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    ok(&create(&db, "e", &[]));
+    let file = dir.path().join("e.fsf");
+    ok(&run(&db, &["export", "e", "-o", s(&file)], b""));
+    let out = ok(&run(&db, &["estimate", s(&file), s(&file)], b""));
+    assert!(!out.contains("-0"), "{out}");
+    assert!(
+        out.starts_with("a\t0\t") && out.contains("union\t0\n"),
+        "{out}"
+    );
+    let out = ok(&run(&db, &["estimate", "--json", s(&file), s(&file)], b""));
+    assert!(!out.contains("-0"), "{out}");
+}

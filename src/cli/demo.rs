@@ -16,13 +16,61 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Runs the demo. `db` names a directory for the on-disk parts; a temporary
-/// directory is used (and removed) when it is `None`.
+/// `println!` for the tour: a reader that went away (`filterstore demo |
+/// head`) ends it quietly, through [`ReaderGone`], instead of the panic of
+/// `println!`.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        say(format_args!($($arg)*))?
+    };
+}
+
+/// Standard output was closed by its reader: the tour stops, successfully.
+#[derive(Debug)]
+struct ReaderGone;
+
+impl std::fmt::Display for ReaderGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl Error for ReaderGone {}
+
+/// Writes one line of the tour to standard output.
+fn say(line: std::fmt::Arguments<'_>) -> Result<(), Box<dyn Error>> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(line).and_then(|()| out.write_all(b"\n")) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Box::new(ReaderGone)),
+        other => Ok(other?),
+    }
+}
+
+/// Runs the demo; a reader that goes away ends it quietly.
 pub fn run(db: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
+    match tour(db) {
+        Err(e) if e.is::<ReaderGone>() => Ok(()),
+        other => other,
+    }
+}
+
+/// The tour. `db` names a directory for the on-disk parts (`--db`;
+/// `FILTERSTORE_DB` is not used), which must not exist yet: the tour
+/// creates tables of its own, and must never touch a database that holds a
+/// user's. A temporary directory is used (and removed) when it is `None`.
+fn tour(db: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
+    if let Some(dir) = db.as_deref().filter(|d| d.symlink_metadata().is_ok()) {
+        return Err(format!(
+            "the demo creates tables of its own, and {} exists; give --db a directory that does not exist yet, or no --db for a temporary one",
+            dir.display()
+        )
+        .into());
+    }
     let start = Instant::now();
     let tmp = TempDir::new()?;
     let dir = db.unwrap_or_else(|| tmp.0.join("demo.db"));
-    println!("filterstore demo — database in {}\n", dir.display());
+    say!("filterstore demo — database in {}\n", dir.display());
     core_filters()?;
     let store = FilterStore::open(&dir)?;
     tables(&store)?;
@@ -31,7 +79,7 @@ pub fn run(db: Option<PathBuf>) -> Result<(), Box<dyn Error>> {
     drift(&store)?;
     drop(store);
     crash_safety(&dir)?;
-    println!("done in {:.1} s", start.elapsed().as_secs_f64());
+    say!("done in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
 }
 
@@ -52,10 +100,8 @@ fn ns_per(start: Instant, n: u64) -> f64 {
 fn core_filters() -> Result<(), Box<dyn Error>> {
     const N: u64 = 1_000_000;
     const TARGET: f64 = 0.01;
-    println!(
-        "1. In-memory filters: {N} keys of 16 bytes, sized for a {TARGET} false-positive rate"
-    );
-    println!(
+    say!("1. In-memory filters: {N} keys of 16 bytes, sized for a {TARGET} false-positive rate");
+    say!(
         "   {:<9} {:>10} {:>3} {:>9} {:>11} {:>11} {:>10} {:>10} {:>10}",
         "layout",
         "m (bits)",
@@ -90,7 +136,7 @@ fn core_filters() -> Result<(), Box<dyn Error>> {
         if present_missing != 0 {
             return Err(format!("{present_missing} false negatives").into());
         }
-        println!(
+        say!(
             "   {:<9} {:>10} {:>3} {:>9.2} {:>10.3}% {:>10.3}% {:>10.1} {:>10.1} {:>10.1}",
             layout.name(),
             params.m(),
@@ -103,8 +149,8 @@ fn core_filters() -> Result<(), Box<dyn Error>> {
             batch_ns
         );
     }
-    println!("   Every inserted key was found again: a Bloom filter never gives a false negative.");
-    println!("   The blocked layout spends a few more bits to reach the same rate, and answers from one cache line.\n");
+    say!("   Every inserted key was found again: a Bloom filter never gives a false negative.");
+    say!("   The blocked layout spends a few more bits to reach the same rate, and answers from one cache line.\n");
     Ok(())
 }
 
@@ -113,14 +159,12 @@ fn customer(i: u64) -> Vec<u8> {
     format!("customer:{i:08}").into_bytes()
 }
 
-/// Section 2: per-table filters in an embedded sled database.
+/// Section 2: per-table filters in the store: counting filters in its own
+/// files, bit filters in memory.
 fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
-    println!("2. Per-table filters on disk: counting filter in sled, bit filter in memory");
-    for name in ["customers", "orders"] {
-        if store.list_tables()?.iter().any(|m| *m == name) {
-            store.drop_table(name)?;
-        }
-    }
+    say!(
+        "2. Per-table filters on disk: counting filter in the store's files, bit filter in memory"
+    );
     let customers = store.create_table(
         "customers",
         TableSpec::new(200_000, 0.01).layout(Layout::Blocked),
@@ -140,7 +184,7 @@ fn tables(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     let gone = (0..10_000u64)
         .filter(|i| orders.contains(format!("order:{i:08}").as_bytes()))
         .count();
-    println!(
+    say!(
         "   100,000 absent customers: {fp} answered \"maybe\" ({:.2}%); removed orders still answering \"maybe\": {gone} of 10,000 (false positives, never negatives)\n",
         fp as f64 / 1000.0
     );
@@ -160,7 +204,7 @@ fn fill_tables(customers: &Table, orders: &Table) -> Result<(), Box<dyn Error>> 
         customers.apply(&batch, Durability::Durable)?;
     }
     let secs = t.elapsed().as_secs_f64();
-    println!(
+    say!(
         "   inserted 200,000 customers in 200 durable batches of 1,000 ({:.0} keys/s, each batch flushed before returning)",
         200_000.0 / secs
     );
@@ -174,19 +218,25 @@ fn fill_tables(customers: &Table, orders: &Table) -> Result<(), Box<dyn Error>> 
         removed.remove(format!("order:{i:08}").as_bytes());
     }
     orders.apply(&removed, Durability::Durable)?;
-    println!("   inserted 50,000 orders and removed 10,000 of them (a remove of a key never inserted is refused)");
+    say!("   inserted 50,000 orders and removed 10,000 of them (a remove of a key never inserted is refused)");
     Ok(())
 }
 
 /// Section 2's table of parameters and estimated rates.
 fn print_tables(tables: &[&Table]) -> Result<(), Box<dyn Error>> {
-    println!(
+    say!(
         "   {:<10} {:>9} {:>10} {:>3} {:>10} {:>11} {:>12}",
-        "table", "layout", "m (bits)", "k", "live keys", "target FP", "estimated FP"
+        "table",
+        "layout",
+        "m (bits)",
+        "k",
+        "live keys",
+        "target FP",
+        "estimated FP"
     );
     for t in tables {
         let s = t.stats()?;
-        println!(
+        say!(
             "   {:<10} {:>9} {:>10} {:>3} {:>10} {:>10.3}% {:>11.4}%",
             s.name,
             t.params().layout(),
@@ -200,9 +250,9 @@ fn print_tables(tables: &[&Table]) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Section 3: a semi-join between two tables (survey §3.2).
+/// Section 4: a semi-join between two tables (survey §3.2).
 fn semijoin(store: &FilterStore) -> Result<(), Box<dyn Error>> {
-    println!("4. Semi-join: ship a compressed filter of one side's keys instead of the keys");
+    say!("4. Semi-join: ship a compressed filter of one side's keys instead of the keys");
     let customers = store.open_table("customers")?;
     // Site A holds 20,000 "premium" customers; site B holds 300,000 order rows.
     let premium: Vec<Vec<u8>> = (0..200_000u64).step_by(10).map(customer).collect();
@@ -220,7 +270,7 @@ fn semijoin(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     let refiner = Refiner::new(&premium);
     let (joined, stats) = refiner.refine(candidates, |r| &r.1);
     let exact = rows.iter().filter(|r| refiner.matches(&r.1)).count();
-    println!(
+    say!(
         "   filter of {} premium customers: {} bytes ({}, k = {}) against {key_list} bytes for the key list ({:.1}x less)",
         premium.len(),
         msg.len(),
@@ -228,7 +278,7 @@ fn semijoin(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         received.params().k(),
         key_list as f64 / msg.len() as f64
     );
-    println!(
+    say!(
         "   300,000 order rows probed: {} sent back, {} false positives removed at the origin, {} joined = exact join {}",
         stats.received,
         stats.false_positives,
@@ -236,7 +286,7 @@ fn semijoin(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         if joined.len() == exact { "(checked)" } else { "(MISMATCH)" }
     );
     let all = customers.bloom();
-    println!(
+    say!(
         "   estimated from filters alone: {:.0} customers in the table (true 200,000), {:.0} premium (true {})\n",
         all.estimate_len(),
         filter.estimate_len(),
@@ -270,20 +320,14 @@ pub fn crash_child(dir: &Path) -> Result<(), Box<dyn Error>> {
             batch.insert(&crash_key(b, j));
         }
         table.apply(&batch, Durability::Durable)?;
-        println!("durable {b}");
+        say!("durable {b}");
     }
     Ok(())
 }
 
-/// Section 4: kill -9 a writer and check that every durable key survived.
+/// Section 6: kill -9 a writer and check that every durable key survived.
 fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
-    println!("6. Crash safety: a writer process is killed with SIGKILL mid-write");
-    {
-        let store = FilterStore::open(dir)?;
-        if store.list_tables()?.iter().any(|m| m == CRASH_TABLE) {
-            store.drop_table(CRASH_TABLE)?;
-        }
-    }
+    say!("6. Crash safety: a writer process is killed with SIGKILL mid-write");
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .arg("--db")
@@ -322,14 +366,14 @@ fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
             missing += !table.contains(&crash_key(b, j)) as u64;
         }
     }
-    println!(
+    say!(
         "   the writer reported {} durable batches ({} keys) before kill -9; reopened in {:.0} ms; durable keys missing: {missing}",
         last + 1,
         (last + 1) * CRASH_BATCH,
         opened.as_secs_f64() * 1000.0
     );
-    println!("   The promise: a key whose insert was durable is never reported absent, whatever the moment of the crash.");
-    println!("   (A process kill, not a power loss; the host makes the filter insert durable before committing its record.)\n");
+    say!("   The promise: a key whose insert was durable is never reported absent, whatever the moment of the crash.");
+    say!("   (A process kill, not a power loss; the host makes the filter insert durable before committing its record.)\n");
     if missing > 0 {
         return Err(format!("{missing} durable keys missing after the crash").into());
     }
@@ -338,16 +382,12 @@ fn crash_safety(dir: &Path) -> Result<(), Box<dyn Error>> {
 
 /// Section 3: guarding a differential file of changed records.
 fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>> {
-    println!("3. Guarded reads: skip the differential file unless the filter says \"maybe\"");
+    say!("3. Guarded reads: skip the differential file unless the filter says \"maybe\"");
     const RECORDS: u64 = 100_000;
-    if store.list_tables()?.iter().any(|m| m == "changed") {
-        store.drop_table("changed")?;
-    }
     let table = store.create_table("changed", TableSpec::new(RECORDS / 10, 0.01))?;
     // The host's records live in the store's own database: one page cache,
     // one flusher.
     let storage = SledDiffStorage::open(store, "accounts")?;
-    storage.clear()?;
     let guard = Guard::open(storage, table)?;
     guard
         .storage()
@@ -370,13 +410,13 @@ fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>>
     }
     let secs = t.elapsed().as_secs_f64();
     let s = guard.stats();
-    println!(
+    say!(
         "   {RECORDS} records in the base, {} changed in the differential file; {} reads in {:.2} s",
         changes.len(),
         s.reads,
         secs
     );
-    println!(
+    say!(
         "   differential-file reads: {} instead of {} ({} saved, {} of them false positives), stale answers: {stale}",
         s.diff_reads,
         s.reads,
@@ -384,7 +424,7 @@ fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>>
         s.false_positives
     );
     let merged = guard.merge()?;
-    println!(
+    say!(
         "   merged {merged} changes into the base; the filter was cleared by one atomic generation swap (live keys now {})\n",
         guard.table().live_keys()
     );
@@ -394,8 +434,7 @@ fn guarded_reads(store: &FilterStore, _dir: &Path) -> Result<(), Box<dyn Error>>
     Ok(())
 }
 
-/// Section 5: drift detection and online regeneration.
-/// Keys of the demo's events table.
+/// Keys of the demo's events table (section 5).
 fn event(i: u64) -> Vec<u8> {
     format!("event:{i:08}").into_bytes()
 }
@@ -416,11 +455,9 @@ fn overload(table: &Table) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// Section 5: drift detection and online regeneration.
 fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
-    println!("5. Drift and regeneration: a table sized for 20,000 keys receives 8x that");
-    if store.list_tables()?.iter().any(|m| m == "events") {
-        store.drop_table("events")?;
-    }
+    say!("5. Drift and regeneration: a table sized for 20,000 keys receives 8x that");
     let table = store.create_table("events", TableSpec::new(20_000, 0.01))?;
     overload(&table)?;
     let measure = |t: &filterstore::Table| {
@@ -428,7 +465,7 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         t.contains_many(&probes).iter().filter(|b| **b).count() as f64 / 100_000.0
     };
     let before = table.health()?;
-    println!(
+    say!(
         "   after 160,000 inserts and 100,000 removes: {} live keys, estimated FP {:.2}%, measured {:.2}%, {} saturated counters",
         before.signals.live_keys,
         before.signals.estimated_fp * 100.0,
@@ -436,8 +473,8 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         before.signals.saturated_counters
     );
     match before.reason() {
-        Some(r) => println!("   needs regeneration: {r}"),
-        None => println!("   (no drift detected)"),
+        Some(r) => say!("   needs regeneration: {r}"),
+        None => say!("   (no drift detected)"),
     }
     let t = Instant::now();
     let report = table.regenerate(
@@ -448,7 +485,7 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
     let missing = (100_000..160_000u64)
         .filter(|i| !table.contains(&event(*i)))
         .count();
-    println!(
+    say!(
         "   regenerated from the table's {} keys in {:.2} s: generation {} -> {}, m = {} bits, k = {}, sized for {} keys",
         report.keys_read,
         t.elapsed().as_secs_f64(),
@@ -458,7 +495,7 @@ fn drift(store: &FilterStore) -> Result<(), Box<dyn Error>> {
         report.k,
         report.capacity
     );
-    println!(
+    say!(
         "   now: estimated FP {:.3}%, measured {:.3}% (target 1%), {} saturated counters, needs regeneration: {}; live keys missing: {missing}\n",
         after.signals.estimated_fp * 100.0,
         measure(&table) * 100.0,

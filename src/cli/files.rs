@@ -1,18 +1,22 @@
-//! The file commands: `export`, `inspect`, `probe` and `estimate`. Each reads
-//! or writes one of the two framed formats of `docs/FORMAT.md` — exported
-//! filter files (§6, bit or counting) and exchange messages (§12, full or
-//! delta) — and tells them apart by the frame's kind byte, so every command
-//! accepts both wherever that makes sense.
+//! The file commands: `export`, `import`, `inspect`, `probe` and
+//! `estimate`. Each reads or writes one of the two framed formats of
+//! `docs/FORMAT.md` — exported filter files (§6, bit or counting) and
+//! exchange messages (§12, full or delta) — and tells them apart by the
+//! frame's kind byte, so every command accepts both wherever that makes
+//! sense.
 
+use super::failure::{Failure, Outcome};
 use super::keys::KeyReader;
+use super::open::{open_or_create, open_read_only};
 use super::output::Out;
-use super::{open_read_only, Failure, Outcome};
+use super::target::write_output;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
 use filterstore::{encode_message, FilterParams};
 use filterstore::{BitFilter, BloomRead, HashSpec};
 use filterstore::{CodecChoice, MessageTarget};
+use filterstore::{CodecError, Frame, FrameKind as Kind, StoreError};
 use filterstore::{DecodedMessage, ExportKind};
-use filterstore::{Frame, FrameKind as Kind};
+use std::io::Read;
 use std::path::Path;
 
 /// What `export` writes.
@@ -47,7 +51,8 @@ pub fn export(
     let t = store.open_table(table)?;
     if opts.compressed {
         let (bytes, what) = export_message(&t, opts)?;
-        return write_output(output, what, table, out, &mut |w| {
+        let what = format!("the {what} of table {table}");
+        return write_output(output, &what, "binary", out, &mut |w| {
             w.write_all(&bytes)
                 .map_err(|e| Failure(format!("cannot write: {e}")))
         });
@@ -59,7 +64,8 @@ pub fn export(
     } else {
         (ExportKind::Bits, "bit filter")
     };
-    write_output(output, what, table, out, &mut |w| {
+    let what = format!("the {what} of table {table}");
+    write_output(output, &what, "binary", out, &mut |w| {
         t.export_to(kind, w).map(drop).map_err(Failure::from)
     })
 }
@@ -91,176 +97,6 @@ fn export_message(
     Ok((msg, "exchange message built from the keys"))
 }
 
-/// Writes an export to `output` atomically, or to standard output unless it
-/// is a terminal; `write` writes the bytes into the writer it is given.
-fn write_output(
-    output: Option<&Path>,
-    what: &str,
-    table: &str,
-    out: &mut Out,
-    write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<(), Failure>,
-) -> Outcome {
-    match output {
-        Some(path) if path != Path::new("-") => {
-            let n = write_atomically(path, write)?;
-            // stdout stays free for the data when no file is named.
-            eprintln!(
-                "filterstore: wrote the {what} of {table} to {} ({n} bytes)",
-                path.display()
-            );
-            Ok(())
-        }
-        _ => {
-            use std::io::IsTerminal;
-            if std::io::stdout().is_terminal() {
-                return Err(Failure(format!(
-                    "the {what} is binary: write it to a file with -o FILE, or redirect standard output"
-                )));
-            }
-            let mut buf = Vec::new();
-            write(&mut buf)?;
-            out.bytes(&buf)
-        }
-    }
-}
-
-/// Counts the bytes that pass through it.
-struct Counted<W> {
-    inner: W,
-    n: u64,
-}
-
-impl<W: std::io::Write> std::io::Write for Counted<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.n += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-/// A pipe opened without blocking (so that one without a reader is an
-/// error, not a hang), written as a blocking writer would: a full pipe is
-/// waited for, in short sleeps.
-struct Pipe(std::fs::File);
-
-impl std::io::Write for Pipe {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        loop {
-            match self.0.write(buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                other => return other,
-            }
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-}
-
-/// Writes to `path` so that a reader never sees half a file and nothing
-/// else is clobbered; returns the bytes written:
-///
-/// * a path that names something other than a regular file (`/dev/null`, a
-///   pipe) is written in place: renaming a file over it would replace the
-///   device node or the pipe itself (as root, `--output /dev/null` used to
-///   turn `/dev/null` into a regular file). It is opened without blocking: a
-///   pipe that no process reads is an error at once, not a wait forever;
-/// * a symbolic link is followed, dangling or not: the file it names is
-///   written (created if missing), the link stays;
-/// * otherwise the bytes go to a new temporary file beside the target
-///   (created exclusively, so no existing file is truncated, with the
-///   existing target's permissions), which is synced and renamed over the
-///   target, and the directory is synced: the new file is durable, under its
-///   name, when this returns.
-fn write_atomically(
-    path: &Path,
-    write: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<(), Failure>,
-) -> Result<u64, Failure> {
-    let fail = |e: std::io::Error| Failure(format!("cannot write {}: {e}", path.display()));
-    let target = resolve_links(path).map_err(fail)?;
-    let existing = std::fs::metadata(&target);
-    if existing.as_ref().is_ok_and(|m| !m.is_file()) {
-        use std::os::unix::fs::OpenOptionsExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&target)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ENXIO) => Failure(format!(
-                    "cannot write {}: it is a pipe that no process reads; start its reader first",
-                    path.display()
-                )),
-                _ => fail(e),
-            })?;
-        let mut w = Counted {
-            inner: Pipe(f),
-            n: 0,
-        };
-        write(&mut w)?;
-        return Ok(w.n);
-    }
-    let mut tmp_name = target.as_os_str().to_owned();
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp_name);
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(fail)?;
-    let mut w = Counted {
-        inner: std::io::BufWriter::with_capacity(1 << 16, f),
-        n: 0,
-    };
-    let written = write(&mut w).and_then(|()| {
-        let f = w.inner.into_inner().map_err(|e| fail(e.into_error()))?;
-        if let Ok(m) = &existing {
-            f.set_permissions(m.permissions()).map_err(fail)?;
-        }
-        f.sync_all()
-            .and_then(|()| std::fs::rename(&tmp, &target))
-            .and_then(|()| sync_parent(&target))
-            .map_err(fail)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map(|()| w.n)
-}
-
-/// The path `path` names after following symbolic links (a dangling link's
-/// target path, relative to the link's directory); `path` itself when it is
-/// not a link.
-fn resolve_links(path: &Path) -> std::io::Result<std::path::PathBuf> {
-    let mut p = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let next = std::fs::read_link(&p)?;
-                p = match p.parent() {
-                    Some(dir) if next.is_relative() => dir.join(next),
-                    _ => next,
-                };
-            }
-            _ => return Ok(p),
-        }
-    }
-    Err(std::io::Error::other("too many levels of symbolic links"))
-}
-
-/// `fsync` of the directory holding `file`: its new name becomes durable.
-fn sync_parent(file: &Path) -> std::io::Result<()> {
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(dir)?.sync_all()
-}
-
 fn read_all_keys(file: &Path) -> Result<Vec<Vec<u8>>, Failure> {
     let mut reader = KeyReader::open(Some(file))?;
     let mut keys = Vec::new();
@@ -270,7 +106,15 @@ fn read_all_keys(file: &Path) -> Result<Vec<Vec<u8>>, Failure> {
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
+    let bytes =
+        std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))?;
+    if bytes.is_empty() {
+        return Err(Failure(format!(
+            "{} is empty: not a filter file or an exchange message",
+            path.display()
+        )));
+    }
+    Ok(bytes)
 }
 
 /// A filter read from a file or a full message, and the writer's key count.
@@ -339,20 +183,38 @@ fn load(path: &Path, peeked: Peeked<'_>) -> Result<Loaded, Failure> {
 
 /// `filterstore import`: a table from a counting filter file, streamed from
 /// the file into the table (`FilterStore::import_from`). A bit filter is
-/// refused: see `FilterStore::import` for why.
+/// refused: see `FilterStore::import` for why. The file's head is checked
+/// before the database is opened, so that a file that is no counting filter
+/// (a text file, a bit filter, one cut short) is refused without creating
+/// a database; a file cut short is reported with the bytes it holds.
 pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
-    let mut f = std::fs::File::open(file)
-        .map(|f| std::io::BufReader::with_capacity(1 << 16, f))
-        .map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
-    let store = super::open_or_create(dir)?;
-    let t = match store.import_from(table, &mut f) {
-        Err(filterstore::StoreError::NotCounting) => {
+    let cannot_read = |e: std::io::Error| Failure(format!("cannot read {}: {e}", file.display()));
+    let mut f = std::fs::File::open(file).map_err(cannot_read)?;
+    let mut head = Vec::new();
+    (&mut f)
+        .take(IMPORT_HEAD + 1)
+        .read_to_end(&mut head)
+        .map_err(cannot_read)?;
+    let total = check_import_head(file, &head)?;
+    let store = open_or_create(dir)?;
+    let mut source = CountedRead {
+        inner: head
+            .as_slice()
+            .chain(std::io::BufReader::with_capacity(1 << 16, f)),
+        n: 0,
+    };
+    let t = match store.import_from(table, &mut source) {
+        Err(StoreError::NotCounting) => return Err(not_counting(file)),
+        // The store counts the bytes of the read that came short; the
+        // file's length is what the user can check.
+        Err(StoreError::BadFilterFile(CodecError::Truncated { .. })) => {
             return Err(Failure(format!(
-                "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
-                file.display()
+                "{}: truncated: need {total} bytes, found {}",
+                file.display(),
+                source.n
             )))
         }
-        Err(filterstore::StoreError::BadFilterFile(e)) => {
+        Err(StoreError::BadFilterFile(e)) => {
             return Err(Failure(format!("{}: {e}", file.display())))
         }
         other => other?,
@@ -369,6 +231,67 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
         t.live_keys(),
         s.saturated_counters
     ))
+}
+
+/// How much of a file `import` checks before opening the database: a
+/// counting filter of up to 130,000 counters whole (so that its every
+/// defect is found here), the frame header of any larger one.
+const IMPORT_HEAD: u64 = 1 << 16;
+
+/// Checks the first bytes of a file to import (`head`: all of it if it has
+/// at most [`IMPORT_HEAD`] bytes, else one more than that): the frame as far
+/// as it goes, and its kind. Returns the length its header declares.
+fn check_import_head(file: &Path, head: &[u8]) -> Result<u64, Failure> {
+    let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", file.display()));
+    if head.is_empty() {
+        return Err(Failure(format!(
+            "{} is empty: not a counting filter file",
+            file.display()
+        )));
+    }
+    let (kind, total) = match decode_frame(head) {
+        Ok(frame) => (Some(frame.kind), head.len() as u64),
+        // The head of a longer file: the header's checks came before the
+        // body's length (FORMAT.md § 14), so its kind byte (offset 8, § 2)
+        // is valid, and `needed` is the file's length.
+        Err(CodecError::Truncated { needed, found })
+            if found == head.len() as u64 && found > IMPORT_HEAD =>
+        {
+            (head.get(8).copied().and_then(Kind::from_id), needed)
+        }
+        Err(e) => return Err(defect(&e)),
+    };
+    match kind {
+        Some(Kind::CountingFilter) => Ok(total),
+        Some(Kind::BitFilter) => Err(not_counting(file)),
+        Some(other) => Err(defect(&format!(
+            "a {} record, not a counting filter file",
+            other.name()
+        ))),
+        None => Err(defect(&"not a counting filter file")),
+    }
+}
+
+/// The refusal of a bit filter file by `import`.
+fn not_counting(file: &Path) -> Failure {
+    Failure(format!(
+        "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
+        file.display()
+    ))
+}
+
+/// Counts the bytes read through it.
+struct CountedRead<R> {
+    inner: R,
+    n: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for CountedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.n += n as u64;
+        Ok(n)
+    }
 }
 
 /// `filterstore inspect`.

@@ -4,8 +4,10 @@
 //! than [`KEYS_PER_PAGE`] keys per counter page of the table, reading and
 //! rewriting the pages costs less than logging every key.
 
+use super::failure::{Failure, Outcome};
 use super::keys::{self, KeyReader};
-use super::{open_existing, Failure, Out, Outcome};
+use super::open::open_existing;
+use super::output::Out;
 use filterstore::{Durability, Table, WriteBatch};
 use std::collections::VecDeque;
 use std::path::Path;
@@ -25,7 +27,9 @@ pub(super) fn insert(dir: &Path, table: &str, file: Option<&Path>, out: &mut Out
         .max(keys::BATCH_KEYS);
     let mut head: Vec<Vec<u8>> = Vec::new();
     while head.len() < threshold {
-        if reader.next_batch(|k, _| head.push(k.to_vec()))? == 0 {
+        // Nothing is applied before the head is read whole.
+        let read = reader.next_batch(|k, _| head.push(k.to_vec()));
+        if read.map_err(|e| Failure(format!("{e}; nothing was inserted")))? == 0 {
             break;
         }
     }

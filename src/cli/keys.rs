@@ -9,6 +9,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Keys read per batch: a batch is one log record (17 bytes per key).
 pub const BATCH_KEYS: usize = 4096;
 
+/// The longest line read as a key: 1 MiB. A key is hashed, never stored,
+/// so the store takes any length; the cap is the tool's, so that a file
+/// that is not a key file (a binary file without a newline, say) is
+/// refused with its line number instead of being read whole into memory.
+pub const MAX_KEY_BYTES: usize = 1 << 20;
+
 /// A source of keys: every line is a key, without its `\n` or `\r\n`; empty
 /// lines are skipped. Keys are bytes: no encoding is assumed.
 pub struct KeyReader {
@@ -73,8 +79,10 @@ impl KeyReader {
         let mut n = 0;
         while n < BATCH_KEYS {
             self.line.clear();
-            let read = self
-                .input
+            // At most the longest key, its CR and LF, and one byte more:
+            // a line that is too long is never read whole.
+            let read = (&mut self.input)
+                .take(MAX_KEY_BYTES as u64 + 3)
                 .read_until(b'\n', &mut self.line)
                 .map_err(|e| format!("cannot read keys: {e}"))?;
             if read == 0 {
@@ -87,6 +95,13 @@ impl KeyReader {
             }
             if let Some(k) = key.strip_suffix(b"\r") {
                 key = k;
+            }
+            if key.len() > MAX_KEY_BYTES {
+                return Err(format!(
+                    "line {}: a key longer than {} MiB; a key file holds one key per line (is this a key file?)",
+                    self.line_no,
+                    MAX_KEY_BYTES >> 20
+                ));
             }
             if key.is_empty() {
                 continue;

@@ -1,6 +1,6 @@
 //! Standard output: buffered, and quiet when the reader goes away (`| head`).
 
-use super::{Failure, Outcome};
+use super::failure::{Failure, Outcome};
 use filterstore::{FilterStore, Table, TableStats};
 use serde::Serialize;
 use std::io::{self, BufWriter, ErrorKind, Write};

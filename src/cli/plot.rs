@@ -1,6 +1,6 @@
 //! `filterstore plot`: false-positive rate against bits per key, theory and
-//! measurement, both layouts, written as a self-contained SVG
-//! (`docs/fp_vs_bits_per_key.svg`).
+//! measurement, both layouts, written as a self-contained SVG (the README's
+//! chart is `filterstore plot -o docs/fp_vs_bits_per_key.svg`).
 //!
 //! The chart is one log-scale line plot, so it is written directly as SVG
 //! text (about a hundred lines) rather than through a plotting crate, which

@@ -256,6 +256,12 @@ fn write_frame(
 /// # Ok::<(), CodecError>(())
 /// ```
 pub fn decode(bytes: &[u8]) -> Result<Frame<'_>, CodecError> {
+    // The magic first, once its four bytes are there: bytes of another
+    // kind (a text file, say) are "not a filterstore record" whatever their
+    // length, not a truncated one.
+    if let Some(found) = bytes.first_chunk::<4>().filter(|m| **m != MAGIC) {
+        return Err(CodecError::BadMagic { found: *found });
+    }
     if bytes.len() < OVERHEAD {
         return Err(CodecError::Truncated {
             needed: OVERHEAD as u64,
@@ -408,6 +414,35 @@ mod tests {
         for len in 0..f.len() {
             assert!(decode(&f[..len]).is_err(), "truncation to {len} accepted");
         }
+    }
+
+    /// Bytes that do not start with the magic are refused as such, however
+    /// few: a 12-byte text file is not a filterstore record, rather than a
+    /// truncated one. Fewer than four bytes cannot show the magic.
+    #[test]
+    fn the_magic_is_checked_before_the_length() {
+        assert_eq!(
+            decode(b"hello world\n"),
+            Err(CodecError::BadMagic { found: *b"hell" })
+        );
+        assert_eq!(
+            decode(b"FSTX"),
+            Err(CodecError::BadMagic { found: *b"FSTX" })
+        );
+        assert_eq!(
+            decode(b"FSTR"),
+            Err(CodecError::Truncated {
+                needed: 28,
+                found: 4
+            })
+        );
+        assert_eq!(
+            decode(b"he"),
+            Err(CodecError::Truncated {
+                needed: 28,
+                found: 2
+            })
+        );
     }
 
     #[test]

@@ -131,7 +131,9 @@ impl Refiner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BitFilter, FilterParams, HashSpec, Layout};
+    use crate::filter::bloom::BitFilter;
+    use crate::filter::hash::HashSpec;
+    use crate::filter::params::{FilterParams, Layout};
 
     #[test]
     fn probe_then_refine_equals_the_exact_semijoin() {

@@ -1,8 +1,9 @@
 //! Stable, seeded key hashing and the derivation of a key's `k` positions.
 //!
 //! Everything persisted or shipped must be re-derivable by another process on
-//! another platform, so keys are hashed with one named algorithm — XXH3-128
-//! from `xxhash-rust` — and a seed that is stored in every filter's header.
+//! another platform, so keys are hashed with a named algorithm — XXH3-128
+//! from `xxhash-rust` for the standard and blocked layouts, XXH64 for the
+//! split-block one — and a seed, both stored in every filter's header.
 //! `std`'s hashers are never used: their output is not specified and the
 //! default one is randomly keyed.
 //!
@@ -22,13 +23,16 @@
 //!   modulo bias worth measuring for `m ≤ 2^40`.
 //!
 //! * **Split-block layout**: one 64-bit hash, XXH64 seed 0 ([`HashAlgo::Xxh64`],
-//!   carried as `h1`; `h2` is 0), and Parquet's own positions (`filter::split`).
+//!   carried as `h1`; `h2` is 0), and Parquet's own positions
+//!   (`split_positions`, from `filter::split`'s block index and lane bits).
 //!
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
 
-use crate::filter::geometry::{Layout, BLOCK_BITS, MAX_K, WORDS_PER_BLOCK};
-use crate::filter::split::split_positions;
+use crate::filter::geometry::{
+    Layout, BLOCK_BITS, MAX_K, SPLIT_BLOCK_BITS, SPLIT_K, WORDS_PER_BLOCK,
+};
+use crate::filter::split::{split_block_index, split_lane_bit};
 use crate::filter::xxh64::xxh64;
 use xxhash_rust::xxh3::xxh3_128_with_seed;
 
@@ -408,6 +412,18 @@ impl Positions {
     }
 }
 
+/// The positions of hash `h` in a split-block filter of `m` bits (a
+/// multiple of 256): eight, one per lane, ascending and distinct by
+/// construction.
+pub(crate) fn split_positions(h: u64, m: u64) -> Positions {
+    let base = split_block_index(h, m / SPLIT_BLOCK_BITS) * SPLIT_BLOCK_BITS;
+    let mut out = Positions::default();
+    for i in 0..SPLIT_K as usize {
+        out.push_sorted(base + 32 * i as u64 + u64::from(split_lane_bit(h as u32, i)));
+    }
+    out
+}
+
 /// The distinct positions of a key, for any layout (the split-block
 /// layout's `k` is always 8).
 pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
@@ -443,6 +459,22 @@ pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_positions_are_one_per_lane_in_the_block() {
+        let m = 256 * 1000;
+        for h in [0u64, u64::MAX, 0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210] {
+            let p = split_positions(h, m);
+            let s = p.as_slice();
+            assert_eq!(s.len(), 8);
+            let b = split_block_index(h, 1000);
+            for (i, &pos) in s.iter().enumerate() {
+                assert_eq!(pos / 256, b);
+                assert_eq!((pos % 256) / 32, i as u64);
+                assert_eq!(pos % 32, u64::from(split_lane_bit(h as u32, i)));
+            }
+        }
+    }
 
     #[test]
     fn salts_are_odd_and_distinct() {

@@ -21,8 +21,7 @@
 //! block: see `HashSpec::xxh64` for what that means for keys an adversary
 //! chooses.
 
-use crate::filter::geometry::{SPLIT_BLOCK_BITS, SPLIT_K};
-use crate::filter::hash::Positions;
+use crate::filter::geometry::SPLIT_K;
 
 /// The Parquet specification's salts: lane `i`'s bit is the top 5 bits of
 /// `x · SPLIT_SALTS[i]` (wrapping 32-bit product).
@@ -67,18 +66,6 @@ pub fn split_word_masks(x: u32) -> [u64; 4] {
     std::array::from_fn(|w| u64::from(m[2 * w]) | u64::from(m[2 * w + 1]) << 32)
 }
 
-/// The positions of hash `h` in a split-block filter of `m` bits (a
-/// multiple of 256): eight, one per lane, ascending and distinct by
-/// construction.
-pub(crate) fn split_positions(h: u64, m: u64) -> Positions {
-    let base = split_block_index(h, m / SPLIT_BLOCK_BITS) * SPLIT_BLOCK_BITS;
-    let mut out = Positions::default();
-    for i in 0..SPLIT_K as usize {
-        out.push_sorted(base + 32 * i as u64 + u64::from(split_lane_bit(h as u32, i)));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,21 +108,5 @@ mod tests {
         let w = split_word_masks(1);
         assert_eq!(w[0], 1 << 8 | 1 << (32 + 8));
         assert_eq!(w[3], 1 << 19 | 1 << (32 + 11));
-    }
-
-    #[test]
-    fn positions_are_one_per_lane_in_the_block() {
-        let m = 256 * 1000;
-        for h in [0u64, u64::MAX, 0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210] {
-            let p = split_positions(h, m);
-            let s = p.as_slice();
-            assert_eq!(s.len(), 8);
-            let b = split_block_index(h, 1000);
-            for (i, &pos) in s.iter().enumerate() {
-                assert_eq!(pos / 256, b);
-                assert_eq!((pos % 256) / 32, i as u64);
-                assert_eq!(pos % 32, u64::from(split_lane_bit(h as u32, i)));
-            }
-        }
     }
 }

@@ -1,7 +1,6 @@
 //! The batched lookups: software pipelines that hash ahead and prefetch.
 
-use super::jobs::{block_has_all, split_block_has_all};
-use super::probe::block_of;
+use super::probe::{block_has_all, block_of, split_block_has_all};
 use super::BloomRead;
 use crate::filter::hash::{KeyHash, KeyHasher, StandardProbes, Xxh3Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, WORDS_PER_BLOCK};

@@ -1,10 +1,10 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
 use super::bulk::{BulkInsert, BulkInsertMut, Hashes, Keys};
-use super::probe::{block_of, or_into, prefetch, probe_standard, Alone, Locked, WordOr};
+use super::probe::{block_of, insert_standard, or_into, prefetch, probe_standard, Alone, Locked};
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
-use crate::filter::hash::{for_each_standard_position, KeyHash};
+use crate::filter::hash::KeyHash;
 use crate::filter::pages::{advise_huge, Pages};
 use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
 use crate::filter::simd::{self, block_masks, LookupFn, Probe, Scalar, SharedBlock, SplitShared};
@@ -192,7 +192,7 @@ impl BitFilter {
         // removals, which the store orders under its page locks, and any
         // lookup that happens after this insert sees what this read saw.
         match p.layout() {
-            Layout::Standard => return self.insert_standard::<Locked>(h),
+            Layout::Standard => return insert_standard::<Locked>(self.words(), &p, h),
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
                 for (word, mask) in block.iter().zip(block_masks(probe, h.h2, p.k())) {
@@ -209,21 +209,6 @@ impl BitFilter {
         changed
     }
 
-    /// The standard layout's insert of `h`, each bit set with `O`: the `k`
-    /// lines prefetched first, then each word read and written if it lacks
-    /// its bit (see [`BitFilter::insert_hash`]).
-    #[inline(always)]
-    pub(super) fn insert_standard<O: WordOr>(&self, h: KeyHash) -> bool {
-        let p = self.params;
-        let mut changed = false;
-        self.prefetch_standard(h);
-        for_each_standard_position(h, p.m(), p.k(), |pos| {
-            changed |= O::or(self.atomic_word((pos / 64) as usize), 1 << (pos % 64));
-            true
-        });
-        changed
-    }
-
     /// Adds every key of `keys` to a filter that may be shared: the same
     /// bits as one [`BitFilter::insert`] per key, set with the same atomic
     /// operations, but each key is hashed and its line prefetched
@@ -232,7 +217,8 @@ impl BitFilter {
     /// their bits clear (as [`BitFilter::insert`] counts them).
     pub fn insert_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> u64 {
         simd::dispatch(BulkInsert {
-            f: self,
+            p: self.params,
+            blocks: &self.blocks,
             src: Keys(keys),
             or: Locked,
         })
@@ -241,7 +227,8 @@ impl BitFilter {
     /// [`BitFilter::insert_many`] for keys already hashed with this filter's spec.
     pub fn insert_hashes(&self, hashes: &[KeyHash]) -> u64 {
         simd::dispatch(BulkInsert {
-            f: self,
+            p: self.params,
+            blocks: &self.blocks,
             src: Hashes(hashes),
             or: Locked,
         })
@@ -255,7 +242,8 @@ impl BitFilter {
     #[cfg_attr(not(feature = "store"), allow(dead_code))]
     pub(crate) fn insert_hashes_one_writer(&self, hashes: &[KeyHash]) -> u64 {
         simd::dispatch(BulkInsert {
-            f: self,
+            p: self.params,
+            blocks: &self.blocks,
             src: Hashes(hashes),
             or: Alone,
         })
@@ -268,7 +256,8 @@ impl BitFilter {
     /// prefetched 16 keys (`INSERT_AHEAD`) before its bits are set.
     pub fn insert_many_mut<K: AsRef<[u8]>>(&mut self, keys: &[K]) {
         simd::dispatch(BulkInsertMut {
-            f: self,
+            p: self.params,
+            blocks: &mut self.blocks,
             src: Keys(keys),
         });
     }
@@ -276,25 +265,10 @@ impl BitFilter {
     /// [`BitFilter::insert_many_mut`] for keys already hashed with this filter's spec.
     pub fn insert_hashes_mut(&mut self, hashes: &[KeyHash]) {
         simd::dispatch(BulkInsertMut {
-            f: self,
+            p: self.params,
+            blocks: &mut self.blocks,
             src: Hashes(hashes),
         });
-    }
-
-    /// Prefetches the `k` lines a standard-layout key `h` will write.
-    #[inline(always)]
-    pub(super) fn prefetch_standard(&self, h: KeyHash) {
-        let p = &self.params;
-        for_each_standard_position(h, p.m(), p.k(), |pos| {
-            self.prefetch_word((pos / 64) as usize);
-            true
-        });
-    }
-
-    /// The parameters, for the modules of `bloom` (without the trait).
-    #[inline(always)]
-    pub(super) fn params_ref(&self) -> &FilterParams {
-        &self.params
     }
 
     /// Sets bit `pos`; returns whether it was clear. `pos < m`.

@@ -10,12 +10,11 @@
 //! against one generic loop that matched on the layout and the hash
 //! algorithm per key and computed the block twice.
 
-use super::bit_filter::BitFilter;
-use super::probe::{block_of, prefetch, WordOr};
+use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, WordOr};
 use crate::filter::hash::{
     for_each_standard_position, KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher,
 };
-use crate::filter::params::{split_block_of, Layout};
+use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{block_masks, block_word_bit, Job, Probe, SharedBlock};
 
 /// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
@@ -96,14 +95,17 @@ fn ring<S: ?Sized, T: Copy + Default>(
     sum
 }
 
-/// [`BitFilter::insert_many`] and [`BitFilter::insert_hashes`] as a
+/// `BitFilter::insert_many` and `BitFilter::insert_hashes` as a
 /// [`Job`]: compiled once more with AVX2 (`mulx` in the hash and the range
 /// map, `shlx` for the bits, the vector positions), run with the best this
 /// CPU has. Sets each bit with `O` (the atomic OR of `BitFilter::insert`,
 /// or the plain store of a filter one thread writes), where the word lacks
 /// it.
 pub(super) struct BulkInsert<'a, S, O> {
-    pub(super) f: &'a BitFilter,
+    /// The filter's parameters.
+    pub(super) p: FilterParams,
+    /// The filter's bits.
+    pub(super) blocks: &'a [SharedBlock],
     pub(super) src: S,
     pub(super) or: O,
 }
@@ -112,27 +114,25 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
     type Out = u64;
     #[inline(always)]
     fn run<P: Probe>(self, probe: P) -> u64 {
-        let (mut f, src, _) = (self.f, self.src, self.or);
-        let p = *f.params_ref();
+        let (p, mut blocks, src, _) = (self.p, self.blocks, self.src, self.or);
         let n = src.count();
         match p.layout() {
             Layout::Blocked => {
                 let h3 = Xxh3Hasher(p.hash().seed);
                 ring(
                     n,
-                    &mut f,
+                    &mut blocks,
                     #[inline(always)]
-                    |f: &&BitFilter, i| {
+                    |blocks: &&[SharedBlock], i| {
                         let h = src.hash(h3, i);
                         let b = block_of(&p, h);
-                        prefetch(&f.blocks[b]);
+                        prefetch(&blocks[b]);
                         (b, h.h2)
                     },
                     #[inline(always)]
-                    |f, (b, h2)| {
+                    |blocks, (b, h2)| {
                         let mut changed = false;
-                        for (word, mask) in f.blocks[b].0.iter().zip(block_masks(probe, h2, p.k()))
-                        {
+                        for (word, mask) in blocks[b].0.iter().zip(block_masks(probe, h2, p.k())) {
                             changed |= O::or(word, mask);
                         }
                         u64::from(changed)
@@ -143,17 +143,17 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
                 let h64 = Xxh64Hasher(p.hash().seed);
                 ring(
                     n,
-                    &mut f,
+                    &mut blocks,
                     #[inline(always)]
-                    |f: &&BitFilter, i| {
+                    |blocks: &&[SharedBlock], i| {
                         let h = src.hash(h64, i);
                         let b = split_block_of(&p, h);
-                        prefetch(&SharedBlock::split_halves(&f.blocks)[b]);
+                        prefetch(&SharedBlock::split_halves(blocks)[b]);
                         (b, h.h1 as u32)
                     },
                     #[inline(always)]
-                    |f, (b, x)| {
-                        let half = &SharedBlock::split_halves(&f.blocks)[b];
+                    |blocks, (b, x)| {
+                        let half = &SharedBlock::split_halves(blocks)[b];
                         let mut changed = false;
                         for (word, mask) in half.0.iter().zip(probe.split_word_masks(x)) {
                             changed |= O::or(word, mask);
@@ -166,26 +166,29 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
                 let h3 = Xxh3Hasher(p.hash().seed);
                 ring(
                     n,
-                    &mut f,
+                    &mut blocks,
                     #[inline(always)]
-                    |f: &&BitFilter, i| {
+                    |blocks: &&[SharedBlock], i| {
                         let h = src.hash(h3, i);
-                        f.prefetch_standard(h);
+                        prefetch_standard(SharedBlock::flat(blocks), &p, h);
                         h
                     },
                     #[inline(always)]
-                    |f, h| u64::from(f.insert_standard::<O>(h)),
+                    |blocks, h| u64::from(insert_standard::<O>(SharedBlock::flat(blocks), &p, h)),
                 )
             }
         }
     }
 }
 
-/// [`BitFilter::insert_many_mut`] and [`BitFilter::insert_hashes_mut`] as
+/// `BitFilter::insert_many_mut` and `BitFilter::insert_hashes_mut` as
 /// a [`Job`] (see [`BulkInsert`]): plain loads and stores, the filter being
 /// borrowed exclusively.
 pub(super) struct BulkInsertMut<'a, S> {
-    pub(super) f: &'a mut BitFilter,
+    /// The filter's parameters.
+    pub(super) p: FilterParams,
+    /// The filter's bits, borrowed exclusively.
+    pub(super) blocks: &'a mut [SharedBlock],
     pub(super) src: S,
 }
 
@@ -193,10 +196,8 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
     type Out = ();
     #[inline(always)]
     fn run<P: Probe>(self, probe: P) {
-        let (f, src) = (self.f, self.src);
-        let p = *f.params_ref();
+        let (p, blocks, src) = (self.p, self.blocks, self.src);
         let n = src.count();
-        let blocks: &mut [SharedBlock] = &mut f.blocks;
         match p.layout() {
             Layout::Blocked => {
                 let h3 = Xxh3Hasher(p.hash().seed);

@@ -6,7 +6,7 @@
 
 use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline};
 use super::partition::partitioned;
-use super::probe::block_of;
+use super::probe::{block_has_all, block_of, split_block_has_all};
 use super::BatchStrategy;
 use super::BloomRead;
 use crate::filter::hash::{KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher};
@@ -157,41 +157,5 @@ fn one_by_one<K: AsRef<[u8]>, H: KeyHasher>(
 ) {
     for (o, key) in out.iter_mut().zip(keys) {
         *o = test(hasher.hash(key.as_ref()));
-    }
-}
-
-/// Whether the `k` in-block positions of `h2` are all set in block `b` of
-/// `f`: read with vector loads where `f` keeps the block as aligned atomic
-/// words (an owned filter; `filter::simd`), else copied out word by word.
-#[inline(always)]
-pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
-    f: &F,
-    probe: P,
-    b: usize,
-    h2: u64,
-    k: u32,
-) -> bool {
-    match f.shared_block(b) {
-        Some(shared) => probe.shared_block_has_all(shared, h2, k),
-        None => probe.block_has_all(&f.block_words(b), h2, k),
-    }
-}
-
-/// Whether the eight lane bits of `x` are all set in split block `b` of `f`:
-/// vector loads of the aligned atomic words of an owned filter, a vector
-/// load of the bytes of a view, else the lanes copied out word by word.
-#[inline(always)]
-pub(super) fn split_block_has_all<F: BloomRead + ?Sized, P: Probe>(
-    f: &F,
-    probe: P,
-    b: usize,
-    x: u32,
-) -> bool {
-    if let Some(shared) = f.shared_split_block(b) {
-        return probe.shared_split_has_all(shared, x);
-    }
-    match f.split_block_bytes(b) {
-        Some(bytes) => probe.bytes_split_has_all(bytes, x),
-        None => probe.split_has_all(&f.split_block_lanes(b), x),
     }
 }

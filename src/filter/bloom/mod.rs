@@ -423,8 +423,10 @@ fn estimate_from_zeros(m: u64, zeros: u64, k: u32) -> f64 {
 }
 
 /// `ln(Z/m) / (k·ln(1 − 1/m))`, a saturated filter (no zero) read as if
-/// half a bit were zero.
+/// half a bit were zero. An empty block gives `0 / negative`, which is
+/// `-0.0`: adding `0.0` makes it `0.0`, so that an empty filter's estimate
+/// prints as 0, not -0.
 fn estimate_from_zeros_f(m: u64, zeros: f64, k: u32) -> f64 {
     let z = if zeros == 0.0 { 0.5 } else { zeros };
-    (z / m as f64).ln() / (k as f64 * (-1.0 / m as f64).ln_1p())
+    (z / m as f64).ln() / (k as f64 * (-1.0 / m as f64).ln_1p()) + 0.0
 }

@@ -1,6 +1,10 @@
-//! The probes of one key: which block, which bits, and the prefetch hint.
+//! The probes of one key: which block, which bits, whether a block holds
+//! them all (over any `BloomRead`), and the prefetch hint.
 
-use crate::filter::hash::{KeyHash, StandardProbes};
+use super::BloomRead;
+use crate::filter::hash::{for_each_standard_position, KeyHash, StandardProbes};
+use crate::filter::params::FilterParams;
+use crate::filter::simd::Probe;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(super) use crate::filter::params::block_of;
@@ -101,3 +105,70 @@ impl WordOr for Alone {
 }
 
 pub(super) use crate::filter::simd::prefetch;
+
+/// Prefetches the `k` words in `words` (the bits of a filter of parameters
+/// `p`) that a standard-layout key `h` will write.
+#[inline(always)]
+pub(super) fn prefetch_standard(words: &[AtomicU64], p: &FilterParams, h: KeyHash) {
+    for_each_standard_position(h, p.m(), p.k(), |pos| {
+        if let Some(w) = words.get((pos / 64) as usize) {
+            prefetch(w);
+        }
+        true
+    });
+}
+
+/// The standard layout's insert of `h` into `words` (the bits of a filter
+/// of parameters `p`), each bit set with `O`: the `k` lines prefetched
+/// first, then each word read and written if it lacks its bit (see
+/// `BitFilter::insert_hash`). Returns whether any bit was clear.
+#[inline(always)]
+pub(super) fn insert_standard<O: WordOr>(
+    words: &[AtomicU64],
+    p: &FilterParams,
+    h: KeyHash,
+) -> bool {
+    let mut changed = false;
+    prefetch_standard(words, p, h);
+    for_each_standard_position(h, p.m(), p.k(), |pos| {
+        changed |= O::or(&words[(pos / 64) as usize], 1 << (pos % 64));
+        true
+    });
+    changed
+}
+
+/// Whether the `k` in-block positions of `h2` are all set in block `b` of
+/// `f`: read with vector loads where `f` keeps the block as aligned atomic
+/// words (an owned filter; `filter::simd`), else copied out word by word.
+#[inline(always)]
+pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    h2: u64,
+    k: u32,
+) -> bool {
+    match f.shared_block(b) {
+        Some(shared) => probe.shared_block_has_all(shared, h2, k),
+        None => probe.block_has_all(&f.block_words(b), h2, k),
+    }
+}
+
+/// Whether the eight lane bits of `x` are all set in split block `b` of `f`:
+/// vector loads of the aligned atomic words of an owned filter, a vector
+/// load of the bytes of a view, else the lanes copied out word by word.
+#[inline(always)]
+pub(super) fn split_block_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    x: u32,
+) -> bool {
+    if let Some(shared) = f.shared_split_block(b) {
+        return probe.shared_split_has_all(shared, x);
+    }
+    match f.split_block_bytes(b) {
+        Some(bytes) => probe.bytes_split_has_all(bytes, x),
+        None => probe.split_has_all(&f.split_block_lanes(b), x),
+    }
+}

@@ -309,3 +309,18 @@ fn the_one_writer_insert_sets_the_bits_of_the_shared_one() {
         );
     }
 }
+
+/// An empty filter holds zero keys, not minus zero (`filterstore estimate`
+/// printed "-0" for two empty filters): in every layout, for the set and
+/// for the union of two empty filters.
+#[test]
+fn an_empty_filter_estimates_plus_zero() {
+    for layout in [Layout::Standard, Layout::Blocked, Layout::SplitBlock] {
+        let p = FilterParams::for_capacity(1_000, 0.01, layout, spec(layout, 1)).unwrap();
+        let (a, b) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+        for est in [a.estimate_len(), a.estimate_union_len(&b).unwrap()] {
+            assert!(est == 0.0 && est.is_sign_positive(), "{layout:?}: {est}");
+            assert_eq!(format!("{est:.0}"), "0");
+        }
+    }
+}

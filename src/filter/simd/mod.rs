@@ -1,5 +1,6 @@
-//! The one module with `unsafe`: the AVX2 block probe, its dispatch, and
-//! the flat view of a filter's aligned blocks.
+//! One of the two modules with `unsafe` (the other, `filter::pages`, makes
+//! one FFI call): the AVX2 block probe, its dispatch, and the flat view of a
+//! filter's aligned blocks.
 //!
 //! # What it computes
 //! Exactly what [`scalar_block_has_all`] computes, which is the blocked
@@ -64,7 +65,7 @@
 //!   variable shift of 1 make the eight lane masks, and one `vptest` of the
 //!   block against them answers (CF: no mask bit is clear in the block).
 //!   A block of a shared filter is read by two aligned 16-byte `VMOVDQA`
-//!   in `asm!`, for the reason given below; an insert into a filter held
+//!   in `asm!`, for the reason given above (**Memory**); an insert into a filter held
 //!   `&mut` ORs the masks into the block with plain vector loads and
 //!   stores, which exclusive access makes race-free.
 //!
