@@ -9,15 +9,20 @@
 //! Run: `cargo bench --workspace --bench semijoin` (in release, as every
 //! cargo command of this workspace).
 
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+#[path = "../tests/common/metrics.rs"]
+mod metrics;
+#[path = "../tests/common/star.rs"]
+mod star;
+
+use cluster::{broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use filterstore_datafusion::cluster::{
-    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
-use filterstore_datafusion::metrics::{is_shuffle_of, sum_metric};
-use filterstore_datafusion::star::{write_star, StarSpec};
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use metrics::{is_shuffle_of, sum_metric};
+use star::{write_star, StarSpec};
 use std::error::Error;
 use std::sync::Arc;
 use std::time::Instant;
@@ -125,7 +130,7 @@ async fn measure(
     for (t, l) in times.iter_mut().zip(last) {
         t.sort_by(f64::total_cmp);
         let (plan, decision) = l.ok_or("no run")?;
-        let plan = filterstore_datafusion::metrics::executed_plan(&plan).await?;
+        let plan = metrics::executed_plan(&plan).await?;
         out.push(Figures {
             rows: fact_shuffle_metric(&plan, "output_rows")?,
             bytes: fact_shuffle_metric(&plan, "bytes_transferred")?,

@@ -17,13 +17,16 @@
 //! Run from the workspace root:
 //! `cargo run --release -p filterstore-datafusion --example datafusion_semijoin`
 
+#[path = "../tests/common/star.rs"]
+mod star;
+
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::ScalarValue;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use filterstore_datafusion::register_functions;
-use filterstore_datafusion::star::{write_star, StarSpec};
+use star::{write_star, StarSpec};
 use std::error::Error;
 
 #[tokio::main]

@@ -13,15 +13,18 @@
 //! Run from the workspace root:
 //! `cargo run --release -p filterstore-datafusion --example distributed_semijoin`
 
+#[path = "../tests/common/cluster.rs"]
+mod cluster;
+#[path = "../tests/common/star.rs"]
+mod star;
+
+use cluster::{broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::ParquetReadOptions;
 use datafusion_distributed::display_plan_ascii;
-use filterstore_datafusion::cluster::{
-    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
-use filterstore_datafusion::star::{write_star, StarSpec};
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use star::{write_star, StarSpec};
 use std::error::Error;
 
 const QUERY: &str =
@@ -51,7 +54,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         println!("== {name} join\n{report}");
         let rows = collect(plan.clone(), ctx.task_ctx()).await?;
         println!("{}", pretty_format_batches(&rows)?);
-        let plan = filterstore_datafusion::metrics::executed_plan(&plan).await?;
+        let plan = filterstore_datafusion::executed_plan(&plan).await?;
         println!("{}", display_plan_ascii(plan.as_ref(), true));
     }
     Ok(())

@@ -34,8 +34,6 @@ pub const DEFAULT_CACHE_BUDGET: u64 = 256 << 20;
 pub struct DecodedFilter {
     /// The filter, owned, queryable from any thread.
     pub filter: BitFilter,
-    /// Keys the sender inserted (the descriptor's `n`).
-    pub n: u64,
 }
 
 struct Entry {
@@ -194,8 +192,5 @@ pub fn decode(function: &'static str, bytes: &[u8], budget: u64) -> Result<Decod
         .map_err(unreadable)?
         .into_owned()
         .map_err(|e| unreadable(ExchangeError::Param(e)))?;
-    Ok(DecodedFilter {
-        filter,
-        n: msg.descriptor.n,
-    })
+    Ok(DecodedFilter { filter })
 }

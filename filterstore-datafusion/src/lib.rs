@@ -1,48 +1,87 @@
 //! filterstore's Bloom filters inside Apache DataFusion 55 and
 //! datafusion-distributed 4.
 //!
-//! - [`contains`]: `bloom_contains(filter, key)`, a scalar UDF that crosses
-//!   to workers by name;
-//! - [`agg`]: `bloom_agg(key [, fp [, expected_n]])`, the filter message of a
-//!   column, under a byte budget;
-//! - [`estimate`]: set and join sizes from two filters, in SQL;
-//! - [`runtime`]: runtime Bloom filters that the planner places by itself on
-//!   distributed hash joins, wherever they pay and never changing an answer;
-//! - [`sbbf`]: Parquet split-block Bloom filter interop;
-//! - [`cluster`]: an in-memory cluster for tests, examples and benchmarks.
+//! - **Runtime filters** that the planner places by itself on distributed
+//!   hash joins and that are built while the query runs, from the rows the
+//!   join reads anyway: one call on the coordinator
+//!   ([`BloomStateBuilderExt::with_bloom_runtime_filters`]), one on every
+//!   worker ([`BloomStateBuilderExt::with_bloom_functions`]); the decisions
+//!   and what became of each filter in [`last_report`]. Worker processes:
+//!   [`serve_worker`] (and the `filterstore-worker` binary), a coordinator
+//!   over them: [`remote_cluster`].
+//! - **SQL functions** ([`register_functions`]): `bloom_contains(filter,
+//!   key)`, `bloom_agg(key [, fp [, expected_n]])` (the filter message of a
+//!   column, under a byte budget), and set and join sizes from two filters
+//!   (`bloom_estimate_count`, `bloom_estimate_intersection`,
+//!   `bloom_estimate_join_size`).
+//! - **Parquet split-block Bloom filters** ([`sbbf`]): a filterstore filter of
+//!   the split-block layout and arrow-rs's `Sbbf`, both ways.
 //!
-//! Keys are hashed as [`keys`] documents (Parquet plain encoding, integers
-//! widened to 64 bits), so any producer can build a compatible filter;
-//! [`rowkey`] extends that encoding to composite keys and every type
-//! DataFusion joins on.
-//! Decoded filters live in one process-wide cache ([`cache`]).
+//! Keys are hashed as the README's "Key encoding" says (Parquet plain
+//! encoding, integers widened to 64 bits, composite keys as one byte string),
+//! so any producer can build a compatible filter. Decoded filters live in one
+//! process-wide cache ([`set_cache_budget`], [`cache_stats`]).
+//!
+//! ```
+//! use datafusion::prelude::SessionContext;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let ctx = SessionContext::new();
+//! filterstore_datafusion::register_functions(&ctx);
+//! ctx.sql("CREATE TABLE dim AS SELECT * FROM (VALUES (1), (2), (3)) AS t(k)")
+//!     .await?
+//!     .collect()
+//!     .await?;
+//! // The filter message of a column, then which keys it may hold.
+//! let out = ctx
+//!     .sql("SELECT bloom_contains((SELECT bloom_agg(k) FROM dim), v) AS maybe \
+//!           FROM (VALUES (2), (40)) AS p(v) ORDER BY v")
+//!     .await?
+//!     .collect()
+//!     .await?;
+//! let maybe = datafusion::arrow::array::AsArray::as_boolean(out[0].column(0));
+//! assert!(maybe.value(0)); // 2 is in `dim`: never a false negative
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
+//! # }
+//! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod agg;
-pub mod cache;
-pub mod cluster;
-pub mod contains;
-pub mod error;
-pub mod estimate;
-pub mod keys;
-pub mod metrics;
-pub mod rowkey;
-pub mod runtime;
+mod agg;
+mod cache;
+mod contains;
+mod error;
+mod estimate;
+mod keys;
+mod metrics;
+mod rowkey;
+mod runtime;
 pub mod sbbf;
-pub mod serve;
-pub mod star;
+mod serve;
 
-pub use agg::{bloom_agg_udaf, is_pass_all, pass_all_message, BloomAgg};
+pub use agg::{bloom_agg_udaf, is_pass_all, pass_all_message, BloomAgg, AGG_HASH};
+pub use cache::{cache_stats, clear_cache, set_cache_budget, CacheStats, DEFAULT_CACHE_BUDGET};
 pub use contains::{bloom_contains_udf, BloomContains};
 pub use error::BloomUdfError;
 pub use estimate::{estimate_udfs, BloomEstimate, EstimateKind};
+pub use metrics::executed_plan;
 pub use runtime::{
-    last_report, BloomFilterExec, BloomQueryExec, BloomRuntimeFilterPlanner,
-    BloomRuntimeFilterRule, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision,
+    last_report, BloomCodec, BloomFilterExec, BloomQueryExec, BloomRuntimeFilterPlanner,
+    BloomRuntimeFilterRule, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision, ProbePolicy,
     RendezvousServer, RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
 };
+pub use serve::{bloom_worker, remote_cluster, serve_worker, RemoteCluster, StaticWorkers};
+
+/// Test seams: fault injection into one query's runtime filters and a
+/// count of waiting probe tasks (`tests/runtime/waits.rs`). Not a stable
+/// API; costs one atomic load per post and per probe batch when unused.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::runtime::exec::waiting_probes;
+    pub use crate::runtime::tap::hooks;
+}
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};

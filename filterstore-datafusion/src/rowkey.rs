@@ -286,11 +286,6 @@ impl KeyColumns {
         self.len
     }
 
-    /// Whether the batch has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// A reader of the rows' keys.
     pub fn rows(&self) -> Result<RowKeys<'_>> {
         let cols = self

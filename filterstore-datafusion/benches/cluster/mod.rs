@@ -16,14 +16,18 @@
 #[path = "../../tests/common/procs.rs"]
 pub mod procs;
 
+#[path = "../../tests/common/cluster.rs"]
+pub mod in_memory;
+
+#[path = "../../tests/common/metrics.rs"]
+pub mod metrics;
+
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::{
-    in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
-use filterstore_datafusion::metrics::{executed_plan, one_line, sum_metric};
-use filterstore_datafusion::serve::remote_cluster;
+use filterstore_datafusion::remote_cluster;
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use in_memory::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
+use metrics::{executed_plan, one_line, sum_metric};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;

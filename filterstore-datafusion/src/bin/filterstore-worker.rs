@@ -59,7 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         };
         println!("filterstore-worker listening on http://{addr}");
         std::io::stdout().flush()?;
-        filterstore_datafusion::serve::serve_worker(listener, shutdown).await?;
+        filterstore_datafusion::serve_worker(listener, shutdown).await?;
         Ok::<_, Box<dyn std::error::Error>>(())
     })
 }

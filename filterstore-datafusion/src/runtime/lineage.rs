@@ -312,10 +312,10 @@ fn join(j: &HashJoinExec, keys: &Keys) -> Result<Step> {
     };
     let child = if side == JoinSide::Left { 0 } else { 1 };
     let mut into = vec![(child, mapped.clone())];
-    if *j.join_type() == JoinType::Inner {
-        if let Some(other) = same_key_other_side(j, side, &mapped) {
-            into.push((1 - child, other));
-        }
+    if *j.join_type() == JoinType::Inner
+        && let Some(other) = same_key_other_side(j, side, &mapped)
+    {
+        into.push((1 - child, other));
     }
     Ok(Step::Into(into))
 }

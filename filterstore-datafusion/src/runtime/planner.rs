@@ -55,8 +55,7 @@ pub struct LastReport(Mutex<Option<RuntimeFilterReport>>);
 pub fn last_report(ctx: &SessionContext) -> Option<RuntimeFilterReport> {
     let state = ctx.state();
     let last = state.config().get_extension::<LastReport>()?;
-    let report = last.0.lock().clone();
-    report
+    last.0.lock().clone()
 }
 
 impl BloomRuntimeFilterPlanner {

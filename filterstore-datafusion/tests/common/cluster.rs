@@ -1,14 +1,16 @@
 //! An in-memory datafusion-distributed cluster: coordinator and workers in
 //! one process, talking gRPC over a tokio duplex pipe, no ports. The tests,
 //! examples and benchmark run on it; production clusters use the same session
-//! setup ([`crate::BloomStateBuilderExt`]) with real resolvers.
+//! setup (`BloomStateBuilderExt`) with real resolvers, as
+//! `filterstore_datafusion::remote_cluster` does for worker processes.
 //!
 //! Adapted from datafusion-distributed 4.0's `examples/in_memory_cluster.rs`
 //! (Apache-2.0), which its `integration` feature ships as test utilities;
 //! copying its 60 lines keeps that feature, and insta with it, out of the
 //! build.
 
-use crate::{BloomStateBuilderExt, RuntimeFilterConfig};
+#![allow(dead_code)]
+
 use async_trait::async_trait;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
@@ -17,6 +19,7 @@ use datafusion_distributed::{
     grpc, ChannelResolver, DistributedConfig, DistributedExt, SessionStateBuilderExt, Worker,
     WorkerChannel, WorkerQueryContext, WorkerResolver,
 };
+use filterstore_datafusion::{BloomStateBuilderExt, RuntimeFilterConfig};
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Endpoint, Server};
 use url::Url;

@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests (and, through `#[path]`, the benchmark).
 
+pub mod cluster;
 pub mod data;
+pub mod metrics;
 pub mod procs;
+pub mod star;
 pub mod tpch;

@@ -9,6 +9,8 @@
 //!
 //! Seeded (SplitMix64), so every run writes the same bytes.
 
+#![allow(dead_code)]
+
 use datafusion::arrow::array::{Int32Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::error::Result;

@@ -6,12 +6,12 @@
 //! replaced by `<data>`. To accept a new text after a reviewed change, run
 //! with `UPDATE_PLANS=1` and read the diff.
 
+use crate::common::cluster::{
+    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
+};
 use crate::common::data::{table, Rng};
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::{
-    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
 use filterstore_datafusion::RuntimeFilterConfig;
 use std::path::Path;
 use std::sync::Arc;

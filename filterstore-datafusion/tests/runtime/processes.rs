@@ -5,13 +5,13 @@
 //! DataFusion's. The workers are stopped when the test ends, also when it
 //! panics.
 
+use crate::common::cluster::partitioned_join_config;
+use crate::common::metrics::{executed_plan, is_bloom_filter, sum_metric};
 use crate::common::procs::{alive, Workers};
 use crate::common::tpch;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::partitioned_join_config;
-use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, sum_metric};
-use filterstore_datafusion::serve::remote_cluster;
+use filterstore_datafusion::remote_cluster;
 use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig};
 use std::sync::Arc;
 use std::time::Duration;

@@ -13,6 +13,7 @@
 //! Seeded: a failure prints its seed and SQL. `RUNTIME_RANDOM_CASES` sets
 //! the number of queries (default 200); the `--ignored` long run does 3,000.
 
+use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use crate::common::data::{table, Rng};
 use crate::common::tpch::{diff, rows};
 use datafusion::arrow::array::{
@@ -20,9 +21,6 @@ use datafusion::arrow::array::{
     Int64Array, StringArray, UInt16Array,
 };
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::{
-    in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use std::path::Path;
 use std::sync::Arc;

@@ -7,7 +7,11 @@
 //! Every query runs on the 3-worker in-memory cluster with joins forced
 //! partitioned, and its result must equal single-node DataFusion's.
 
+use crate::common::cluster::{
+    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
+};
 use crate::common::data::{table, Rng};
+use crate::common::metrics::{executed_plan, is_bloom_filter, one_line, sum_metric};
 use crate::common::tpch::{diff, rows};
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, Int32Array, Int64Array, ListArray, StringArray,
@@ -17,10 +21,6 @@ use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::JoinSide;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::{
-    broadcast_join_config, in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
-use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, one_line, sum_metric};
 use filterstore_datafusion::{
     last_report, FilterOutcome, RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
 };

@@ -14,12 +14,12 @@ use datafusion_distributed::{
     NetworkBoundaryExt,
 };
 
-use filterstore_datafusion::cluster::{
+use crate::common::cluster::{
     broadcast_join_config, in_memory_cluster, partitioned_join_config, single_task_config,
     WorkerFunctions,
 };
-use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, is_shuffle_of, sum_metric};
-use filterstore_datafusion::star::{write_star, StarData, StarSpec};
+use crate::common::metrics::{executed_plan, is_bloom_filter, is_shuffle_of, sum_metric};
+use crate::common::star::{write_star, StarData, StarSpec};
 use filterstore_datafusion::{
     last_report, FilterOutcome, RuntimeFilterConfig, SkipReason, Verdict,
 };

@@ -7,11 +7,9 @@
 //! forced (wherever it may), so the test exercises every placement the rule
 //! allows on TPC-H's shapes, not only those that pay at this scale.
 
+use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use crate::common::tpch;
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::{
-    in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use std::time::Duration;
 

@@ -9,17 +9,15 @@
 //! it on the in-memory cluster, whose taps and probe tasks run in this
 //! process. Other tests running at the same time are untouched.
 
+use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use crate::common::data::{table, Rng};
+use crate::common::metrics::{executed_plan, is_bloom_filter, sum_metric};
 use crate::common::tpch::{diff, rows};
 use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::cluster::{
-    in_memory_cluster, partitioned_join_config, WorkerFunctions,
-};
-use filterstore_datafusion::metrics::{executed_plan, is_bloom_filter, sum_metric};
-use filterstore_datafusion::runtime::exec::waiting_probes;
-use filterstore_datafusion::runtime::tap::hooks::{self, Faults, TapFault};
+use filterstore_datafusion::__private::hooks::{self, Faults, TapFault};
+use filterstore_datafusion::__private::waiting_probes;
 use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig};
 use futures::StreamExt;
 use std::sync::Arc;
