@@ -84,6 +84,26 @@ pub enum BloomUdfError {
     /// A filter cannot be expressed as a Parquet split-block Bloom filter.
     #[error("parquet split-block Bloom filter: {0}")]
     Sbbf(String),
+    /// A Parquet column that cannot carry a filterstore filter as its Bloom
+    /// filter (absent, nested, or of a type whose Parquet filter hashes other
+    /// bytes than this crate's keys), or a batch that does not match it.
+    #[error("parquet Bloom filter of column `{column}`: {reason}")]
+    ParquetColumn {
+        /// The column named.
+        column: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A batch holds a value that the filter meant for its column lacks: as
+    /// that column's Parquet Bloom filter, it would make readers skip the
+    /// row group holding the value. Nothing of the batch was written.
+    #[error("parquet Bloom filter of column `{column}`: row {row} of the batch holds a value the filter lacks, and readers would skip the row group holding it; nothing of the batch was written (build the filter from every key of the column)")]
+    KeyNotInFilter {
+        /// The column.
+        column: String,
+        /// The first such row of the batch.
+        row: usize,
+    },
 }
 
 impl From<BloomUdfError> for DataFusionError {

@@ -40,7 +40,21 @@ use filterstore::{BloomRead, HashSpec, KeyHash};
 /// keys and answers to stay on the stack (2 KiB for integers).
 pub const CHUNK: usize = 256;
 
-/// The 8 bytes an integer key hashes as (see the module table).
+/// The 8 bytes an integer key hashes as: the value widened to 64 bits
+/// (sign-extended for signed types, zero-extended for unsigned), little-endian.
+/// Strings and binaries hash as their raw bytes. Use it to build a filter
+/// outside SQL that `bloom_contains` and Parquet readers answer for.
+///
+/// ```
+/// use filterstore::{BitFilter, FilterParams, HashSpec, Layout};
+/// use filterstore_datafusion::int_key;
+///
+/// let params = FilterParams::for_capacity(100, 0.01, Layout::Blocked, HashSpec::xxh3(1))?;
+/// let f = BitFilter::new(params)?;
+/// f.insert(&int_key(-7_i32 as i64 as u64)); // an Int32 -7, widened
+/// assert!(f.contains(&int_key(-7_i64 as u64))); // found as an Int64 -7
+/// # Ok::<(), filterstore::ParamError>(())
+/// ```
 #[inline(always)]
 pub fn int_key(widened: u64) -> [u8; 8] {
     widened.to_le_bytes()

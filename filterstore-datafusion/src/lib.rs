@@ -66,6 +66,7 @@ pub use cache::{cache_stats, clear_cache, set_cache_budget, CacheStats, DEFAULT_
 pub use contains::{bloom_contains_udf, BloomContains};
 pub use error::BloomUdfError;
 pub use estimate::{estimate_udfs, BloomEstimate, EstimateKind};
+pub use keys::int_key;
 pub use metrics::executed_plan;
 pub use runtime::{
     last_report, BloomCodec, BloomFilterExec, BloomQueryExec, BloomRuntimeFilterPlanner,

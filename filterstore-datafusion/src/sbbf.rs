@@ -9,9 +9,14 @@
 //! answers exactly as the filter does, and [`import_sbbf`] /
 //! [`import_sbbf_split_block`] turn a serialized SBBF (as a Parquet file
 //! stores it, or [`Sbbf::write`] writes it) into a split-block filter that
-//! answers exactly as arrow-rs's `Sbbf::check` does (`tests/sbbf.rs`: 1M keys,
-//! present and absent, both ways, and a filter from a Parquet file written
-//! by arrow-rs).
+//! answers exactly as arrow-rs's `Sbbf::check` does (`tests/sql/sbbf.rs`: 1M
+//! keys, present and absent, both ways, and a filter from a Parquet file
+//! written by arrow-rs).
+//!
+//! [`SbbfArrowWriter`] writes a Parquet file with arrow-rs's `ArrowWriter`
+//! and stores a split-block filter ([`ColumnSbbf`]) as the Bloom filter of
+//! a named column, which Parquet readers (DataFusion among them) then use to
+//! skip row groups; it refuses a batch holding a value the filter lacks.
 //!
 //! The other layouts (standard, blocked) hash with seeded XXH3-128 and place
 //! `k` bits in a 512-bit block or anywhere: a bit of theirs cannot be moved
@@ -29,6 +34,9 @@
 //! bytes; arrow-rs writes at most 128 MiB and a power of two, and parquet-mr
 //! reads at most 128 MiB, so a filter meant for other readers should keep
 //! to that.
+
+mod writer;
+pub use writer::{ColumnSbbf, SbbfArrowWriter};
 
 use crate::error::{BloomUdfError, Result};
 use crate::keys::{self, KeyVisitor};
@@ -53,22 +61,29 @@ fn incompatible(params: &FilterParams) -> BloomUdfError {
     ))
 }
 
-/// Exports a split-block filter as a Parquet [`Sbbf`] with the same bits
-/// (it answers every key as the filter does); any other layout is refused
-/// with the reason, and so is a bitset larger than an SBBF header can
-/// describe ([`MAX_SBBF_BYTES`]).
-pub fn export_bit_filter(filter: &impl BloomRead) -> Result<Sbbf> {
-    let p = filter.params();
+/// The bytes of the SBBF bitset a filter of `p` exports as: refused unless
+/// `p` is the split-block layout and the bitset fits an SBBF header
+/// ([`MAX_SBBF_BYTES`]). Reads no word of the filter.
+fn sbbf_bytes(p: &FilterParams) -> Result<usize> {
     if p.layout() != Layout::SplitBlock {
         return Err(incompatible(p).into());
     }
-    let len = (p.m() / 8) as usize;
+    let len = usize::try_from(p.m() / 8).unwrap_or(usize::MAX);
     if len > MAX_SBBF_BYTES {
         return Err(BloomUdfError::Sbbf(format!(
             "a split-block filter of {len} bytes is larger than an SBBF header can describe ({MAX_SBBF_BYTES} bytes); Parquet readers expect at most 128 MiB"
         ))
         .into());
     }
+    Ok(len)
+}
+
+/// Exports a split-block filter as a Parquet [`Sbbf`] with the same bits
+/// (it answers every key as the filter does); any other layout is refused
+/// with the reason, and so is a bitset larger than an SBBF header can
+/// describe ([`MAX_SBBF_BYTES`]).
+pub fn export_bit_filter(filter: &impl BloomRead) -> Result<Sbbf> {
+    let len = sbbf_bytes(filter.params())?;
     let mut bitset = Vec::new();
     bitset
         .try_reserve_exact(len)

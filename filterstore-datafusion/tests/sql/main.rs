@@ -5,3 +5,5 @@ mod agg_estimate;
 mod contains_exact;
 mod message_errors;
 mod sbbf;
+mod sbbf_write;
+mod sbbf_write_file;

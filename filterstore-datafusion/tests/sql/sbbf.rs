@@ -18,7 +18,7 @@ use filterstore_datafusion::sbbf::{
 };
 use std::sync::Arc;
 
-fn parquet_bloom_filters(batch: RecordBatch) -> Vec<datafusion::parquet::bloom_filter::Sbbf> {
+fn parquet_bloom_filters(batch: RecordBatch) -> Vec<Sbbf> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.parquet");
     let props = WriterProperties::builder()
@@ -32,6 +32,15 @@ fn parquet_bloom_filters(batch: RecordBatch) -> Vec<datafusion::parquet::bloom_f
     .unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
+    bloom_filters(&path, 0)
+        .into_iter()
+        .map(|f| f.expect("bloom filter written"))
+        .collect()
+}
+
+/// The Bloom filter of each column chunk of row group `rg` in the Parquet
+/// file at `path`, as arrow-rs's reader loads it.
+pub(crate) fn bloom_filters(path: &std::path::Path, rg: usize) -> Vec<Option<Sbbf>> {
     let opts = ReadOptionsBuilder::new()
         .with_reader_properties(
             ReaderProperties::builder()
@@ -40,14 +49,10 @@ fn parquet_bloom_filters(batch: RecordBatch) -> Vec<datafusion::parquet::bloom_f
         )
         .build();
     let reader =
-        SerializedFileReader::new_with_options(std::fs::File::open(&path).unwrap(), opts).unwrap();
-    let rg = reader.get_row_group(0).unwrap();
-    (0..batch.num_columns())
-        .map(|c| {
-            rg.get_column_bloom_filter(c)
-                .cloned()
-                .expect("bloom filter written")
-        })
+        SerializedFileReader::new_with_options(std::fs::File::open(path).unwrap(), opts).unwrap();
+    let rg = reader.get_row_group(rg).unwrap();
+    (0..rg.num_columns())
+        .map(|c| rg.get_column_bloom_filter(c).cloned())
         .collect()
 }
 
@@ -115,7 +120,7 @@ fn bit_filters_refuse_conversion_clearly() {
 
 /// 16-byte keys `i` (present for `i < n`, the low bit of the first byte
 /// clear) and absent ones (set), from a fixed generator.
-fn key(i: u64, present: bool) -> [u8; 16] {
+pub(crate) fn key(i: u64, present: bool) -> [u8; 16] {
     let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5851_f42d_4c95_7f2d;
     x ^= x >> 29;
     let mut k = [0u8; 16];
@@ -125,11 +130,11 @@ fn key(i: u64, present: bool) -> [u8; 16] {
     k
 }
 
-const N: u64 = 1_000_000;
+pub(crate) const N: u64 = 1_000_000;
 
 /// `(present found, absent false positives)`, asserting that `ours` and
 /// arrow-rs's `check` agree on every one of N present and N absent keys.
-fn agree(ours: &BitFilter, theirs: &Sbbf) -> (u64, u64) {
+pub(crate) fn agree(ours: &BitFilter, theirs: &Sbbf) -> (u64, u64) {
     let mut counts = (0, 0);
     for present in [true, false] {
         for i in 0..N {
