@@ -16,6 +16,10 @@
 #[path = "../../tests/common/procs.rs"]
 pub mod procs;
 
+/// Generated data kept between runs (shared with the tests).
+#[path = "../../tests/common/cache.rs"]
+pub mod cache;
+
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::cluster::{
@@ -24,7 +28,6 @@ use filterstore_datafusion::cluster::{
 use filterstore_datafusion::metrics::{executed_plan, one_line, sum_metric};
 use filterstore_datafusion::serve::remote_cluster;
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,15 +61,6 @@ pub fn cpu() -> String {
                 .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
         })
         .unwrap_or_else(|| "?".into())
-}
-
-/// Where generated data is kept: `$CARGO_TARGET_DIR/<name>/sf<SF>`, or the
-/// workspace's `target/` when the variable is unset (as cargo does).
-pub fn data_dir(name: &str, sf: f64) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join(name).join(format!("sf{sf}"))
 }
 
 /// Rows and bytes entering the plan's network shuffles.
