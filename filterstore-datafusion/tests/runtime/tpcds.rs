@@ -169,3 +169,49 @@ async fn body() {
     assert!(applied > 0, "no runtime filter built with the default rule");
     assert!(forced_applied > applied, "forcing built no more filters");
 }
+
+/// The data cache uses a directory only when a generation of its layout
+/// completed: a failed generation leaves nothing, a directory without the
+/// marker or of another layout is regenerated, a complete one is kept.
+#[tokio::test]
+async fn cached_data_is_used_only_when_complete() {
+    use crate::common::cache::generate_once;
+    use datafusion::error::DataFusionError;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("sf1");
+    let write = |text: &'static str| {
+        move |tmp: std::path::PathBuf| async move {
+            std::fs::write(tmp.join("part"), text)?;
+            Ok(())
+        }
+    };
+    let part = || std::fs::read_to_string(dir.join("part")).unwrap();
+
+    let failed = generate_once(&dir, "v1", |tmp| async move {
+        std::fs::write(tmp.join("part"), "half")?;
+        Err(DataFusionError::Execution("cut short".into()))
+    })
+    .await;
+    assert!(failed.is_err());
+    let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+    assert!(left.is_empty(), "a failed generation left {left:?}");
+
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("part"), "no marker").unwrap();
+    assert!(generate_once(&dir, "v1", write("one")).await.unwrap());
+    assert_eq!(part(), "one");
+
+    let kept = generate_once(&dir, "v1", |_| async {
+        panic!("complete data regenerated")
+    });
+    assert!(!kept.await.unwrap());
+    assert_eq!(part(), "one");
+
+    assert!(generate_once(&dir, "v2", write("two")).await.unwrap());
+    assert_eq!(part(), "two");
+    let names: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["sf1"], "only the data directory remains");
+}
