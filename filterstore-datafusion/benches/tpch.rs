@@ -17,7 +17,8 @@ mod tpch;
 
 mod cluster;
 
-use cluster::{cpu, data_dir, env, explain_all, loadavg, memory, processes, run_all, Res};
+use cluster::cache::data_dir;
+use cluster::{cpu, env, explain_all, loadavg, memory, processes, run_all, Res};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::RuntimeFilterConfig;

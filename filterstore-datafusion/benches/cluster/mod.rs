@@ -22,13 +22,16 @@ pub mod in_memory;
 #[path = "../../tests/common/metrics.rs"]
 pub mod metrics;
 
+/// Generated data kept between runs (shared with the tests).
+#[path = "../../tests/common/cache.rs"]
+pub mod cache;
+
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::remote_cluster;
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use in_memory::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use metrics::{executed_plan, one_line, sum_metric};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -64,15 +67,6 @@ pub fn cpu() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// Where generated data is kept: `$CARGO_TARGET_DIR/<name>/sf<SF>`, or the
-/// workspace's `target/` when the variable is unset (as cargo does).
-pub fn data_dir(name: &str, sf: f64) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join(name).join(format!("sf{sf}"))
-}
-
 /// Rows and bytes entering the plan's network shuffles.
 #[derive(Default, Clone, Copy)]
 pub struct Figures {
@@ -90,12 +84,21 @@ fn is_shuffle(n: &dyn ExecutionPlan) -> bool {
 pub fn split(stmts: &[String]) -> Res<(&[String], &String, &[String])> {
     let i = stmts
         .iter()
-        .position(|s| {
-            let s = s.trim_start().to_lowercase();
-            s.starts_with("select") || s.starts_with("with")
-        })
+        .position(|s| is_query(s))
         .ok_or("no SELECT among the statements")?;
     Ok((&stmts[..i], &stmts[i], &stmts[i + 1..]))
+}
+
+/// Whether a statement is a `SELECT` or `WITH` (after any comment lines:
+/// TPC-DS q47 opens with two).
+fn is_query(stmt: &str) -> bool {
+    let first = stmt
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("--"))
+        .unwrap_or("")
+        .to_lowercase();
+    first.starts_with("select") || first.starts_with("with")
 }
 
 async fn run_each(ctx: &SessionContext, stmts: &[String]) -> Res<()> {
@@ -200,6 +203,9 @@ pub async fn processes(rule: &RuntimeFilterConfig) -> Res<Sessions> {
 #[derive(Default)]
 pub struct Totals {
     pub queries: usize,
+    /// Queries single-node DataFusion cannot run (not run on the cluster).
+    pub skipped: usize,
+    /// Results that differ from single-node DataFusion's, and failed runs.
     pub wrong: usize,
     pub filters: usize,
     pub bytes_without: usize,
@@ -216,6 +222,7 @@ pub struct Totals {
 impl Totals {
     pub fn print(&self, prefix: &str) {
         println!("RESULT {prefix}.queries {}", self.queries);
+        println!("RESULT {prefix}.skipped {}", self.skipped);
         println!("RESULT {prefix}.wrong_results {}", self.wrong);
         println!("RESULT {prefix}.filters_applied {}", self.filters);
         println!(
@@ -236,13 +243,84 @@ impl Totals {
         );
         println!("RESULT {prefix}.slowest_query_ms {:.0}", self.slowest_ms);
     }
+
+    fn add(&mut self, label: &str, row: &QueryRow) {
+        let [m0, m1, m2] = row.ms;
+        self.queries += 1;
+        self.wrong += row.wrong;
+        self.filters += row.filters;
+        self.bytes_without += row.figs[0].shuffle_bytes;
+        self.bytes_with += row.figs[1].shuffle_bytes;
+        self.ms_without += m0;
+        self.ms_with += m1;
+        self.slowest_ms = self.slowest_ms.max(m0).max(m1).max(m2);
+        if m1 / m0 > self.worst {
+            self.worst = m1 / m0;
+            self.worst_query = label.to_string();
+        }
+        if m2 / m0 > self.forced_worst {
+            self.forced_worst = m2 / m0;
+            self.forced_worst_query = label.to_string();
+        }
+    }
 }
 
 /// Compares results as the tests do; `true` when equal.
 pub type Same =
     fn(&[datafusion::arrow::array::RecordBatch], &[datafusion::arrow::array::RecordBatch]) -> bool;
 
-/// Runs every query on one cluster kind, interleaving the three modes.
+/// One query's figures on one cluster kind: median wall ms and the last
+/// run's shuffle figures per mode (without, with, forced), filters built.
+struct QueryRow {
+    ms: [f64; 3],
+    figs: [Figures; 3],
+    filters: usize,
+    wrong: usize,
+}
+
+/// Runs one query `runs` times in each mode, interleaved, checking each
+/// answer against `expected`.
+async fn run_query(
+    label: &str,
+    kind: &str,
+    sessions: &Sessions,
+    stmts: &[String],
+    expected: &[datafusion::arrow::array::RecordBatch],
+    runs: usize,
+    same: Same,
+) -> Res<QueryRow> {
+    let mut times = [Vec::new(), Vec::new(), Vec::new()];
+    let mut row = QueryRow {
+        ms: [0.0; 3],
+        figs: [Figures::default(); 3],
+        filters: 0,
+        wrong: 0,
+    };
+    for r in 0..runs.max(1) {
+        for k in 0..3 {
+            let m = (k + r) % 3;
+            let ctx = [&sessions.without, &sessions.with, &sessions.forced][m];
+            let (ms, rows, f) = once(ctx, stmts)
+                .await
+                .map_err(|e| format!("mode {m}: {e}"))?;
+            if !same(expected, &rows) {
+                row.wrong += 1;
+                println!("{label} ({kind}): WRONG RESULT in mode {m}");
+            }
+            times[m].push(ms);
+            row.figs[m] = f;
+            if m == 1 {
+                row.filters = last_report(&sessions.with).map_or(0, |r| r.built());
+            }
+        }
+    }
+    row.ms = times.map(|mut v| median(&mut v));
+    Ok(row)
+}
+
+/// Runs every query on one cluster kind, interleaving the three modes. A
+/// query single-node DataFusion cannot run is skipped; one that fails on
+/// the cluster counts as a wrong result; both are printed with the error.
 pub async fn run_all(
     kind: &str,
     sessions: &Sessions,
@@ -267,46 +345,28 @@ pub async fn run_all(
         "load"
     );
     for (label, stmts) in queries {
-        let (_, expected, _) = once(single, stmts).await?;
-        let mut times = [Vec::new(), Vec::new(), Vec::new()];
-        let mut figs = [Figures::default(); 3];
-        let mut filters = 0;
-        for r in 0..runs.max(1) {
-            for k in 0..3 {
-                let m = (k + r) % 3;
-                let ctx = [&sessions.without, &sessions.with, &sessions.forced][m];
-                let (ms, rows, f) = once(ctx, stmts).await?;
-                if !same(&expected, &rows) {
-                    t.wrong += 1;
-                    println!("{label} ({kind}): WRONG RESULT in mode {m}");
-                }
-                times[m].push(ms);
-                figs[m] = f;
-                if m == 1 {
-                    filters = last_report(&sessions.with).map_or(0, |r| r.built());
-                }
+        let expected = match once(single, stmts).await {
+            Ok((_, rows, _)) => rows,
+            Err(e) => {
+                println!("{label}: skipped, single-node DataFusion fails: {e}");
+                t.skipped += 1;
+                continue;
             }
-        }
-        let [m0, m1, m2] = times.map(|mut v| median(&mut v));
-        t.queries += 1;
-        t.filters += filters;
-        t.bytes_without += figs[0].shuffle_bytes;
-        t.bytes_with += figs[1].shuffle_bytes;
-        t.ms_without += m0;
-        t.ms_with += m1;
-        t.slowest_ms = t.slowest_ms.max(m0).max(m1).max(m2);
-        if m1 / m0 > t.worst {
-            t.worst = m1 / m0;
-            t.worst_query = label.clone();
-        }
-        if m2 / m0 > t.forced_worst {
-            t.forced_worst = m2 / m0;
-            t.forced_worst_query = label.clone();
-        }
+        };
+        let row = match run_query(label, kind, sessions, stmts, &expected, runs, same).await {
+            Ok(row) => row,
+            Err(e) => {
+                println!("{label} ({kind}): FAILED in {e}");
+                t.wrong += 1;
+                continue;
+            }
+        };
+        t.add(label, &row);
+        let ([m0, m1, m2], figs) = (row.ms, row.figs);
         println!(
             "{:>6} {:>3} {:>12} {:>12} {:>8.3} {:>9.1} {:>9.1} {:>9.1} {:>6.3} {:>6.3} {:>5}",
             label,
-            filters,
+            row.filters,
             figs[0].shuffle_rows,
             figs[1].shuffle_rows,
             figs[1].shuffle_bytes as f64 / figs[0].shuffle_bytes.max(1) as f64,

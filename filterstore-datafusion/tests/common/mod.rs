@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests (and, through `#[path]`, the benchmark).
 
+pub mod cache;
 pub mod cluster;
 pub mod data;
 pub mod metrics;
 pub mod procs;
 pub mod star;
+pub mod tpcds;
 pub mod tpch;

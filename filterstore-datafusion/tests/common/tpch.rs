@@ -86,8 +86,14 @@ pub async fn register(ctx: &SessionContext, dir: &Path) -> Result<()> {
 
 /// The statements of query `n` (1..=22); q15 creates and drops a view.
 pub fn statements(n: usize) -> Vec<String> {
+    query_statements("tpch", n)
+}
+
+/// The statements of `testdata/<set>/q<n>.sql`.
+pub fn query_statements(set: &str, n: usize) -> Vec<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/tpch")
+        .join("testdata")
+        .join(set)
         .join(format!("q{n}.sql"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     text.split(';')

@@ -1,8 +1,8 @@
 //! Runtime filters on distributed plans, in one test binary (each test
 //! binary links all of DataFusion: fewer binaries, a faster build): the
 //! decision table and regressions (`rules`), seeded random joins (`random`),
-//! the star join (`semijoin`) and TPC-H (`tpch`), each against single-node
-//! DataFusion.
+//! the star join (`semijoin`), TPC-H (`tpch`) and TPC-DS (`tpcds`), each
+//! against single-node DataFusion.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -12,5 +12,6 @@ mod processes;
 mod random;
 mod rules;
 mod semijoin;
+mod tpcds;
 mod tpch;
 mod waits;

@@ -1,0 +1,80 @@
+//! TPC-DS on a 3-worker cluster with joins forced partitioned, without
+//! runtime Bloom filters, with them, and with them forced; on the in-memory
+//! cluster and on 3 `filterstore-worker` processes on localhost. Per query:
+//! filters built, rows entering the network shuffles, the shuffle bytes'
+//! ratio, the median wall time of each mode (interleaved), and the load;
+//! every answer checked against single-node DataFusion (a query it cannot
+//! run is skipped); then `EXPLAIN` of every query timed with and without the
+//! rule.
+//!
+//! `cargo bench --workspace --all-features --bench tpcds`. `TPCDS_SF` sets
+//! the scale factor (default 1; the data is generated once by `tpcdsgen`
+//! into `$CARGO_TARGET_DIR/tpcds/sf<SF>/`), `TPCDS_RUNS` the runs per query
+//! and mode (default 3), `TPCDS_QUERIES` a subset (e.g. `64,72,85`),
+//! `TPCDS_CLUSTERS` `memory`, `process` or `memory,process` (default).
+
+#[path = "../tests/common/tpch.rs"]
+mod tpch;
+
+#[path = "../tests/common/tpcds.rs"]
+mod tpcds;
+
+mod cluster;
+
+use cluster::{cache, cpu, env, explain_all, loadavg, memory, processes, run_all, Res};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::prelude::SessionContext;
+use filterstore_datafusion::RuntimeFilterConfig;
+
+fn same(a: &[RecordBatch], b: &[RecordBatch]) -> bool {
+    tpch::diff(&tpch::rows(a), &tpch::rows(b)).is_none()
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Res<()> {
+    let sf: f64 = env("TPCDS_SF", 1.0);
+    let runs: usize = env("TPCDS_RUNS", 3);
+    let only: Vec<usize> = std::env::var("TPCDS_QUERIES")
+        .map(|s| s.split(',').filter_map(|q| q.trim().parse().ok()).collect())
+        .unwrap_or_else(|_| (1..=99).collect());
+    let clusters = std::env::var("TPCDS_CLUSTERS").unwrap_or_else(|_| "memory,process".into());
+    let dir = tpcds::cached(sf).await?;
+    let queries: Vec<(String, Vec<String>)> = only
+        .iter()
+        .map(|&q| (format!("q{q}"), tpcds::statements(q)))
+        .collect();
+    let single = SessionContext::new();
+    tpcds::register(&single, &dir).await?;
+    let rule = RuntimeFilterConfig::default();
+    println!(
+        "TPC-DS SF {sf}, 3 workers, partitioned joins, {runs} runs per query and mode, CPU {}, load before {}",
+        cpu(),
+        loadavg()
+    );
+    for kind in clusters.split(',') {
+        let (sessions, prefix) = match kind.trim() {
+            "memory" => (memory(&rule)?, "tpcds"),
+            "process" => (processes(&rule).await?, "tpcds.proc"),
+            other => return Err(format!("unknown cluster kind {other}").into()),
+        };
+        for ctx in [&sessions.without, &sessions.with, &sessions.forced] {
+            tpcds::register(ctx, &dir).await?;
+        }
+        println!("== {kind} cluster (load {})", loadavg());
+        let totals = run_all(kind, &sessions, &single, &queries, runs, same).await?;
+        totals.print(prefix);
+        if kind.trim() == "memory" {
+            let (with, without) = explain_all(&sessions, &queries, runs).await?;
+            println!(
+                "EXPLAIN of {} queries: {without:.1} ms without the rule, {with:.1} ms with it",
+                queries.len()
+            );
+            println!(
+                "RESULT {prefix}.explain_ms_ratio {:.3}",
+                with / without.max(1e-9)
+            );
+        }
+        println!("load after {}", loadavg());
+    }
+    Ok(())
+}
