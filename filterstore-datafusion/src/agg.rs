@@ -89,6 +89,28 @@ impl BloomAgg {
 }
 
 /// `bloom_agg` with the default budget, as a registrable UDAF.
+///
+/// ```
+/// use datafusion::prelude::SessionContext;
+/// use filterstore::decode_message;
+/// use filterstore_datafusion::{bloom_agg_udaf, is_pass_all};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let ctx = SessionContext::new();
+/// ctx.register_udaf(bloom_agg_udaf().as_ref().clone());
+/// // The filter message of 10,000 keys at a 1% false-positive rate.
+/// let out = ctx
+///     .sql("SELECT bloom_agg(value, 0.01) FROM generate_series(1, 10000)")
+///     .await?
+///     .collect()
+///     .await?;
+/// let message = datafusion::arrow::array::AsArray::as_binary::<i32>(out[0].column(0)).value(0);
+/// let filter = decode_message(message)?.filter()?.into_owned()?;
+/// assert!(!is_pass_all(&filter));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// # }
+/// ```
 pub fn bloom_agg_udaf() -> Arc<AggregateUDF> {
     Arc::new(AggregateUDF::new_from_impl(BloomAgg::default()))
 }
@@ -379,6 +401,16 @@ fn fixed_message(filter: &BitFilter, limits: Limits) -> Result<Vec<u8>> {
 /// The "not worth sending" result: a valid message of a 64-bit filter with
 /// every bit set (108 bytes, entropy-coded to an empty payload). Every key
 /// is "maybe": applying it changes no result.
+///
+/// ```
+/// use filterstore::decode_message;
+/// use filterstore_datafusion::{is_pass_all, pass_all_message};
+///
+/// let message = pass_all_message()?;
+/// let filter = decode_message(&message)?.filter()?.into_owned()?;
+/// assert!(is_pass_all(&filter));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn pass_all_message() -> Result<Vec<u8>> {
     let params =
         FilterParams::new(Layout::Standard, 64, 1, AGG_HASH).map_err(|e| core(e.into()))?;

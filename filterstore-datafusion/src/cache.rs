@@ -76,6 +76,17 @@ pub struct CacheStats {
 }
 
 /// The cache's counters now.
+///
+/// ```
+/// use filterstore_datafusion::{cache_stats, clear_cache, set_cache_budget};
+///
+/// set_cache_budget(64 << 20); // at most 64 MiB of decoded filters
+/// let before = cache_stats();
+/// assert_eq!(before.budget, 64 << 20);
+/// assert!(before.bytes <= before.budget);
+/// clear_cache();
+/// assert_eq!(cache_stats().entries, 0);
+/// ```
 pub fn cache_stats() -> CacheStats {
     let c = CACHE.lock();
     CacheStats {

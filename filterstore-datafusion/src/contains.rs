@@ -42,7 +42,33 @@ impl Default for BloomContains {
     }
 }
 
-/// `bloom_contains` as a registrable UDF.
+/// `bloom_contains` as a registrable UDF: `bloom_contains(filter, key)` is
+/// false only for a key the filter message cannot hold, null for a null key.
+///
+/// ```
+/// use datafusion::prelude::SessionContext;
+/// use filterstore_datafusion::{bloom_agg_udaf, bloom_contains_udf};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let ctx = SessionContext::new();
+/// ctx.register_udf(bloom_contains_udf().as_ref().clone());
+/// ctx.register_udaf(bloom_agg_udaf().as_ref().clone());
+/// let out = ctx
+///     .sql("WITH f AS (SELECT bloom_agg(value) AS m FROM generate_series(1, 100)) \
+///           SELECT count(*) FROM generate_series(1, 1000), f WHERE bloom_contains(f.m, value)")
+///     .await?
+///     .collect()
+///     .await?;
+/// let kept = datafusion::arrow::array::AsArray::as_primitive::<
+///     datafusion::arrow::datatypes::Int64Type,
+/// >(out[0].column(0))
+/// .value(0);
+/// assert!(kept >= 100); // every key of the filter, and a few false positives
+/// assert!(kept < 150);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// # }
+/// ```
 pub fn bloom_contains_udf() -> Arc<ScalarUDF> {
     Arc::new(ScalarUDF::new_from_impl(BloomContains::default()))
 }

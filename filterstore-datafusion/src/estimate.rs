@@ -78,6 +78,34 @@ impl BloomEstimate {
 }
 
 /// The three estimate functions as registrable UDFs.
+///
+/// ```
+/// use datafusion::prelude::SessionContext;
+/// use filterstore_datafusion::register_functions;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let ctx = SessionContext::new();
+/// register_functions(&ctx);
+/// // Both filters with the same fp and expected_n, so they are comparable.
+/// let out = ctx
+///     .sql("WITH a AS (SELECT bloom_agg(value, 0.01, 20000) AS f FROM generate_series(1, 10000)), \
+///                b AS (SELECT bloom_agg(value, 0.01, 20000) AS f FROM generate_series(5001, 15000)) \
+///           SELECT bloom_estimate_count(a.f), bloom_estimate_intersection(a.f, b.f) FROM a, b")
+///     .await?
+///     .collect()
+///     .await?;
+/// let get = |c: usize| {
+///     datafusion::arrow::array::AsArray::as_primitive::<
+///         datafusion::arrow::datatypes::Float64Type,
+///     >(out[0].column(c))
+///     .value(0)
+/// };
+/// assert!((get(0) - 10_000.0).abs() < 300.0, "count {}", get(0));
+/// assert!((get(1) - 5_000.0).abs() < 600.0, "intersection {}", get(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// # }
+/// ```
 pub fn estimate_udfs() -> Vec<Arc<ScalarUDF>> {
     [
         EstimateKind::Count,

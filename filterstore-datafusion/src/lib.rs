@@ -60,6 +60,7 @@ mod rowkey;
 mod runtime;
 pub mod sbbf;
 mod serve;
+mod session;
 
 pub use agg::{bloom_agg_udaf, is_pass_all, pass_all_message, BloomAgg, AGG_HASH};
 pub use cache::{cache_stats, clear_cache, set_cache_budget, CacheStats, DEFAULT_CACHE_BUDGET};
@@ -70,82 +71,17 @@ pub use keys::int_key;
 pub use metrics::executed_plan;
 pub use runtime::{
     last_report, BloomCodec, BloomFilterExec, BloomQueryExec, BloomRuntimeFilterPlanner,
-    BloomRuntimeFilterRule, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision, ProbePolicy,
-    RendezvousServer, RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
+    BloomRuntimeFilterRule, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision, LastReport,
+    ProbePolicy, RendezvousServer, RuntimeFilterConfig, RuntimeFilterReport, SkipReason, Verdict,
 };
 pub use serve::{bloom_worker, remote_cluster, serve_worker, RemoteCluster, StaticWorkers};
+pub use session::{aggregate_udfs, register_functions, scalar_udfs, BloomStateBuilderExt};
 
 /// Test seams: fault injection into one query's runtime filters and a
 /// count of waiting probe tasks (`tests/runtime/waits.rs`). Not a stable
 /// API; costs one atomic load per post and per probe batch when unused.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::runtime::exec::waiting_probes;
+    pub use crate::runtime::probe::waiting_probes;
     pub use crate::runtime::tap::hooks;
-}
-
-use datafusion::execution::SessionStateBuilder;
-use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
-use datafusion::prelude::SessionContext;
-use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
-use std::sync::Arc;
-
-/// Every scalar function of this crate.
-pub fn scalar_udfs() -> Vec<Arc<ScalarUDF>> {
-    let mut v = vec![bloom_contains_udf()];
-    v.extend(estimate_udfs());
-    v
-}
-
-/// Every aggregate function of this crate.
-pub fn aggregate_udfs() -> Vec<Arc<AggregateUDF>> {
-    vec![bloom_agg_udaf()]
-}
-
-/// Registers every function of this crate on a session.
-pub fn register_functions(ctx: &SessionContext) {
-    for f in scalar_udfs() {
-        ctx.register_udf(f.as_ref().clone());
-    }
-    for f in aggregate_udfs() {
-        ctx.register_udaf(f.as_ref().clone());
-    }
-}
-
-/// Session setup, for the coordinator and for every worker.
-pub trait BloomStateBuilderExt {
-    /// Adds this crate's functions to those already configured (call after
-    /// `with_default_features`), and the codec that carries runtime filters
-    /// to workers. Every worker needs both: a worker without them fails a
-    /// query that uses them.
-    fn with_bloom_functions(self) -> Self;
-    /// The coordinator's one call for runtime filters: this crate's
-    /// functions and codec, datafusion-distributed's planner (if not there
-    /// yet; a second one is harmless), and [`BloomRuntimeFilterPlanner`]
-    /// around it, so every query planned on the session gets filters where
-    /// they pay. Workers only need [`Self::with_bloom_functions`].
-    fn with_bloom_runtime_filters(self, config: RuntimeFilterConfig) -> Self;
-}
-
-impl BloomStateBuilderExt for SessionStateBuilder {
-    fn with_bloom_functions(mut self) -> Self {
-        self.scalar_functions()
-            .get_or_insert_with(Vec::new)
-            .extend(scalar_udfs());
-        self.aggregate_functions()
-            .get_or_insert_with(Vec::new)
-            .extend(aggregate_udfs());
-        self.with_distributed_user_codec(runtime::BloomCodec)
-    }
-
-    fn with_bloom_runtime_filters(self, config: RuntimeFilterConfig) -> Self {
-        let mut b = self.with_bloom_functions().with_distributed_planner();
-        let last = Arc::new(runtime::planner::LastReport::default());
-        let cfg = b.config().get_or_insert_default();
-        cfg.set_extension(Arc::clone(&last));
-        let inner = b.query_planner().take();
-        b.with_query_planner(Arc::new(BloomRuntimeFilterPlanner::new(
-            inner, config, last,
-        )))
-    }
 }

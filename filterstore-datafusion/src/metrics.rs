@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// after the plan ran.
 pub async fn executed_plan(plan: &Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
     let mut plan = Arc::clone(plan);
-    if let Some(q) = plan.downcast_ref::<crate::BloomQueryExec>() {
+    if let Some(q) = plan.downcast_ref::<crate::runtime::BloomQueryExec>() {
         plan = Arc::clone(q.input());
     }
     if plan.is::<datafusion_distributed::DistributedExec>() {

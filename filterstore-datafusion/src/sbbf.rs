@@ -23,7 +23,7 @@
 //! into an SBBF without the key it came from, so they refuse conversion with
 //! a typed error; build a split-block filter (or [`sbbf_from_keys`]) instead.
 //!
-//! With this crate's key encoding ([`crate::keys`]) the filters answer for
+//! With this crate's key encoding ([`crate::int_key`]) the filters answer for
 //! `BIGINT`, `BYTEA`/`VARCHAR` and fixed-size binary columns as the filter in
 //! a Parquet file's column chunk does; for a Parquet `INT32` column the writer
 //! hashes 4 bytes where this crate hashes 8, and the two do not agree.

@@ -8,7 +8,8 @@
 //! it also serves the filters' rendezvous ([`RendezvousServer`]) on a port
 //! the workers can reach, and passes its address in the plan.
 
-use crate::{BloomStateBuilderExt, RendezvousServer, RuntimeFilterConfig};
+use crate::runtime::{RendezvousServer, RuntimeFilterConfig};
+use crate::session::BloomStateBuilderExt;
 use datafusion::error::DataFusionError;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -62,6 +63,83 @@ pub struct RemoteCluster {
 /// `rendezvous_addr` (port 0: any free port) and its address goes into the
 /// filters' configuration, unless the configuration names one already.
 /// Must be called inside a tokio runtime.
+///
+/// Two workers served in this process on local ports (in production, one
+/// `filterstore-worker` process per machine), a coordinator over them with
+/// runtime filters on, and a join whose probe side the filter cuts:
+///
+/// ```
+/// use datafusion::physical_plan::{collect, displayable};
+/// use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+/// use datafusion_distributed::{DistributedConfig, DistributedExt};
+/// use filterstore_datafusion::{
+///     executed_plan, last_report, remote_cluster, serve_worker, RuntimeFilterConfig,
+/// };
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let (stop, stopped) = tokio::sync::watch::channel(());
+/// let mut urls = Vec::new();
+/// for _ in 0..2 {
+///     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+///     urls.push(url::Url::parse(&format!("http://{}", listener.local_addr()?))?);
+///     let mut stopped = stopped.clone();
+///     tokio::spawn(serve_worker(listener, async move {
+///         let _ = stopped.changed().await;
+///     }));
+/// }
+///
+/// // Two Parquet tables every worker can read.
+/// let dir = tempfile::tempdir()?;
+/// let local = SessionContext::new();
+/// for (table, query) in [
+///     ("dim", "SELECT * FROM (VALUES (1), (2), (3)) AS t(k)"),
+///     ("fact", "SELECT value % 1000 AS k FROM generate_series(1, 20000)"),
+/// ] {
+///     let path = dir.path().join(format!("{table}.parquet"));
+///     let copy = format!("COPY ({query}) TO '{}' STORED AS PARQUET", path.display());
+///     local.sql(&copy).await?.collect().await?;
+/// }
+///
+/// // Joins partitioned across the workers, every file scan spread over them.
+/// let mut config = SessionConfig::new().with_target_partitions(2);
+/// config.set_distributed_option_extension(DistributedConfig::default());
+/// let mut config = config
+///     .with_distributed_file_scan_config_bytes_per_partition(1)?
+///     .with_distributed_metrics_collection(true)?
+///     .with_distributed_broadcast_joins(false)?;
+/// config.options_mut().optimizer.hash_join_single_partition_threshold = 0;
+/// config.options_mut().optimizer.hash_join_single_partition_threshold_rows = 0;
+///
+/// // `force`: this toy join is too small for the rule to judge a filter worth it.
+/// let rule = RuntimeFilterConfig { force: true, ..RuntimeFilterConfig::default() };
+/// let any_port = "127.0.0.1:0".parse()?;
+/// let cluster = remote_cluster(urls, config, Some(rule), any_port).await?;
+/// let ctx = &cluster.ctx;
+/// for table in ["dim", "fact"] {
+///     let path = dir.path().join(format!("{table}.parquet"));
+///     ctx.register_parquet(table, path.to_str().unwrap(), ParquetReadOptions::default())
+///         .await?;
+/// }
+///
+/// let sql = "SELECT count(*) AS n FROM fact JOIN dim ON fact.k = dim.k";
+/// let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+/// let out = collect(plan.clone(), ctx.task_ctx()).await?;
+/// let n = datafusion::arrow::array::AsArray::as_primitive::<
+///     datafusion::arrow::datatypes::Int64Type,
+/// >(out[0].column(0));
+/// assert_eq!(n.value(0), 60); // the same answer as without the filter
+///
+/// // What the rule decided, and the filter's rows in and out per node.
+/// let report = last_report(ctx).expect("planned on this session");
+/// assert_eq!(report.placed(), 1, "{report:?}");
+/// let ran = executed_plan(&plan).await?;
+/// let text = displayable(ran.as_ref()).indent(true).to_string();
+/// assert!(text.contains("BloomFilterExec"), "{text}");
+/// let _ = stop.send(());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// # }
+/// ```
 pub async fn remote_cluster(
     urls: Vec<Url>,
     config: SessionConfig,

@@ -30,7 +30,8 @@
 //! this build does not read is refused with a message saying so. Version 1
 //! (a message inside the node, a creation side run at planning) is gone.
 
-use super::exec::{BloomFilterExec, ProbePolicy, ProbeSpec};
+use super::exec::{BloomFilterExec, ProbeSpec};
+use super::probe::ProbePolicy;
 use super::scope::ScopeCell;
 use super::tap::BloomTapExec;
 use datafusion::arrow::datatypes::Schema;

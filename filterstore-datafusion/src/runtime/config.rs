@@ -1,7 +1,7 @@
 //! When a runtime filter is placed, how it is sized, how long a probe task
 //! waits for it, and when it stops being checked.
 
-use super::exec::ProbePolicy;
+use super::probe::ProbePolicy;
 use super::rendezvous::SlotPolicy;
 use std::time::Duration;
 
@@ -12,6 +12,19 @@ use std::time::Duration;
 /// against rows saved. Planning skips only what statistics show will not
 /// pay; the rest is decided when the query runs, from the built filter and
 /// from what it drops.
+///
+/// ```
+/// use filterstore_datafusion::RuntimeFilterConfig;
+/// use std::time::Duration;
+///
+/// // Probe tasks wait at most 1 s for their filter, then pass rows unfiltered.
+/// let config = RuntimeFilterConfig {
+///     wait: Duration::from_secs(1),
+///     ..RuntimeFilterConfig::default()
+/// };
+/// assert_eq!(config.probe_policy().wait, Duration::from_secs(1));
+/// assert!(!config.force); // by default a filter is placed only where it pays
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuntimeFilterConfig {
     /// Target false-positive rate of each filter. Default 1%.

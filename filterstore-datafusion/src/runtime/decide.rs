@@ -27,7 +27,7 @@
 //! probe key's values lie within that table's (a foreign key: nearly every
 //! probe row would pass). Everything else is placed and decided at run
 //! time (the built filter against the probe key's distinct values, and
-//! what the filter drops, [`super::exec::ProbePolicy`]).
+//! what the filter drops, [`super::probe::ProbePolicy`]).
 
 use super::config::RuntimeFilterConfig;
 use super::lineage::{keeps_every_key, reach, Keys, Point};

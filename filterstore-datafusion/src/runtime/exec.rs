@@ -26,8 +26,9 @@
 //! `key_error_rows`, `wait_time`, `message_bytes`, and per-partition flags
 //! `deadline_missed`, `pass_all`, `stopped_checking`.
 
-pub use super::probe::waiting_probes;
-use super::probe::{receive, Probe, ProbeMetrics, ProbeRun, Runs, Source, State};
+use super::probe::{
+    receive, Probe, ProbeMetrics, ProbePolicy, ProbeRun, Runs, Source, State, NAME,
+};
 use super::rendezvous::{self, FilterId};
 use super::scope::ScopeCell;
 use super::tap::hooks;
@@ -48,24 +49,6 @@ use filterstore::FilterParams;
 use futures::StreamExt;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
-
-/// Name of the node in plans and metrics.
-pub const NAME: &str = "BloomFilterExec";
-
-/// How a probe task waits for its filter and when it stops checking it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ProbePolicy {
-    /// The longest a task waits for its filter, from its first poll.
-    pub wait: Duration,
-    /// Rows checked before the filter's worth is judged.
-    pub check_window: u64,
-    /// A filter that drops less than this share of the rows it checked in
-    /// its first window stops being checked.
-    pub min_drop: f64,
-    /// Keep checking whatever the filter drops (tests, measurements).
-    pub force: bool,
-}
 
 /// The runtime filter of one join on one probe place.
 #[derive(Debug, Clone)]

@@ -51,7 +51,20 @@ pub struct BloomRuntimeFilterPlanner {
 pub struct LastReport(Mutex<Option<RuntimeFilterReport>>);
 
 /// The decisions of the latest query planned on `ctx` (its `EXPLAIN` shows
-/// the same), or `None` when the session has no runtime filters.
+/// the same), or `None` when the session has no runtime filters. An example
+/// that reads one: [`crate::remote_cluster`].
+///
+/// ```
+/// use datafusion::prelude::SessionContext;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let plain = SessionContext::new();
+/// plain.sql("SELECT 1").await?.collect().await?;
+/// assert!(filterstore_datafusion::last_report(&plain).is_none()); // no runtime filters here
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// # }
+/// ```
 pub fn last_report(ctx: &SessionContext) -> Option<RuntimeFilterReport> {
     let state = ctx.state();
     let last = state.config().get_extension::<LastReport>()?;

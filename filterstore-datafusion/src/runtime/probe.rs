@@ -6,7 +6,6 @@
 //! partition waits (at most to the deadline), then checks, passes or stops
 //! checking batch by batch, and counts what it did in the node's metrics.
 
-use super::exec::ProbePolicy;
 use super::rendezvous::{self, service, Delivery, FilterId};
 use crate::cache;
 use crate::rowkey::{contains_rows, KeyColumns};
@@ -23,6 +22,23 @@ use parking_lot::Mutex;
 use std::fmt;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
+
+/// Name of the node in plans and metrics.
+pub const NAME: &str = "BloomFilterExec";
+
+/// How a probe task waits for its filter and when it stops checking it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProbePolicy {
+    /// The longest a task waits for its filter, from its first poll.
+    pub wait: Duration,
+    /// Rows checked before the filter's worth is judged.
+    pub check_window: u64,
+    /// A filter that drops less than this share of the rows it checked in
+    /// its first window stops being checked.
+    pub min_drop: f64,
+    /// Keep checking whatever the filter drops (tests, measurements).
+    pub force: bool,
+}
 
 /// One run per task, keyed by the task's `TaskContext` (see the tap).
 #[derive(Debug, Default)]
@@ -95,8 +111,7 @@ pub(super) fn decode(
     params: &FilterParams,
 ) -> std::result::Result<Arc<cache::DecodedFilter>, String> {
     let key = xxhash_rust::xxh3::xxh3_128(message);
-    let decoded =
-        cache::decoded_keyed(super::exec::NAME, key, message).map_err(|e| e.to_string())?;
+    let decoded = cache::decoded_keyed(NAME, key, message).map_err(|e| e.to_string())?;
     if decoded.filter.params() != params {
         return Err("a filter of another shape than planned".into());
     }

@@ -1,54 +1,5 @@
-//! A filterstore filter as a Parquet column's Bloom filter, written with
-//! arrow-rs's `ArrowWriter`.
-//!
-//! **Why a writer, not a rewrite of a finished file.** A Parquet reader
-//! that finds a Bloom filter trusts it: a value the filter lacks makes it
-//! skip the row group, and the rows holding that value vanish from the
-//! answer. A filter that did not come from the column's own values (a
-//! store's table filter, a filter built elsewhere) can only be trusted if
-//! someone checks it against every value. [`SbbfArrowWriter`] sees every
-//! batch on its way to `ArrowWriter`, so it checks each non-null value of
-//! each filtered column with arrow-rs's own [`Sbbf::check`] (the call
-//! readers make) and refuses a batch holding a value the filter lacks,
-//! before any byte of it is written. Attaching a filter to a finished file
-//! would have to read and decode the whole column again to give that
-//! guarantee, or go without it; and it would copy the file (or rewrite its
-//! tail in place, which a crash turns into a file no reader opens).
-//!
-//! **What is written.** Everything `ArrowWriter` writes, byte for byte, up
-//! to the end of the last row group; then, once per filtered column, the
-//! filter (Thrift header and bitset, as arrow-rs writes an `Sbbf`); then
-//! the page indexes and the footer `ArrowWriter` wrote, the footer with each
-//! filtered column chunk's `bloom_filter_offset` and `bloom_filter_length`
-//! pointing at that one copy. Every row group of the file shares it: the
-//! file grows by the filter once, not once per row group, and a reader
-//! skips a row group when the value is absent from the whole column, so the
-//! filter prunes whole files (all their row groups), not single row groups
-//! within one. arrow-rs's own filter for a filtered column is switched off
-//! (it would be written and never referenced); the other columns keep the
-//! writer properties' settings.
-//!
-//! **Which columns.** A top-level column whose Parquet filter hashes the
-//! bytes this crate's keys hash ([`crate::keys`]): `Int64` and `UInt64`
-//! (`INT64`, 8 bytes little-endian), strings and binaries, views included
-//! (`BYTE_ARRAY`, the raw bytes) and `FixedSizeBinary` (`FIXED_LEN_BYTE_ARRAY`).
-//! The narrower integers are refused: Parquet stores them as `INT32` and its
-//! readers probe 4-byte values, where the keys are widened to 8 bytes, so
-//! every lookup would miss. The filter must be split-block (as
-//! [`super::export_bit_filter`] requires) and at most
-//! [`BITSET_MAX_LENGTH`] (128 MiB) of bitset, the most arrow-rs writes and
-//! parquet-java reads.
-//!
-//! **Memory.** One copy of each filter (its `Sbbf`, held until the footer is
-//! written), and at close the tail of the file from the last row group on
-//! (the page indexes and the footer; with `BloomFilterPosition::End`, also
-//! the other columns' filters, which arrow-rs holds until then anyway).
-//!
-//! **Errors.** [`SbbfArrowWriter::write`] refuses a batch that does not
-//! match or holds a value a filter lacks with nothing written; the writer
-//! takes further batches. An error from `ArrowWriter` itself, or from
-//! [`SbbfArrowWriter::close`], leaves an incomplete file, as with
-//! `ArrowWriter`: discard it.
+//! [`SbbfArrowWriter`]: a filterstore filter as a Parquet column's Bloom
+//! filter, written with arrow-rs's `ArrowWriter` (what and why: its documentation).
 
 use super::{export_bit_filter, sbbf_bytes};
 use crate::error::{BloomUdfError, Result};
@@ -122,8 +73,56 @@ struct Target {
 }
 
 /// arrow-rs's [`ArrowWriter`] that stores a filterstore filter as the Bloom
-/// filter of one or more columns. See the [module](self) documentation for
-/// what it writes and why.
+/// filter of one or more columns.
+///
+/// **Why a writer, not a rewrite of a finished file.** A Parquet reader
+/// that finds a Bloom filter trusts it: a value the filter lacks makes it
+/// skip the row group, and the rows holding that value vanish from the
+/// answer. A filter that did not come from the column's own values (a
+/// store's table filter, a filter built elsewhere) can only be trusted if
+/// someone checks it against every value. [`SbbfArrowWriter`] sees every
+/// batch on its way to `ArrowWriter`, so it checks each non-null value of
+/// each filtered column with arrow-rs's own [`Sbbf::check`] (the call
+/// readers make) and refuses a batch holding a value the filter lacks,
+/// before any byte of it is written. Attaching a filter to a finished file
+/// would have to read and decode the whole column again to give that
+/// guarantee, or go without it; and it would copy the file (or rewrite its
+/// tail in place, which a crash turns into a file no reader opens).
+///
+/// **What is written.** Everything `ArrowWriter` writes, byte for byte, up
+/// to the end of the last row group; then, once per filtered column, the
+/// filter (Thrift header and bitset, as arrow-rs writes an `Sbbf`); then
+/// the page indexes and the footer `ArrowWriter` wrote, the footer with each
+/// filtered column chunk's `bloom_filter_offset` and `bloom_filter_length`
+/// pointing at that one copy. Every row group of the file shares it: the
+/// file grows by the filter once, not once per row group, and a reader
+/// skips a row group when the value is absent from the whole column, so the
+/// filter prunes whole files (all their row groups), not single row groups
+/// within one. arrow-rs's own filter for a filtered column is switched off
+/// (it would be written and never referenced); the other columns keep the
+/// writer properties' settings.
+///
+/// **Which columns.** A top-level column whose Parquet filter hashes the
+/// bytes this crate's keys hash ([`crate::int_key`]): `Int64` and `UInt64`
+/// (`INT64`, 8 bytes little-endian), strings and binaries, views included
+/// (`BYTE_ARRAY`, the raw bytes) and `FixedSizeBinary` (`FIXED_LEN_BYTE_ARRAY`).
+/// The narrower integers are refused: Parquet stores them as `INT32` and its
+/// readers probe 4-byte values, where the keys are widened to 8 bytes, so
+/// every lookup would miss. The filter must be split-block (as
+/// [`super::export_bit_filter`] requires) and at most
+/// [`BITSET_MAX_LENGTH`] (128 MiB) of bitset, the most arrow-rs writes and
+/// parquet-java reads.
+///
+/// **Memory.** One copy of each filter (its `Sbbf`, held until the footer is
+/// written), and at close the tail of the file from the last row group on
+/// (the page indexes and the footer; with `BloomFilterPosition::End`, also
+/// the other columns' filters, which arrow-rs holds until then anyway).
+///
+/// **Errors.** [`SbbfArrowWriter::write`] refuses a batch that does not
+/// match or holds a value a filter lacks with nothing written; the writer
+/// takes further batches. An error from `ArrowWriter` itself, or from
+/// [`SbbfArrowWriter::close`], leaves an incomplete file, as with
+/// `ArrowWriter`: discard it.
 ///
 /// ```
 /// use datafusion::arrow::array::{Int64Array, RecordBatch};
@@ -175,8 +174,8 @@ impl<W: Write + Send> SbbfArrowWriter<W> {
     /// A writer of `schema` to `out`, with `props` as [`ArrowWriter::try_new`]
     /// takes them, storing each of `filters` as its column's Bloom filter.
     /// Refused, before anything is written to `out`, when a column is absent,
-    /// nested, named twice or of a type the filter cannot serve (see the
-    /// [module](self) documentation).
+    /// nested, named twice or of a type the filter cannot serve (see
+    /// "Which columns" in [`SbbfArrowWriter`]).
     pub fn try_new(
         out: W,
         schema: SchemaRef,
