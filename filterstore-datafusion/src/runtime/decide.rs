@@ -281,3 +281,7 @@ fn lossless(from: &DataType, to: &DataType) -> bool {
         _ => matches!((from, to), (Float32, Float64) | (Date32, Date64)),
     }
 }
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;
