@@ -115,6 +115,28 @@ pub fn decide(
             return Ok(Err(SkipReason::FallibleKey(e)));
         }
     }
+    let plan = with_statistics(join, (points, build_keys, probe_keys), stats, cfg.fp)?;
+    if !cfg.force {
+        let small = plan.probe_rows.filter(|&r| r < cfg.min_filtered_rows);
+        if let Some(rows) = small.filter(|_| !plan.points.iter().any(|p| feeds_build(probe, p))) {
+            return Ok(Err(SkipReason::SmallSide { rows }));
+        }
+        if let Some(pass) = plan.pass.filter(|&p| p > cfg.max_pass_fraction) {
+            return Ok(Err(SkipReason::NotSelective { pass }));
+        }
+    }
+    Ok(Ok(plan))
+}
+
+/// The probe plan with what statistics tell of both sides: rows, the probe
+/// key's distinct values, and the pass share of a foreign key.
+fn with_statistics(
+    join: &HashJoinExec,
+    (points, build_keys, probe_keys): (Vec<Point>, Keys, Keys),
+    stats: &Stats,
+    fp: f64,
+) -> Result<ProbePlan> {
+    let (build, probe) = (join.left(), join.right());
     let probe_rows = stats.points_rows(probe, &points);
     let build_rows = stats.rows(build);
     let probe_range = stats.key_range(probe, &probe_keys)?;
@@ -128,21 +150,12 @@ pub fn decide(
         foreign_key_pass(
             (build_rows, build_source_rows),
             (probe_range.as_ref(), build_range.as_ref()),
-            cfg.fp,
+            fp,
         )
     } else {
         None
     };
-    if !cfg.force {
-        let small = probe_rows.filter(|&r| r < cfg.min_filtered_rows);
-        if let Some(rows) = small.filter(|_| !points.iter().any(|p| feeds_build(probe, p))) {
-            return Ok(Err(SkipReason::SmallSide { rows }));
-        }
-        if let Some(pass) = pass.filter(|&p| p > cfg.max_pass_fraction) {
-            return Ok(Err(SkipReason::NotSelective { pass }));
-        }
-    }
-    Ok(Ok(ProbePlan {
+    Ok(ProbePlan {
         points,
         build_keys,
         probe_rows,
@@ -151,7 +164,7 @@ pub fn decide(
         pass,
         probe_distinct,
         nulls_pass: join.null_equality() == NullEquality::NullEqualsNull,
-    }))
+    })
 }
 
 /// Whether the rows at `point` go into the build side of a hash join below
