@@ -17,6 +17,7 @@ pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;
 pub(crate) mod log_read;
+pub(crate) mod log_sync;
 pub(crate) mod pagefile;
 
 use crate::filter::params::FilterParams;
