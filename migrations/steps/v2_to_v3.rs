@@ -47,6 +47,6 @@ pub(super) fn v2_to_v3(
     };
     catalog
         .commit(|e| e.set_header(header))
-        .map_err(super::super::open::at_open)?;
+        .map_err(super::super::error::at_open)?;
     Ok(catalog)
 }

@@ -19,8 +19,8 @@
 use super::super::catalog::{Catalog, StoreHeader, TableMeta};
 use super::super::config::StoreConfig;
 use super::super::disk::{io, io_err};
+use super::super::error::at_open;
 use super::super::error::StoreError;
-use super::super::open::at_open;
 use super::super::shared::Shared;
 use super::super::table::Generation;
 use std::path::Path;

@@ -369,3 +369,14 @@ impl StoreError {
         }
     }
 }
+
+/// An error of a catalog commit made while opening a store (a new store's
+/// first catalog, a migration's switch): the open fails, so there is no
+/// store to stop; whether the commit reached the disk or not, opening again
+/// finds a consistent store.
+pub(crate) fn at_open(e: StoreError) -> StoreError {
+    match e {
+        StoreError::OutcomeUnknown { op, source, .. } => StoreError::Io { op, source },
+        other => other,
+    }
+}

@@ -108,7 +108,7 @@ pub(crate) fn upgrade_legacy_with(
         }
         // sled was created, its catalog never: a new store.
         let mut catalog = Catalog::new(dir);
-        catalog.commit(|_| {}).map_err(super::open::at_open)?;
+        catalog.commit(|_| {}).map_err(super::error::at_open)?;
         return Ok(catalog);
     }
     let tree = db
@@ -122,7 +122,7 @@ pub(crate) fn upgrade_legacy_with(
         None => {
             // A store of format 1 or 2 cut before its header was written.
             let mut catalog = Catalog::new(dir);
-            catalog.commit(|_| {}).map_err(super::open::at_open)?;
+            catalog.commit(|_| {}).map_err(super::error::at_open)?;
             return Ok(catalog);
         }
     };

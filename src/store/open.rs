@@ -8,7 +8,7 @@ use super::config::StoreConfig;
 use super::disk::lock::{self, DirLock};
 use super::disk::{catalog_file, parse_table_file, TABLES_DIR};
 use super::engine;
-use super::error::StoreError;
+use super::error::{at_open, StoreError};
 use super::marker::{self, DirKind};
 use super::migrate;
 use super::shared::Shared;
@@ -415,16 +415,6 @@ fn create_new(path: &Path) -> Result<Catalog, StoreError> {
     let mut catalog = Catalog::new(path);
     catalog.commit(|_| {}).map_err(at_open)?;
     Ok(catalog)
-}
-
-/// An error of a catalog commit made while opening a store: the open
-/// fails, so there is no store to stop; whether the commit reached the
-/// disk or not, opening again finds a consistent store.
-pub(crate) fn at_open(e: StoreError) -> StoreError {
-    match e {
-        StoreError::OutcomeUnknown { op, source, .. } => StoreError::Io { op, source },
-        other => other,
-    }
 }
 
 /// Deletes table files that no catalog record names: left by a crash between

@@ -77,6 +77,7 @@ mod build;
 mod health;
 mod relayout;
 mod source;
+mod swap;
 
 pub(crate) use health::run_hook;
 
