@@ -3,12 +3,15 @@
 //! this format, one of an older format (migrated), or a read-only one.
 
 use super::budget;
-use super::catalog::{validate_name, Catalog, STORE_FORMAT_VERSION};
+use super::catalog::{Catalog, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::disk::lock::{self, DirLock};
 use super::disk::{catalog_file, parse_table_file, TABLES_DIR};
-use super::engine;
 use super::error::{at_open, StoreError};
+use super::legacy::engine;
+use super::legacy::guard_db::GuardDb;
+use super::legacy::migrate::upgrade_legacy;
+use super::legacy::sled_dir::{self, has_sled, Scratch};
 use super::marker::{self, DirKind};
 use super::migrate;
 use super::shared::Shared;
@@ -32,12 +35,12 @@ pub(crate) struct StoreInner {
     /// Open tables: one in-memory state per table, shared by all handles.
     pub(crate) tables: Mutex<HashMap<String, Weak<TableInner>>>,
     /// sled, for the guard's storage: opened on first use.
-    sled: Mutex<Option<engine::Db>>,
+    guard_db: GuardDb,
     /// The directory's lock.
     _lock: Option<DirLock>,
     /// The private copy a read-only open of an older format works on,
     /// removed last.
-    _scratch: Option<marker::Scratch>,
+    _scratch: Option<Scratch>,
 }
 
 impl StoreInner {
@@ -95,12 +98,6 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
     move |source| StoreError::Io { op, source }
 }
 
-/// Whether `dir` itself holds sled's files: a store of format 1 or 2 (the
-/// guard's database of format 3 is in `guard/`).
-fn has_sled(dir: &Path) -> bool {
-    dir.join("db").is_file() || dir.join("conf").is_file()
-}
-
 /// How a store directory is opened.
 enum Access {
     /// For reading and writing, under the exclusive lock.
@@ -108,7 +105,7 @@ enum Access {
     /// For reading, under the shared lock, writing nothing in the directory.
     Read,
     /// A private copy of an older format's store, migrated and then read.
-    Scratch(marker::Scratch),
+    Scratch(Scratch),
 }
 
 impl FilterStore {
@@ -220,14 +217,14 @@ impl FilterStore {
                 path: dir.to_path_buf(),
             });
         }
-        marker::remove_stale_scratch();
+        sled_dir::remove_stale_scratch();
         if catalog_file::read(dir)
             .map_err(io("reading the catalog"))?
             .is_some()
         {
             return Self::open_in(dir.to_path_buf(), config, Access::Read, false);
         }
-        let scratch = marker::copy_store(dir, LOCK_WAIT)?;
+        let scratch = sled_dir::copy_store(dir, LOCK_WAIT)?;
         let path = scratch.path().to_path_buf();
         Self::open_in(path, config, Access::Scratch(scratch), false)
     }
@@ -252,7 +249,7 @@ impl FilterStore {
             None if !write => {
                 return Err(StoreError::NotAFilterStore { path });
             }
-            None if has_sled(&path) => migrate::upgrade_legacy(&path, &config)?,
+            None if has_sled(&path) => upgrade_legacy(&path, &config)?,
             None => create_new(&path)?,
         };
         if write && catalog.header().format_version == 3 {
@@ -284,7 +281,7 @@ impl FilterStore {
             if has_sled(&path) {
                 // The database of the format before, left by a crash after
                 // the migration's switch.
-                migrate::remove_legacy_sled(&path)
+                sled_dir::remove_legacy_sled(&path)
                     .map_err(io("removing the database of the old format"))?;
             }
             collect_garbage(&path, &catalog)?;
@@ -301,7 +298,7 @@ impl FilterStore {
                 shared: Arc::new(Shared::new(path, config, read_only, catalog)),
                 canonical,
                 tables: Mutex::new(HashMap::new()),
-                sled: Mutex::new(None),
+                guard_db: GuardDb::default(),
                 _lock: dir_lock,
                 _scratch: scratch,
             }),
@@ -319,51 +316,20 @@ impl FilterStore {
         self.inner.shared.read_only
     }
 
-    /// sled, opened on first use, for the guard's storage: its own
-    /// database in `guard/`, with 16 MiB segments (see
-    /// [`engine`](super::engine), "The bounds").
-    pub(crate) fn sled(&self) -> Result<engine::Db, StoreError> {
-        self.inner.shared.check_writable()?;
-        let mut slot = self.inner.sled.lock();
-        if let Some(db) = &*slot {
-            return Ok(db.clone());
-        }
-        let dir = self.inner.shared.dir.join(engine::GUARD_DIR);
-        std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
-        let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
-        // The directory's name, durable before anything in it is: synced
-        // whether or not this call made it, since a call before it may have
-        // made it and failed at this sync (an error that changed nothing,
-        // which the host may retry).
-        super::disk::io::sync_dir(&self.inner.shared.dir)
-            .map_err(io("syncing the database directory"))?;
-        *slot = Some(db.clone());
-        Ok(db)
-    }
-
     /// The base and differential-file trees of guard storage `name`
-    /// ([`SledDiffStorage`](crate::SledDiffStorage)).
+    /// ([`SledDiffStorage`](crate::SledDiffStorage)), in the guard's
+    /// database ([`GuardDb`]).
     pub(crate) fn guard_trees(
         &self,
         name: &str,
     ) -> Result<(engine::Tree, engine::Tree), StoreError> {
-        validate_name(name)?;
-        let db = self.sled()?;
-        let open = |part: &str| {
-            db.open_tree(format!("{}{name}/{part}", engine::GUARD_TREE_PREFIX))
-                .map_err(|e| StoreError::sled("opening guard storage", e))
-        };
-        Ok((open("base")?, open("diff")?))
+        self.inner.guard_db.trees(&self.inner.shared, name)
     }
 
-    /// Makes guard storage's writes durable (sled's flush and the syncs of
-    /// [`engine::Db::flush`]); nothing to do if sled was never opened.
+    /// Makes guard storage's writes durable; nothing to do if the guard's
+    /// database was never opened.
     pub(crate) fn flush_storage(&self) -> Result<(), StoreError> {
-        let db = self.inner.sled.lock().clone();
-        if let Some(db) = db {
-            db.flush().map_err(|e| StoreError::sled("flushing", e))?;
-        }
-        Ok(())
+        self.inner.guard_db.flush()
     }
 
     /// Bytes the store occupies on disk: its catalog, table files and

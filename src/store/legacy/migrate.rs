@@ -1,5 +1,6 @@
-//! Store format migrations: bringing a store written by an older format
-//! version up to [`STORE_FORMAT_VERSION`] when it is opened for writing.
+//! The migration from store formats 1 and 2 (sled) to format 3 (the
+//! store's own files), run when a store of format 1 or 2 is opened for
+//! writing; [`crate::store::migrate`] then brings format 3 to 4.
 //!
 //! # Layout of the code
 //! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the
@@ -11,11 +12,8 @@
 //! disks, kept forever.
 //!
 //! # What a step does
-//! Formats 1 and 2 kept everything in sled; formats 3 and 4 keep the
-//! catalog and the tables in the store's own files (4 binds each log record
-//! to its table and generation: the 3 → 4 step folds every log and empties
-//! it, then switches the catalog header). A step from version 1 or 2 builds
-//! the next form of everything it changes without touching what the
+//! Formats 1 and 2 kept everything in sled. A step from version 1 or 2
+//! builds the next form of everything it changes without touching what the
 //! version it reads needs: the 1 → 2 step in sled (its catalog writes are
 //! applied as one atomic sled batch with the new header version, and
 //! flushed), the 2 → 3 step in new files. The 2 → 3 switch is the catalog
@@ -27,17 +25,18 @@
 //! crash at any point and the store still opens, as the version before the
 //! step or the one after.
 
-use super::budget;
-use super::catalog::{Catalog, StoreHeader, CATALOG_TREE, HEADER_KEY, STORE_FORMAT_VERSION};
-use super::config::StoreConfig;
-use super::disk::chunks::{self as pages, CHUNK_COUNTERS};
-use super::disk::create_files;
 use super::engine;
-use super::error::StoreError;
-use super::legacy;
-use super::shared::Shared;
-use super::table::commit_chunks;
+use super::generation as legacy;
+use super::sled_dir::remove_legacy_sled;
 use crate::filter::counting::counter_bytes;
+use crate::store::budget;
+use crate::store::catalog::{Catalog, StoreHeader, CATALOG_TREE, HEADER_KEY, STORE_FORMAT_VERSION};
+use crate::store::config::StoreConfig;
+use crate::store::disk::chunks::{self as pages, CHUNK_COUNTERS};
+use crate::store::disk::create_files;
+use crate::store::error::{at_open, StoreError};
+use crate::store::shared::Shared;
+use crate::store::table::commit_chunks;
 use std::path::Path;
 
 /// One migration step inside sled, from format version `from` to `from + 1`
@@ -50,14 +49,10 @@ pub(crate) struct Step {
     pub build: fn(&engine::Db, &engine::Tree) -> Result<engine::Batch, StoreError>,
 }
 
-#[path = "../../migrations/steps/v1_to_v2.rs"]
+#[path = "../../../migrations/steps/v1_to_v2.rs"]
 mod v1_to_v2;
-#[path = "../../migrations/steps/v2_to_v3.rs"]
+#[path = "../../../migrations/steps/v2_to_v3.rs"]
 mod v2_to_v3;
-#[path = "../../migrations/steps/v3_to_v4.rs"]
-mod v3_to_v4;
-
-pub(crate) use v3_to_v4::v3_to_v4;
 
 /// The steps inside sled, in order of `from`.
 pub(crate) const SLED_STEPS: &[Step] = &[Step {
@@ -108,7 +103,7 @@ pub(crate) fn upgrade_legacy_with(
         }
         // sled was created, its catalog never: a new store.
         let mut catalog = Catalog::new(dir);
-        catalog.commit(|_| {}).map_err(super::error::at_open)?;
+        catalog.commit(|_| {}).map_err(at_open)?;
         return Ok(catalog);
     }
     let tree = db
@@ -122,7 +117,7 @@ pub(crate) fn upgrade_legacy_with(
         None => {
             // A store of format 1 or 2 cut before its header was written.
             let mut catalog = Catalog::new(dir);
-            catalog.commit(|_| {}).map_err(super::error::at_open)?;
+            catalog.commit(|_| {}).map_err(at_open)?;
             return Ok(catalog);
         }
     };
@@ -219,7 +214,7 @@ pub(crate) fn write_table_files(
             counter_bytes(&params),
         )?;
         let live = legacy::read_generation(&tree, &params, &meta.name, &mut counters)?;
-        let (mut pages_file, _log) = create_files(dir, super::table::owner(&meta), params)?;
+        let (mut pages_file, _log) = create_files(dir, crate::store::table::owner(&meta), params)?;
         let chunk_bytes = (CHUNK_COUNTERS / 2) as usize;
         commit_chunks(
             &mut pages_file,
@@ -311,26 +306,6 @@ pub(crate) fn copy_guard_trees(
         .map_err(sled_err("flushing the migrated guard storage"))
 }
 
-/// Removes the sled database of a store of format 1 or 2 from `dir` (its
-/// files `blobs.kept/`, `blobs/`, `snap.*`, `conf` and, last, `db`): garbage
-/// once the catalog file exists.
-pub(crate) fn remove_legacy_sled(dir: &Path) -> std::io::Result<()> {
-    let gone = |r: std::io::Result<()>| match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    };
-    gone(std::fs::remove_dir_all(dir.join("blobs.kept")))?;
-    gone(std::fs::remove_dir_all(dir.join("blobs")))?;
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if e.file_name().to_string_lossy().starts_with("snap.") {
-            gone(std::fs::remove_file(e.path()))?;
-        }
-    }
-    gone(std::fs::remove_file(dir.join("conf")))?;
-    gone(std::fs::remove_file(dir.join("db")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,7 +324,7 @@ mod tests {
 
     #[test]
     fn a_crash_before_the_switch_leaves_a_format_2_store_that_migrates_again() {
-        let _serial = super::super::engine::SERIAL.lock();
+        let _serial = engine::SERIAL.lock();
         let dir = v2_copy();
         {
             let catalog =
@@ -399,7 +374,7 @@ mod tests {
 
     #[test]
     fn versions_without_a_path_or_impossible_ones_are_refused() {
-        let _serial = super::super::engine::SERIAL.lock();
+        let _serial = engine::SERIAL.lock();
         let dir = v2_copy();
         let db =
             engine::open_with_retry(dir.path(), &StoreConfig::default(), engine::LEGACY_SEGMENT)

@@ -1,0 +1,19 @@
+//! Store format migrations: bringing a store written by an older format
+//! version up to [`STORE_FORMAT_VERSION`](super::STORE_FORMAT_VERSION) when
+//! it is opened for writing.
+//!
+//! Formats 1 and 2 kept everything in sled; their migration to format 3
+//! lives in the sled-era wing ([`legacy::migrate`](super::legacy)). Formats
+//! 3 and 4 keep the catalog and the tables in the store's own files; 4
+//! binds each log record to its table and generation. The 3 → 4 step, here,
+//! folds every log and empties it, then switches the catalog header: a
+//! crash at any point leaves a store that opens as format 3 or as format 4.
+//!
+//! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the
+//! fixtures it is tested on (`tests/store_fixture.rs`: those are bytes on
+//! users' disks, kept forever), and is compiled in by a `#[path]` include.
+
+#[path = "../../migrations/steps/v3_to_v4.rs"]
+mod v3_to_v4;
+
+pub(crate) use v3_to_v4::v3_to_v4;
