@@ -3,21 +3,21 @@
 //! into the new generation's files (`swap.rs` commits them and puts the
 //! generation in force; the steps of the [module docs](super)).
 
-use super::super::budget::{self, Reservation};
-use super::super::catalog::TableMeta;
-use super::super::disk::chunks::store_block_words;
-use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS};
-use super::super::disk::create_files;
-use super::super::disk::log::{LogFile, LogOp};
-use super::super::disk::pagefile::PageFile;
-use super::super::error::StoreError;
-use super::super::shared::Shared;
-use super::super::table::Generation;
 use super::RegenReport;
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::{positions, KeyHash};
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::store::budget::{self, Reservation};
+use crate::store::catalog::TableMeta;
+use crate::store::disk::chunks::store_block_words;
+use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS};
+use crate::store::disk::create_files;
+use crate::store::disk::log::{LogFile, LogOp};
+use crate::store::disk::pagefile::PageFile;
+use crate::store::error::StoreError;
+use crate::store::shared::Shared;
+use crate::store::table::Generation;
 use std::collections::{BTreeSet, HashMap};
 
 /// Counters being built, with the blocks the tail of the journal touched.
@@ -98,16 +98,16 @@ impl Build {
             let c = &self.counters[at..at + len];
             if keep_zero || c.iter().any(|&b| b != 0) {
                 fold.write_chunk(idx, c)
-                    .map_err(super::super::disk::io_err("writing counter pages"))?;
+                    .map_err(crate::store::disk::io_err("writing counter pages"))?;
             }
         }
         match fold.commit(0, live) {
             Ok(()) => Ok(()),
-            Err(super::super::disk::pagefile::CommitError::Before(e)) => {
-                Err(super::super::disk::io_err("syncing counter pages")(e))
+            Err(crate::store::disk::pagefile::CommitError::Before(e)) => {
+                Err(crate::store::disk::io_err("syncing counter pages")(e))
             }
-            Err(super::super::disk::pagefile::CommitError::After(e)) => {
-                Err(shared.failed_with(super::super::disk::io_err("committing counter pages")(e)))
+            Err(crate::store::disk::pagefile::CommitError::After(e)) => {
+                Err(shared.failed_with(crate::store::disk::io_err("committing counter pages")(e)))
             }
         }
     }
@@ -175,7 +175,7 @@ impl Build {
         meta: &TableMeta,
     ) -> Result<(PageFile, LogFile), StoreError> {
         let (mut pages, log) =
-            create_files(&shared.dir, super::super::table::owner(meta), self.params)?;
+            create_files(&shared.dir, crate::store::table::owner(meta), self.params)?;
         self.write_chunks(
             &mut pages,
             shared,

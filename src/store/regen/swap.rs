@@ -2,15 +2,15 @@
 //! committed, and the generation put in force in memory (steps 2 to 4 of
 //! the [module docs](super#regeneration); [`Build`] holds the counters).
 
-use super::super::catalog::TableMeta;
-use super::super::disk::log::{LogFile, LogOp};
-use super::super::disk::pagefile::PageFile;
-use super::super::disk::remove_files;
-use super::super::error::StoreError;
-use super::super::table::{Generation, Table, Writer};
 use super::build::Build;
 use super::source::build_from_source;
 use super::{current_record, RegenOptions, RegenReport};
+use crate::store::catalog::TableMeta;
+use crate::store::disk::log::{LogFile, LogOp};
+use crate::store::disk::pagefile::PageFile;
+use crate::store::disk::remove_files;
+use crate::store::error::StoreError;
+use crate::store::table::{Generation, Table, Writer};
 use std::sync::Arc;
 
 impl Table {
@@ -43,7 +43,7 @@ impl Table {
     }
 
     /// Step 4: under the catalog lock, then the old writer lock (the lock
-    /// order of the [store docs](super::super#lock-order); writers wait from
+    /// order of the [store docs](crate::store#lock-order); writers wait from
     /// here to the swap), writes the journal's tail, writes the catalog
     /// record naming the new generation (the commit point), swaps the
     /// generation in memory and retires the old one.
@@ -71,7 +71,7 @@ impl Table {
         (mut pages, log): (PageFile, LogFile),
         tail: &[LogOp],
         (mut catalog, mut w): (
-            parking_lot::MutexGuard<'_, super::super::catalog::Catalog>,
+            parking_lot::MutexGuard<'_, crate::store::catalog::Catalog>,
             parking_lot::MutexGuard<'_, Writer>,
         ),
     ) -> Result<RegenReport, StoreError> {
@@ -101,7 +101,7 @@ impl Table {
 /// generation's `m`, `k`, capacity and number), durably. Returns it. Call
 /// under the catalog lock.
 fn write_new_record(
-    catalog: &mut super::super::catalog::Catalog,
+    catalog: &mut crate::store::catalog::Catalog,
     old: &Generation,
     built: &TableMeta,
 ) -> Result<TableMeta, StoreError> {

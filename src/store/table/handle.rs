@@ -1,11 +1,6 @@
 //! The public handle of a table ([`Table`]), the shared state of an open
 //! table ([`TableInner`]) and its statistics.
 
-use super::super::batch::{Durability, WriteBatch};
-use super::super::catalog::TableMeta;
-use super::super::disk::log::{LogOp, MAX_RECORD_OPS};
-use super::super::error::StoreError;
-use super::super::shared::Shared;
 use super::bloom::TableBloom;
 use super::generation::Generation;
 use crate::filter::bloom::BloomRead;
@@ -13,6 +8,11 @@ use crate::filter::counting::{counter_bytes, CountingFilter};
 use crate::filter::drift::ObservedFp;
 use crate::filter::hash::HashAlgo;
 use crate::filter::params::{FilterParams, Layout};
+use crate::store::batch::{Durability, WriteBatch};
+use crate::store::catalog::TableMeta;
+use crate::store::disk::log::{LogOp, MAX_RECORD_OPS};
+use crate::store::error::StoreError;
+use crate::store::shared::Shared;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::Serialize;
