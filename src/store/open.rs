@@ -53,6 +53,27 @@ impl StoreInner {
 ///
 /// `Send + Sync` and cheap to clone. One process at a time may open a
 /// directory for writing (it holds the directory's lock).
+///
+/// # Where its methods live
+/// * `store/open.rs`: opening ([`open`](FilterStore::open),
+///   [`open_with`](FilterStore::open_with),
+///   [`open_snapshot`](FilterStore::open_snapshot),
+///   [`open_snapshot_with`](FilterStore::open_snapshot_with)),
+///   [`config`](FilterStore::config),
+///   [`is_read_only`](FilterStore::is_read_only),
+///   [`size_on_disk`](FilterStore::size_on_disk);
+/// * `store/tables.rs`: [`create_table`](FilterStore::create_table),
+///   [`open_table`](FilterStore::open_table),
+///   [`open_or_create_table`](FilterStore::open_or_create_table),
+///   [`list_tables`](FilterStore::list_tables),
+///   [`drop_table`](FilterStore::drop_table), [`flush`](FilterStore::flush);
+/// * `store/import.rs`: [`import`](FilterStore::import),
+///   [`import_from`](FilterStore::import_from),
+///   [`import_counting`](FilterStore::import_counting);
+/// * `store/regen/health.rs`:
+///   [`on_needs_regeneration`](FilterStore::on_needs_regeneration),
+///   [`set_drift_policy`](FilterStore::set_drift_policy),
+///   [`check_health`](FilterStore::check_health).
 #[derive(Clone)]
 pub struct FilterStore {
     pub(crate) inner: Arc<StoreInner>,

@@ -27,6 +27,12 @@ use std::sync::Arc;
 /// path. A regeneration builds a new one beside it and swaps it in
 /// ([`TableInner::gen`](super::TableInner)); the old one is then
 /// *retired*: writes that find it retired retry on the new one.
+///
+/// Its methods live in three files of `store/table/`: here, loading,
+/// creating and filling it, reading its counters, retiring it;
+/// `writer.rs`, the write path (checks, the log record, the fold, the
+/// flush); `bulk.rs`, a bulk load's counters written straight into its
+/// pages.
 pub(crate) struct Generation {
     pub(crate) meta: TableMeta,
     pub(crate) params: FilterParams,
