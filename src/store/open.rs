@@ -353,8 +353,8 @@ impl FilterStore {
         self.inner.guard_db.flush()
     }
 
-    /// Bytes the store occupies on disk: its catalog, table files and
-    /// sled's files.
+    /// Bytes the store occupies on disk: its marker, lock and catalog, its
+    /// table files and the guard's sled database (`guard/`).
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
         fn walk(dir: &Path) -> std::io::Result<u64> {
             let mut total = 0;
