@@ -129,6 +129,43 @@ mod seam {
         b
     }
 
+    /// A take-back of a store made for a refused table
+    /// (`discard_if_new`) stopped by a failed directory sync at each of its
+    /// syncs: an I/O error, and the directory holds a store that opens
+    /// (empty) or nothing a new store cannot be made in; never a directory
+    /// that an open refuses.
+    #[test]
+    fn a_discard_stopped_by_a_failed_sync_leaves_a_store_or_room_for_one() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            let mut stopped = 0;
+            for skip in 0..4 {
+                let root = tempfile::tempdir().unwrap();
+                let db = root.path().join("db");
+                let store = FilterStore::open(&db).unwrap();
+                assert!(store.create_table("t", TableSpec::new(0, 0.1)).is_err());
+                fault::fail_after(Op::SyncDir, skip, EIO);
+                let r = store.discard_if_new();
+                let fired = fault::clear();
+                match r {
+                    Ok(done) => {
+                        assert!(done && !fired, "skip {skip}: {done} {fired}");
+                        assert!(!db.exists(), "skip {skip}");
+                    }
+                    Err(StoreError::Io { .. }) => {
+                        assert!(fired, "skip {skip}");
+                        stopped += 1;
+                        let store = common::reopen(&db, "after a stopped discard");
+                        assert!(store.list_tables().unwrap().is_empty(), "skip {skip}");
+                        store.create_table("t", TableSpec::new(10, 0.1)).unwrap();
+                    }
+                    Err(e) => panic!("skip {skip}: {e:?}"),
+                }
+            }
+            // Three syncs: the directory twice, the parent once.
+            assert_eq!(stopped, 3);
+        })
+    }
+
     /// Defect 3 of issue 28: Linux reports a failed writeback once; a
     /// second `fdatasync` returns 0 for the pages it dropped. After a sync
     /// of the log failed, no flush and no durable apply may say durable.

@@ -7,7 +7,7 @@
 
 use super::failure::{Failure, Outcome};
 use super::keys::KeyReader;
-use super::open::{open_or_create, open_read_only};
+use super::open::{open_or_create, open_read_only, or_discard};
 use super::output::Out;
 use super::target::write_output;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
@@ -200,15 +200,13 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
     let mut source = head
         .as_slice()
         .chain(std::io::BufReader::with_capacity(1 << 16, f));
-    let t = match store.import_from(table, &mut source) {
-        Err(StoreError::NotCounting) => return Err(not_counting(file)),
+    let (_store, t) = or_discard(store, |store| match store.import_from(table, &mut source) {
+        Err(StoreError::NotCounting) => Err(not_counting(file)),
         // A truncated file: the store names the length its header declares
         // and the bytes it held.
-        Err(StoreError::BadFilterFile(e)) => {
-            return Err(Failure(format!("{}: {e}", file.display())))
-        }
-        other => other?,
-    };
+        Err(StoreError::BadFilterFile(e)) => Err(Failure(format!("{}: {e}", file.display()))),
+        other => Ok(other?),
+    })?;
     let p = t.params();
     let s = t.stats()?;
     out.line(&format!(

@@ -15,6 +15,7 @@
 //! ([`sled_dir::copy_store`]); one of format 3 or 4 reads the store's own
 //! files and writes nothing.
 
+use super::disk::lock::LOCK_FILE;
 use super::error::StoreError;
 use super::legacy::sled_dir;
 use std::fs::{self, File};
@@ -59,14 +60,32 @@ pub(crate) fn classify(path: &Path) -> Result<DirKind, StoreError> {
     if path.join(MARKER_FILE).is_file() {
         return Ok(DirKind::Marked);
     }
-    let mut entries = fs::read_dir(path).map_err(io("reading the database directory"))?;
-    if entries.next().is_none() {
+    if holds_at_most_a_lock(path)? {
         return Ok(DirKind::Empty);
     }
     if sled_dir::is_unmarked_store(path)? {
         return Ok(DirKind::Legacy);
     }
     Ok(DirKind::Foreign)
+}
+
+/// Whether `path` is empty, or holds nothing but an empty lock file: what
+/// a take-back of a new store ([`FilterStore::discard_if_new`]) stopped by
+/// an error after the marker went leaves; a store may be made there.
+///
+/// [`FilterStore::discard_if_new`]: super::FilterStore::discard_if_new
+fn holds_at_most_a_lock(path: &Path) -> Result<bool, StoreError> {
+    let read = io("reading the database directory");
+    let mut entries = fs::read_dir(path).map_err(&read)?;
+    let Some(first) = entries.next() else {
+        return Ok(true);
+    };
+    let first = first.map_err(&read)?;
+    if first.file_name() != LOCK_FILE || entries.next().is_some() {
+        return Ok(false);
+    }
+    let meta = fs::symlink_metadata(first.path()).map_err(&read)?;
+    Ok(meta.is_file() && meta.len() == 0)
 }
 
 /// Writes the marker durably (the file, then the directory entry).

@@ -148,6 +148,7 @@ pub(crate) mod budget;
 pub mod catalog;
 mod cgroup;
 pub mod config;
+mod discard;
 pub(crate) mod disk;
 pub mod error;
 mod import;

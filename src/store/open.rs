@@ -41,6 +41,22 @@ pub(crate) struct StoreInner {
     /// The private copy a read-only open of an older format works on,
     /// removed last.
     _scratch: Option<Scratch>,
+    /// What this handle's open made in the file system
+    /// ([`FilterStore::discard_if_new`]).
+    pub(crate) made: Made,
+}
+
+/// What a writing open made, so that a store made for a table that was then
+/// refused can be taken back ([`FilterStore::discard_if_new`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Made {
+    /// Nothing: the store existed.
+    Nothing,
+    /// A store in a directory that existed, empty.
+    Store,
+    /// A store in a directory that did not exist: the open created it and
+    /// every missing parent up to this one, the topmost.
+    Dirs(PathBuf),
 }
 
 impl StoreInner {
@@ -62,6 +78,7 @@ impl StoreInner {
 ///   [`config`](FilterStore::config),
 ///   [`is_read_only`](FilterStore::is_read_only),
 ///   [`size_on_disk`](FilterStore::size_on_disk);
+/// * `store/discard.rs`: [`discard_if_new`](FilterStore::discard_if_new);
 /// * `store/tables.rs`: [`create_table`](FilterStore::create_table),
 ///   [`open_table`](FilterStore::open_table),
 ///   [`open_or_create_table`](FilterStore::open_or_create_table),
@@ -121,8 +138,9 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
 
 /// How a store directory is opened.
 enum Access {
-    /// For reading and writing, under the exclusive lock.
-    Write,
+    /// For reading and writing, under the exclusive lock; what the open
+    /// made before it.
+    Write(Made),
     /// For reading, under the shared lock, writing nothing in the directory.
     Read,
     /// A private copy of an older format's store, migrated and then read.
@@ -167,18 +185,21 @@ impl FilterStore {
             return Err(StoreError::AlreadyOpen { path });
         }
         let kind = marker::classify(&path)?;
-        match kind {
+        let made = match kind {
             DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
-            DirKind::Missing | DirKind::Empty => {
-                // The directory's name, durable in its parent before the
-                // store in it says it exists.
-                super::disk::io::create_dir_durably(&path)
-                    .map_err(io("creating the database directory"))?;
-                marker::write_marker(&path)?;
-            }
-            DirKind::Marked | DirKind::Legacy => {}
+            DirKind::Missing => Made::Dirs(topmost_missing(&path)),
+            DirKind::Empty => Made::Store,
+            DirKind::Marked | DirKind::Legacy => Made::Nothing,
+        };
+        if made != Made::Nothing {
+            // The directory's name, durable in its parent before the store
+            // in it says it exists.
+            super::disk::io::create_dir_durably(&path)
+                .map_err(io("creating the database directory"))?;
+            marker::write_marker(&path)?;
         }
-        Self::open_in(path, config, Access::Write, kind == DirKind::Legacy)
+        let legacy = kind == DirKind::Legacy;
+        Self::open_in(path, config, Access::Write(made), legacy)
     }
 
     /// Opens the store at `dir` **read-only**, writing nothing in `dir`:
@@ -257,6 +278,10 @@ impl FilterStore {
         legacy_marker: bool,
     ) -> Result<FilterStore, StoreError> {
         let write = !matches!(access, Access::Read);
+        let made = match &access {
+            Access::Write(made) => made.clone(),
+            _ => Made::Nothing,
+        };
         let dir_lock = lock::lock(&path, write, LOCK_WAIT)?;
         if let Some(b) = config.memory_budget {
             budget::set(Some(b));
@@ -308,7 +333,7 @@ impl FilterStore {
             collect_garbage(&path, &catalog)?;
         }
         let (read_only, scratch) = match access {
-            Access::Write => (false, None),
+            Access::Write(_) => (false, None),
             Access::Read => (true, None),
             Access::Scratch(s) => (true, Some(s)),
         };
@@ -322,6 +347,7 @@ impl FilterStore {
                 guard_db: GuardDb::default(),
                 _lock: dir_lock,
                 _scratch: scratch,
+                made,
             }),
         })
     }
@@ -432,4 +458,17 @@ fn collect_garbage(path: &Path, catalog: &Catalog) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The topmost of `path` and its parents that does not exist (`path` itself
+/// when its parent exists).
+fn topmost_missing(path: &Path) -> PathBuf {
+    let mut top = path;
+    while let Some(p) = top.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if p.exists() {
+            break;
+        }
+        top = p;
+    }
+    top.to_path_buf()
 }
