@@ -166,6 +166,37 @@ mod seam {
         })
     }
 
+    /// An open that makes a new store and fails (its first catalog's
+    /// write, sync or rename refused) leaves the directory as it found it:
+    /// a missing one missing (with the parents it made), an empty one
+    /// empty; not a marked directory that the next open takes for a store.
+    #[test]
+    fn a_new_store_whose_open_fails_leaves_nothing_behind() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            for (op, errno) in [(Op::Write, ENOSPC), (Op::Sync, EIO), (Op::Rename, EIO)] {
+                let root = tempfile::tempdir().unwrap();
+                let deep = root.path().join("a").join("db");
+                let empty = root.path().join("empty");
+                std::fs::create_dir(&empty).unwrap();
+                for dir in [&deep, &empty] {
+                    fault::fail_after(op, 0, errno);
+                    let r = FilterStore::open(dir);
+                    assert!(fault::clear(), "{op:?}: not attempted");
+                    assert!(matches!(r, Err(StoreError::Io { .. })), "{op:?}: {r:?}");
+                }
+                let left: Vec<_> = std::fs::read_dir(root.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .collect();
+                assert_eq!(left, ["empty"], "{op:?}");
+                assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "{op:?}");
+                // And both open, as new stores, once the disk is well.
+                drop(FilterStore::open(&deep).unwrap());
+                drop(FilterStore::open(&empty).unwrap());
+            }
+        })
+    }
+
     /// Defect 3 of issue 28: Linux reports a failed writeback once; a
     /// second `fdatasync` returns 0 for the pages it dropped. After a sync
     /// of the log failed, no flush and no durable apply may say durable.

@@ -5,7 +5,7 @@
 
 use super::disk::catalog_file::{CATALOG_FILE, NEW_FILE};
 use super::disk::io::sync_dir;
-use super::disk::lock::LOCK_FILE;
+use super::disk::lock::{lock, LOCK_FILE};
 use super::disk::TABLES_DIR;
 use super::error::StoreError;
 use super::marker::MARKER_FILE;
@@ -81,20 +81,52 @@ impl FilterStore {
             return Ok(false);
         }
         let op = io("removing a store made for a refused table");
-        remove(&dir.join(TABLES_DIR), true).map_err(&op)?;
-        remove(&dir.join(NEW_FILE), false).map_err(&op)?;
-        remove(&dir.join(CATALOG_FILE), false).map_err(&op)?;
-        sync_dir(&dir).map_err(&op)?;
-        remove(&dir.join(MARKER_FILE), false).map_err(&op)?;
-        sync_dir(&dir).map_err(&op)?;
+        remove_store_files(&dir).map_err(&op)?;
         let made = inner.made.clone();
         drop(inner); // releases the lock
-        remove(&dir.join(LOCK_FILE), false).map_err(&op)?;
-        if let Made::Dirs(top) = made {
-            remove_dirs(&dir, &top).map_err(&op)?;
-        }
+        remove_lock_and_dirs(&dir, &made).map_err(&op)?;
         Ok(true)
     }
+}
+
+/// Takes back what a writing open that failed had made (`made`), best
+/// effort, under the directory's lock (a store another process opened
+/// meanwhile is left alone): a failed open leaves the directory as it
+/// found it, not a marked directory that a later open takes for a store.
+pub(crate) fn undo_failed_open(dir: &Path, made: &Made) {
+    if *made == Made::Nothing || !matches!(holds_only_a_new_store(dir), Ok(true)) {
+        return;
+    }
+    let Ok(Some(lock)) = lock(dir, true, std::time::Duration::ZERO) else {
+        return;
+    };
+    if remove_store_files(dir).is_ok() {
+        drop(lock);
+        let _ = remove_lock_and_dirs(dir, made);
+    }
+}
+
+/// The first half of a take-back, under the lock: the table directory and
+/// the catalog, synced, then the marker, synced. A crash or an error in it
+/// leaves a store that opens (empty), or a directory holding nothing but
+/// the lock file, which an open takes for an empty one.
+fn remove_store_files(dir: &Path) -> std::io::Result<()> {
+    remove(&dir.join(TABLES_DIR), true)?;
+    remove(&dir.join(NEW_FILE), false)?;
+    remove(&dir.join(CATALOG_FILE), false)?;
+    sync_dir(dir)?;
+    remove(&dir.join(MARKER_FILE), false)?;
+    sync_dir(dir)
+}
+
+/// The second half, the lock released: the lock file, and the directories
+/// the open made.
+fn remove_lock_and_dirs(dir: &Path, made: &Made) -> std::io::Result<()> {
+    remove(&dir.join(LOCK_FILE), false)?;
+    if let Made::Dirs(top) = made {
+        remove_dirs(dir, top)?;
+    }
+    Ok(())
 }
 
 /// Removes `dir`, then its parents up to `top` while they are empty (a

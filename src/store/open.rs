@@ -176,6 +176,9 @@ impl FilterStore {
     /// older format is migrated first (`migrations/`). A new store is
     /// durable when this returns: its directory (and every parent this
     /// creates) has a durable name, and its marker and catalog are synced.
+    /// An open that was making a new store and fails (a full disk, a failed
+    /// sync) takes back what it made, so the directory is as it found it:
+    /// a missing one missing, an empty one empty.
     pub fn open_with(
         dir: impl AsRef<Path>,
         config: StoreConfig,
@@ -191,15 +194,24 @@ impl FilterStore {
             DirKind::Empty => Made::Store,
             DirKind::Marked | DirKind::Legacy => Made::Nothing,
         };
-        if made != Made::Nothing {
+        let legacy = kind == DirKind::Legacy;
+        let opened = if made == Made::Nothing {
+            Self::open_in(path.clone(), config, Access::Write(made.clone()), legacy)
+        } else {
             // The directory's name, durable in its parent before the store
             // in it says it exists.
             super::disk::io::create_dir_durably(&path)
-                .map_err(io("creating the database directory"))?;
-            marker::write_marker(&path)?;
+                .map_err(io("creating the database directory"))
+                .and_then(|()| marker::write_marker(&path))
+                .and_then(|()| {
+                    Self::open_in(path.clone(), config, Access::Write(made.clone()), legacy)
+                })
+        };
+        if opened.is_err() {
+            // Nothing of a store that failed to open is left behind.
+            super::discard::undo_failed_open(&path, &made);
         }
-        let legacy = kind == DirKind::Legacy;
-        Self::open_in(path, config, Access::Write(made), legacy)
+        opened
     }
 
     /// Opens the store at `dir` **read-only**, writing nothing in `dir`:
