@@ -162,6 +162,7 @@ pub mod regen;
 mod shared;
 pub mod table;
 mod tables;
+mod take_back;
 
 pub use batch::{Durability, WriteBatch};
 pub use catalog::{MAX_NAME_LEN, STORE_FORMAT_VERSION};

@@ -16,6 +16,7 @@ use super::marker::{self, DirKind};
 use super::migrate;
 use super::shared::Shared;
 use super::table::TableInner;
+use super::take_back::{self, Made};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -44,19 +45,6 @@ pub(crate) struct StoreInner {
     /// What this handle's open made in the file system
     /// ([`FilterStore::discard_if_new`]).
     pub(crate) made: Made,
-}
-
-/// What a writing open made, so that a store made for a table that was then
-/// refused can be taken back ([`FilterStore::discard_if_new`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Made {
-    /// Nothing: the store existed.
-    Nothing,
-    /// A store in a directory that existed, empty.
-    Store,
-    /// A store in a directory that did not exist: the open created it and
-    /// every missing parent up to this one, the topmost.
-    Dirs(PathBuf),
 }
 
 impl StoreInner {
@@ -209,7 +197,7 @@ impl FilterStore {
         };
         if opened.is_err() {
             // Nothing of a store that failed to open is left behind.
-            super::discard::undo_failed_open(&path, &made);
+            take_back::undo_failed_open(&path, &made);
         }
         opened
     }
