@@ -324,6 +324,16 @@ fn an_absurd_table_is_refused_before_allocating_and_leaves_nothing() {
     assert!(err.contains("not enough memory"), "{err}");
     assert_eq!(ok(&run(&db, &["list"], b"")), "keep\n");
     ok(&run(&db, &["create", "e", "--expected", "1000"], b""));
+    // A refused create that would have made the database leaves no
+    // database (it once left an empty one, which `list` then opened).
+    let fresh = dir.path().join("new").join("db");
+    let err = fails(&run(
+        &fresh,
+        &["create", "e", "--expected", "50000000000"],
+        b"",
+    ));
+    assert!(err.contains("--allow-large"), "{err}");
+    assert!(!dir.path().join("new").exists(), "database left behind");
 }
 
 /// First contact (issue 29): `filterstore` alone says that a command is

@@ -171,6 +171,65 @@ fn a_table_over_the_memory_limit_is_refused_before_anything_is_written() {
 }
 
 #[test]
+fn a_store_made_for_a_refused_table_is_taken_back_and_nothing_else_is() {
+    // A host (the command line's `create` and `import`) that creates a store
+    // to make a table in it, and whose table is refused, must not leave an
+    // empty store behind that later opens as valid: `discard_if_new` takes
+    // back what the open made — and nothing that it did not make.
+    common::with_timeout(common::TEST_LIMIT, || {
+        let root = tempfile::tempdir().unwrap();
+        let listing = |p: &std::path::Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        // A missing directory two levels deep: the open made both.
+        let deep = root.path().join("a").join("db");
+        let store = FilterStore::open(&deep).unwrap();
+        assert!(matches!(
+            store.create_table("t", TableSpec::new(0, 0.1)),
+            Err(StoreError::Params(_))
+        ));
+        assert!(store.discard_if_new().unwrap());
+        assert!(
+            listing(root.path()).is_empty(),
+            "{:?}",
+            listing(root.path())
+        );
+        // An existing empty directory stays, empty; a refused import's
+        // store goes too.
+        let empty = root.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let store = FilterStore::open(&empty).unwrap();
+        assert!(store.import("t", b"not a filter file").is_err());
+        assert!(store.discard_if_new().unwrap());
+        assert!(listing(&empty).is_empty(), "{:?}", listing(&empty));
+        // Not taken back: a store with a table, one this open did not make,
+        // one that a clone still uses, one that holds a file not its own.
+        let db = root.path().join("db");
+        let store = FilterStore::open(&db).unwrap();
+        store.create_table("t", TableSpec::new(10, 0.1)).unwrap();
+        assert!(!store.discard_if_new().unwrap());
+        let store = common::reopen(&db, "kept: it has a table");
+        assert_eq!(names(&store), ["t"]);
+        store.drop_table("t").unwrap();
+        assert!(!store.discard_if_new().unwrap(), "an existing store");
+        assert!(names(&common::reopen(&db, "kept: it existed")).is_empty());
+        let other = root.path().join("other");
+        let store = FilterStore::open(&other).unwrap();
+        let clone = store.clone();
+        assert!(!store.discard_if_new().unwrap(), "a clone is alive");
+        std::fs::write(other.join("notes.txt"), b"mine").unwrap();
+        assert!(!clone.discard_if_new().unwrap(), "a file not its own");
+        assert!(other.join("notes.txt").is_file());
+        assert!(names(&common::reopen(&other, "kept: not its own")).is_empty());
+    })
+}
+
+#[test]
 fn durable_writes_survive_reopen_and_stats_are_exact() {
     common::with_timeout(common::TEST_LIMIT, || {
         let dir = tempfile::tempdir().unwrap();

@@ -129,6 +129,74 @@ mod seam {
         b
     }
 
+    /// A take-back of a store made for a refused table
+    /// (`discard_if_new`) stopped by a failed directory sync at each of its
+    /// syncs: an I/O error, and the directory holds a store that opens
+    /// (empty) or nothing a new store cannot be made in; never a directory
+    /// that an open refuses.
+    #[test]
+    fn a_discard_stopped_by_a_failed_sync_leaves_a_store_or_room_for_one() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            let mut stopped = 0;
+            for skip in 0..4 {
+                let root = tempfile::tempdir().unwrap();
+                let db = root.path().join("db");
+                let store = FilterStore::open(&db).unwrap();
+                assert!(store.create_table("t", TableSpec::new(0, 0.1)).is_err());
+                fault::fail_after(Op::SyncDir, skip, EIO);
+                let r = store.discard_if_new();
+                let fired = fault::clear();
+                match r {
+                    Ok(done) => {
+                        assert!(done && !fired, "skip {skip}: {done} {fired}");
+                        assert!(!db.exists(), "skip {skip}");
+                    }
+                    Err(StoreError::Io { .. }) => {
+                        assert!(fired, "skip {skip}");
+                        stopped += 1;
+                        let store = common::reopen(&db, "after a stopped discard");
+                        assert!(store.list_tables().unwrap().is_empty(), "skip {skip}");
+                        store.create_table("t", TableSpec::new(10, 0.1)).unwrap();
+                    }
+                    Err(e) => panic!("skip {skip}: {e:?}"),
+                }
+            }
+            // Three syncs: the directory twice, the parent once.
+            assert_eq!(stopped, 3);
+        })
+    }
+
+    /// An open that makes a new store and fails (its first catalog's
+    /// write, sync or rename refused) leaves the directory as it found it:
+    /// a missing one missing (with the parents it made), an empty one
+    /// empty; not a marked directory that the next open takes for a store.
+    #[test]
+    fn a_new_store_whose_open_fails_leaves_nothing_behind() {
+        common::with_timeout(common::TEST_LIMIT, || {
+            for (op, errno) in [(Op::Write, ENOSPC), (Op::Sync, EIO), (Op::Rename, EIO)] {
+                let root = tempfile::tempdir().unwrap();
+                let deep = root.path().join("a").join("db");
+                let empty = root.path().join("empty");
+                std::fs::create_dir(&empty).unwrap();
+                for dir in [&deep, &empty] {
+                    fault::fail_after(op, 0, errno);
+                    let r = FilterStore::open(dir);
+                    assert!(fault::clear(), "{op:?}: not attempted");
+                    assert!(matches!(r, Err(StoreError::Io { .. })), "{op:?}: {r:?}");
+                }
+                let left: Vec<_> = std::fs::read_dir(root.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .collect();
+                assert_eq!(left, ["empty"], "{op:?}");
+                assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "{op:?}");
+                // And both open, as new stores, once the disk is well.
+                drop(FilterStore::open(&deep).unwrap());
+                drop(FilterStore::open(&empty).unwrap());
+            }
+        })
+    }
+
     /// Defect 3 of issue 28: Linux reports a failed writeback once; a
     /// second `fdatasync` returns 0 for the pages it dropped. After a sync
     /// of the log failed, no flush and no durable apply may say durable.

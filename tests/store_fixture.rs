@@ -308,6 +308,14 @@ fn v3_store_fixture_reads_with_every_key_and_exact_counters() {
 /// Every table of the v3 fixture in `store`: keys, count, counters, with
 /// `pending` operations still in its log.
 fn v3_check(store: &FilterStore, pending: u64) {
+    let want = if store.is_read_only() { 3 } else { 4 };
+    fixture_check(store, pending, want);
+}
+
+/// Every table of a fixture holding the v3 fixture's operations (the v3
+/// and v4 fixtures) in `store`: keys, count, counters, with `pending`
+/// operations still in its log, and store format `format`.
+fn fixture_check(store: &FilterStore, pending: u64, format: u32) {
     assert_eq!(
         store.list_tables().unwrap(),
         ["blocked", "split", "standard"]
@@ -330,10 +338,127 @@ fn v3_check(store: &FilterStore, pending: u64) {
             counting.as_bytes() == v3::model(name, t.params()).as_bytes(),
             "{name}: counters differ from the model"
         );
-        let format = t.stats().unwrap().format_version;
-        let want = if store.is_read_only() { 3 } else { 4 };
-        assert_eq!(format, want, "{name}");
+        assert_eq!(t.stats().unwrap().format_version, format, "{name}");
     }
+}
+
+/// The store-format-4 fixture (`migrations/fixtures/store-v4/`): the
+/// operations of the v3 fixture (three tables, `standard` regenerated,
+/// `key-0600` … `key-1199` in three durable batches not folded), written by
+/// the code of store format 4: the unfolded batches are in each table's
+/// log as records of format 4 (bound to their table and generation), after
+/// the empty record a fold leaves, and followed by the seal of a clean
+/// close. 1,120 live keys per table.
+mod v4 {
+    pub fn dir() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/store-v4")
+    }
+
+    pub fn copy() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        super::copy_tree(&dir(), tmp.path());
+        tmp
+    }
+
+    /// Writes the fixture with the code of store format 4 (run once, with
+    /// `FILTERSTORE_WRITE_FIXTURES=1`, when the directory is missing).
+    pub fn write(to: &std::path::Path) {
+        use super::v3::{folded_live, key, SEED, TABLES};
+        use filterstore::{
+            Durability, FilterStore, Layout, RegenOptions, StoreConfig, TableSpec, WriteBatch,
+        };
+        let config = StoreConfig::default().fold_threshold(1 << 20);
+        let store = FilterStore::open_with(to, config).unwrap();
+        let batch = |from: u32| {
+            let mut b = WriteBatch::new();
+            for i in from..from + 200 {
+                b.insert(key(i).as_bytes());
+            }
+            b
+        };
+        for (name, layout, _) in TABLES {
+            let spec = TableSpec::new(2_000, 0.01).layout(layout);
+            let spec = if layout == Layout::SplitBlock {
+                spec
+            } else {
+                spec.seed(SEED)
+            };
+            let t = store.create_table(name, spec).unwrap();
+            for part in 0..3 {
+                t.apply(&batch(part * 200), Durability::Durable).unwrap();
+            }
+            for i in 0..100 {
+                t.remove(key(i).as_bytes()).unwrap();
+            }
+            let mut hot = WriteBatch::new();
+            for _ in 0..20 {
+                hot.insert(b"hot-key");
+            }
+            t.apply(&hot, Durability::Durable).unwrap();
+            t.fold().unwrap();
+            if name == "standard" {
+                let live = folded_live();
+                let source = || live.iter().map(Ok::<_, std::io::Error>);
+                let options = RegenOptions {
+                    capacity: Some(2_000),
+                    ..RegenOptions::default()
+                };
+                t.regenerate(source, &options).unwrap();
+            }
+            for part in 0..3 {
+                t.apply(&batch(600 + part * 200), Durability::Durable)
+                    .unwrap();
+            }
+            assert_eq!(t.pending_log_ops(), 600, "{name}");
+        }
+    }
+
+    /// Writes the fixture into [`dir`] if it is missing and
+    /// `FILTERSTORE_WRITE_FIXTURES` is set: the files a store holds, not
+    /// its lock.
+    pub fn write_if_asked() {
+        if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || dir().exists() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path());
+        std::fs::create_dir_all(dir().join("tables")).unwrap();
+        for name in ["FILTERSTORE", "catalog"] {
+            std::fs::copy(tmp.path().join(name), dir().join(name)).unwrap();
+        }
+        for e in std::fs::read_dir(tmp.path().join("tables")).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), dir().join("tables").join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn v4_store_fixture_reads_with_every_key_and_exact_counters() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        v4::write_if_asked();
+        let copy = v4::copy();
+        // Read-only, as it is: format 4's logs.
+        let snapshot = FilterStore::open_snapshot(copy.path()).unwrap();
+        fixture_check(&snapshot, 600, 4);
+        drop(snapshot);
+        assert_eq!(
+            dir_size(copy.path()),
+            dir_size(&v4::dir()),
+            "read-only wrote"
+        );
+        // Opened for writing: migrated if it must be; the logs are kept.
+        let store = FilterStore::open(copy.path()).unwrap();
+        fixture_check(&store, 600, filterstore::STORE_FORMAT_VERSION);
+        let t = store.open_table("blocked").unwrap();
+        t.insert(b"after").unwrap();
+        t.flush().unwrap();
+        drop((t, store));
+        let store = FilterStore::open(copy.path()).unwrap();
+        let t = store.open_table("blocked").unwrap();
+        assert!(t.contains(b"after") && t.contains(v3::key(1199).as_bytes()));
+        assert!(dir_size(&v4::dir()) <= 1 << 20);
+    })
 }
 
 /// The 3 → 4 step cut short: the catalog's rename, its switch, fails (the

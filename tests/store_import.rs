@@ -356,6 +356,55 @@ fn a_streamed_import_of_a_damaged_file_leaves_nothing() {
 }
 
 #[test]
+fn a_truncated_import_names_the_length_expected_and_the_bytes_found() {
+    // A file cut short must say so with its figures (one line): the length
+    // its header declares and the bytes it held, wherever the cut falls —
+    // in the header, in the counters, in the CRC trailer. (It once said
+    // "need 36000 bytes, found 0", the size of the read that came short.)
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        let file = counting_file(&store, "src", 5, 1_000);
+        let len = file.len() as u64;
+        for (cut, needed) in [
+            (0, 72),
+            (10, 72),
+            (71, 72),
+            (72, len),
+            (len / 2, len),
+            (len - 4, len),
+            (len - 1, len),
+        ] {
+            let r = store.import_from("dst", &mut &file[..cut as usize]);
+            match &r {
+                Err(StoreError::BadFilterFile(CodecError::Truncated { needed: n, found })) => {
+                    assert_eq!((*n, *found), (needed, cut), "cut at {cut}");
+                }
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+            let text = r.unwrap_err().to_string();
+            assert!(
+                text.contains(&format!("need {needed} bytes, found {cut}")) && !text.contains('\n'),
+                "cut at {cut}: {text}"
+            );
+            assert!(store.open_table("dst").is_err(), "cut at {cut}");
+        }
+        // A reader that hands out a few bytes at a time is no truncation.
+        struct Trickle<'a>(&'a [u8]);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let t = store.import_from("dst", &mut Trickle(&file)).unwrap();
+        assert!((0..1_000).all(|i| t.contains(&key(5, i))));
+    })
+}
+
+#[test]
 fn streamed_exports_are_framed_as_the_encoders_frame_them() {
     // `export_to` writes its own frame header; its bytes must be those of
     // the in-memory encoder (bits) and carry the lowest version that

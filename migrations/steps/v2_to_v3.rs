@@ -7,18 +7,18 @@
 //! written into a new page file (one fold, committed and synced) with an
 //! empty log. The guard storage's trees, if any, are copied into the
 //! guard's own database (`guard/`, sled with 16 MiB segments:
-//! `src/store/engine/mod.rs`). Then the catalog's pairs are written, as they
+//! `src/store/legacy/engine/mod.rs`). Then the catalog's pairs are written, as they
 //! were, into the catalog file with the header's version raised to 3: that
 //! file is the switch. A crash before it leaves the version-2 store intact
 //! (files written so far are overwritten when the step runs again); after
 //! it, the store is at version 3 and the old sled database is removed (now,
 //! or by the next writing open).
 
-use super::super::catalog::{Catalog, StoreHeader};
-use super::super::config::StoreConfig;
-use super::super::engine;
-use super::super::error::StoreError;
 use super::{copy_guard_trees, write_table_files, StopAt};
+use crate::store::catalog::{Catalog, StoreHeader};
+use crate::store::config::StoreConfig;
+use crate::store::error::{at_open, StoreError};
+use crate::store::legacy::engine;
 use std::path::Path;
 
 /// Builds the format-3 files and switches to them; returns the catalog in
@@ -45,8 +45,6 @@ pub(super) fn v2_to_v3(
         format_version: 3,
         ..catalog.header()
     };
-    catalog
-        .commit(|e| e.set_header(header))
-        .map_err(super::super::open::at_open)?;
+    catalog.commit(|e| e.set_header(header)).map_err(at_open)?;
     Ok(catalog)
 }

@@ -16,13 +16,12 @@
 //! format 4, are found to be another log's and the table answers "maybe"
 //! until it is rebuilt; it never answers "absent" for a key it holds.
 
-use super::super::catalog::{Catalog, StoreHeader, TableMeta};
-use super::super::config::StoreConfig;
-use super::super::disk::{io, io_err};
-use super::super::error::StoreError;
-use super::super::open::at_open;
-use super::super::shared::Shared;
-use super::super::table::Generation;
+use crate::store::catalog::{Catalog, StoreHeader, TableMeta};
+use crate::store::config::StoreConfig;
+use crate::store::disk::{io, io_err};
+use crate::store::error::{at_open, StoreError};
+use crate::store::shared::Shared;
+use crate::store::table::Generation;
 use std::path::Path;
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 
 use super::failure::{Failure, Outcome};
 use super::keys::KeyReader;
-use super::open::{open_or_create, open_read_only};
+use super::open::{open_or_create, open_read_only, or_discard};
 use super::output::Out;
 use super::target::write_output;
 use filterstore::{build_message, decode_filter, decode_frame, decode_message_with_limit};
@@ -195,30 +195,18 @@ pub fn import(dir: &Path, table: &str, file: &Path, out: &mut Out) -> Outcome {
         .take(IMPORT_HEAD + 1)
         .read_to_end(&mut head)
         .map_err(cannot_read)?;
-    let total = check_import_head(file, &head)?;
+    check_import_head(file, &head)?;
     let store = open_or_create(dir)?;
-    let mut source = CountedRead {
-        inner: head
-            .as_slice()
-            .chain(std::io::BufReader::with_capacity(1 << 16, f)),
-        n: 0,
-    };
-    let t = match store.import_from(table, &mut source) {
-        Err(StoreError::NotCounting) => return Err(not_counting(file)),
-        // The store counts the bytes of the read that came short; the
-        // file's length is what the user can check.
-        Err(StoreError::BadFilterFile(CodecError::Truncated { .. })) => {
-            return Err(Failure(format!(
-                "{}: truncated: need {total} bytes, found {}",
-                file.display(),
-                source.n
-            )))
-        }
-        Err(StoreError::BadFilterFile(e)) => {
-            return Err(Failure(format!("{}: {e}", file.display())))
-        }
-        other => other?,
-    };
+    let mut source = head
+        .as_slice()
+        .chain(std::io::BufReader::with_capacity(1 << 16, f));
+    let (_store, t) = or_discard(store, |store| match store.import_from(table, &mut source) {
+        Err(StoreError::NotCounting) => Err(not_counting(file)),
+        // A truncated file: the store names the length its header declares
+        // and the bytes it held.
+        Err(StoreError::BadFilterFile(e)) => Err(Failure(format!("{}: {e}", file.display()))),
+        other => Ok(other?),
+    })?;
     let p = t.params();
     let s = t.stats()?;
     out.line(&format!(
@@ -240,8 +228,8 @@ const IMPORT_HEAD: u64 = 1 << 16;
 
 /// Checks the first bytes of a file to import (`head`: all of it if it has
 /// at most [`IMPORT_HEAD`] bytes, else one more than that): the frame as far
-/// as it goes, and its kind. Returns the length its header declares.
-fn check_import_head(file: &Path, head: &[u8]) -> Result<u64, Failure> {
+/// as it goes, and its kind.
+fn check_import_head(file: &Path, head: &[u8]) -> Result<(), Failure> {
     let defect = |e: &dyn std::fmt::Display| Failure(format!("{}: {e}", file.display()));
     if head.is_empty() {
         return Err(Failure(format!(
@@ -249,20 +237,20 @@ fn check_import_head(file: &Path, head: &[u8]) -> Result<u64, Failure> {
             file.display()
         )));
     }
-    let (kind, total) = match decode_frame(head) {
-        Ok(frame) => (Some(frame.kind), head.len() as u64),
+    let kind = match decode_frame(head) {
+        Ok(frame) => Some(frame.kind),
         // The head of a longer file: the header's checks came before the
         // body's length (FORMAT.md § 14), so its kind byte (offset 8, § 2)
-        // is valid, and `needed` is the file's length.
-        Err(CodecError::Truncated { needed, found })
+        // is valid.
+        Err(CodecError::Truncated { found, .. })
             if found == head.len() as u64 && found > IMPORT_HEAD =>
         {
-            (head.get(8).copied().and_then(Kind::from_id), needed)
+            head.get(8).copied().and_then(Kind::from_id)
         }
         Err(e) => return Err(defect(&e)),
     };
     match kind {
-        Some(Kind::CountingFilter) => Ok(total),
+        Some(Kind::CountingFilter) => Ok(()),
         Some(Kind::BitFilter) => Err(not_counting(file)),
         Some(other) => Err(defect(&format!(
             "a {} record, not a counting filter file",
@@ -278,20 +266,6 @@ fn not_counting(file: &Path) -> Failure {
         "{} is a bit filter: a table needs counters to check and apply removes, and a bit filter does not say how many keys set each bit; export the table with `filterstore export TABLE --counting` and import that",
         file.display()
     ))
-}
-
-/// Counts the bytes read through it.
-struct CountedRead<R> {
-    inner: R,
-    n: u64,
-}
-
-impl<R: std::io::Read> std::io::Read for CountedRead<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.n += n as u64;
-        Ok(n)
-    }
 }
 
 /// `filterstore inspect`.

@@ -22,6 +22,26 @@ pub fn open_or_create(dir: &Path) -> Result<FilterStore, Failure> {
     Ok(FilterStore::open_with(dir, config())?)
 }
 
+/// Runs `make` (a table in `store`, opened by
+/// [`open_or_create`]); when it fails, takes back the store if this command
+/// made it for nothing ([`FilterStore::discard_if_new`]): a refused table
+/// (invalid parameters, a damaged file) leaves no empty database behind.
+pub fn or_discard<T>(
+    store: FilterStore,
+    make: impl FnOnce(&FilterStore) -> Result<T, Failure>,
+) -> Result<(FilterStore, T), Failure> {
+    match make(&store) {
+        Ok(t) => Ok((store, t)),
+        Err(f) => match store.discard_if_new() {
+            Ok(_) => Err(f),
+            Err(e) => Err(Failure(format!(
+                "{}; the new database this command made could not be removed: {e}",
+                f.0
+            ))),
+        },
+    }
+}
+
 /// Opens a store that must already exist (only `create` makes a new one, so
 /// that a mistyped `--db` does not leave an empty database behind).
 pub fn open_existing(dir: &Path) -> Result<FilterStore, Failure> {

@@ -3,7 +3,7 @@
 
 use super::failure::{Failure, Outcome};
 use super::keys::{self, KeyReader};
-use super::open::{config, open_existing, open_read_only};
+use super::open::{config, open_existing, open_read_only, or_discard};
 use super::output::Out;
 use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};
 use std::path::Path;
@@ -20,7 +20,7 @@ pub(super) fn create(
         config = config.max_filter_bytes(Some(u64::MAX));
     }
     let store = FilterStore::open_with(dir, config)?;
-    let t = store.create_table(table, spec)?;
+    let (_store, t) = or_discard(store, |s| Ok(s.create_table(table, spec)?))?;
     let p = t.params();
     out.line(&format!(
         "created table {table}: {} layout, m = {} bits ({} KiB in memory, {} KiB of counters on disk), k = {}, seed {:#018x}",

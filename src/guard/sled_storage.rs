@@ -2,7 +2,7 @@
 //! directory, on sled.
 
 use super::{Change, DiffStorage};
-use crate::store::engine;
+use crate::store::legacy::engine;
 use crate::store::{FilterStore, StoreError};
 use thiserror::Error;
 
@@ -14,7 +14,7 @@ use thiserror::Error;
 ///
 /// Reads run on the caller's thread and never wait for another store;
 /// writes run through the store's sled worker in calls of at most eight
-/// items, each flushed (`src/store/engine/mod.rs` proves from sled's code why
+/// items, each flushed (`src/store/legacy/engine/mod.rs` proves from sled's code why
 /// this keeps sled 0.34.7's writer deadlock from closing). Hence its
 /// limits: a key of at most [`MAX_GUARD_KEY`] bytes and a value of at most
 /// [`MAX_GUARD_VALUE`] (larger ones are refused with

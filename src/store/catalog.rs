@@ -1,7 +1,7 @@
 //! The catalog: the store header (format version, next table id) and one
 //! metadata record per table, each framed and versioned by
 //! [`codec::meta`](crate::codec::meta), kept under the keys the catalog tree
-//! of formats 1 and 2 used. In format 3 they live in the catalog file
+//! of formats 1 and 2 used. Since format 3 they live in the catalog file
 //! ([`disk::catalog_file`](super::disk::catalog_file)), held in memory by
 //! [`Catalog`] and rewritten whole on every change. The records are
 //! specified in `docs/FORMAT.md` §8 (catalog) and §9 (table metadata); a
@@ -257,7 +257,7 @@ enum Record {
     Damaged { value: Vec<u8>, error: String },
 }
 
-/// The catalog of a store in format 3: in memory, and in its file.
+/// The catalog of a store of format 3 or 4: in memory, and in its file.
 #[derive(Clone, Debug)]
 pub(crate) struct Catalog {
     dir: PathBuf,

@@ -7,7 +7,7 @@
 ///
 /// Memory of an open store = the bit filters of the open tables
 /// (`m/8` bytes each) + [`cache_capacity`](StoreConfig::cache_capacity) (sled's
-/// page cache) + per table at most `buffer_ops·17` bytes of unwritten log +
+/// page cache, once the guard's storage is used) + per table at most `buffer_ops·17` bytes of unwritten log +
 /// `materialized_blocks·256` bytes of counter blocks held for removes + a
 /// dirty bitmap of `m/4096` bytes. A fold of the log (and the open of a table
 /// with an unfolded log) temporarily needs 16 bytes per logged operation in
@@ -25,13 +25,16 @@ pub struct StoreConfig {
     pub(crate) memory_budget: Option<u64>,
 }
 
-/// How long one call into the storage engine may take before the store
-/// gives up on the database ([`StoreConfig::io_timeout`]): 10 seconds.
+/// How long one call into the storage engine (sled: the guard's storage, a
+/// migration from format 1 or 2) may take before the store gives up on it
+/// ([`StoreConfig::io_timeout`]): 10 seconds.
 pub const DEFAULT_IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Default sled page-cache size: 64 MiB. sled's own default is 1 GiB, far more
-/// than a store of filters needs: counter pages are read only by removes,
-/// folds and opens, and sequential scans do not benefit from a cache.
+/// than a store of filters needs: since store format 3 sled holds only the
+/// guard's storage (and, in formats 1 and 2, the counter pages were read
+/// only by removes, folds and opens, in sequential scans a cache does not
+/// help).
 pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
 /// Fold memory that sets the default fold threshold: 16 MiB, i.e. 1,048,576
 /// logged operations in the blocked layout (16 bytes each; 17 MiB of log
@@ -43,10 +46,11 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
 /// about 48 bytes per key, ≈ 0.25 µs per key on the 2-core machine of
 /// `cargo bench --bench store`. The unfolded log is
 /// replayed when the table is opened, and the replay's memory (16 bytes per
-/// operation, plus sled's copy of the log records) shows in the RSS after
-/// open. Measured on a 10M-key table (a shared 2-core machine): at 2M operations
-/// durable batches of 1,000 ran at 13.4× sled's single inserts but the
-/// reopen with a full log took 0.95 s and 99.7 MiB; at 1M, see the bench.
+/// operation) shows in the RSS after open. Measured on a 10M-key table in
+/// store format 2 (the log then in sled, whose copy of the records added to
+/// the RSS; a shared 2-core machine): at 2M operations durable batches of
+/// 1,000 ran at 13.4× sled's single inserts but the reopen with a full log
+/// took 0.95 s and 99.7 MiB; at 1M, see the bench.
 pub const DEFAULT_FOLD_MEMORY: u64 = 16 << 20;
 /// Default number of operations of non-durable writes gathered in memory
 /// before they are written as one log record: 4,096 (68 KiB).
@@ -87,11 +91,13 @@ impl Default for StoreConfig {
 
 impl StoreConfig {
     /// Bytes of sled's page cache ([`DEFAULT_CACHE_CAPACITY`] by default),
-    /// passed to sled's `Config::cache_capacity`. sled evicts cached tree
+    /// passed to sled's `Config::cache_capacity`: the cache of the guard's
+    /// storage (and of a migration from format 1 or 2); the tables' own
+    /// files do not pass through it. sled evicts cached tree
     /// pages beyond this bound, but it counts the pages' *serialized* size,
     /// not the memory they take, and its own structures come on top (sled
-    /// issues #986 and #1410 report the same). Measured on a 2-core machine:
-    /// after opening a 10M-key table (a scan of its 48 MiB of counters), the RSS was 66 MiB
+    /// issues #986 and #1410 report the same). Measured on a 2-core machine
+    /// in store format 2, when the counters were in sled: after opening a 10M-key table (a scan of its 48 MiB of counters), the RSS was 66 MiB
     /// with a cache capacity of 1, 8, 32 or 64 MiB alike — about the bit
     /// filter plus the data scanned. So this knob bounds the steady state of
     /// a long-running store, not the memory of one scan.
@@ -112,7 +118,8 @@ impl StoreConfig {
     }
 
     /// Operations of non-durable writes gathered in memory before they are
-    /// written to sled as one log record ([`DEFAULT_BUFFER_OPS`]; at least 1).
+    /// appended to the table's log as one record ([`DEFAULT_BUFFER_OPS`]; at
+    /// least 1).
     pub fn buffer_ops(mut self, ops: usize) -> Self {
         self.buffer_ops = ops.clamp(1, super::disk::log::MAX_RECORD_OPS);
         self
@@ -126,13 +133,16 @@ impl StoreConfig {
         self
     }
 
-    /// Ignored: kept so that existing callers still build. Every write that
-    /// reaches sled is now flushed at once, and sled's background flusher is
-    /// always off, because it is one of the threads that could close sled
-    /// 0.34.7's writer deadlock (see the store's module docs, "The storage
-    /// engine stays inside"). A write is durable when it reaches sled: at a
-    /// durable apply, a flush, a full buffer, or a fold.
-    #[deprecated(note = "ignored: every write that reaches sled is flushed at once")]
+    /// Ignored: kept so that existing callers still build. A table's writes
+    /// are durable when its log is synced: at a durable apply, a flush or a
+    /// fold (see [`Durability`](super::Durability)); the guard's storage
+    /// flushes every write that reaches sled at once, with sled's background
+    /// flusher always off, because it is one of the threads that could
+    /// close sled 0.34.7's writer deadlock (`store::legacy::engine`, "The
+    /// bounds").
+    #[deprecated(
+        note = "ignored: a table's writes are durable when its log is synced (Durability, flush)"
+    )]
     pub fn flush_every_ms(mut self, ms: Option<u64>) -> Self {
         self.flush_every_ms = ms;
         self
@@ -150,15 +160,18 @@ impl StoreConfig {
         self
     }
 
-    /// How long one call into the storage engine (sled) may take
-    /// ([`DEFAULT_IO_TIMEOUT`]; at least 1 ms). sled 0.34.7 can wait forever
+    /// How long one call into the storage engine (sled: the guard's storage,
+    /// a migration from format 1 or 2) may take
+    /// ([`DEFAULT_IO_TIMEOUT`]; at least 1 ms); the store's own files are
+    /// read and written on the caller's thread, their errors returned as
+    /// they come. sled 0.34.7 can wait forever
     /// on a full or failing disk; when a call takes longer than this, the
     /// call returns [`StoreError::Io`](super::StoreError::Io) of kind
-    /// `TimedOut`, and the store stops using the database: every later call
-    /// that needs the disk fails at once (lookups keep working), and the
-    /// directory stays locked until the process exits. Raise it for disks
-    /// that legitimately stall longer (one call is one page or one log record
-    /// and its flush, or the open of the database).
+    /// `TimedOut`, and that sled database is marked failed: its later
+    /// writes fail at once (the tables keep working), and its handles are
+    /// leaked rather than dropped (`store::legacy::engine`, "Deadlines").
+    /// Raise it for disks that legitimately stall longer (one call is at
+    /// most eight guard items and their flush, or the open of the database).
     pub fn io_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.io_timeout = timeout.max(std::time::Duration::from_millis(1));
         self

@@ -80,7 +80,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// Another process holds the database open (sled's file lock).
+    /// Another process holds the database open: the store's `LOCK` file,
+    /// locked exclusively by a writer and shared by read-only opens (for a
+    /// read-only open of a format 1 or 2 store, sled's lock of its `db`).
     #[error("database {path:?} is locked by another process; close it first")]
     Locked {
         /// The database directory.
@@ -94,9 +96,12 @@ pub enum StoreError {
         /// The database directory.
         path: PathBuf,
     },
-    /// The storage engine (sled) reported an error other than plain I/O:
-    /// corruption of its own files, an unsupported operation, or an earlier
-    /// failure that made it refuse further writes. Reopen the store.
+    /// A storage failure other than plain I/O: the storage engine (sled,
+    /// for the guard's storage and a migration from format 1 or 2) reported
+    /// corruption of its own files, an unsupported operation or an earlier
+    /// failure that made it refuse further writes; or the store found its
+    /// own files disagree (a fold or a regeneration's commit that cannot
+    /// proceed). Reopen the store.
     #[error("storage engine error while {op}: {source}; reopen the store (it recovers to the last durable state)")]
     Storage {
         /// What the store was doing.
@@ -106,7 +111,9 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The directory holds a sled database that is not a filterstore.
+    /// The directory is not a filterstore database: it has no marker
+    /// ([`MARKER_FILE`](super::MARKER_FILE)) and is not empty, or holds a
+    /// sled database that is not ours. Nothing in it was written.
     #[error("{path:?} is not a filterstore database; choose another directory")]
     NotAFilterStore {
         /// The database directory.
@@ -137,7 +144,7 @@ pub enum StoreError {
     },
     /// A store of an older format holds something the migration to this
     /// build's format cannot carry over; the store is left as it was.
-    #[error("the store at {path:?} cannot be migrated to store format 3: {reason}; it was left as it was: open it with the filterstore release that wrote it")]
+    #[error("the store at {path:?} cannot be migrated to this release's store format: {reason}; it was left as it was: open it with the filterstore release that wrote it")]
     MigrationRefused {
         /// The store's directory.
         path: PathBuf,
@@ -367,5 +374,16 @@ impl StoreError {
             what: what.into(),
             source,
         }
+    }
+}
+
+/// An error of a catalog commit made while opening a store (a new store's
+/// first catalog, a migration's switch): the open fails, so there is no
+/// store to stop; whether the commit reached the disk or not, opening again
+/// finds a consistent store.
+pub(crate) fn at_open(e: StoreError) -> StoreError {
+    match e {
+        StoreError::OutcomeUnknown { op, source, .. } => StoreError::Io { op, source },
+        other => other,
     }
 }

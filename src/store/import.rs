@@ -187,12 +187,21 @@ impl FilterStore {
     /// docs): the file is read once, its counters go straight into the new
     /// table's files, and the table enters the catalog only after the CRC
     /// and the counter checks passed (on any failure its files are deleted).
+    /// A file that ends early is
+    /// [`BadFilterFile`](StoreError::BadFilterFile)`(`[`CodecError::Truncated`]`)`
+    /// naming the length its header declares and the bytes it held (while
+    /// the header itself is read, the header's length: 72 bytes).
     pub fn import_from(&self, name: &str, file: &mut dyn Read) -> Result<Table, StoreError> {
         validate_name(name)?;
         self.inner.shared.check_writable()?;
         let bad = StoreError::BadFilterFile;
         let mut head = [0u8; frame::HEADER_LEN + DESCRIPTOR_LEN];
-        read_exact(file, &mut head)?;
+        let mut input = Input {
+            file,
+            at: 0,
+            expected: head.len() as u64,
+        };
+        input.read_exact(&mut head)?;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&head);
         let mut fh = [0u8; frame::HEADER_LEN];
@@ -233,8 +242,11 @@ impl FilterStore {
             }));
         }
         let p = d.params;
+        // Checked above: the descriptor and the counters of `p`, which fit
+        // in memory (`counter_bytes` is a usize).
+        input.expected = (frame::HEADER_LEN + frame::TRAILER_LEN) as u64 + body_len;
         let mut source = Streamed {
-            file,
+            input,
             crc,
             check: CounterCheck::new(&p, d.n).map_err(bad)?,
         };
@@ -317,7 +329,7 @@ trait ChunkImport {
 
 /// The counters of a filter file being read.
 struct Streamed<'a> {
-    file: &'a mut dyn Read,
+    input: Input<'a>,
     crc: crc32fast::Hasher,
     check: CounterCheck,
 }
@@ -326,7 +338,7 @@ impl ChunkImport for Streamed<'_> {
     fn chunk(&mut self, p: &FilterParams, idx: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
         let len = pages::blocks_in_chunk(p, idx) as usize * COUNTER_BLOCK_BYTES;
         buf.resize(len, 0);
-        read_exact(self.file, buf)?;
+        self.input.read_exact(buf)?;
         self.crc.update(buf);
         self.check
             .add(idx * pages::CHUNK_COUNTERS, buf)
@@ -336,7 +348,7 @@ impl ChunkImport for Streamed<'_> {
     fn finish(&mut self) -> Result<(), StoreError> {
         let bad = StoreError::BadFilterFile;
         let mut trailer = [0u8; frame::TRAILER_LEN];
-        read_exact(self.file, &mut trailer)?;
+        self.input.read_exact(&mut trailer)?;
         let stored = u32::from_le_bytes(trailer);
         let computed = self.crc.clone().finalize();
         if stored != computed {
@@ -344,6 +356,7 @@ impl ChunkImport for Streamed<'_> {
         }
         let mut extra = [0u8; 1];
         let more = self
+            .input
             .file
             .read(&mut extra)
             .map_err(|source| StoreError::Io {
@@ -378,16 +391,41 @@ impl ChunkImport for InMemory<'_> {
     }
 }
 
-/// `read_exact`, a short file being a truncated filter file.
-fn read_exact(file: &mut dyn Read, buf: &mut [u8]) -> Result<(), StoreError> {
-    file.read_exact(buf).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => StoreError::BadFilterFile(CodecError::Truncated {
-            needed: buf.len() as u64,
-            found: 0,
-        }),
-        _ => StoreError::Io {
-            op: "reading the filter file",
-            source: e,
-        },
-    })
+/// A filter file being read, and how far: a file that ends early is
+/// [`CodecError::Truncated`] naming the length its header declares
+/// (`expected`; while the header itself is read, the header's length) and
+/// the bytes it held.
+struct Input<'a> {
+    file: &'a mut dyn Read,
+    /// Bytes read so far.
+    at: u64,
+    /// Bytes the file must have.
+    expected: u64,
+}
+
+impl Input<'_> {
+    /// Fills `buf`; an end of file before it is full is a truncated file.
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), StoreError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.file.read(&mut buf[got..]) {
+                Ok(0) => {
+                    return Err(StoreError::BadFilterFile(CodecError::Truncated {
+                        needed: self.expected,
+                        found: self.at + got as u64,
+                    }))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        op: "reading the filter file",
+                        source,
+                    })
+                }
+            }
+        }
+        self.at += got as u64;
+        Ok(())
+    }
 }

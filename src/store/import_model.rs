@@ -247,7 +247,7 @@ mod tests {
             for _ in 0..40 {
                 let mut c = crate::filter::counting::CountingFilter::new(p).unwrap();
                 for _ in 0..n {
-                    c.insert(&super::super::import_check::tests::splitmix(&mut x).to_le_bytes());
+                    c.insert(&crate::store::import_check::tests::splitmix(&mut x).to_le_bytes());
                 }
                 let nz = (0..p.m()).filter(|&i| c.counter(i) != 0).count() as f64;
                 assert!(

@@ -84,14 +84,15 @@
 //! only; a write takes its table's writer lock, and its system calls are
 //! its own. Nothing queues behind another table or another store. sled
 //! 0.34.7 is used only for the guard's storage ([`SledDiffStorage`]), opened
-//! on first use; [`engine`] bounds what remains of it (see there, and the
+//! on first use; [`legacy::engine`] bounds what remains of it (see there, and the
 //! argument from sled's code for why its reads run on the caller's thread).
 //! Store format 2 kept everything in sled behind one process-wide worker
 //! thread; the power-cut test showed that sled 0.34.7 loses durable keys
 //! under it (a blob file whose name was not synced, skipped by sled's
 //! recovery while later records were applied), and the hop cost most of the
 //! store's speed. Opening a store of format 1 or 2 migrates it
-//! ([`migrate`]).
+//! ([`legacy::migrate`], then [`migrate`]). Everything of the sled era
+//! lives in [`legacy`], apart from the live format-4 path.
 //!
 //! [`SledDiffStorage`]: crate::SledDiffStorage
 //!
@@ -143,18 +144,17 @@
 //! bits is persisted: the counters are the single source of truth.
 
 pub mod batch;
-mod blobkeep;
 pub(crate) mod budget;
 pub mod catalog;
 mod cgroup;
 pub mod config;
+mod discard;
 pub(crate) mod disk;
-pub(crate) mod engine;
 pub mod error;
 mod import;
 mod import_check;
 mod import_model;
-mod legacy;
+pub(crate) mod legacy;
 mod marker;
 mod migrate;
 mod open;
@@ -162,6 +162,7 @@ pub mod regen;
 mod shared;
 pub mod table;
 mod tables;
+mod take_back;
 
 pub use batch::{Durability, WriteBatch};
 pub use catalog::{MAX_NAME_LEN, STORE_FORMAT_VERSION};

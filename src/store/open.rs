@@ -3,16 +3,20 @@
 //! this format, one of an older format (migrated), or a read-only one.
 
 use super::budget;
-use super::catalog::{validate_name, Catalog, STORE_FORMAT_VERSION};
+use super::catalog::{Catalog, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::disk::lock::{self, DirLock};
 use super::disk::{catalog_file, parse_table_file, TABLES_DIR};
-use super::engine;
-use super::error::StoreError;
+use super::error::{at_open, StoreError};
+use super::legacy::engine;
+use super::legacy::guard_db::GuardDb;
+use super::legacy::migrate::upgrade_legacy;
+use super::legacy::sled_dir::{self, has_sled, Scratch};
 use super::marker::{self, DirKind};
 use super::migrate;
 use super::shared::Shared;
 use super::table::TableInner;
+use super::take_back::{self, Made};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -32,12 +36,15 @@ pub(crate) struct StoreInner {
     /// Open tables: one in-memory state per table, shared by all handles.
     pub(crate) tables: Mutex<HashMap<String, Weak<TableInner>>>,
     /// sled, for the guard's storage: opened on first use.
-    sled: Mutex<Option<engine::Db>>,
+    guard_db: GuardDb,
     /// The directory's lock.
     _lock: Option<DirLock>,
     /// The private copy a read-only open of an older format works on,
     /// removed last.
-    _scratch: Option<marker::Scratch>,
+    _scratch: Option<Scratch>,
+    /// What this handle's open made in the file system
+    /// ([`FilterStore::discard_if_new`]).
+    pub(crate) made: Made,
 }
 
 impl StoreInner {
@@ -50,6 +57,28 @@ impl StoreInner {
 ///
 /// `Send + Sync` and cheap to clone. One process at a time may open a
 /// directory for writing (it holds the directory's lock).
+///
+/// # Where its methods live
+/// * `store/open.rs`: opening ([`open`](FilterStore::open),
+///   [`open_with`](FilterStore::open_with),
+///   [`open_snapshot`](FilterStore::open_snapshot),
+///   [`open_snapshot_with`](FilterStore::open_snapshot_with)),
+///   [`config`](FilterStore::config),
+///   [`is_read_only`](FilterStore::is_read_only),
+///   [`size_on_disk`](FilterStore::size_on_disk);
+/// * `store/discard.rs`: [`discard_if_new`](FilterStore::discard_if_new);
+/// * `store/tables.rs`: [`create_table`](FilterStore::create_table),
+///   [`open_table`](FilterStore::open_table),
+///   [`open_or_create_table`](FilterStore::open_or_create_table),
+///   [`list_tables`](FilterStore::list_tables),
+///   [`drop_table`](FilterStore::drop_table), [`flush`](FilterStore::flush);
+/// * `store/import.rs`: [`import`](FilterStore::import),
+///   [`import_from`](FilterStore::import_from),
+///   [`import_counting`](FilterStore::import_counting);
+/// * `store/regen/health.rs`:
+///   [`on_needs_regeneration`](FilterStore::on_needs_regeneration),
+///   [`set_drift_policy`](FilterStore::set_drift_policy),
+///   [`check_health`](FilterStore::check_health).
 #[derive(Clone)]
 pub struct FilterStore {
     pub(crate) inner: Arc<StoreInner>,
@@ -95,20 +124,15 @@ fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
     move |source| StoreError::Io { op, source }
 }
 
-/// Whether `dir` itself holds sled's files: a store of format 1 or 2 (the
-/// guard's database of format 3 is in `guard/`).
-fn has_sled(dir: &Path) -> bool {
-    dir.join("db").is_file() || dir.join("conf").is_file()
-}
-
 /// How a store directory is opened.
 enum Access {
-    /// For reading and writing, under the exclusive lock.
-    Write,
+    /// For reading and writing, under the exclusive lock; what the open
+    /// made before it.
+    Write(Made),
     /// For reading, under the shared lock, writing nothing in the directory.
     Read,
     /// A private copy of an older format's store, migrated and then read.
-    Scratch(marker::Scratch),
+    Scratch(Scratch),
 }
 
 impl FilterStore {
@@ -140,6 +164,9 @@ impl FilterStore {
     /// older format is migrated first (`migrations/`). A new store is
     /// durable when this returns: its directory (and every parent this
     /// creates) has a durable name, and its marker and catalog are synced.
+    /// An open that was making a new store and fails (a full disk, a failed
+    /// sync) takes back what it made, so the directory is as it found it:
+    /// a missing one missing, an empty one empty.
     pub fn open_with(
         dir: impl AsRef<Path>,
         config: StoreConfig,
@@ -149,18 +176,30 @@ impl FilterStore {
             return Err(StoreError::AlreadyOpen { path });
         }
         let kind = marker::classify(&path)?;
-        match kind {
+        let made = match kind {
             DirKind::Foreign => return Err(StoreError::NotAFilterStore { path }),
-            DirKind::Missing | DirKind::Empty => {
-                // The directory's name, durable in its parent before the
-                // store in it says it exists.
-                super::disk::io::create_dir_durably(&path)
-                    .map_err(io("creating the database directory"))?;
-                marker::write_marker(&path)?;
-            }
-            DirKind::Marked | DirKind::Legacy => {}
+            DirKind::Missing => Made::Dirs(topmost_missing(&path)),
+            DirKind::Empty => Made::Store,
+            DirKind::Marked | DirKind::Legacy => Made::Nothing,
+        };
+        let legacy = kind == DirKind::Legacy;
+        let opened = if made == Made::Nothing {
+            Self::open_in(path.clone(), config, Access::Write(made.clone()), legacy)
+        } else {
+            // The directory's name, durable in its parent before the store
+            // in it says it exists.
+            super::disk::io::create_dir_durably(&path)
+                .map_err(io("creating the database directory"))
+                .and_then(|()| marker::write_marker(&path))
+                .and_then(|()| {
+                    Self::open_in(path.clone(), config, Access::Write(made.clone()), legacy)
+                })
+        };
+        if opened.is_err() {
+            // Nothing of a store that failed to open is left behind.
+            take_back::undo_failed_open(&path, &made);
         }
-        Self::open_in(path, config, Access::Write, kind == DirKind::Legacy)
+        opened
     }
 
     /// Opens the store at `dir` **read-only**, writing nothing in `dir`:
@@ -220,14 +259,14 @@ impl FilterStore {
                 path: dir.to_path_buf(),
             });
         }
-        marker::remove_stale_scratch();
+        sled_dir::remove_stale_scratch();
         if catalog_file::read(dir)
             .map_err(io("reading the catalog"))?
             .is_some()
         {
             return Self::open_in(dir.to_path_buf(), config, Access::Read, false);
         }
-        let scratch = marker::copy_store(dir, LOCK_WAIT)?;
+        let scratch = sled_dir::copy_store(dir, LOCK_WAIT)?;
         let path = scratch.path().to_path_buf();
         Self::open_in(path, config, Access::Scratch(scratch), false)
     }
@@ -239,6 +278,10 @@ impl FilterStore {
         legacy_marker: bool,
     ) -> Result<FilterStore, StoreError> {
         let write = !matches!(access, Access::Read);
+        let made = match &access {
+            Access::Write(made) => made.clone(),
+            _ => Made::Nothing,
+        };
         let dir_lock = lock::lock(&path, write, LOCK_WAIT)?;
         if let Some(b) = config.memory_budget {
             budget::set(Some(b));
@@ -252,7 +295,7 @@ impl FilterStore {
             None if !write => {
                 return Err(StoreError::NotAFilterStore { path });
             }
-            None if has_sled(&path) => migrate::upgrade_legacy(&path, &config)?,
+            None if has_sled(&path) => upgrade_legacy(&path, &config)?,
             None => create_new(&path)?,
         };
         if write && catalog.header().format_version == 3 {
@@ -284,13 +327,13 @@ impl FilterStore {
             if has_sled(&path) {
                 // The database of the format before, left by a crash after
                 // the migration's switch.
-                migrate::remove_legacy_sled(&path)
+                sled_dir::remove_legacy_sled(&path)
                     .map_err(io("removing the database of the old format"))?;
             }
             collect_garbage(&path, &catalog)?;
         }
         let (read_only, scratch) = match access {
-            Access::Write => (false, None),
+            Access::Write(_) => (false, None),
             Access::Read => (true, None),
             Access::Scratch(s) => (true, Some(s)),
         };
@@ -301,9 +344,10 @@ impl FilterStore {
                 shared: Arc::new(Shared::new(path, config, read_only, catalog)),
                 canonical,
                 tables: Mutex::new(HashMap::new()),
-                sled: Mutex::new(None),
+                guard_db: GuardDb::default(),
                 _lock: dir_lock,
                 _scratch: scratch,
+                made,
             }),
         })
     }
@@ -319,55 +363,24 @@ impl FilterStore {
         self.inner.shared.read_only
     }
 
-    /// sled, opened on first use, for the guard's storage: its own
-    /// database in `guard/`, with 16 MiB segments (see
-    /// [`engine`](super::engine), "The bounds").
-    pub(crate) fn sled(&self) -> Result<engine::Db, StoreError> {
-        self.inner.shared.check_writable()?;
-        let mut slot = self.inner.sled.lock();
-        if let Some(db) = &*slot {
-            return Ok(db.clone());
-        }
-        let dir = self.inner.shared.dir.join(engine::GUARD_DIR);
-        std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
-        let db = engine::open_with_retry(&dir, self.config(), engine::GUARD_SEGMENT)?;
-        // The directory's name, durable before anything in it is: synced
-        // whether or not this call made it, since a call before it may have
-        // made it and failed at this sync (an error that changed nothing,
-        // which the host may retry).
-        super::disk::io::sync_dir(&self.inner.shared.dir)
-            .map_err(io("syncing the database directory"))?;
-        *slot = Some(db.clone());
-        Ok(db)
-    }
-
     /// The base and differential-file trees of guard storage `name`
-    /// ([`SledDiffStorage`](crate::SledDiffStorage)).
+    /// ([`SledDiffStorage`](crate::SledDiffStorage)), in the guard's
+    /// database ([`GuardDb`]).
     pub(crate) fn guard_trees(
         &self,
         name: &str,
     ) -> Result<(engine::Tree, engine::Tree), StoreError> {
-        validate_name(name)?;
-        let db = self.sled()?;
-        let open = |part: &str| {
-            db.open_tree(format!("{}{name}/{part}", engine::GUARD_TREE_PREFIX))
-                .map_err(|e| StoreError::sled("opening guard storage", e))
-        };
-        Ok((open("base")?, open("diff")?))
+        self.inner.guard_db.trees(&self.inner.shared, name)
     }
 
-    /// Makes guard storage's writes durable (sled's flush and the syncs of
-    /// [`engine::Db::flush`]); nothing to do if sled was never opened.
+    /// Makes guard storage's writes durable; nothing to do if the guard's
+    /// database was never opened.
     pub(crate) fn flush_storage(&self) -> Result<(), StoreError> {
-        let db = self.inner.sled.lock().clone();
-        if let Some(db) = db {
-            db.flush().map_err(|e| StoreError::sled("flushing", e))?;
-        }
-        Ok(())
+        self.inner.guard_db.flush()
     }
 
-    /// Bytes the store occupies on disk: its catalog, table files and
-    /// sled's files.
+    /// Bytes the store occupies on disk: its marker, lock and catalog, its
+    /// table files and the guard's sled database (`guard/`).
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
         fn walk(dir: &Path) -> std::io::Result<u64> {
             let mut total = 0;
@@ -417,16 +430,6 @@ fn create_new(path: &Path) -> Result<Catalog, StoreError> {
     Ok(catalog)
 }
 
-/// An error of a catalog commit made while opening a store: the open
-/// fails, so there is no store to stop; whether the commit reached the
-/// disk or not, opening again finds a consistent store.
-pub(crate) fn at_open(e: StoreError) -> StoreError {
-    match e {
-        StoreError::OutcomeUnknown { op, source, .. } => StoreError::Io { op, source },
-        other => other,
-    }
-}
-
 /// Deletes table files that no catalog record names: left by a crash between
 /// a table's catalog removal (or a failed create, or a regeneration's
 /// commit) and the deletion of its files. While a record is damaged the
@@ -455,4 +458,17 @@ fn collect_garbage(path: &Path, catalog: &Catalog) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The topmost of `path` and its parents that does not exist (`path` itself
+/// when its parent exists).
+fn topmost_missing(path: &Path) -> PathBuf {
+    let mut top = path;
+    while let Some(p) = top.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if p.exists() {
+            break;
+        }
+        top = p;
+    }
+    top.to_path_buf()
 }

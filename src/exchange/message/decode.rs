@@ -403,8 +403,8 @@ impl<'a> DecodedMessage<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{build_message, encode_message, CodecChoice, MessageTarget};
     use super::*;
+    use crate::exchange::message::{build_message, encode_message, CodecChoice, MessageTarget};
     use crate::filter::hash::HashSpec;
 
     /// Plain (borrowed) and coded (owned) messages give the same owned filter.

@@ -18,7 +18,7 @@ use std::path::Path;
 /// The catalog file's name in a store directory.
 pub(crate) const CATALOG_FILE: &str = "catalog";
 /// The name a new catalog is written under before it is renamed.
-const NEW_FILE: &str = "catalog.new";
+pub(crate) const NEW_FILE: &str = "catalog.new";
 /// The first bytes of the file.
 const MAGIC: [u8; 4] = *b"FSCF";
 /// The container's own version.

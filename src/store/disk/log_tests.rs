@@ -1,8 +1,8 @@
 //! Tests of the log: its bytes, recovery as a prefix, the binding of records
 //! to their generation, durability claims and what lies past the prefix.
 
-use super::super::log_read::{check_tail, first_seq, scan, Scanned};
 use super::*;
+use crate::store::disk::log_read::{check_tail, first_seq, scan, Scanned};
 
 /// The binding of the tests' log: table 3, generation 1.
 const BIND: Binding = Binding::Bound {
@@ -236,7 +236,7 @@ fn a_whole_frame_with_a_bad_body_is_corruption() {
 
 #[test]
 fn a_failed_sync_is_sticky() {
-    use super::super::io::fault::{self, Op, EIO};
+    use crate::store::disk::io::fault::{self, Op, EIO};
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(&dir, 0);
     let a = log.append(&ops(3)).unwrap();
@@ -281,7 +281,7 @@ fn sync_positions_survive_a_reset() {
 /// from the last one that says every record before it was durable.
 #[test]
 fn the_records_known_durable_end_where_the_last_claim_of_its_own_number_starts() {
-    use super::super::io::fault;
+    use crate::store::disk::io::fault;
     let dir = tempfile::tempdir().unwrap();
     let mut log = new_log(&dir, 0);
     // Record 0 says records below 0 were durable: nothing is known beyond.

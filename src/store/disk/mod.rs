@@ -1,6 +1,10 @@
-//! The store's own files (store format 3, `docs/FORMAT.md` §8, §10): the
-//! catalog file, and per table generation a page file and a log. Nothing
-//! here knows a table's in-memory state; the table layer above drives it.
+//! The store's own files (store format 4, `docs/FORMAT.md` §8-§11; the
+//! log reader also reads format 3's records, for a read-only open and the
+//! 3 → 4 migration): the catalog file, and per table generation a page file
+//! and a log. The table layer above drives them and owns a table's
+//! in-memory state; the one piece of it this layer touches is the bit
+//! filter's words, which [`chunks::store_block_words`] derives from counter
+//! chunks when a table is opened, folded or rebuilt.
 //!
 //! ```text
 //! <store>/FILTERSTORE                  marker (§8)
@@ -8,7 +12,8 @@
 //! <store>/catalog                      the catalog (header and table records)
 //! <store>/tables/<id>-<gen>.pages      a generation's counters (two slots per chunk)
 //! <store>/tables/<id>-<gen>.log        its log of key hashes since the last fold
-//! <store>/db, conf, blobs/ ...         sled: only the guard's storage, opened on use
+//! <store>/guard/                       sled 0.34.7: only the guard's storage, opened on first use
+//!                                      (`store::legacy`; formats 1 and 2 kept all in sled here)
 //! ```
 
 pub(crate) mod catalog_file;
@@ -17,6 +22,7 @@ pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;
 pub(crate) mod log_read;
+pub(crate) mod log_sync;
 pub(crate) mod pagefile;
 
 use crate::filter::params::FilterParams;

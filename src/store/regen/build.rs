@@ -1,35 +1,35 @@
-//! Building a new generation from a key source and the journal, and the
-//! swap that puts it in force (the steps of the [module docs](super)).
+//! The counters of a new generation being built ([`Build`]): counted from
+//! the key source (`source.rs` makes one), replayed from the journal, written
+//! into the new generation's files (`swap.rs` commits them and puts the
+//! generation in force; the steps of the [module docs](super)).
 
-use super::super::budget::{self, Reservation};
-use super::super::catalog::TableMeta;
-use super::super::disk::chunks::store_block_words;
-use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS};
-use super::super::disk::log::{LogFile, LogOp};
-use super::super::disk::pagefile::PageFile;
-use super::super::disk::{create_files, remove_files};
-use super::super::error::StoreError;
-use super::super::shared::Shared;
-use super::super::table::{Generation, Table, Writer};
-use super::source::build_from_source;
-use super::{current_record, RegenOptions, RegenReport};
+use super::RegenReport;
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::{positions, KeyHash};
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::store::budget::{self, Reservation};
+use crate::store::catalog::TableMeta;
+use crate::store::disk::chunks::store_block_words;
+use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS};
+use crate::store::disk::create_files;
+use crate::store::disk::log::{LogFile, LogOp};
+use crate::store::disk::pagefile::PageFile;
+use crate::store::error::StoreError;
+use crate::store::shared::Shared;
+use crate::store::table::Generation;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
 /// Counters being built, with the blocks the tail of the journal touched.
 pub(super) struct Build {
-    params: FilterParams,
+    pub(super) params: FilterParams,
     counters: Vec<u8>,
     /// The budget reservation of `counters`.
     counters_memory: Option<Reservation>,
     /// Unmatched journaled inserts per hash (see the module docs).
     inserts: HashMap<(u64, u64), u32>,
-    live: i64,
-    report: RegenReport,
+    pub(super) live: i64,
+    pub(super) report: RegenReport,
 }
 
 impl Build {
@@ -57,7 +57,7 @@ impl Build {
     }
 
     /// Applies journaled operations by the rules of the module docs.
-    fn replay(&mut self, ops: &[LogOp], mut touched: Option<&mut BTreeSet<u64>>) {
+    pub(super) fn replay(&mut self, ops: &[LogOp], mut touched: Option<&mut BTreeSet<u64>>) {
         for op in ops {
             let key = (op.hash.h1, op.hash.h2);
             if op.insert {
@@ -98,16 +98,16 @@ impl Build {
             let c = &self.counters[at..at + len];
             if keep_zero || c.iter().any(|&b| b != 0) {
                 fold.write_chunk(idx, c)
-                    .map_err(super::super::disk::io_err("writing counter pages"))?;
+                    .map_err(crate::store::disk::io_err("writing counter pages"))?;
             }
         }
         match fold.commit(0, live) {
             Ok(()) => Ok(()),
-            Err(super::super::disk::pagefile::CommitError::Before(e)) => {
-                Err(super::super::disk::io_err("syncing counter pages")(e))
+            Err(crate::store::disk::pagefile::CommitError::Before(e)) => {
+                Err(crate::store::disk::io_err("syncing counter pages")(e))
             }
-            Err(super::super::disk::pagefile::CommitError::After(e)) => {
-                Err(shared.failed_with(super::super::disk::io_err("committing counter pages")(e)))
+            Err(crate::store::disk::pagefile::CommitError::After(e)) => {
+                Err(shared.failed_with(crate::store::disk::io_err("committing counter pages")(e)))
             }
         }
     }
@@ -175,7 +175,7 @@ impl Build {
         meta: &TableMeta,
     ) -> Result<(PageFile, LogFile), StoreError> {
         let (mut pages, log) =
-            create_files(&shared.dir, super::super::table::owner(meta), self.params)?;
+            create_files(&shared.dir, crate::store::table::owner(meta), self.params)?;
         self.write_chunks(
             &mut pages,
             shared,
@@ -187,7 +187,7 @@ impl Build {
 
     /// Step 4, under the locks: replays the rest of the journal, rewrites the
     /// chunks it touched and commits them with the final live count.
-    fn write_tail(
+    pub(super) fn write_tail(
         &mut self,
         pages: &mut PageFile,
         shared: &Shared,
@@ -216,7 +216,10 @@ impl Build {
 
     /// The bit filter of the finished counters and their saturated count;
     /// releases the counters.
-    fn derive_bits(&mut self, table: &str) -> Result<(BitFilter, Reservation, u64), StoreError> {
+    pub(super) fn derive_bits(
+        &mut self,
+        table: &str,
+    ) -> Result<(BitFilter, Reservation, u64), StoreError> {
         let (bits, memory) = budget::bit_filter(table, self.params)?;
         for (blk, c) in self.counters.chunks_exact(COUNTER_BLOCK_BYTES).enumerate() {
             store_block_words(&bits, blk as u64, c);
@@ -226,121 +229,4 @@ impl Build {
         self.counters_memory = None;
         Ok((bits, memory, saturated))
     }
-}
-
-impl Table {
-    /// Steps 2 to 4 of the [module docs](super#regeneration): plan, count
-    /// the source, replay the journal so far, write the new tree, then
-    /// commit and swap.
-    pub(super) fn build_and_swap<F, I, K, E>(
-        &self,
-        old: &Arc<Generation>,
-        meta: &TableMeta,
-        live_at_start: u64,
-        source: F,
-        options: &RegenOptions,
-    ) -> Result<RegenReport, StoreError>
-    where
-        F: FnOnce() -> I,
-        I: IntoIterator<Item = Result<K, E>>,
-        K: AsRef<[u8]>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let same = (old.params.layout(), old.params.hash());
-        let mut b = build_from_source(meta, old, live_at_start, options, same, source)?;
-        // The journal so far, taken without holding the lock for the replay.
-        let early = old.writer.lock().journal.drain();
-        b.replay(&early, None);
-        drop(early);
-        let new_meta = b.new_meta(meta);
-        let files = b.write_new_files(&self.inner.shared, &new_meta)?;
-        self.commit_and_swap(old, new_meta, b, files)
-    }
-
-    /// Step 4: under the catalog lock, then the old writer lock (the lock
-    /// order of the [store docs](super::super#lock-order); writers wait from
-    /// here to the swap), writes the journal's tail, writes the catalog
-    /// record naming the new generation (the commit point), swaps the
-    /// generation in memory and retires the old one.
-    fn commit_and_swap(
-        &self,
-        old: &Arc<Generation>,
-        new_meta: TableMeta,
-        b: Build,
-        files: (PageFile, LogFile),
-    ) -> Result<RegenReport, StoreError> {
-        let catalog = self.inner.shared.catalog.lock();
-        let mut w = old.writer.lock();
-        old.check_live()?;
-        let tail = w.journal.finish();
-        self.commit_locked(old, new_meta, b, files, &tail, (catalog, w))
-    }
-
-    /// Step 4 with the catalog lock and the old writer lock held (released
-    /// here): writes the journal's `tail`, commits, swaps.
-    pub(super) fn commit_locked(
-        &self,
-        old: &Arc<Generation>,
-        new_meta: TableMeta,
-        mut b: Build,
-        (mut pages, log): (PageFile, LogFile),
-        tail: &[LogOp],
-        (mut catalog, mut w): (
-            parking_lot::MutexGuard<'_, super::super::catalog::Catalog>,
-            parking_lot::MutexGuard<'_, Writer>,
-        ),
-    ) -> Result<RegenReport, StoreError> {
-        let shared = &self.inner.shared;
-        b.write_tail(&mut pages, shared, tail)?;
-        let (bits, memory, saturated) = b.derive_bits(&new_meta.name)?;
-        let new_meta = write_new_record(&mut catalog, old, &new_meta)?;
-        // From here the new generation is in force on disk.
-        let writer = Writer::empty(b.params, pages, log, b.live, saturated);
-        let new_gen =
-            Generation::assemble(shared, new_meta.clone(), b.params, bits, memory, writer);
-        self.inner.gen.store(Arc::new(new_gen));
-        old.retire(&mut w);
-        drop(w);
-        *self.inner.meta.lock() = new_meta;
-        self.inner.observed.reset();
-        drop(catalog);
-        // Garbage from here on: collected at the next open if this fails.
-        remove_files(&shared.dir, old.meta.id, old.meta.generation);
-        Ok(b.report)
-    }
-}
-
-/// The commit point: checks that the catalog still names the old generation
-/// and writes the record naming the new one (the current record, which
-/// `set_params` may have changed since the build started, with the new
-/// generation's `m`, `k`, capacity and number), durably. Returns it. Call
-/// under the catalog lock.
-fn write_new_record(
-    catalog: &mut super::super::catalog::Catalog,
-    old: &Generation,
-    built: &TableMeta,
-) -> Result<TableMeta, StoreError> {
-    let record = current_record(catalog, &old.meta)?;
-    if record.generation != old.meta.generation {
-        return Err(StoreError::storage(
-            "regenerating a table",
-            format!(
-                "the catalog names generation {} of table {:?}, expected {}",
-                record.generation, built.name, old.meta.generation
-            ),
-        ));
-    }
-    let new_meta = TableMeta {
-        layout: built.layout,
-        hash_algo: built.hash_algo,
-        seed: built.seed,
-        m: built.m,
-        k: built.k,
-        expected_keys: built.expected_keys,
-        generation: built.generation,
-        ..record
-    };
-    old.shared
-        .commit_catalog(catalog, |e| e.put(new_meta.clone()))?;
-    Ok(new_meta)
 }

@@ -1,13 +1,13 @@
 //! The health of a table (its drift signals and the policy's verdict), the
 //! host's feedback, parameter changes, and the automatic health check.
 
-use super::super::catalog::TableMeta;
-use super::super::error::StoreError;
-use super::super::open::FilterStore;
-use super::super::table::{Table, TableInner};
 use super::{current_record, write_record, HealthReport};
 use crate::filter::drift::{DriftPolicy, DriftReason, HealthSignals, ObservedCounts};
 use crate::filter::params::FilterParams;
+use crate::store::catalog::TableMeta;
+use crate::store::error::StoreError;
+use crate::store::open::FilterStore;
+use crate::store::table::{Table, TableInner};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

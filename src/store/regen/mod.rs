@@ -5,7 +5,7 @@
 //! false-positive rate estimated from the live bit filter (per block for the
 //! blocked layout), the rate observed from the host's feedback
 //! ([`Table::report_lookup`], over a sliding window of
-//! [`OBSERVED_WINDOW`](super::table::handle::OBSERVED_WINDOW) trials per epoch), saturated
+//! `OBSERVED_WINDOW` = 65,536 trials per epoch, in `table/inner.rs`), saturated
 //! counters, and live keys against capacity; a [`DriftPolicy`] decides.
 //!
 //! "Parameters changed" is derived, not stored (the catalog record keeps its
@@ -77,6 +77,7 @@ mod build;
 mod health;
 mod relayout;
 mod source;
+mod swap;
 
 pub(crate) use health::run_hook;
 

@@ -14,13 +14,13 @@
 //! too. An error before the commit point leaves the old generation, and
 //! everything in it, in force.
 
-use super::super::disk::remove_files;
-use super::super::error::StoreError;
-use super::super::table::Table;
 use super::source::build_from_source;
 use super::{RegenOptions, RegenReport};
 use crate::filter::hash::HashSpec;
 use crate::filter::params::Layout;
+use crate::store::disk::remove_files;
+use crate::store::error::StoreError;
+use crate::store::table::Table;
 use std::sync::atomic::Ordering;
 
 impl Table {

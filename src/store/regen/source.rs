@@ -1,5 +1,5 @@
 //! Reading a rebuild's key source and sizing the new generation from it
-//! (the sizing rules of [`Table::regenerate`](super::super::Table::regenerate),
+//! (the sizing rules of [`Table::regenerate`](crate::store::Table::regenerate),
 //! § Sizing).
 //!
 //! # Sized by what the source yields
@@ -21,21 +21,21 @@
 //! store cannot tell a stale key file from a table that lacked keys, and
 //! says so there.
 
-use super::super::budget::{self, Reservation};
-use super::super::catalog::TableMeta;
-use super::super::error::StoreError;
-use super::super::table::Generation;
 use super::build::Build;
 use super::health::parameters_changed;
 use super::RegenOptions;
 use crate::filter::hash::{HashSpec, KeyHash};
 use crate::filter::params::{FilterParams, Layout};
+use crate::store::budget::{self, Reservation};
+use crate::store::catalog::TableMeta;
+use crate::store::error::StoreError;
+use crate::store::table::Generation;
 
 /// Keys of the source hashed per step (1 MiB of hashes).
 const STEP: usize = 1 << 16;
 
 /// The capacity and parameters of the new generation for `keys` keys (the
-/// sizing rules of [`Table::regenerate`](super::super::Table::regenerate)),
+/// sizing rules of [`Table::regenerate`](crate::store::Table::regenerate)),
 /// in `layout` hashed by `hash`.
 fn plan(
     meta: &TableMeta,

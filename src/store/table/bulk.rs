@@ -8,16 +8,10 @@
 //! once (`m/2` bytes, under the memory budget), adds every key to it in
 //! memory, and writes each touched page once into its other slot, then
 //! commits them with the new key count as one fold
-//! ([`disk::pagefile`](super::super::disk::pagefile)). Durable when it
+//! ([`disk::pagefile`](crate::store::disk::pagefile)). Durable when it
 //! returns, and atomic: a crash before the commit leaves none of its keys,
 //! after it all of them.
 
-use super::super::budget;
-use super::super::disk::chunks::store_block_words;
-use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, CHUNK_COUNTERS};
-use super::super::disk::io_err;
-use super::super::disk::pagefile::CommitError;
-use super::super::error::StoreError;
 use super::fold::{crash_point, scan_chunks};
 use super::generation::Generation;
 use super::state::Writer;
@@ -27,6 +21,12 @@ use crate::filter::counting::{
 use crate::filter::hash::{positions, KeyHash, Positions};
 use crate::filter::params::{FilterParams, Layout};
 use crate::filter::simd::prefetch;
+use crate::store::budget;
+use crate::store::disk::chunks::store_block_words;
+use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS, CHUNK_COUNTERS};
+use crate::store::disk::io_err;
+use crate::store::disk::pagefile::CommitError;
+use crate::store::error::StoreError;
 use std::sync::atomic::Ordering;
 
 /// Keys whose counters are prefetched ahead of the one being added.

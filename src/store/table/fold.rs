@@ -9,7 +9,7 @@
 //! into the chunk's other slot; then it commits: `fdatasync` of the page
 //! file, the new superblock (naming the new slots, the next log record and
 //! the live keys) into the copy not in force, `fdatasync` again
-//! ([`disk::pagefile`](super::super::disk::pagefile)). Only then is the log
+//! ([`disk::pagefile`](crate::store::disk::pagefile)). Only then is the log
 //! emptied. A cut anywhere before the second sync returns leaves the old
 //! superblock in force, every chunk it names untouched, and the whole log:
 //! the table reopens as it was before the fold. A cut after it leaves the
@@ -17,16 +17,16 @@
 //! fold read: those are never applied twice, whether or not the emptying of
 //! the log reached the disk.
 
-use super::super::disk::chunks::{self as pages, MAX_PASS_OPS};
-use super::super::disk::log;
-use super::super::disk::log_read;
-use super::super::disk::pagefile::{CommitError, Fold, PageFile};
-use super::super::disk::{io_err, page_err};
-use super::super::error::StoreError;
-use super::super::shared::Shared;
 use super::state::Writer;
 use crate::filter::counting::nibble;
 use crate::filter::params::FilterParams;
+use crate::store::disk::chunks::{self as pages, MAX_PASS_OPS};
+use crate::store::disk::log;
+use crate::store::disk::log_read;
+use crate::store::disk::pagefile::{CommitError, Fold, PageFile};
+use crate::store::disk::{io_err, page_err};
+use crate::store::error::StoreError;
+use crate::store::shared::Shared;
 
 /// What a fold changed.
 pub(super) struct Folded {
@@ -52,7 +52,7 @@ pub(super) fn fold_log(
     table: &str,
     shared: &Shared,
 ) -> Result<Folded, StoreError> {
-    let _memory = super::super::budget::reserve(
+    let _memory = crate::store::budget::reserve(
         || format!("the fold of table {table:?}"),
         entry_bytes(params, w.log_ops).saturating_add(pages::ByChunk::memory(params)),
     )?;
@@ -182,7 +182,7 @@ pub(super) fn scan_chunks(
     for (idx, slot) in slots.iter().enumerate() {
         let idx = idx as u64;
         let run = runs.next_if(|(c, _)| *c == idx).map(|(_, r)| r);
-        if *slot == super::super::disk::pagefile::Slot::None && run.is_none() {
+        if *slot == crate::store::disk::pagefile::Slot::None && run.is_none() {
             continue;
         }
         pages_file

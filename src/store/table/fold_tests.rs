@@ -1,6 +1,8 @@
-//! A fold cut short after every one of its sled writes leaves a table that
-//! reopens with exactly the counters of its operations: no key lost, none
-//! counted twice (the fold marks of `docs/FORMAT.md` §11).
+//! A fold cut short after every one of its steps (a crash between two
+//! writes, as far as the disk sees) leaves a table that reopens with
+//! exactly the counters of its operations: no key lost, none counted twice
+//! (the page file's two slots per chunk and its superblock,
+//! `docs/FORMAT.md` §10).
 
 use super::fold::WRITES_BEFORE_CRASH;
 use crate::filter::counting::CountingFilter;

@@ -1,22 +1,22 @@
 //! One table generation: its parameters, bit filter, files and writer,
 //! opened from disk or built by a regeneration, and retired by the next.
 
-use super::super::budget::{self, Reservation};
-use super::super::catalog::TableMeta;
-use super::super::disk::chunks::store_block_words;
-use super::super::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
-use super::super::disk::log::{Binding, LogFile, LogSync};
-use super::super::disk::log_read;
-use super::super::disk::pagefile::{Owner, PageFile};
-use super::super::disk::table_files;
-use super::super::disk::{create_files, io_err, page_err};
-use super::super::error::StoreError;
-use super::super::shared::Shared;
 use super::fold::scan_chunks;
 use super::state::{Journal, Writer};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::params::FilterParams;
+use crate::store::budget::{self, Reservation};
+use crate::store::catalog::TableMeta;
+use crate::store::disk::chunks::store_block_words;
+use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
+use crate::store::disk::log::{Binding, LogFile, LogSync};
+use crate::store::disk::log_read;
+use crate::store::disk::pagefile::{Owner, PageFile};
+use crate::store::disk::table_files;
+use crate::store::disk::{create_files, io_err, page_err};
+use crate::store::error::StoreError;
+use crate::store::shared::Shared;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,6 +27,12 @@ use std::sync::Arc;
 /// path. A regeneration builds a new one beside it and swaps it in
 /// ([`TableInner::gen`](super::TableInner)); the old one is then
 /// *retired*: writes that find it retired retry on the new one.
+///
+/// Its methods live in three files of `store/table/`: here, loading,
+/// creating and filling it, reading its counters, retiring it;
+/// `writer.rs`, the write path (checks, the log record, the fold, the
+/// flush); `bulk.rs`, a bulk load's counters written straight into its
+/// pages.
 pub(crate) struct Generation {
     pub(crate) meta: TableMeta,
     pub(crate) params: FilterParams,
@@ -73,7 +79,7 @@ pub(crate) fn commit_chunks(
     folded_seq: u64,
     live: i64,
 ) -> Result<u64, StoreError> {
-    use super::super::disk::pagefile::CommitError;
+    use crate::store::disk::pagefile::CommitError;
     let mut saturated = 0;
     let mut fold = pages.begin_fold();
     chunks(&mut |idx, counters| {
@@ -104,7 +110,7 @@ fn open_files(
     let write = !shared.read_only;
     let (pages_path, log_path) = table_files(&shared.dir, meta.id, meta.generation);
     let pages = match PageFile::open(&pages_path, params, owner(meta), write) {
-        Err(super::super::disk::pagefile::PageError::Io(e))
+        Err(crate::store::disk::pagefile::PageError::Io(e))
             if e.kind() == std::io::ErrorKind::NotFound =>
         {
             return Err(missing(name, "page file", e))
@@ -128,7 +134,7 @@ const PAGE: u64 = 4096;
 /// Makes durable what a writing open read and will build on, before the
 /// table takes a write: in the same boot, a failed sync (of this process or
 /// of the one before) may have left pages that the page cache shows and
-/// the disk never got (see [`rewrite`](super::super::disk::io::rewrite));
+/// the disk never got (see [`rewrite`](crate::store::disk::io::rewrite));
 /// a write appended after them and synced would be lost with them at a
 /// power cut (the log would have a hole, a superblock would expect a log
 /// that a cut took). In this order:
@@ -136,7 +142,7 @@ const PAGE: u64 = 4096;
 /// 1. the superblock in force ([`PageFile::make_durable`]): the log's cut
 ///    below depends on which records it folded;
 /// 2. the log: cut back to its prefix of whole records in sequence (see
-///    [`log`](super::super::disk::log)) and its records from the last one
+///    [`log`](crate::store::disk::log)) and its records from the last one
 ///    known durable on ([`log_read::Scanned::durable_bytes`]) written back,
 ///    then synced (`fsync`, for the size too).
 ///
@@ -148,7 +154,7 @@ fn make_durable(
     log_file: &File,
     s: &log_read::Scanned,
 ) -> Result<u64, StoreError> {
-    use super::super::disk::io;
+    use crate::store::disk::io;
     pages
         .make_durable()
         .map_err(io_err("syncing a table's superblock at open"))?;

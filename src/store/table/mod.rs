@@ -1,7 +1,8 @@
-//! A table: its handle ([`Table`], in [`handle`]), the state of one
-//! generation ([`generation`]), its writer state, write path and log fold
-//! ([`writer`], [`fold`]), bulk loads ([`bulk`]) and lookups for one thread
-//! ([`reader`]).
+//! A table: its handle ([`Table`], in [`handle`]; its documentation says
+//! which file holds which of its methods), the state its handles share
+//! ([`inner`]), the state of one generation ([`generation`]), its writer
+//! state, write path and log fold ([`state`], [`writer`], [`fold`]), bulk
+//! loads ([`bulk`]) and lookups for one thread ([`reader`]).
 
 mod bloom;
 mod bulk;
@@ -9,14 +10,15 @@ mod fold;
 #[cfg(test)]
 mod fold_tests;
 mod generation;
-pub(crate) mod handle;
+mod handle;
+mod inner;
 mod reader;
 mod state;
 mod writer;
 
 pub use bloom::TableBloom;
 pub(crate) use generation::{commit_chunks, owner, Generation};
-pub(crate) use handle::TableInner;
 pub use handle::{Table, TableStats};
+pub(crate) use inner::TableInner;
 pub use reader::TableReader;
 pub(crate) use state::Writer;

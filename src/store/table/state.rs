@@ -2,8 +2,8 @@
 //! lock ([`Writer`]), and the journal of a regeneration ([`Journal`]). The
 //! invariant that keeps lookups exact is stated in [`writer`](super::writer).
 
-use super::super::disk::log::{LogFile, LogOp};
-use super::super::disk::pagefile::PageFile;
+use crate::store::disk::log::{LogFile, LogOp};
+use crate::store::disk::pagefile::PageFile;
 use std::collections::HashMap;
 
 /// Mutable state of the write path, behind the table's writer lock.
@@ -32,7 +32,7 @@ pub(crate) struct Writer {
 
 /// The journal of a regeneration: while one runs, every operation staged on
 /// the generation it replaces, in order, so that the new generation can
-/// replay them (see [`regen`](super::super::regen)). Lives in the writer
+/// replay them (see [`regen`](crate::store::regen)). Lives in the writer
 /// state: started, drained and finished under the writer lock.
 #[derive(Debug, Default)]
 pub(crate) struct Journal {

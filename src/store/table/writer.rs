@@ -35,18 +35,18 @@
 //!
 //! [`StoreConfig::buffer_ops`]: crate::StoreConfig::buffer_ops
 
-use super::super::batch::Durability;
-use super::super::disk::chunks::{store_block_words, CHUNK_BLOCKS};
-use super::super::disk::log::LogOp;
-use super::super::disk::pagefile::PageFile;
-use super::super::disk::{io_err, page_err};
-use super::super::error::StoreError;
 use super::fold::fold_log;
 use super::generation::Generation;
 use super::state::Writer;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::positions;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
+use crate::store::batch::Durability;
+use crate::store::disk::chunks::{store_block_words, CHUNK_BLOCKS};
+use crate::store::disk::log::LogOp;
+use crate::store::disk::pagefile::PageFile;
+use crate::store::disk::{io_err, page_err};
+use crate::store::error::StoreError;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -371,8 +371,8 @@ impl Generation {
     /// Makes every log record up to position `pos` durable (one
     /// `fdatasync`, shared with concurrent callers). A failed sync leaves
     /// the records unknown ([`StoreError::OutcomeUnknown`]) and stops the
-    /// store's writes ([`Shared::fail`](super::super::shared::Shared::fail));
-    /// the log's own failure is sticky ([`LogSync::sync_to`](super::super::disk::log::LogSync::sync_to)).
+    /// store's writes ([`Shared::fail`](crate::store::shared::Shared::fail));
+    /// the log's own failure is sticky ([`LogSync::sync_to`](crate::store::disk::log::LogSync::sync_to)).
     pub(super) fn sync_log(&self, pos: u64) -> Result<(), StoreError> {
         self.log_sync
             .sync_to(pos)

@@ -4,9 +4,7 @@
 //! (`docs/FORMAT.md` §10 and §11 as they were, kept in §15). Only the
 //! migration to format 3 reads them ([`migrate`](super::migrate)).
 
-use super::disk::chunks::{blocks_in_chunk, chunk_count, CHUNK_COUNTERS};
 use super::engine;
-use super::error::StoreError;
 use crate::codec::frame::{self, Kind};
 use crate::codec::meta;
 use crate::codec::reader::ByteReader;
@@ -14,6 +12,8 @@ use crate::error::CodecError;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::{positions, KeyHash};
 use crate::filter::params::FilterParams;
+use crate::store::disk::chunks::{blocks_in_chunk, chunk_count, CHUNK_COUNTERS};
+use crate::store::error::StoreError;
 use serde::{Deserialize, Serialize};
 
 /// Key of the generation's state record.
@@ -132,7 +132,7 @@ fn decode_record(bytes: &[u8], mut f: impl FnMut(bool, KeyHash)) -> Result<(), C
             reason: format!("{count} ops in a body of {} bytes", body.len()),
         });
     }
-    super::disk::log::decode_ops(&mut r, count as usize, |op| f(op.insert, op.hash))?;
+    crate::store::disk::log::decode_ops(&mut r, count as usize, |op| f(op.insert, op.hash))?;
     r.finish()
 }
 

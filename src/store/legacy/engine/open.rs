@@ -15,7 +15,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// epoch-deferred destructors lets go of the file, a few milliseconds after
 /// the `Db` is dropped; a reopen in the same process therefore retries for
 /// up to [`LOCK_WAIT`] before reporting
-/// [`StoreError::Locked`](super::super::error::StoreError::Locked).
+/// [`StoreError::Locked`](crate::store::error::StoreError::Locked).
 ///
 /// `segment_size` must be the one the database was created with (sled
 /// refuses another): [`LEGACY_SEGMENT`](super::LEGACY_SEGMENT) for the
@@ -23,9 +23,9 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// [`GUARD_SEGMENT`](super::GUARD_SEGMENT) for the guard's.
 pub(crate) fn open_with_retry(
     path: &Path,
-    config: &super::super::config::StoreConfig,
+    config: &crate::store::config::StoreConfig,
     segment_size: usize,
-) -> Result<Db, super::super::error::StoreError> {
+) -> Result<Db, crate::store::error::StoreError> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
@@ -41,7 +41,7 @@ pub(crate) fn open_with_retry(
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                 if start.elapsed() >= LOCK_WAIT {
-                    return Err(super::super::error::StoreError::Locked {
+                    return Err(crate::store::error::StoreError::Locked {
                         path: path.to_path_buf(),
                     });
                 }
@@ -50,7 +50,7 @@ pub(crate) fn open_with_retry(
             }
             Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
             Err(other) => {
-                return Err(super::super::error::StoreError::sled(
+                return Err(crate::store::error::StoreError::sled(
                     "opening the database",
                     other,
                 ))

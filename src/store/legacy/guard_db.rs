@@ -1,0 +1,67 @@
+//! The guard's sled database (`<store>/guard/`): the one use of sled left
+//! in store formats 3 and 4, opened on first use.
+
+use super::engine;
+use crate::store::catalog::validate_name;
+use crate::store::error::StoreError;
+use crate::store::shared::Shared;
+use parking_lot::Mutex;
+
+/// A store's handle on the guard's database, empty until first used.
+#[derive(Default)]
+pub(crate) struct GuardDb {
+    db: Mutex<Option<engine::Db>>,
+}
+
+fn io(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
+    move |source| StoreError::Io { op, source }
+}
+
+impl GuardDb {
+    /// sled, opened on first use in the store of `shared`: its own database
+    /// in `guard/`, with 16 MiB segments (see [`engine`], "The bounds").
+    fn open(&self, shared: &Shared) -> Result<engine::Db, StoreError> {
+        shared.check_writable()?;
+        let mut slot = self.db.lock();
+        if let Some(db) = &*slot {
+            return Ok(db.clone());
+        }
+        let dir = shared.dir.join(engine::GUARD_DIR);
+        std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
+        let db = engine::open_with_retry(&dir, &shared.config, engine::GUARD_SEGMENT)?;
+        // The directory's name, durable before anything in it is: synced
+        // whether or not this call made it, since a call before it may have
+        // made it and failed at this sync (an error that changed nothing,
+        // which the host may retry).
+        crate::store::disk::io::sync_dir(&shared.dir)
+            .map_err(io("syncing the database directory"))?;
+        *slot = Some(db.clone());
+        Ok(db)
+    }
+
+    /// The base and differential-file trees of guard storage `name`
+    /// ([`SledDiffStorage`](crate::SledDiffStorage)).
+    pub(crate) fn trees(
+        &self,
+        shared: &Shared,
+        name: &str,
+    ) -> Result<(engine::Tree, engine::Tree), StoreError> {
+        validate_name(name)?;
+        let db = self.open(shared)?;
+        let open = |part: &str| {
+            db.open_tree(format!("{}{name}/{part}", engine::GUARD_TREE_PREFIX))
+                .map_err(|e| StoreError::sled("opening guard storage", e))
+        };
+        Ok((open("base")?, open("diff")?))
+    }
+
+    /// Makes guard storage's writes durable (sled's flush and the syncs of
+    /// [`engine::Db::flush`]); nothing to do if sled was never opened.
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        let db = self.db.lock().clone();
+        if let Some(db) = db {
+            db.flush().map_err(|e| StoreError::sled("flushing", e))?;
+        }
+        Ok(())
+    }
+}
