@@ -16,7 +16,7 @@
 //! previous crash (including the collection of the tree a crash left
 //! behind). 100 rounds by default; `FILTERSTORE_REGEN_CRASH_ROUNDS` sets
 //! another number. Removes during regeneration are covered by
-//! `store_regen.rs` (concurrent writers); this test is about crashes.
+//! `tests/store/regen.rs` (concurrent writers); this test is about crashes.
 #![cfg(feature = "store")]
 
 use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};

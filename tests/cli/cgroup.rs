@@ -14,9 +14,8 @@
 //! already enabled for children: the test changes no group but its own)
 //! and removed afterwards. `FILTERSTORE_CGROUP_CLI` runs another build of
 //! the CLI (to show that an old one fails the test).
-#![cfg(feature = "cli")]
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::run_command;
 use filterstore::{ExportKind, FilterStore, TableSpec};

@@ -1,5 +1,5 @@
-//! Running the `filterstore` binary in tests: shared by `tests/cli.rs` and
-//! `tests/cli_files.rs`.
+//! Running the `filterstore` binary in tests: shared by the modules of the
+//! `cli` test binary.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};

@@ -1,9 +1,8 @@
 //! The `filterstore` command-line tool, run as a separate process: every
 //! command, stdin and file input, `--db` and `FILTERSTORE_DB`, JSON output,
 //! and one-line errors with a non-zero status (never a panic).
-#![cfg(feature = "cli")]
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::*;
 use std::process::Command;

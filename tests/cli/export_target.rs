@@ -4,9 +4,8 @@
 //! `export --output /dev/null` renamed its temporary file over `/dev/null`,
 //! leaving a regular file there, into which every later `>/dev/null` of the
 //! machine wrote and from which every reader of `/dev/null` then read.)
-#![cfg(all(feature = "cli", unix))]
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::*;
 use std::io::Read;

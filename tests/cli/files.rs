@@ -2,9 +2,8 @@
 //! (bit, counting, compressed), `inspect` (filter files and exchange
 //! messages, text and JSON), `probe` and `estimate`; every defect is one line
 //! on stderr with a non-zero status, never a panic.
-#![cfg(feature = "cli")]
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::*;
 use std::path::{Path, PathBuf};

@@ -1,10 +1,9 @@
 //! Read-only commands never create or modify anything, and a directory is a
 //! store only with filterstore's marker (issue: `--db x list` used to replace
 //! a user's `x/conf` with sled's, and `--db emptydir list` made a store).
-#![cfg(feature = "cli")]
 
-mod cli_common;
-mod store_fixture_common;
+use crate::cli_common;
+use crate::store_fixture_common;
 
 use cli_common::*;
 use std::collections::BTreeMap;

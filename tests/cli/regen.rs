@@ -1,8 +1,7 @@
 //! The `regenerate` and `set` commands and the health figures of `stats`,
 //! run as a separate process.
-#![cfg(feature = "cli")]
 
-mod cli_common;
+use crate::cli_common;
 
 use std::path::Path;
 use std::process::Output;

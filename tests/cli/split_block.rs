@@ -1,9 +1,8 @@
 //! `filterstore create --layout split-block`: a table of Parquet's SBBF,
 //! whose export is a version-2 file of the split-block layout; a seed is
 //! refused with one line.
-#![cfg(feature = "cli")]
 
-mod cli_common;
+use crate::cli_common;
 
 use cli_common::*;
 

@@ -1,7 +1,7 @@
 //! Exchange messages: round trips, the plain fallback, deltas, budgets, and
 //! refusal of every corrupt or hostile message.
 
-mod format_common;
+use crate::format_common;
 
 use filterstore::{
     build_message, decode_message, decode_message_with_limit, encode_delta_message, encode_message,

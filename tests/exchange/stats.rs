@@ -3,7 +3,7 @@
 //! flags each version defines, forged statistics, the order of the checks,
 //! and the golden bytes.
 
-mod format_common;
+use crate::format_common;
 
 use filterstore::{decode_frame, decode_message, encode_frame, encode_message, FrameKind as Kind};
 use filterstore::{BloomRead, CodecChoice, CodecError, ExchangeError, HashSpec, Layout};

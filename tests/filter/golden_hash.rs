@@ -134,7 +134,7 @@ fn hash_and_positions_never_change() {
 /// reference's published values for "" and "a") and their split-block
 /// positions in a filter of 1,000 blocks; the hash is also checked against
 /// the reference implementation below, the positions against
-/// `core_split_block.rs`'s model of the Parquet specification.
+/// `split_block.rs`'s model of the Parquet specification.
 const GOLDEN_XXH64: &[(&[u8], u64, [u64; 8])] = &[
     (
         &[],

@@ -1,6 +1,6 @@
 //! The SIMD block probe against the scalar one, and the bulk inserts
 //! against single inserts (issue 13). Needs feature `test-internals` for
-//! the bare probes (`cargo test --all-features --test core_simd`).
+//! the bare probes (`cargo test --all-features --test filter simd::`).
 //!
 //! * proptest (seeded by proptest's own persistence file and a fixed RNG
 //!   for the adversarial cases): `k = 1..=32`, random words and `h2`;

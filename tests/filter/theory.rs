@@ -1,6 +1,6 @@
 //! The sizing math against the Summary Cache paper's false-positive tables
 //! (Fan, Cao, Almeida & Broder, "Summary Cache: A Scalable Wide-Area Web
-//! Cache Sharing Protocol", Table 1; seed `001`). `tests/data/fan_fp_table.csv`
+//! Cache Sharing Protocol", Table 1; seed `001`). `tests/filter/data/fan_fp_table.csv`
 //! is copied from the project's shared reference data: one row per (bits per
 //! key, k) with the printed figure and the theoretical one.
 

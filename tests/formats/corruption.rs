@@ -15,7 +15,7 @@
 //! Each file is a few hundred bytes to 1.1 KB: 9 variants per byte plus every
 //! prefix is about 25,000 decodes in all, well under a second.
 
-mod format_common;
+use crate::format_common;
 
 use filterstore::{decode_filter, inspect};
 use filterstore::{decode_frame, encode_frame};

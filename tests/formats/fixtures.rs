@@ -10,7 +10,7 @@
 //! bytes, so an accidental change of the format or of the hashing fails here.
 //!
 //! To create a fixture that is missing (a new one, never an existing one):
-//! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test format_fixtures`.
+//! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test formats fixtures::`.
 //! Existing files are never overwritten.
 
 use filterstore::{decode_filter, encode_bit_filter, encode_counting_filter};

@@ -4,12 +4,11 @@
 //! panic fails this test with the file's name. Crashing inputs found by the
 //! fuzzer are added to the corpus as regressions, so they are replayed here
 //! forever.
-#![cfg(all(feature = "store", feature = "test-internals"))]
 
 #[allow(dead_code)]
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod checks;
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

@@ -3,7 +3,6 @@
 //! `codec::meta` and compared with bytes written out by hand from that
 //! section. If bincode, its configuration or serde's data model ever changes
 //! how a shape is written, this test fails before any record on disk does.
-#![cfg(all(feature = "store", feature = "test-internals"))]
 
 use filterstore::__internals::frame::{self, Kind};
 use filterstore::__internals::meta;

@@ -2,7 +2,7 @@
 //! version 1: no build statistics) and `migrations/fixtures/v2/` (format
 //! version 2: with build statistics, FORMAT.md § 12).
 //!
-//! Like the filter files of `format_fixtures.rs`, these files are never
+//! Like the filter files of `fixtures.rs`, these files are never
 //! regenerated: every later build must decode them with the same answers.
 //! This test (1) decodes each one and checks its header, its statistics, that
 //! every key sent is present (a delta is applied to the base it names, rebuilt
@@ -11,10 +11,10 @@
 //!
 //! The version-1 messages were added in release 0.2, written by its encoder:
 //! a message without statistics is byte for byte what 0.1 wrote
-//! (`exchange_messages.rs::golden_message_bytes` pins that layout).
+//! (`tests/exchange/messages.rs::golden_message_bytes` pins that layout).
 //!
 //! To create a fixture that is missing (a new one, never an existing one):
-//! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test format_messages`.
+//! `FILTERSTORE_WRITE_FIXTURES=1 cargo test --release --test formats messages::`.
 
 use filterstore::{decode_frame, decode_message, encode_delta_message, encode_message};
 use filterstore::{encode_delta_message_with_stats, encode_message_with_stats, BuildStats};

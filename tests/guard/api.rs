@@ -1,9 +1,8 @@
 //! The differential-file guard: reads see every change, merges clear the
 //! filter, an interrupted merge is completed on open, and concurrent writers
 //! never make a reader miss a committed change.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::BloomRead;
 use filterstore::{Change, DiffStorage, Guard, SledDiffStorage};

@@ -3,8 +3,6 @@
 //! no single reads), over a storage that counts its calls and over
 //! `SledDiffStorage`.
 
-#![cfg(feature = "store")]
-
 use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};

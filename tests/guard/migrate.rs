@@ -8,9 +8,7 @@
 //! writing open (a read-only open leaves them). A record over the guard's
 //! limits stops the migration and leaves the store as it was.
 
-#![cfg(feature = "store")]
-
-mod common;
+use crate::common;
 
 use filterstore::{Change, DiffStorage, FilterStore, SledDiffStorage, StoreError};
 use std::path::Path;

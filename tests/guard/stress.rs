@@ -7,9 +7,8 @@
 //! truncates segments). Every answer is checked: a read sees the base value
 //! or a value a writer committed for that key, and once a write returned,
 //! its value or a later one.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{Change, FilterStore, Guard, SledDiffStorage, TableSpec};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

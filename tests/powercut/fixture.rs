@@ -1,7 +1,7 @@
 //! The migration workload's starting point: the store-format-2 fixture
 //! (`migrations/fixtures/store-v2/`, described in `migrations/README.md`)
 //! with guard storage added the way format 2 kept it (as
-//! `tests/store_migrate_guard.rs` does), so that a migration moves tables
+//! `tests/guard/migrate.rs` does), so that a migration moves tables
 //! and guard records; and the check that they all read back.
 
 use super::model::Checked;

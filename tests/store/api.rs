@@ -2,9 +2,8 @@
 //! and parameter validation, persistence across reopen, atomic batches,
 //! refused removes, thread-safety of the handles, and typed errors for
 //! unusable directories and corrupt records.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::Layout;
 use filterstore::{

@@ -1,9 +1,8 @@
 //! `Table::bulk_load`: the same counters, bits and counts as the ordinary
 //! write path, on a fresh table and on one with folded pages and an unfolded
 //! log, for both layouts; removes and reopens afterwards.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{
     BloomRead, CountingFilter, Durability, FilterStore, Layout, StoreConfig, Table, TableSpec,

@@ -4,9 +4,8 @@
 //! threads share, with folds forced every few hundred operations. Never a
 //! false negative for a key that is definitely present, and at the end the
 //! bits are exactly the non-zero counters and the live count is exact.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::BloomRead;
 use filterstore::{Durability, FilterStore, StoreConfig, TableSpec, WriteBatch};

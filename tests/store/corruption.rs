@@ -7,17 +7,16 @@
 //! returns `StoreError::Corrupt` naming the record and its table and saying
 //! what to do: never a panic, never a table that opens and answers from
 //! damaged data. The other table stays readable. (Format 3's own files are
-//! corrupted byte by byte in `tests/store_corruption_files.rs`.)
+//! corrupted byte by byte in `tests/store/corruption_files.rs`.)
 //!
 //! Every byte of the small records is flipped; the counter page (2 KiB) and
 //! the log record (≈ 900 bytes) get every byte of their frame header and
 //! trailer plus one payload byte in 41 (all of them with
 //! `FILTERSTORE_CORRUPTION_FULL=1`): one flip costs a copy and two sled opens.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
-mod store_fixture_common;
+use crate::store_fixture_common;
 
 use filterstore::{FilterStore, StoreError};
 use store_fixture_common::*;

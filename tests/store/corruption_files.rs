@@ -5,16 +5,15 @@
 //! table that opens and answers "absent" from damaged data. The log is
 //! read differently by design: a record that fails its checksum is what a
 //! cut leaves of a record written but not synced, so the log ends before it
-//! (docs/FORMAT.md §10; tested in `store_api.rs`) — unless a later record
+//! (docs/FORMAT.md §10; tested in `api.rs`) — unless a later record
 //! says it was synced, or a record belongs to another table's log: then
 //! the table opens *damaged*, answering "maybe" for every key until it is
 //! regenerated (tested here).
 //!
 //! Bytes are sampled (every header byte, one payload byte in 37);
 //! `FILTERSTORE_CORRUPTION_FULL=1` flips all of them.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{
     DriftReason, Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch,

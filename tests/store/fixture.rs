@@ -4,7 +4,7 @@
 //! store on a user's disk. Every run copies it to a temporary directory,
 //! opens it with today's code and checks every key, the counts, the
 //! statistics, and that its exports are byte-for-byte the files an in-memory
-//! filter fed the same operations encodes to. `tests/store_corruption.rs`
+//! filter fed the same operations encodes to. `tests/store/corruption.rs`
 //! corrupts the same copy record by record.
 //!
 //! It was written by filterstore 0.1 (the code that wrote it is in the
@@ -14,11 +14,10 @@
 //! fold cut short by a simulated crash) and the store-format-3 fixture
 //! (`migrations/fixtures/store-v3/`, logs of format 3) are checked the same
 //! way below.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
-mod store_fixture_common;
+use crate::store_fixture_common;
 
 use filterstore::FilterStore;
 use filterstore::{encode_bit_filter, encode_counting_filter};

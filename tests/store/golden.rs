@@ -4,11 +4,10 @@
 //! counting filter fed the same operations) and the log records (against the
 //! keys' hashes). The CRC is computed here with `crc32fast` over the bytes
 //! this test builds, not taken from the encoder.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
-mod store_fixture_common;
+use crate::store_fixture_common;
 
 use filterstore::{FilterParams, HashSpec, Layout};
 use store_fixture_common::*;

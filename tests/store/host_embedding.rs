@@ -9,9 +9,8 @@
 //! errors all convert with `?`, and no other error type crosses the host.
 //! The receiving site estimates the join's size from the decoded message and
 //! its own counts alone.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{build_message_with_stats, decode_filter, decode_message, probe, Refiner};
 use filterstore::{BuildStats, Change, DiffStorage, Error, ExportKind, FilterStore};

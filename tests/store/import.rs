@@ -2,9 +2,8 @@
 //! `import_from` check before a table enters the catalog (the counters
 //! against the file's `n`, the file itself), that a refused import leaves
 //! nothing behind, and that export and import stream.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{CodecError, Durability};
 use filterstore::{ExportKind, FilterStore, StoreError, TableSpec, WriteBatch};

@@ -12,9 +12,8 @@
 //! buffer and cache limits make every write path (buffer writes, folds,
 //! materialized blocks, folds forced by removes) run many times per case.
 //! `FILTERSTORE_MODEL_CASES` raises the number of cases.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::CountingFilter;
 use filterstore::{BloomRead, Layout};

@@ -2,9 +2,8 @@
 //! in force at each lookup: inserts made after the reader was made,
 //! regenerations that change `m`, and a reader thread looping while writers
 //! and a regeneration run (no false negative at any point).
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{FilterStore, RegenOptions, Table, TableReader, TableSpec};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -128,7 +127,7 @@ fn reader_thread_during_writes_and_regeneration_sees_no_false_negative() {
         assert!(reader.join().unwrap() > 0);
         // (The writer's keys are not checked: inserted before a
         // regeneration started and missing from its source, they are
-        // dropped by design; `store_regen` checks the journaled ones.)
+        // dropped by design; `regen.rs` checks the journaled ones.)
         let mut r = t.reader();
         assert_same_answers(&t, &mut r, 0..20_000);
         assert!(end > 1_000_000);

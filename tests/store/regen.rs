@@ -2,9 +2,8 @@
 //! from a key source (success, failure midway, concurrent writers and
 //! readers), the 8× overload scenario, `set_params`, feedback and the
 //! automatic callback. No false negative at any point.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{BloomRead, CountingFilter};
 use filterstore::{DriftReason, ObservedCounts};

@@ -12,9 +12,8 @@
 //! failure of any of those refuses the open with a typed, one-line error
 //! and changes nothing (the next open succeeds and finds every key); a
 //! read-only open writes and syncs nothing.
-#![cfg(all(feature = "store", feature = "test-internals"))]
 
-mod common;
+use crate::common;
 
 use filterstore::__internals::fault::{self, Op, EIO, ENOSPC};
 use filterstore::{Durability, FilterStore, StoreError, Table, TableSpec, WriteBatch};

@@ -2,9 +2,8 @@
 //! their layout, counted, folded, reopened and regenerated without leaving
 //! it (the hash stays XXH64 seed 0), and moved to and from another layout
 //! by a rebuild from the host's keys with writers held out.
-#![cfg(feature = "store")]
 
-mod common;
+use crate::common;
 
 use filterstore::{
     BitFilter, BloomRead, FilterParams, FilterStore, HashAlgo, HashSpec, Layout, ParamError,

@@ -5,10 +5,9 @@
 //! split-block filter of its live keys (no saturation at this load, so the
 //! counters are exact and so are the bits). The power cuts and kills of
 //! `tests/store_powercut.rs` alternate between a blocked and a split-block
-//! table; regeneration and layout changes are in `tests/split_block_store.rs`.
-#![cfg(feature = "store")]
+//! table; regeneration and layout changes are in `tests/store/split_block.rs`.
 
-mod common;
+use crate::common;
 
 use filterstore::{
     BitFilter, BloomRead, Durability, FilterParams, FilterStore, Layout, StoreConfig, TableSpec,
