@@ -17,13 +17,11 @@
 //! Also here: a read-only database directory (only meaningful when not
 //! running as root; as root, permissions do not stop writes and that part
 //! says so and is skipped).
-#![cfg(feature = "store")]
-
 use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
 use std::process::Command;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 const CHILD_ENV: &str = "FILTERSTORE_DISK_FULL_CHILD";
 const CHILD_MODE_ENV: &str = "FILTERSTORE_DISK_FULL_MODE";
@@ -39,28 +37,34 @@ fn batch(b: u32) -> WriteBatch {
 /// Each test may take this long before it counts as a hang.
 const LIMIT: Duration = Duration::from_secs(600);
 
-fn main() {
+/// The tests, each with its time limit (run by `main`).
+pub(crate) const TESTS: &[(&str, fn(), Duration)] = &[
+    (
+        "a_full_disk_is_a_typed_error_and_loses_nothing_durable",
+        a_full_disk_is_a_typed_error_and_loses_nothing_durable,
+        LIMIT,
+    ),
+    (
+        "a_full_tmpfs_ends_every_call_promptly_and_loses_nothing_durable",
+        a_full_tmpfs_ends_every_call_promptly_and_loses_nothing_durable,
+        LIMIT,
+    ),
+    (
+        "a_read_only_directory_is_a_typed_error",
+        a_read_only_directory_is_a_typed_error,
+        LIMIT,
+    ),
+];
+
+/// Runs a child mode if the parent set its variable; returns whether it did
+/// (then `main` is done).
+pub(crate) fn child_mode() -> bool {
     match std::env::var(CHILD_ENV) {
         Ok(dir) if std::env::var(CHILD_MODE_ENV).as_deref() == Ok("reopen") => reopen_child(&dir),
         Ok(dir) => disk_full_child(&dir),
-        Err(_) => common::run_main(
-            &[
-                (
-                    "a_full_disk_is_a_typed_error_and_loses_nothing_durable",
-                    a_full_disk_is_a_typed_error_and_loses_nothing_durable,
-                ),
-                (
-                    "a_full_tmpfs_ends_every_call_promptly_and_loses_nothing_durable",
-                    a_full_tmpfs_ends_every_call_promptly_and_loses_nothing_durable,
-                ),
-                (
-                    "a_read_only_directory_is_a_typed_error",
-                    a_read_only_directory_is_a_typed_error,
-                ),
-            ],
-            LIMIT,
-        ),
+        Err(_) => return false,
     }
+    true
 }
 
 /// Child mode (the parent sets the environment variable): durable batches

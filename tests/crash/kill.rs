@@ -21,8 +21,6 @@
 //! The rounds share one store, so every round also recovers from the previous
 //! crash. Each child uses a random fold threshold, batch size and durability
 //! mode. 200 rounds by default; `FILTERSTORE_CRASH_ROUNDS` sets another number.
-#![cfg(feature = "store")]
-
 use filterstore::{Durability, FilterStore, StoreConfig, StoreError, TableSpec, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -32,7 +30,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 const CHILD_ENV: &str = "FILTERSTORE_CRASH_CHILD";
 const TABLE: &str = "crash";
@@ -94,17 +92,21 @@ fn batch(plan: &Plan, b: u64) -> (WriteBatch, i64) {
 /// The whole test may take this long before it counts as a hang.
 const LIMIT: Duration = Duration::from_secs(1800);
 
-fn main() {
+/// The tests, each with its time limit (run by `main`).
+pub(crate) const TESTS: &[(&str, fn(), Duration)] = &[(
+    "kill_9_never_loses_a_durable_key",
+    kill_9_never_loses_a_durable_key,
+    LIMIT,
+)];
+
+/// Runs the child mode if the parent set its variable; returns whether it
+/// did (then `main` is done).
+pub(crate) fn child_mode() -> bool {
     match std::env::var(CHILD_ENV) {
         Ok(spec) => crash_child(&spec),
-        Err(_) => common::run_main(
-            &[(
-                "kill_9_never_loses_a_durable_key",
-                kill_9_never_loses_a_durable_key,
-            )],
-            LIMIT,
-        ),
+        Err(_) => return false,
     }
+    true
 }
 
 /// Child mode (the parent sets the environment variable): write batches

@@ -55,12 +55,10 @@
 //!
 //! Needs root and `/dev/fuse` to mount; without them the test says so and
 //! passes, unless `FILTERSTORE_REQUIRE_FUSE=1` (set by `.ci/run`).
-#![cfg(all(feature = "store", target_os = "linux"))]
-
-use powercut::child::Child;
-use powercut::model::{self, Model};
-use powercut::workload::{chain_of, layout_of, Plan, Workload, CHAIN};
-use powercut::{DirModel, MemFs, Trigger};
+use crate::powercut::child::Child;
+use crate::powercut::model::{self, Model};
+use crate::powercut::workload::{chain_of, layout_of, Plan, Workload, CHAIN};
+use crate::powercut::{DirModel, MemFs, Trigger};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
@@ -69,9 +67,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-mod common;
-mod powercut;
 
 const CHILD_ENV: &str = "FILTERSTORE_POWERCUT_CHILD";
 /// How long one cut may take before it counts as a hang.
@@ -84,9 +79,10 @@ const DEFAULT_CUTS: u32 = 60;
 macro_rules! tests {
     ($($name:ident: $w:expr,)*) => {
         $(fn $name() { run($w) })*
-        const TESTS: &[(&str, fn())] = &[
-            $((stringify!($name), $name),)*
-            ("reopen_after_each_failed_sync_then_power_cut", reopen_after_each_failed_sync),
+        /// The tests, each with its time limit (run by `main`).
+        pub(crate) const TESTS: &[(&str, fn(), Duration)] = &[
+            $((stringify!($name), $name, LIMIT),)*
+            ("reopen_after_each_failed_sync_then_power_cut", reopen_after_each_failed_sync, LIMIT),
         ];
     };
 }
@@ -105,11 +101,17 @@ tests! {
     failed_syncs_reopens_then_power_cuts: Workload::EioReopen,
 }
 
-fn main() {
+/// How long one workload may take before it counts as a hang.
+const LIMIT: Duration = Duration::from_secs(6 * 3600);
+
+/// Runs the child mode if the parent set its variable; returns whether it
+/// did (then `main` is done).
+pub(crate) fn child_mode() -> bool {
     match std::env::var(CHILD_ENV) {
         Ok(spec) => child(&spec),
-        Err(_) => common::run_main(TESTS, Duration::from_secs(6 * 3600)),
+        Err(_) => return false,
     }
+    true
 }
 
 /// Child mode: `workload|dir|cut|inherited` (`Model::encode_for_child`).
@@ -184,7 +186,7 @@ fn reopen_after_each_failed_sync() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
-    let (ran, failures) = powercut::reopen::run(work.path());
+    let (ran, failures) = crate::powercut::reopen::run(work.path());
     println!(
         "reopen_scenarios: {ran} scenarios, {} failed",
         failures.len()
@@ -404,7 +406,7 @@ struct Run {
     image: tempfile::TempDir,
     lines: Vec<String>,
     stage: String,
-    stats: powercut::CutStats,
+    stats: crate::powercut::CutStats,
     failed_syncs: u64,
 }
 

@@ -17,8 +17,6 @@
 //! behind). 100 rounds by default; `FILTERSTORE_REGEN_CRASH_ROUNDS` sets
 //! another number. Removes during regeneration are covered by
 //! `tests/store/regen.rs` (concurrent writers); this test is about crashes.
-#![cfg(feature = "store")]
-
 use filterstore::{Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,7 +25,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 const CHILD_ENV: &str = "FILTERSTORE_REGEN_CRASH_CHILD";
 const TABLE: &str = "regen";
@@ -50,17 +48,21 @@ fn all_keys(prev: &[u64], round: u64, upto: u64) -> impl Iterator<Item = Vec<u8>
 /// The whole test may take this long before it counts as a hang.
 const LIMIT: Duration = Duration::from_secs(1800);
 
-fn main() {
+/// The tests, each with its time limit (run by `main`).
+pub(crate) const TESTS: &[(&str, fn(), Duration)] = &[(
+    "kill_9_during_regeneration_never_loses_a_durable_key",
+    kill_9_during_regeneration_never_loses_a_durable_key,
+    LIMIT,
+)];
+
+/// Runs the child mode if the parent set its variable; returns whether it
+/// did (then `main` is done).
+pub(crate) fn child_mode() -> bool {
     match std::env::var(CHILD_ENV) {
         Ok(spec) => regen_crash_child(&spec),
-        Err(_) => common::run_main(
-            &[(
-                "kill_9_during_regeneration_never_loses_a_durable_key",
-                kill_9_during_regeneration_never_loses_a_durable_key,
-            )],
-            LIMIT,
-        ),
+        Err(_) => return false,
     }
+    true
 }
 
 /// Child mode (the parent sets the environment variable): write and

@@ -1,18 +1,19 @@
 //! The persistent store (`src/store`, feature `store`): the catalog and API,
-//! budgets, bulk loads, concurrency, corruption of the store's files and of
-//! the fixtures, migrations, imports, a model test, readers, regeneration,
+//! bulk loads, concurrency, corruption of the store's files and of the
+//! fixtures, migrations, imports, a model test, readers, regeneration,
 //! reopening after failed syncs, split-block tables, and a host that embeds
 //! the crate. One test binary (issue 29); each module was a binary of its own
 //! (`store_*`, `split_block_store`, `host_embedding`).
 //!
-//! Not here, each a binary of its own: the crash, power-cut and disk-full
-//! tests (`harness = false`: each re-runs its own binary in a child mode
-//! selected by its `main`); `store_failpoints.rs` (sled's failpoints are
-//! process-wide: armed beside other tests they would fail those tests' sled
-//! writes); `store_budget.rs` (the memory budget is the process's: the small
-//! one it sets would refuse the tables of the tests beside it, as
-//! `import::honest_files_import_whatever_their_layout_load_and_removes` was
-//! refused when it ran here).
+//! Not here: the crash, power-cut and disk-full tests, `tests/crash/`
+//! (`harness = false`: the binary re-runs itself in a child mode selected by
+//! its `main`). Binaries of their own, because they change the whole
+//! process: `store_failpoints.rs` (sled's failpoints are process-wide: armed
+//! beside other tests they would fail those tests' sled writes) and
+//! `store_budget.rs` (the memory budget is the process's: the small one it
+//! sets refused a table of
+//! `import::honest_files_import_whatever_their_layout_load_and_removes`
+//! when both ran here).
 
 #[path = "../common/mod.rs"]
 mod common;

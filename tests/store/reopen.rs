@@ -4,7 +4,7 @@
 //! After a failed `fdatasync` Linux marks the pages it could not write clean
 //! and keeps them readable: a store reopened then reads log records,
 //! superblocks and directory entries the disk never got. The power-cut
-//! test's EIO model shows what that costs (`tests/store_powercut.rs`,
+//! test's EIO model shows what that costs (`tests/crash/power_cut.rs`,
 //! `eio_reopen`, and its scenarios `reopen_after_each_failed_sync_*`). Here,
 //! through the store's fault seam (feature `test-internals`, a per-thread
 //! plan, no FUSE needed): a writing open syncs the store's directories, and

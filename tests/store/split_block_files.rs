@@ -4,7 +4,7 @@
 //! read-only open and a counting snapshot, each time with exactly the
 //! split-block filter of its live keys (no saturation at this load, so the
 //! counters are exact and so are the bits). The power cuts and kills of
-//! `tests/store_powercut.rs` alternate between a blocked and a split-block
+//! `tests/crash/power_cut.rs` alternate between a blocked and a split-block
 //! table; regeneration and layout changes are in `tests/store/split_block.rs`.
 
 use crate::common;
