@@ -5,17 +5,19 @@
 # thread's backtrace goes to $OUT/hang-<loop>-<run>.txt (gdb) and the run is
 # killed.
 #
-# By default it loops tests/store_guard_stress.rs, the guard's storage under
+# By default it loops tests/guard/stress.rs, the guard's storage under
 # concurrent writers, readers and merges: what the store still keeps in sled
 # 0.34.7, whose writer can deadlock against its own thread pool (#804; the
 # argument why it cannot here is in src/store/engine/mod.rs). The test that hung
 # before the engine existed, store_regen's concurrent writers during a
 # regeneration, no longer touches sled; it is looped with
-# BIN=store_regen TEST=concurrent_writers_during_regeneration_lose_nothing.
+# BIN=store TEST=regen::concurrent_writers_during_regeneration_lose_nothing.
+# (TEST is the test's full name in its binary, module path included: it is
+# run with --exact.)
 #
 #   scripts/hang-loop.sh                 # 2 loops x 5000 runs, 120 s each
 #   RUNS=100 LOOPS=2 scripts/hang-loop.sh
-#   BIN=store_regen TEST=some_test scripts/hang-loop.sh
+#   BIN=store TEST=some_module::some_test scripts/hang-loop.sh
 #
 # Prints one line per 50 runs and a summary; exits 1 if any run hung or failed.
 set -euo pipefail
@@ -25,8 +27,8 @@ RUNS="${RUNS:-5000}"
 LOOPS="${LOOPS:-2}"
 TIMEOUT="${TIMEOUT:-120}"
 HOGS="${HOGS:-$(nproc)}"
-BIN="${BIN:-store_guard_stress}"
-TEST="${TEST:-guarded_traffic_with_merges_answers_right_and_ends}"
+BIN="${BIN:-guard}"
+TEST="${TEST:-stress::guarded_traffic_with_merges_answers_right_and_ends}"
 OUT="${OUT:-target/hang-loop}"
 mkdir -p "$OUT"
 

@@ -1,5 +1,5 @@
 //! Fuzz target `decode_frame`: see `filterstore_fuzz::decode_frame` (fuzz/src/lib.rs) for
-//! what it checks; `tests/fuzz_corpus_replay.rs` runs the same check over
+//! what it checks; `tests/formats/fuzz_corpus_replay.rs` runs the same check over
 //! the committed corpus on stable Rust.
 #![no_main]
 

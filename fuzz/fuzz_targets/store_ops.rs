@@ -1,5 +1,5 @@
 //! Fuzz target `store_ops`: see `filterstore_fuzz::store_ops` (fuzz/src/lib.rs)
-//! for what it checks; `tests/fuzz_corpus_replay.rs` runs the same check over
+//! for what it checks; `tests/formats/fuzz_corpus_replay.rs` runs the same check over
 //! the committed corpus on stable Rust.
 #![no_main]
 

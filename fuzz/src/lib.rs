@@ -1,6 +1,6 @@
 //! The checks behind every fuzz target, in one file that two builds compile:
 //! the cargo-fuzz crate (each `fuzz_targets/*.rs` calls one function here) and
-//! the main crate's `tests/fuzz_corpus_replay.rs`, which includes this file
+//! the main crate's `tests/formats/fuzz_corpus_replay.rs`, which includes this file
 //! with `#[path]` and runs it over the committed corpus on stable Rust. The
 //! corpus replay therefore checks exactly what the fuzzer checked.
 //!

@@ -19,7 +19,7 @@ pub fn split_block_ops(data: &[u8]) {
 
 /// The specification's SBBF: block `((h >> 32)·z) >> 32`, lane `i`'s bit
 /// `(x · SALT[i]) >> 27` of the lower half `x`; `h` from the crate's
-/// XXH64 (tested against the reference XXH64 in `tests/golden_hash.rs`).
+/// XXH64 (tested against the reference XXH64 in `tests/filter/golden_hash.rs`).
 struct SbbfModel(Vec<[u32; 8]>);
 
 impl SbbfModel {

@@ -9,7 +9,7 @@
 //!   positive rate is then `(1 − p')^k`; [`fp_standard`] evaluates it exactly,
 //!   [`fp_standard_approx`] with `p' ≈ e^(−kn/m)`, which is what the Summary
 //!   Cache tables print (Fan, Cao, Almeida & Broder, Table 1; reproduced in the
-//!   tests from `tests/data/fan_fp_table.csv`).
+//!   tests from `tests/filter/data/fan_fp_table.csv`).
 //! * The optimum `k* = (m/n)·ln 2` is not an integer. Following the PlanetP
 //!   paper, [`optimal_k`] evaluates the false-positive formula at `⌊k*⌋` and
 //!   `⌈k*⌉` and keeps the better one (never a random pick between them).

@@ -1,7 +1,7 @@
 //! XXH64 (the xxHash project's 64-bit hash), the hash of Parquet's
 //! split-block Bloom filter: written here so that it inlines into every
 //! lookup (the `xxhash-rust` crate's `xxh64` is an out-of-line call), and
-//! tested against that crate bit for bit (`tests/golden_hash.rs`, and the
+//! tested against that crate bit for bit (`tests/filter/golden_hash.rs`, and the
 //! interop tests against arrow-rs, which hashes with `twox-hash`).
 //!
 //! The algorithm, as the xxHash specification (`doc/xxhash_spec.md`, "XXH64

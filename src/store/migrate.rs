@@ -10,7 +10,7 @@
 //! crash at any point leaves a store that opens as format 3 or as format 4.
 //!
 //! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the
-//! fixtures it is tested on (`tests/store_fixture.rs`: those are bytes on
+//! fixtures it is tested on (`tests/store/fixture.rs`: those are bytes on
 //! users' disks, kept forever), and is compiled in by a `#[path]` include.
 
 #[path = "../../migrations/steps/v3_to_v4.rs"]

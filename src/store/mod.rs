@@ -41,8 +41,8 @@
 //!   (a durable batch's log sync, a catalog commit's directory sync), the
 //!   store stopped writing, and the host must not commit what it covered
 //!   nor repeat its removes blind. The full statement is on [`StoreError`].
-//! * A crash at any moment (kill -9, `tests/store_crash.rs`, 200 kills) or a
-//!   power cut (`tests/store_powercut.rs`: a filesystem that keeps, of what
+//! * A crash at any moment (kill -9, `tests/crash/kill.rs`, 200 kills) or a
+//!   power cut (`tests/crash/power_cut.rs`: a filesystem that keeps, of what
 //!   was not synced, a random page-by-page subset, torn last page included)
 //!   leaves a store that opens without error and answers "maybe" for every
 //!   key whose insert was durable.
@@ -52,7 +52,7 @@
 //!   failure is sticky, nothing reports durable after it) or a commit whose
 //!   outcome is unknown the store stops writing ([`StoreError::Degraded`];
 //!   lookups keep answering) until it is reopened, and nothing durable is
-//!   lost (`tests/store_disk_full.rs`, on a real 20 MB tmpfs;
+//!   lost (`tests/crash/disk_full.rs`, on a real 20 MB tmpfs;
 //!   `tests/store_failpoints.rs`, every write path under injected errors).
 //! * A table whose log lost records it had acknowledged (a synced record
 //!   damaged, found by the records after it; a record of another table's

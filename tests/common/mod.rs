@@ -67,15 +67,15 @@ where
     }
 }
 
-/// Runs the `main` of a `harness = false` test target: each test under
-/// `limit`, in order, with libtest-style lines; exits with status 101 if one
-/// failed (as libtest does), so every listed test can fail.
-pub fn run_main(tests: &[(&str, fn())], limit: Duration) {
+/// Runs the `main` of a `harness = false` test target: each test under its
+/// time limit, in order, with libtest-style lines; exits with status 101 if
+/// one failed (as libtest does), so every listed test can fail.
+pub fn run_main(tests: &[(String, fn(), Duration)]) {
     // Arguments libtest would take are accepted; `--list` lists the tests,
     // and a plain argument filters them by name, as libtest does.
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
-        for (name, _) in tests {
+        for (name, _, _) in tests {
             println!("{name}: test");
         }
         return;
@@ -83,11 +83,11 @@ pub fn run_main(tests: &[(&str, fn())], limit: Duration) {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let start = Instant::now();
     let (mut passed, mut failed) = (0, 0);
-    for (name, body) in tests {
+    for (name, body, limit) in tests {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
-        let body = *body;
+        let (body, limit) = (*body, *limit);
         match std::panic::catch_unwind(|| with_timeout(limit, body)) {
             Ok(()) => {
                 println!("test {name} ... ok");

@@ -69,7 +69,7 @@
 //!   `&mut` ORs the masks into the block with plain vector loads and
 //!   stores, which exclusive access makes race-free.
 //!
-//! Tested against the scalar probe in `tests/core_simd.rs` (proptest over
+//! Tested against the scalar probe in `tests/filter/simd.rs` (proptest over
 //! `k = 1..=32`, all-ones, all-zeros and single-bit blocks, adversarial
 //! `h2`) and under concurrent inserts.
 

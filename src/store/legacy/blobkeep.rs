@@ -10,7 +10,7 @@
 //! is gone. sled's recovery then skips the pointer without a word
 //! (`iterator.rs`, `LogRead::DanglingBlob`), so the node silently goes back
 //! to an older state. (This comes from reading sled's code; the power-cut
-//! test, `tests/store_powercut.rs`, has not caught it, but it caught the
+//! test, `tests/crash/power_cut.rs`, has not caught it, but it caught the
 //! neighbouring failure that step 2 below fixes: a synced log pointing at
 //! a blob that was not synced yet.)
 //!

@@ -8,7 +8,7 @@
 //! `#[path]` include. The framework below (reading the version, running the
 //! steps in order, the typed errors for a newer store or a missing step) is
 //! ordinary crate code. The real steps are tested on the fixtures of the
-//! versions they read (`tests/store_fixture.rs`): those are bytes on users'
+//! versions they read (`tests/store/fixture.rs`): those are bytes on users'
 //! disks, kept forever.
 //!
 //! # What a step does

@@ -221,7 +221,7 @@ impl Table {
     /// So: **take the snapshot under the lock that makes each (filter write,
     /// record write) pair atomic** for it — the host's commit lock held across
     /// the filter insert and the record commit, and across the record deletion
-    /// and the filter remove. `tests/store_regen.rs` does exactly this; without
+    /// and the filter remove. `tests/store/regen.rs` does exactly this; without
     /// the lock it fails now and then on a loaded machine, in both ways above.
     ///
     /// # Sizing
