@@ -79,21 +79,7 @@ impl PhysicalExtensionCodec for BloomCodec {
             return Err(bad(format!("expected one input, got {}", inputs.len())));
         };
         let mut r = Reader(buf);
-        let magic = r.take(4)?;
-        let is_tap = magic == TAP_MAGIC;
-        if magic != MAGIC && !is_tap {
-            return Err(bad("not a filterstore runtime-filter node"));
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(bad(format!(
-                "node version {version}, this build reads {VERSION}: run one filterstore-datafusion build on the coordinator and every worker"
-            )));
-        }
-        let flags = r.u8()?;
-        if flags & !(NULLS_PASS | FORCE) != 0 || (is_tap && flags != 0) {
-            return Err(bad(format!("unknown flags {flags:#04x}")));
-        }
+        let (is_tap, flags) = decode_header(&mut r)?;
         let label = String::from_utf8(r.sized()?.to_vec()).map_err(|_| bad("label not UTF-8"))?;
         let keys = decode_keys(&mut r, &input.schema(), ctx, proto_converter)?;
         let params = decode_params(&mut r)?;
@@ -113,26 +99,14 @@ impl PhysicalExtensionCodec for BloomCodec {
             )?;
             return Ok(Arc::new(tap));
         }
-        let point = r.u32()? as usize;
-        let wait = Duration::from_millis(u64::from_le_bytes(r.array()?));
-        let check_window = u64::from_le_bytes(r.array()?);
-        let min_drop = f64::from_bits(u64::from_le_bytes(r.array()?));
-        r.end()?;
-        if !(0.0..=1.0).contains(&min_drop) {
-            return Err(bad(format!("a minimum drop share of {min_drop}")));
-        }
+        let (point, policy) = decode_probe(&mut r, flags)?;
         let spec = ProbeSpec {
             filter,
             point,
             params,
             nulls_pass: flags & NULLS_PASS != 0,
             label,
-            policy: ProbePolicy {
-                wait,
-                check_window,
-                min_drop,
-                force: flags & FORCE != 0,
-            },
+            policy,
             rendezvous: url,
             scope,
         };
@@ -210,6 +184,46 @@ fn encode_keys(
         put_sized(buf, &proto.encode_to_vec())?;
     }
     Ok(())
+}
+
+/// A node's magic, version and flags: whether it is a tap, and its flags.
+fn decode_header(r: &mut Reader<'_>) -> Result<(bool, u8)> {
+    let magic = r.take(4)?;
+    let is_tap = magic == TAP_MAGIC;
+    if magic != MAGIC && !is_tap {
+        return Err(bad("not a filterstore runtime-filter node"));
+    }
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(bad(format!(
+            "node version {version}, this build reads {VERSION}: run one filterstore-datafusion build on the coordinator and every worker"
+        )));
+    }
+    let flags = r.u8()?;
+    if flags & !(NULLS_PASS | FORCE) != 0 || (is_tap && flags != 0) {
+        return Err(bad(format!("unknown flags {flags:#04x}")));
+    }
+    Ok((is_tap, flags))
+}
+
+/// A probe node's tail: its place and how its tasks wait and check; the
+/// end of the bytes.
+fn decode_probe(r: &mut Reader<'_>, flags: u8) -> Result<(usize, ProbePolicy)> {
+    let point = r.u32()? as usize;
+    let wait = Duration::from_millis(u64::from_le_bytes(r.array()?));
+    let check_window = u64::from_le_bytes(r.array()?);
+    let min_drop = f64::from_bits(u64::from_le_bytes(r.array()?));
+    r.end()?;
+    if !(0.0..=1.0).contains(&min_drop) {
+        return Err(bad(format!("a minimum drop share of {min_drop}")));
+    }
+    let policy = ProbePolicy {
+        wait,
+        check_window,
+        min_drop,
+        force: flags & FORCE != 0,
+    };
+    Ok((point, policy))
 }
 
 fn decode_keys(

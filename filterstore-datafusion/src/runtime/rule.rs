@@ -177,23 +177,7 @@ impl Walk<'_> {
         isolated: bool,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let isolated = isolated || node.name() == "ChildrenIsolatorUnionExec";
-        let mut changed = false;
-        let mut children = Vec::new();
-        for c in node.children() {
-            let new = self.rewrite(Arc::clone(c), isolated)?;
-            changed |= !Arc::ptr_eq(&new, c);
-            children.push(new);
-        }
-        let node = if changed {
-            // The children changed only by nodes that keep their input's
-            // properties (taps and filters): the node's stay as they are,
-            // and recomputing them (equivalences, orderings) would be most
-            // of the rule's cost.
-            let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
-            node.replace_children(children, opts)?
-        } else {
-            node
-        };
+        let node = self.rewrite_children(node, isolated)?;
         if node.is::<SortMergeJoinExec>() {
             self.joins += 1;
             let l = format!("join #{} (sort-merge)", self.joins);
@@ -238,6 +222,30 @@ impl Walk<'_> {
                 Ok(node)
             }
         }
+    }
+
+    /// `node` over its children rewritten (itself when none changed).
+    fn rewrite_children(
+        &mut self,
+        node: Arc<dyn ExecutionPlan>,
+        isolated: bool,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let mut changed = false;
+        let mut children = Vec::new();
+        for c in node.children() {
+            let new = self.rewrite(Arc::clone(c), isolated)?;
+            changed |= !Arc::ptr_eq(&new, c);
+            children.push(new);
+        }
+        if !changed {
+            return Ok(node);
+        }
+        // The children changed only by nodes that keep their input's
+        // properties (taps and filters): the node's stay as they are, and
+        // recomputing them (equivalences, orderings) would be most of the
+        // rule's cost.
+        let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
+        node.replace_children(children, opts)
     }
 
     fn place(
