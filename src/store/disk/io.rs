@@ -174,8 +174,9 @@ pub mod fault {
     /// `EIO`: what a failed writeback reports.
     #[cfg(any(test, feature = "test-internals"))]
     pub const EIO: i32 = 5;
-    /// `ENOSPC`: what a write to a full disk reports.
-    #[cfg(any(test, feature = "test-internals"))]
+    /// `ENOSPC`: what a write to a full disk reports (used by the
+    /// integration tests only, through `__internals`).
+    #[cfg(feature = "test-internals")]
     pub const ENOSPC: i32 = 28;
 
     #[cfg(any(test, feature = "test-internals"))]
@@ -227,8 +228,8 @@ pub mod fault {
 
     /// Makes the next operation of kind `op` on `path` (a directory's sync,
     /// a rename's target) on this thread fail with OS error `errno` (once).
-    /// Replaces any plan.
-    #[cfg(any(test, feature = "test-internals"))]
+    /// Replaces any plan. Used by the integration tests only (`__internals`).
+    #[cfg(feature = "test-internals")]
     pub fn fail_on(op: Op, path: &Path, errno: i32) {
         plan::PLAN.with(|p| {
             *p.borrow_mut() = Some(plan::Plan {
