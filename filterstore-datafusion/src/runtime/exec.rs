@@ -26,6 +26,7 @@
 //! `key_error_rows`, `wait_time`, `message_bytes`, and per-partition flags
 //! `deadline_missed`, `pass_all`, `stopped_checking`.
 
+use super::node;
 use super::probe::{
     receive, Probe, ProbeMetrics, ProbePolicy, ProbeRun, Runs, Source, State, NAME,
 };
@@ -246,30 +247,15 @@ impl ExecutionPlan for BloomFilterExec {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        for k in &self.keys {
-            if f(k)? == TreeNodeRecursion::Stop {
-                return Ok(TreeNodeRecursion::Stop);
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
+        node::apply_keys(&self.keys, f)
     }
 
     fn replace_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
         options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "{NAME} takes one child, got {}",
-                children.len()
-            )));
-        }
-        let input = children.swap_remove(0);
-        let properties = match options.children_properties {
-            ChildrenPropertiesMode::Keep => Arc::clone(&self.properties),
-            ChildrenPropertiesMode::Recompute => Arc::clone(input.properties()),
-        };
+        let (input, properties) = node::one_child(NAME, children, &options, &self.properties)?;
         Ok(Arc::new(BloomFilterExec {
             input,
             properties,

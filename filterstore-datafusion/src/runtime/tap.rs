@@ -14,6 +14,7 @@
 //!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
+use super::node;
 use super::rendezvous::{self, frame, service, FilterId, PartialBody, Post, Scope};
 use super::scope::ScopeCell;
 use crate::rowkey::{insert_rows, KeyColumns};
@@ -312,30 +313,15 @@ impl ExecutionPlan for BloomTapExec {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
-        for k in &self.keys {
-            if f(k)? == TreeNodeRecursion::Stop {
-                return Ok(TreeNodeRecursion::Stop);
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
+        node::apply_keys(&self.keys, f)
     }
 
     fn replace_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
         options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "{NAME} takes one child, got {}",
-                children.len()
-            )));
-        }
-        let input = children.swap_remove(0);
-        let properties = match options.children_properties {
-            ChildrenPropertiesMode::Keep => Arc::clone(&self.properties),
-            ChildrenPropertiesMode::Recompute => Arc::clone(input.properties()),
-        };
+        let (input, properties) = node::one_child(NAME, children, &options, &self.properties)?;
         Ok(Arc::new(BloomTapExec {
             input,
             properties,
