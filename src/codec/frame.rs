@@ -14,7 +14,7 @@ pub const MAGIC: [u8; 4] = *b"FSTR";
 /// § 13). Each frame is written with the lowest version that describes its
 /// bytes: version 1 unless it holds something § 15 lists under a later
 /// version, so that older readers keep reading everything they can.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
 /// Format version 1: the version, and the min reader version, of every
@@ -24,6 +24,9 @@ pub const VERSION_1: u16 = 1;
 /// carries build statistics (§ 12), and any filter file or message naming
 /// the split-block layout (§ 5), is written as version 2, min reader 2.
 pub const VERSION_2: u16 = 2;
+/// Format version 3 (`docs/FORMAT.md` § 15): a page file's superblock
+/// that says where its log starts (§ 11); written as version 3, min reader 3.
+pub const VERSION_3: u16 = 3;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -455,21 +458,23 @@ mod tests {
         // A newer writer that older readers may still read is accepted.
         let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
         assert_eq!(decode(&f).unwrap().version, 9);
-        // Version 2 is read; version 3 is not (yet).
+        // Versions 2 and 3 are read; version 4 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
-        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 2));
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 3));
+        let f = encode_versioned(FrameKind::TableState, 0, b"", 3, 3);
+        assert_eq!(decode(&f).unwrap().version, 3);
         let f = encode_with_version(FrameKind::BitFilter, 0, 0, 2, |_| {});
         assert_eq!(
             (decode(&f).unwrap().version, decode(&f).unwrap().min_reader),
             (2, 2)
         );
-        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 3, 3);
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 4, 4);
         assert_eq!(
             decode(&f),
             Err(CodecError::UnsupportedVersion {
-                found: 3,
-                min_reader: 3,
-                supported: 2
+                found: 4,
+                min_reader: 4,
+                supported: 3
             })
         );
     }

@@ -222,8 +222,9 @@ fn a_truncated_page_file_is_refused() {
 #[test]
 fn a_split_block_superblock_relabelled_as_version_1_is_refused() {
     // The superblock names the table's layout and hash: a split-block
-    // table's is framed as version 2 (docs/FORMAT.md § 11, § 13), and one
-    // that says version 1 (its CRC made to hold) is corrupt.
+    // table's needs a reader of version 2 at least (docs/FORMAT.md § 11,
+    // § 13; it is written as version 3, which says where the log starts),
+    // and one that says version 1 (its CRC made to hold) is corrupt.
     use filterstore::Layout;
     let dir = tempfile::tempdir().unwrap();
     {
@@ -233,8 +234,8 @@ fn a_split_block_superblock_relabelled_as_version_1_is_refused() {
     }
     let path = file_of_a(dir.path(), "pages");
     let mut bytes = std::fs::read(&path).unwrap();
-    // Copy 0, the one in force (no fold yet), framed 2/2.
-    assert_eq!(&bytes[4..8], &[2, 0, 2, 0]);
+    // Copy 0, the one in force (no fold yet), framed 3/3.
+    assert_eq!(&bytes[4..8], &[3, 0, 3, 0]);
     let body = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     bytes[4..8].copy_from_slice(&[1, 0, 1, 0]);
     let crc = crc32fast::hash(&bytes[..24 + body]);

@@ -89,6 +89,11 @@ pub(crate) struct Superblock {
     pub folded_seq: u64,
     /// Inserts minus removes folded into the chunks.
     pub live_keys: i64,
+    /// The byte of the log file where record `folded_seq` starts (0 in a
+    /// superblock of frame version 1 or 2, which has no such field; a fold
+    /// in the background leaves the records after the ones it folded where
+    /// they are: `docs/FORMAT.md` § 11).
+    pub log_start: u64,
     /// The slot of each chunk.
     pub slots: Vec<Slot>,
 }
@@ -135,9 +140,10 @@ fn file_bytes(params: &FilterParams) -> u64 {
     slot_offset(params, chunk_count(params), Slot::First)
 }
 
-/// The lowest frame version that describes a superblock of a table of
-/// `p`: 2 when it names the split-block layout or its XXH64 hash (new in
-/// version 2, `docs/FORMAT.md` § 13), else 1.
+/// The lowest frame version a superblock of a table of `p` may have been
+/// written with: 2 when it names the split-block layout or its XXH64 hash
+/// (new in version 2, `docs/FORMAT.md` § 13), else 1. Every superblock is
+/// written as version 3 (its field at byte 64 is `log_start`, § 11).
 fn frame_version(p: &FilterParams) -> u16 {
     if p.layout() == crate::filter::params::Layout::SplitBlock
         || p.hash().algo != crate::filter::hash::HashAlgo::Xxh3_128
@@ -166,14 +172,19 @@ impl Superblock {
         body.extend_from_slice(&self.fold.to_le_bytes());
         body.extend_from_slice(&self.folded_seq.to_le_bytes());
         body.extend_from_slice(&self.live_keys.to_le_bytes());
-        body.extend_from_slice(&(self.slots.len() as u64).to_le_bytes());
+        body.extend_from_slice(&self.log_start.to_le_bytes());
         let mut map = vec![0u8; self.slots.len().div_ceil(4)];
         for (c, s) in self.slots.iter().enumerate() {
             map[c / 4] |= (*s as u8) << (2 * (c % 4));
         }
         body.extend_from_slice(&map);
-        let v = frame_version(p);
-        frame::encode_versioned(Kind::TableState, 0, &body, v, v)
+        frame::encode_versioned(
+            Kind::TableState,
+            0,
+            &body,
+            frame::VERSION_3,
+            frame::VERSION_3,
+        )
     }
 
     /// Decodes a superblock copy (`bytes` may run past the frame), checking
@@ -218,7 +229,13 @@ impl Superblock {
         }
         let (fold, folded_seq) = (r.u64()?, r.u64()?);
         let live_keys = r.u64()? as i64;
-        let chunks = r.u64()?;
+        // Version 3 keeps `log_start` where versions 1 and 2 kept the chunk
+        // count (which the table's parameters give).
+        let (log_start, chunks) = if f.version >= frame::VERSION_3 {
+            (r.u64()?, chunk_count(p))
+        } else {
+            (0, r.u64()?)
+        };
         if chunks != chunk_count(p) {
             return Err(corrupt(
                 "page file chunk count",
@@ -239,6 +256,7 @@ impl Superblock {
             fold,
             folded_seq,
             live_keys,
+            log_start,
             slots,
         })
     }
@@ -350,6 +368,7 @@ impl PageFile {
             fold: 0,
             folded_seq: first_seq,
             live_keys: 0,
+            log_start: 0,
             slots: vec![Slot::None; chunk_count(&params) as usize],
         };
         write_all_at(&file, &sb.encode(owner, &params), sb_offset(0, &params))?;
@@ -418,6 +437,26 @@ impl PageFile {
     /// The superblock in force.
     pub(crate) fn superblock(&self) -> &Superblock {
         &self.sb
+    }
+
+    /// A second handle on the same file and superblock, for a fold in the
+    /// background (`store::table::background`): it writes only slots the
+    /// superblock in force does not name, and its commit is adopted by
+    /// this handle ([`adopt`](PageFile::adopt)) before this one writes.
+    pub(crate) fn try_clone(&self) -> io::Result<PageFile> {
+        Ok(PageFile {
+            file: self.file.try_clone()?,
+            params: self.params,
+            owner: self.owner,
+            sb: self.sb.clone(),
+        })
+    }
+
+    /// Takes `sb`, committed through a clone of this handle whose fold
+    /// started from this handle's superblock, as the one in force.
+    pub(crate) fn adopt(&mut self, sb: Superblock) {
+        debug_assert_eq!(sb.fold, self.sb.fold + 1);
+        self.sb = sb;
     }
 
     /// Makes the superblock in force durable as it was read: writes its
@@ -493,15 +532,22 @@ impl Fold<'_> {
         self.file.read_chunk(idx, out)
     }
 
-    /// Commits the fold with `folded_seq` and `live_keys`: syncs the chunks,
+    /// Commits the fold with `folded_seq`, `live_keys` and the log's first
+    /// record at byte `log_start`: syncs the chunks,
     /// writes the superblock copy not in force, syncs it. An error before
     /// the superblock write leaves the old one in force and the file usable
     /// ([`CommitError::Before`]); an error from the superblock write on
     /// leaves unknown which copy the disk holds ([`CommitError::After`]):
     /// nothing may be written to the file any more.
-    pub(crate) fn commit(mut self, folded_seq: u64, live_keys: i64) -> Result<(), CommitError> {
+    pub(crate) fn commit(
+        mut self,
+        folded_seq: u64,
+        live_keys: i64,
+        log_start: u64,
+    ) -> Result<(), CommitError> {
         self.next.folded_seq = folded_seq;
         self.next.live_keys = live_keys;
+        self.next.log_start = log_start;
         let f = &mut *self.file;
         super::io::sync_data(&f.file).map_err(CommitError::Before)?;
         let bytes = self.next.encode(f.owner, &f.params);

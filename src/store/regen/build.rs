@@ -101,7 +101,7 @@ impl Build {
                     .map_err(crate::store::disk::io_err("writing counter pages"))?;
             }
         }
-        match fold.commit(0, live) {
+        match fold.commit(0, live, 0) {
             Ok(()) => Ok(()),
             Err(crate::store::disk::pagefile::CommitError::Before(e)) => {
                 Err(crate::store::disk::io_err("syncing counter pages")(e))

@@ -136,7 +136,7 @@ impl Generation {
             }
         });
         result?;
-        match fold.commit(folded_seq, live) {
+        match fold.commit(folded_seq, live, 0) {
             Ok(()) => {}
             Err(CommitError::Before(e)) => return Err(io_err("syncing counter pages")(e)),
             // The superblock may or may not be in force: the load's keys may
