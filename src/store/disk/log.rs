@@ -7,7 +7,9 @@
 //! A record is one frame (`docs/FORMAT.md` §2, kind `LogRecord`, body §10)
 //! whose body starts with its sequence number and (store format 4) the
 //! table id and generation it belongs to. Reading the log after a crash
-//! starts at byte 0 and takes records while each one is whole (its frame's
+//! starts at the byte the page file's superblock names (`log_start`: 0
+//! unless a fold ran in the background, `docs/FORMAT.md` § 10) and takes
+//! records while each one is whole (its frame's
 //! CRC holds), belongs to this log, and carries the next sequence number
 //! expected (the first one is the page file's `folded_seq`); the first
 //! record that is not ends the log. So what is recovered is always a prefix
@@ -38,7 +40,10 @@
 //! After a fold has made every record durable in the page file (its
 //! superblock names the next sequence number), the file is emptied
 //! ([`LogFile::reset`]); that need not be synced, since a record left from
-//! before carries a smaller number than the first one expected.
+//! before carries a smaller number than the first one expected. A fold in
+//! the background folds a prefix of the records while appends go on: its
+//! superblock names where the rest starts, and the folded bytes are punched
+//! out ([`punch`](super::punch)) instead.
 
 use super::io::{le_u32, le_u64, write_all_at};
 use crate::codec::frame::{self, Kind};
@@ -364,6 +369,11 @@ impl LogFile {
             .fetch_max(self.next_seq, Ordering::AcqRel);
         self.file.set_len(0)?;
         self.append_parts(&[], &[]).map(drop)
+    }
+
+    /// The byte of the file where the next record goes.
+    pub(crate) fn end(&self) -> u64 {
+        self.end
     }
 
     /// The sequence number of the next record.

@@ -82,29 +82,62 @@ pub(crate) struct Scanned {
     pub durable_bytes: u64,
 }
 
+/// Where [`scan_from`] starts and stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// The byte where the first record starts (the superblock's
+    /// `log_start`).
+    pub at: u64,
+    /// The number that record must carry (the superblock's `folded_seq`).
+    pub first_seq: u64,
+    /// The scan stops before the record with this number, if it gets there
+    /// (`u64::MAX`: at the end of the prefix).
+    pub until_seq: u64,
+}
+
 /// Reads the log's records in order from byte 0, starting at sequence number
 /// `first_seq`, calling `f` with every operation, until the prefix of whole
 /// records of this log (`binding`) in sequence ends (module docs) or, before
 /// a record that would pass it, `limit` operations were read. A record whose
 /// frame is whole but whose body is not a valid record is corruption, not a
 /// tear: an error.
+#[cfg(test)]
 pub(crate) fn scan(
     file: &File,
     binding: Binding,
     first_seq: u64,
     limit: u64,
+    f: impl FnMut(LogOp),
+) -> Result<Scanned, CodecError> {
+    let span = Span {
+        at: 0,
+        first_seq,
+        until_seq: u64::MAX,
+    };
+    scan_from(file, binding, span, limit, f)
+}
+
+/// [`scan`] from byte `span.at`, stopping before record `span.until_seq`.
+pub(crate) fn scan_from(
+    file: &File,
+    binding: Binding,
+    span: Span,
+    limit: u64,
     mut f: impl FnMut(LogOp),
 ) -> Result<Scanned, CodecError> {
     let mut s = Scanned {
-        end: 0,
-        next_seq: first_seq,
+        end: span.at,
+        next_seq: span.first_seq,
         ops: 0,
         stopped: false,
         claimed: 0,
-        durable_bytes: 0,
+        durable_bytes: span.at,
     };
     let mut buf = Vec::new();
-    while let Some(rec) = read_record(file, s.end, binding, &mut buf)? {
+    while s.next_seq < span.until_seq {
+        let Some(rec) = read_record(file, s.end, binding, &mut buf)? else {
+            break;
+        };
         if rec.head.seq != s.next_seq || !binding.owns(&rec.head) {
             break;
         }
@@ -124,10 +157,10 @@ pub(crate) fn scan(
     Ok(s)
 }
 
-/// The number of the record at byte 0, if a whole record of this log is
+/// The number of the record at byte `at`, if a whole record of this log is
 /// there.
-pub(crate) fn first_seq(file: &File, binding: Binding) -> Result<Option<u64>, CodecError> {
-    Ok(read_record(file, 0, binding, &mut Vec::new())?
+pub(crate) fn first_seq(file: &File, at: u64, binding: Binding) -> Result<Option<u64>, CodecError> {
+    Ok(read_record(file, at, binding, &mut Vec::new())?
         .filter(|r| binding.owns(&r.head))
         .map(|r| r.head.seq))
 }

@@ -129,7 +129,7 @@ fn records_of_another_generation_are_never_taken() {
         let file = File::open(&path).unwrap();
         let (s, got) = scan_all(&file, 0);
         assert_eq!((s.end, s.ops, got.len()), (0, 0, 0), "{other:?}");
-        assert_eq!(first_seq(&file, BIND).unwrap(), None);
+        assert_eq!(first_seq(&file, 0, BIND).unwrap(), None);
         let found = check_tail(&file, &s, BIND).unwrap();
         assert!(found.is_some_and(|f| f.contains("a record of table")));
     }
@@ -269,7 +269,7 @@ fn sync_positions_survive_a_reset() {
     // with an empty record numbered 2, and new records go on from there.
     assert_eq!(log.sync().synced.load(Ordering::Acquire), b);
     assert_eq!(log.sync().synced_seq.load(Ordering::Acquire), 2);
-    assert_eq!(first_seq(log.file(), BIND).unwrap(), Some(2));
+    assert_eq!(first_seq(log.file(), 0, BIND).unwrap(), Some(2));
     let c = log.append(&ops(1)).unwrap();
     assert!(c > b);
     assert_eq!(log.next_seq(), 4);

@@ -1,6 +1,6 @@
-//! The store's own files (store format 4, `docs/FORMAT.md` §8-§11; the
-//! log reader also reads format 3's records, for a read-only open and the
-//! 3 → 4 migration): the catalog file, and per table generation a page file
+//! The store's own files (store format 5, `docs/FORMAT.md` §8-§11; the
+//! log reader also reads format 3's records, and the page file format 4's
+//! superblocks, for a read-only open and the migrations): the catalog file, and per table generation a page file
 //! and a log. The table layer above drives them and owns a table's
 //! in-memory state; the one piece of it this layer touches is the bit
 //! filter's words, which [`chunks::store_block_words`] derives from counter
@@ -24,6 +24,8 @@ pub(crate) mod log;
 pub(crate) mod log_read;
 pub(crate) mod log_sync;
 pub(crate) mod pagefile;
+#[allow(unsafe_code)]
+pub(crate) mod punch;
 
 use crate::filter::params::FilterParams;
 use crate::store::error::StoreError;

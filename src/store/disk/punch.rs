@@ -1,0 +1,96 @@
+//! Giving a log's folded prefix back to the file system: `fallocate` with
+//! `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` on Linux. The one module of
+//! the store with `unsafe` (one FFI call); audited below.
+//!
+//! After a fold in the background the superblock in force names the byte
+//! where the log's first unfolded record starts (`docs/FORMAT.md` § 11),
+//! and nothing reads the log before it. Punching those bytes out frees
+//! their blocks without moving the records after them (the file keeps its
+//! size: offsets stay valid). Where the file system cannot punch (another
+//! OS, or `EOPNOTSUPP`), the bytes stay until a fold in the foreground
+//! empties the log (`store::table::background`).
+
+use std::fs::File;
+use std::io;
+
+/// Frees the blocks of bytes `0..to` of `file` (rounded down to whole 4 KiB
+/// pages; the bytes read as zeros afterwards, the size is unchanged).
+/// `Ok(false)` when the file system or the OS cannot punch.
+#[cfg(target_os = "linux")]
+pub(crate) fn punch_prefix(file: &File, to: u64) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let len = to - to % 4096;
+    let Ok(len) = libc::off_t::try_from(len) else {
+        return Ok(false);
+    };
+    if len == 0 {
+        return Ok(true);
+    }
+    // SAFETY: `fallocate` takes a file descriptor and three integers and
+    // touches no memory of this process. The descriptor is valid for the
+    // whole call: `file` is borrowed, so it cannot be closed meanwhile.
+    // Punching changes only the file's bytes `0..len`, which the caller
+    // says nothing reads any more.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            len,
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// No punching off Linux: the bytes stay until the log is emptied.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn punch_prefix(_file: &File, _to: u64) -> io::Result<bool> {
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::punch_prefix;
+    use std::io::{Read, Write};
+
+    /// Against the safe path (the bytes written as zeros by hand): the
+    /// same size and the same bytes, the part past the punch untouched.
+    #[test]
+    fn punched_bytes_read_as_zeros_and_the_rest_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8 + 1).collect();
+        let path = dir.path().join("log");
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&data)
+            .unwrap();
+        let f = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let punched = punch_prefix(&f, 9_000).unwrap();
+        let mut expect = data.clone();
+        if punched {
+            expect[..8192].fill(0);
+        }
+        let mut got = Vec::new();
+        std::fs::File::open(&path)
+            .unwrap()
+            .read_to_end(&mut got)
+            .unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got == expect, "bytes differ from the safe path's");
+        assert!(
+            punch_prefix(&f, 100).unwrap(),
+            "nothing to punch is no failure"
+        );
+    }
+}
