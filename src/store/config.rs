@@ -23,6 +23,7 @@ pub struct StoreConfig {
     pub(crate) max_filter_bytes: Option<u64>,
     pub(crate) io_timeout: std::time::Duration,
     pub(crate) memory_budget: Option<u64>,
+    pub(crate) background_folds: bool,
 }
 
 /// How long one call into the storage engine (sled: the guard's storage, a
@@ -85,6 +86,7 @@ impl Default for StoreConfig {
             max_filter_bytes: None,
             io_timeout: DEFAULT_IO_TIMEOUT,
             memory_budget: None,
+            background_folds: true,
         }
     }
 }
@@ -114,6 +116,20 @@ impl StoreConfig {
     /// time (the unfolded log is replayed).
     pub fn fold_threshold(mut self, ops: u64) -> Self {
         self.fold_threshold = Some(ops.clamp(1, super::disk::chunks::MAX_FOLD_OPS));
+        self
+    }
+
+    /// Whether a table's fold runs on a thread of its own while writes go on
+    /// (default `true`; `docs/FORMAT.md` § 11, `store::table::background`):
+    /// the batch that reaches [`fold_threshold`](StoreConfig::fold_threshold)
+    /// starts it and returns; a later write takes its result in. Writes wait
+    /// for it only when the log reaches twice the threshold, or when they
+    /// need the counters it is writing (a remove on a block with pending
+    /// inserts, a bulk load, a regeneration). With `false` every fold runs
+    /// on the thread of the write that reaches the threshold, before that
+    /// write.
+    pub fn background_folds(mut self, on: bool) -> Self {
+        self.background_folds = on;
         self
     }
 

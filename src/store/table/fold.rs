@@ -16,17 +16,25 @@
 //! new superblock, whose first expected log record is past every record the
 //! fold read: those are never applied twice, whether or not the emptying of
 //! the log reached the disk.
+//!
+//! A fold started by a write that reaches the fold threshold runs the same
+//! steps on a thread of its own, over the records the log held when it
+//! started, and commits a superblock that names where the next record
+//! starts instead of emptying the log
+//! ([`background`](super::background)).
 
 use super::state::Writer;
 use crate::filter::counting::nibble;
 use crate::filter::params::FilterParams;
 use crate::store::disk::chunks::{self as pages, MAX_PASS_OPS};
-use crate::store::disk::log;
-use crate::store::disk::log_read;
+use crate::store::disk::log::{self, Binding};
+use crate::store::disk::log_read::{self, Span};
 use crate::store::disk::pagefile::{CommitError, Fold, PageFile};
 use crate::store::disk::{io_err, page_err};
 use crate::store::error::StoreError;
 use crate::store::shared::Shared;
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a fold changed.
 pub(super) struct Folded {
@@ -36,9 +44,58 @@ pub(super) struct Folded {
     pub(super) saturated: u64,
 }
 
+/// The records of a log that a fold reads: numbers `span.first_seq` up to
+/// `span.until_seq` (not included), from byte `span.at` to byte `end`,
+/// holding `ops` operations (what the writer appended: the fold checks that
+/// it reads exactly that).
+pub(super) struct Stretch<'a> {
+    pub(super) file: &'a File,
+    pub(super) binding: Binding,
+    pub(super) span: Span,
+    pub(super) end: u64,
+    pub(super) ops: u64,
+}
+
+/// The span of the whole log of the writer `w`: from the superblock's first
+/// record to the last appended.
+pub(super) fn whole_span(w: &Writer) -> Span {
+    let sb = w.pages.superblock();
+    Span {
+        at: sb.log_start,
+        first_seq: sb.folded_seq,
+        until_seq: w.log.next_seq(),
+    }
+}
+
 /// Folds the whole log of the generation whose writer is `w` (module docs).
 /// An error before the commit changes nothing; an error of the commit whose
 /// outcome is unknown stops the store's writes.
+pub(super) fn fold_log(
+    w: &mut Writer,
+    params: &FilterParams,
+    table: &str,
+    shared: &Shared,
+) -> Result<Folded, StoreError> {
+    let stretch = Stretch {
+        span: whole_span(w),
+        end: w.log.end(),
+        ops: w.log_ops,
+        file: w.log.file(),
+        binding: w.log.binding(),
+    };
+    let folded = fold_stretch(&mut w.pages, &stretch, params, table, shared, 0, None)?;
+    // Committed. A failure to empty the file leaves records that the
+    // superblock's first expected number already skips.
+    let _ = w.log.reset();
+    Ok(folded)
+}
+
+/// Folds the records of `stretch` into the chunks of `pages` and commits
+/// them, the log's next record (`stretch.span.until_seq`) to be read from
+/// byte `log_start` on. An error before the commit changes nothing the
+/// superblock in force names; an error of the commit whose outcome is
+/// unknown stops the store's writes. A fold in the background stops, with
+/// nothing committed, once `cancel` is set.
 ///
 /// The log is read twice: once to count each chunk's entries, once to put
 /// every entry in its chunk's place ([`pages::ByChunk`]: a counting sort,
@@ -46,26 +103,29 @@ pub(super) struct Folded {
 /// read, updated and written once. Memory: the entries (16 bytes per
 /// logged operation in the blocked layout, `16·k` in the others) and 8
 /// bytes per chunk.
-pub(super) fn fold_log(
-    w: &mut Writer,
+pub(super) fn fold_stretch(
+    pages: &mut PageFile,
+    stretch: &Stretch<'_>,
     params: &FilterParams,
     table: &str,
     shared: &Shared,
+    log_start: u64,
+    cancel: Option<&AtomicBool>,
 ) -> Result<Folded, StoreError> {
     let _memory = crate::store::budget::reserve(
         || format!("the fold of table {table:?}"),
-        entry_bytes(params, w.log_ops).saturating_add(pages::ByChunk::memory(params)),
+        entry_bytes(params, stretch.ops).saturating_add(pages::ByChunk::memory(params)),
     )?;
     let mut grouped = pages::ByChunk::new(params);
-    scan_log(w, table, shared, |op| grouped.count(op))?;
+    scan_log(stretch, table, shared, |op| grouped.count(op))?;
     grouped
         .start_placing()
         .map_err(|_| StoreError::OutOfMemory {
             table: table.to_string(),
-            bytes: entry_bytes(params, w.log_ops),
+            bytes: entry_bytes(params, stretch.ops),
         })?;
     let (mut n, mut delta) = (0u64, 0i64);
-    let next_seq = scan_log(w, table, shared, |op| {
+    let next_seq = scan_log(stretch, table, shared, |op| {
         grouped.place(n, op);
         n += 1;
         delta += if op.insert { 1 } else { -1 };
@@ -76,11 +136,14 @@ pub(super) fn fold_log(
             format!("the log of table {table:?} changed while it was read"),
         )));
     };
-    let live = w.pages.superblock().live_keys + delta;
+    let live = pages.superblock().live_keys + delta;
     let mut saturated = 0;
-    let mut fold = w.pages.begin_fold();
+    let mut fold = pages.begin_fold();
     let mut buf = Vec::new();
     for (chunk, run) in pages::by_chunk(params.layout(), &entries) {
+        if cancel.is_some_and(|c| c.load(Ordering::Acquire)) {
+            return Err(StoreError::storage("folding", "cancelled".into()));
+        }
         fold.read_chunk(chunk, &mut buf)
             .map_err(page_err(table, "reading a counter page"))?;
         saturated += pages::apply_entries(params, &mut buf, chunk, run);
@@ -88,33 +151,29 @@ pub(super) fn fold_log(
         fold.write_chunk(chunk, &buf)
             .map_err(io_err("writing folded counter pages"))?;
     }
-    commit(fold, next_seq, live, shared)?;
-    // Committed. A failure to empty the file leaves records that the
-    // superblock's first expected number already skips.
-    let _ = w.log.reset();
+    commit(fold, (next_seq, live, log_start), shared)?;
     Ok(Folded { delta, saturated })
 }
 
-/// Reads every record of the log, calling `f` with each operation; checks
-/// that the records this writer appended are all there.
+/// Reads every record of `stretch`, calling `f` with each operation; checks
+/// that the records the writer appended are all there.
 fn scan_log(
-    w: &Writer,
+    stretch: &Stretch<'_>,
     table: &str,
     shared: &Shared,
     f: impl FnMut(log::LogOp),
 ) -> Result<u64, StoreError> {
-    let first_seq = w.pages.superblock().folded_seq;
-    let scanned = log_read::scan(w.log.file(), w.log.binding(), first_seq, MAX_PASS_OPS, f)
+    let span = stretch.span;
+    let scanned = log_read::scan_from(stretch.file, stretch.binding, span, MAX_PASS_OPS, f)
         .map_err(|e| StoreError::corrupt(format!("log of table {table:?}"), e))?;
-    if scanned.next_seq != w.log.next_seq() || scanned.stopped {
+    if scanned.next_seq != span.until_seq || scanned.end != stretch.end || scanned.stopped {
         // The records this writer appended are not all there: the file
         // changed under the store.
         return Err(shared.failed_with(StoreError::storage(
             "folding",
             format!(
-                "the log of table {table:?} holds records {first_seq}..{} of {first_seq}..{}",
-                scanned.next_seq,
-                w.log.next_seq()
+                "the log of table {table:?} holds records {}..{} of {}..{}",
+                span.first_seq, scanned.next_seq, span.first_seq, span.until_seq
             ),
         )));
     }
@@ -122,10 +181,15 @@ fn scan_log(
 }
 
 /// Commits a fold whose chunks are written: the log's records up to
-/// `next_seq` are then in the pages, with `live` live keys.
-fn commit(fold: Fold<'_>, next_seq: u64, live: i64, shared: &Shared) -> Result<(), StoreError> {
+/// `next_seq` are then in the pages, with `live` live keys, and the log's
+/// next record starts at byte `log_start`.
+fn commit(
+    fold: Fold<'_>,
+    (next_seq, live, log_start): (u64, i64, u64),
+    shared: &Shared,
+) -> Result<(), StoreError> {
     crash_point()?;
-    match fold.commit(next_seq, live) {
+    match fold.commit(next_seq, live, log_start) {
         Ok(()) => Ok(()),
         Err(CommitError::Before(e)) => Err(io_err("syncing folded counter pages")(e)),
         Err(CommitError::After(e)) => Err(shared.failed_with(io_err("committing a fold")(e))),

@@ -12,7 +12,7 @@ use crate::store::disk::chunks::store_block_words;
 use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
 use crate::store::disk::log::{Binding, LogFile, LogSync};
 use crate::store::disk::log_read;
-use crate::store::disk::pagefile::{Owner, PageFile};
+use crate::store::disk::pagefile::{Owner, PageFile, Superblock};
 use crate::store::disk::table_files;
 use crate::store::disk::{create_files, io_err, page_err};
 use crate::store::error::StoreError;
@@ -90,7 +90,7 @@ pub(crate) fn commit_chunks(
         fold.write_chunk(idx, counters)
             .map_err(io_err("writing counter pages"))
     })?;
-    match fold.commit(folded_seq, live) {
+    match fold.commit(folded_seq, live, 0) {
         Ok(()) => Ok(saturated),
         Err(CommitError::Before(e)) => Err(io_err("syncing counter pages")(e)),
         Err(CommitError::After(e)) => {
@@ -167,7 +167,10 @@ fn make_durable(
         return Ok(s.next_seq);
     }
     (|| {
-        if len > s.end {
+        // Shorter than the superblock's `log_start` (a cut took the size of
+        // records a fold in the background had folded): the log starts
+        // there all the same.
+        if len != s.end {
             log_file.set_len(s.end)?;
         }
         io::rewrite(log_file, from, s.end)?;
@@ -204,16 +207,17 @@ struct Replayed {
     scanned: log_read::Scanned,
 }
 
-/// Reads the log (bound by `binding`) of a generation whose page file
-/// expects record `first_seq` first, turning its operations into position
-/// entries (unsorted).
+/// Reads the log (bound by `binding`) of a generation whose page file's
+/// superblock `sb` expects record `sb.folded_seq` first, at byte
+/// `sb.log_start`, turning its operations into position entries (unsorted).
 fn replay_log(
     file: &File,
     binding: Binding,
     params: &FilterParams,
-    first_seq: u64,
+    sb: &Superblock,
     table: &str,
 ) -> Result<Replayed, StoreError> {
+    let (at, first_seq) = (sb.log_start, sb.folded_seq);
     let corrupt = |e| StoreError::corrupt(format!("log of table {table:?}"), e);
     // At most one operation per 17 bytes of log: the entries' memory,
     // reserved under the budget before the file is read.
@@ -223,19 +227,24 @@ fn replay_log(
         .len();
     let memory = budget::reserve(
         || format!("the log replay of table {table:?}"),
-        super::fold::entry_bytes(params, len / 17),
+        super::fold::entry_bytes(params, len.saturating_sub(at) / 17),
     )?;
     let mut entries = Vec::new();
     let mut delta = 0i64;
     let mut n = 0u64;
-    let scanned = log_read::scan(file, binding, first_seq, MAX_PASS_OPS, |op| {
+    let span = log_read::Span {
+        at,
+        first_seq,
+        until_seq: u64::MAX,
+    };
+    let scanned = log_read::scan_from(file, binding, span, MAX_PASS_OPS, |op| {
         pages::push_entries(params, n, op, &mut entries);
         n += 1;
         delta += if op.insert { 1 } else { -1 };
     })
     .map_err(corrupt)?;
-    if scanned.ops == 0 && scanned.end == 0 {
-        if let Some(seq) = log_read::first_seq(file, binding).map_err(corrupt)? {
+    if scanned.ops == 0 && scanned.end == at {
+        if let Some(seq) = log_read::first_seq(file, at, binding).map_err(corrupt)? {
             if seq > first_seq {
                 return Err(StoreError::corrupt(
                     format!("page file superblock of table {table:?}"),
@@ -327,7 +336,7 @@ impl Generation {
         let binding = shared.binding(&meta);
         let (pages, log_file) = open_files(shared, &meta, params)?;
         let sb = pages.superblock().clone();
-        let mut replayed = replay_log(&log_file, binding, &params, sb.folded_seq, &name)?;
+        let mut replayed = replay_log(&log_file, binding, &params, &sb, &name)?;
         let damaged = log_read::check_tail(&log_file, &replayed.scanned, binding)
             .map_err(|e| StoreError::corrupt(format!("log of table {name:?}"), e))?;
         let s = replayed.scanned;
@@ -354,6 +363,8 @@ impl Generation {
             journal: Journal::default(),
             pages,
             log: LogFile::new(log_file, binding, (s.end, s.next_seq), durable),
+            background: None,
+            fold_here: false,
         };
         let mut g = Generation::assemble(shared, meta, params, bits, memory, writer);
         g.damaged = damaged;
@@ -478,7 +489,7 @@ impl Generation {
             w.log.file(),
             w.log.binding(),
             &self.params,
-            w.pages.superblock().folded_seq,
+            w.pages.superblock(),
             name,
         )?;
         pages::sort_entries(&mut replayed.entries);
@@ -510,7 +521,7 @@ impl Generation {
             w.log.file(),
             w.log.binding(),
             &self.params,
-            w.pages.superblock().folded_seq,
+            w.pages.superblock(),
             name,
         )?;
         pages::sort_entries(&mut replayed.entries);
@@ -533,6 +544,7 @@ impl Generation {
     /// they are discarded (and never written into the old files, which are
     /// about to be deleted).
     pub(crate) fn retire(&self, w: &mut Writer) {
+        self.settle_fold(w, true);
         w.buffer.clear();
         w.journal.stop();
         self.retired.store(true, Ordering::Release);
@@ -553,7 +565,8 @@ impl Generation {
 
     /// Marks the table dropped; afterwards no write touches its files.
     pub(crate) fn mark_dropped(&self) {
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
+        self.settle_fold(&mut w, true);
         self.dropped.store(true, Ordering::Release);
     }
 }
@@ -564,6 +577,12 @@ impl Drop for Generation {
     /// a durable apply. Then seals the log ([`LogFile::seal`]: a record that
     /// says how far it was durable), unless nothing may be written.
     fn drop(&mut self) {
+        {
+            // A fold in the background stops at its next chunk; what it
+            // committed is taken in (its log bytes freed).
+            let mut w = self.writer.lock();
+            self.settle_fold(&mut w, true);
+        }
         let _ = self.write_pending();
         if self.shared.check_writable().is_ok()
             && self.damaged.is_none()

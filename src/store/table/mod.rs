@@ -4,6 +4,9 @@
 //! state, write path and log fold ([`state`], [`writer`], [`fold`]), bulk
 //! loads ([`bulk`]) and lookups for one thread ([`reader`]).
 
+mod background;
+#[cfg(test)]
+mod background_tests;
 mod bloom;
 mod bulk;
 mod fold;

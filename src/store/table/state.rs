@@ -2,6 +2,7 @@
 //! lock ([`Writer`]), and the journal of a regeneration ([`Journal`]). The
 //! invariant that keeps lookups exact is stated in [`writer`](super::writer).
 
+use super::background::Background;
 use crate::store::disk::log::{LogFile, LogOp};
 use crate::store::disk::pagefile::PageFile;
 use std::collections::HashMap;
@@ -28,6 +29,12 @@ pub(crate) struct Writer {
     pub(crate) pages: PageFile,
     /// The log file.
     pub(crate) log: LogFile,
+    /// The fold running in the background, if one is
+    /// ([`background`](super::background)).
+    pub(crate) background: Option<Background>,
+    /// The next fold runs on the writer's thread: the last one in the
+    /// background failed, or the log's folded bytes could not be freed.
+    pub(super) fold_here: bool,
 }
 
 /// The journal of a regeneration: while one runs, every operation staged on
@@ -95,6 +102,8 @@ impl Writer {
             journal: Journal::default(),
             pages,
             log,
+            background: None,
+            fold_here: false,
         }
     }
 

@@ -31,7 +31,9 @@
 //! counters: a cached copy, or one read of its chunk from the page file (and,
 //! if the block is dirty, a fold first). A fold costs one read and one write
 //! of each touched 16 KiB chunk and two `fdatasync`s of the page file (see
-//! [`fold`](super::fold)); every call runs on the caller's thread.
+//! [`fold`](super::fold)); the one a write starts at the fold threshold
+//! runs in the background ([`background`](super::background)), every other
+//! call on the caller's thread.
 //!
 //! [`StoreConfig::buffer_ops`]: crate::StoreConfig::buffer_ops
 
@@ -42,7 +44,7 @@ use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::positions;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use crate::store::batch::Durability;
-use crate::store::disk::chunks::{store_block_words, CHUNK_BLOCKS};
+use crate::store::disk::chunks::{store_block_words, CHUNK_BLOCKS, MAX_PASS_OPS};
 use crate::store::disk::log::LogOp;
 use crate::store::disk::pagefile::PageFile;
 use crate::store::disk::{io_err, page_err};
@@ -270,7 +272,7 @@ impl Generation {
     }
 
     /// Appends the buffer to the log as one record ([`append_record`](Generation::append_record)).
-    fn write_buffer(&self, w: &mut Writer) -> Result<u64, StoreError> {
+    pub(super) fn write_buffer(&self, w: &mut Writer) -> Result<u64, StoreError> {
         self.append_record(w, &[])
     }
 
@@ -278,6 +280,7 @@ impl Generation {
     /// block is clean and the log is empty.
     pub(crate) fn fold(&self, w: &mut Writer) -> Result<(), StoreError> {
         self.check_sound()?;
+        self.settle_fold(w, false);
         self.write_buffer(w)?;
         if w.log_ops > 0 {
             self.shared.check_writable()?;
@@ -287,6 +290,7 @@ impl Generation {
             w.log_ops = 0;
             self.pending.store(0, Ordering::Relaxed);
             w.dirty.fill(0);
+            w.fold_here = false;
         }
         w.materialized.clear();
         Ok(())
@@ -313,7 +317,6 @@ impl Generation {
         ops: &[LogOp],
         durability: Durability,
     ) -> Result<bool, StoreError> {
-        let config = &self.shared.config;
         let written = {
             let mut w = self.writer.lock();
             if self.retired.load(Ordering::Acquire) {
@@ -322,19 +325,41 @@ impl Generation {
             self.check_live()?;
             self.check_sound()?;
             self.shared.check_writable()?;
-            // The fold the writes before this one asked for, before this
-            // batch (so that its failure changes nothing of the batch).
-            if w.log_ops >= config.fold_threshold_ops(&self.params)
-                || w.materialized.len() > config.materialized_blocks
-            {
-                self.fold(&mut w)?;
-            }
+            self.fold_if_due(&mut w, ops.len())?;
             self.apply_locked(&mut w, ops, durability)?
         };
         if let (Durability::Durable, Some(pos)) = (durability, written) {
             self.sync_log(pos)?;
         }
         Ok(true)
+    }
+
+    /// The fold the writes before a batch of `batch` operations asked for,
+    /// before the batch (so that its failure changes nothing of the batch):
+    /// started in the background when the log reached the fold threshold
+    /// ([`background`](super::background)), after waiting for the one
+    /// running there if the log reached twice that (or the batch would take
+    /// it past what one fold pass reads); on this thread when too many
+    /// blocks are materialized, when background folds are off, or when the
+    /// last one failed or left bytes it could not free.
+    fn fold_if_due(&self, w: &mut Writer, batch: usize) -> Result<(), StoreError> {
+        let config = &self.shared.config;
+        let threshold = config.fold_threshold_ops(&self.params);
+        self.poll_fold(w);
+        let unfolded = w.log_ops + (w.buffer.len() + batch) as u64;
+        if w.log_ops >= 2 * threshold || unfolded > MAX_PASS_OPS {
+            self.settle_fold(w, false);
+        }
+        if w.materialized.len() > config.materialized_blocks {
+            return self.fold(w);
+        }
+        if w.log_ops < threshold || w.background.is_some() {
+            return Ok(());
+        }
+        if config.background_folds && !w.fold_here && self.start_fold(w)? {
+            return Ok(());
+        }
+        self.fold(w)
     }
 
     /// [`apply_ops`](Generation::apply_ops) under the writer lock: returns
