@@ -28,10 +28,12 @@ use std::path::{Path, PathBuf};
 /// state record may carry the marks of a fold under way; version 3: the
 /// catalog, counter pages and logs in the store's own files, sled only for
 /// the guard's storage; version 4: each log record names its table and
-/// generation and says how far its log was durable (`docs/FORMAT.md`
-/// §8-§11, §15). A store of version 3 is migrated when opened for writing
-/// and read as it is when opened read-only.
-pub const STORE_FORMAT_VERSION: u32 = 4;
+/// generation and says how far its log was durable; version 5: each page
+/// file's superblock says where its log starts, so that a fold can run in
+/// the background (`docs/FORMAT.md` §8-§11, §15). A store of version 3 or 4
+/// is migrated when opened for writing and read as it is when opened
+/// read-only.
+pub const STORE_FORMAT_VERSION: u32 = 5;
 /// The longest table name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 

@@ -5,9 +5,12 @@
 //! Formats 1 and 2 kept everything in sled; their migration to format 3
 //! lives in the sled-era wing ([`legacy::migrate`](super::legacy)). Formats
 //! 3 and 4 keep the catalog and the tables in the store's own files; 4
-//! binds each log record to its table and generation. The 3 → 4 step, here,
+//! binds each log record to its table and generation; 5 has each page
+//! file's superblock say where its log starts. The 3 → 4 step, here,
 //! folds every log and empties it, then switches the catalog header: a
 //! crash at any point leaves a store that opens as format 3 or as format 4.
+//! The 4 → 5 step only switches the header (format-4 superblocks read as
+//! logs that start at byte 0).
 //!
 //! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the
 //! fixtures it is tested on (`tests/store/fixture.rs`: those are bytes on
@@ -15,5 +18,8 @@
 
 #[path = "../../migrations/steps/v3_to_v4.rs"]
 mod v3_to_v4;
+#[path = "../../migrations/steps/v4_to_v5.rs"]
+mod v4_to_v5;
 
 pub(crate) use v3_to_v4::v3_to_v4;
+pub(crate) use v4_to_v5::v4_to_v5;

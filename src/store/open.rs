@@ -301,11 +301,14 @@ impl FilterStore {
         if write && catalog.header().format_version == 3 {
             migrate::v3_to_v4(&path, &config, &mut catalog)?;
         }
+        if write && catalog.header().format_version == 4 {
+            migrate::v4_to_v5(&mut catalog)?;
+        }
         let header = catalog.header();
-        // A read-only open reads a store of format 3 as it is (its logs
-        // with the format-3 reader): it writes nothing.
-        let readable =
-            header.format_version == STORE_FORMAT_VERSION || (!write && header.format_version == 3);
+        // A read-only open reads a store of format 3 or 4 as it is (format
+        // 3's logs with the format-3 reader): it writes nothing.
+        let readable = header.format_version == STORE_FORMAT_VERSION
+            || (!write && (3..=4).contains(&header.format_version));
         if !readable {
             return Err(if header.format_version > STORE_FORMAT_VERSION {
                 StoreError::UnsupportedFormat {

@@ -26,6 +26,7 @@ mod concurrency;
 mod corruption;
 mod corruption_files;
 mod fixture;
+mod fixture_v5;
 mod golden;
 mod host_embedding;
 mod import;

@@ -1,0 +1,68 @@
+//! The store-format-5 fixture (`migrations/fixtures/store-v5/`): the
+//! operations of the v3 and v4 fixtures (three tables, `standard`
+//! regenerated), written by the code of store format 5 with a fold
+//! threshold of 400: each table's last fold ran in the background, its
+//! superblock names a log that starts past byte 0 (`log_start`,
+//! `docs/FORMAT.md` § 11) with the last 200 inserts, the folded bytes
+//! before it punched out. Those bytes are on users' disks: they are
+//! read, as they are and for writing, by every later build.
+
+use super::fixture::{copy_tree, fixture_check, v3, v4};
+use crate::common;
+use crate::store_fixture_common::dir_size;
+use filterstore::FilterStore;
+
+fn dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/fixtures/store-v5")
+}
+
+/// Writes the fixture into [`dir`] if it is missing and
+/// `FILTERSTORE_WRITE_FIXTURES` is set.
+fn write_if_asked() {
+    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || dir().exists() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    v4::write_with(tmp.path(), true);
+    std::fs::create_dir_all(dir().join("tables")).unwrap();
+    for name in ["FILTERSTORE", "catalog"] {
+        std::fs::copy(tmp.path().join(name), dir().join(name)).unwrap();
+    }
+    for e in std::fs::read_dir(tmp.path().join("tables")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir().join("tables").join(e.file_name())).unwrap();
+    }
+}
+
+/// The log of table `id`'s generation 1.
+fn log_of(dir: &std::path::Path, id: u64) -> std::path::PathBuf {
+    dir.join("tables")
+        .join(format!("{id:016x}-{:016x}.log", 1))
+}
+
+#[test]
+fn v5_store_fixture_with_logs_that_start_past_byte_0_reads_exact() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        write_if_asked();
+        let tmp = tempfile::tempdir().unwrap();
+        copy_tree(&dir(), tmp.path());
+        // `blocked` (table 1): its fold ran in the background; the log's
+        // first page was folded and punched.
+        let log = std::fs::read(log_of(tmp.path(), 1)).unwrap();
+        assert!(log.len() > 4096 && log[..4096].iter().all(|&b| b == 0));
+        let snapshot = FilterStore::open_snapshot(tmp.path()).unwrap();
+        fixture_check(&snapshot, 200, 5);
+        drop(snapshot);
+        assert_eq!(dir_size(tmp.path()), dir_size(&dir()), "read-only wrote");
+        let store = FilterStore::open(tmp.path()).unwrap();
+        fixture_check(&store, 200, 5);
+        let t = store.open_table("blocked").unwrap();
+        t.insert(b"after").unwrap();
+        t.flush().unwrap();
+        drop((t, store));
+        let store = FilterStore::open(tmp.path()).unwrap();
+        let t = store.open_table("blocked").unwrap();
+        assert!(t.contains(b"after") && t.contains(v3::key(1199).as_bytes()));
+        assert!(dir_size(&dir()) <= 1 << 20);
+    })
+}
