@@ -15,7 +15,7 @@ use super::model::{
 };
 use filterstore::{
     CountingFilter, Durability, ExportKind, FilterStore, Guard, Layout, RegenOptions,
-    SledDiffStorage, Table, TableSpec, WriteBatch,
+    SledDiffStorage, StoreConfig, Table, TableSpec, WriteBatch,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,6 +29,15 @@ const MAIN_KEYS: u64 = 100_000;
 const OTHER_KEYS: u64 = 10_000;
 /// Batches a bulk load adds.
 const BULK_BATCHES: u64 = 10;
+
+/// The child's store configuration: a fold threshold of 1,000 operations,
+/// so that with batches of [`BATCH`] keys a fold starts in the background
+/// every third batch or so and commits while the next ones are written
+/// (`store::table::background`): every workload is cut inside those folds
+/// too, and the explicit folds of the `folds` workload wait for them.
+fn config() -> StoreConfig {
+    StoreConfig::default().fold_threshold(1_000)
+}
 
 /// What a step of a workload does (to its table, `Child::run`).
 #[derive(Clone, Copy, Debug)]
@@ -174,7 +183,9 @@ impl Child {
     /// Opens (or creates) the store.
     pub fn open(&mut self) -> bool {
         let dir = self.dir.clone();
-        self.store = self.step("open", "-", "-", |_| FilterStore::open(&dir).map_err(msg));
+        self.store = self.step("open", "-", "-", |_| {
+            FilterStore::open_with(&dir, config()).map_err(msg)
+        });
         self.store.is_some()
     }
 
@@ -185,7 +196,9 @@ impl Child {
         self.written.clear();
         self.store = None;
         let dir = self.dir.clone();
-        self.store = self.step("reopen", "-", "-", |_| FilterStore::open(&dir).map_err(msg));
+        self.store = self.step("reopen", "-", "-", |_| {
+            FilterStore::open_with(&dir, config()).map_err(msg)
+        });
         self.store.is_some()
     }
 
