@@ -31,9 +31,12 @@
 //! one: a reader starts at byte `end`, at record `until_seq`, and takes the
 //! records the writer appended after the fold started, which are there as
 //! far as they were written and synced (the log's own durability rules,
-//! unchanged). Only when the writer has taken the result in are the bytes
-//! before `end` punched out of the log ([`punch_prefix`]), so nothing reads
-//! them afterwards.
+//! unchanged). Only when the writer has taken the result in are bytes
+//! punched out of the log ([`punch_prefix`]), and only those before the
+//! `log_start` of the superblock the fold replaced: the copy before the one
+//! in force still finds every record it needs (the `docs/FORMAT.md` § 11
+//! fallback when the copy in force is damaged); the next fold overwrites
+//! that copy's slots, and its adoption punches the rest.
 //!
 //! An error of the fold before its commit changes nothing in force: the
 //! writer takes it in as "not folded", and its next fold runs on the
@@ -186,11 +189,14 @@ impl Generation {
     }
 
     /// Takes in a fold committed in the background: its superblock, and the
-    /// operations it folded; then frees the log's bytes before its new
-    /// start (or, where they cannot be freed, has the next fold run on the
-    /// writer's thread, which empties the log).
+    /// operations it folded; then frees the log's bytes before where the
+    /// superblock it replaced started the log (or, where they cannot be
+    /// freed, has the next fold run on the writer's thread, which empties
+    /// the log). The records from there on stay: should the new superblock
+    /// copy be damaged later, the one before it (whose slots the next fold
+    /// overwrites, not this one) reads them all again, no record lost.
     fn adopt(&self, w: &mut Writer, done: Done) {
-        let start = done.sb.log_start;
+        let start = w.pages.superblock().log_start;
         w.pages.adopt(done.sb);
         w.log_ops -= done.ops;
         self.pending.store(w.log_ops, Ordering::Relaxed);
