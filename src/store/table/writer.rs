@@ -346,11 +346,13 @@ impl Generation {
         let config = &self.shared.config;
         let threshold = config.fold_threshold_ops(&self.params);
         self.poll_fold(w);
-        let unfolded = w.log_ops + (w.buffer.len() + batch) as u64;
-        if w.log_ops >= 2 * threshold || unfolded > MAX_PASS_OPS {
+        // The log a reopen reads (every record since the superblock in
+        // force's `log_start`) must stay within one fold pass.
+        let unfolded = |w: &Writer| w.log_ops + (w.buffer.len() + batch) as u64;
+        if w.log_ops >= 2 * threshold || unfolded(w) > MAX_PASS_OPS {
             self.settle_fold(w, false);
         }
-        if w.materialized.len() > config.materialized_blocks {
+        if w.materialized.len() > config.materialized_blocks || unfolded(w) > MAX_PASS_OPS {
             return self.fold(w);
         }
         if w.log_ops < threshold || w.background.is_some() {
