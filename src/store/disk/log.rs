@@ -43,7 +43,7 @@
 //! before carries a smaller number than the first one expected. A fold in
 //! the background folds a prefix of the records while appends go on: its
 //! superblock names where the rest starts, and the folded bytes are punched
-//! out ([`punch`](super::punch)) instead.
+//! out ([`sys::punch_prefix`](super::sys::punch_prefix)) instead.
 
 use super::io::{le_u32, le_u64, write_all_at};
 use crate::codec::frame::{self, Kind};

@@ -25,7 +25,7 @@ pub(crate) mod log_read;
 pub(crate) mod log_sync;
 pub(crate) mod pagefile;
 #[allow(unsafe_code)]
-pub(crate) mod punch;
+pub(crate) mod sys;
 
 use crate::filter::params::FilterParams;
 use crate::store::error::StoreError;

@@ -52,7 +52,7 @@ use crate::filter::params::FilterParams;
 use crate::store::disk::log::Binding;
 use crate::store::disk::log_read::Span;
 use crate::store::disk::pagefile::{PageFile, Superblock};
-use crate::store::disk::punch::punch_prefix;
+use crate::store::disk::sys::punch_prefix;
 use crate::store::error::StoreError;
 use crate::store::shared::Shared;
 use std::fs::File;

@@ -1,4 +1,5 @@
-//! Giving a log's folded prefix back to the file system: `fallocate` with
+//! The store's calls into the OS that std does not offer, Linux only: giving
+//! a log's folded prefix back to the file system, `fallocate` with
 //! `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` on Linux. The one module of
 //! the store with `unsafe` (one FFI call); audited below.
 //!
