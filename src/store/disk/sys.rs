@@ -1,7 +1,9 @@
-//! The store's calls into the OS that std does not offer, Linux only: giving
-//! a log's folded prefix back to the file system, `fallocate` with
-//! `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` on Linux. The one module of
-//! the store with `unsafe` (one FFI call); audited below.
+//! The store's calls into the OS that std does not offer, Linux only (no-ops
+//! elsewhere): giving a log's folded prefix back to the file system
+//! (`fallocate` with `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`), and
+//! starting the writeback of a durable record before its `fdatasync`
+//! (`sync_file_range` with `SYNC_FILE_RANGE_WRITE`). The one module of the
+//! store with `unsafe` (two FFI calls, each argued where it is made).
 //!
 //! After a fold in the background the superblock in force names the byte
 //! where the log's first unfolded record starts (`docs/FORMAT.md` § 11),
@@ -94,4 +96,48 @@ mod tests {
             "nothing to punch is no failure"
         );
     }
+
+    /// Starting writeback changes no byte and no size (the safe path: not
+    /// calling it), also for a range past the end.
+    #[test]
+    fn starting_writeback_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 13) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let f = std::fs::File::options().write(true).open(&path).unwrap();
+        super::start_writeback(&f, 4_000, 5_000);
+        super::start_writeback(&f, 9_000, 1 << 40);
+        drop(f);
+        assert!(std::fs::read(&path).unwrap() == data);
+    }
 }
+
+/// Starts writing back bytes `from..from + len` of `file` without waiting
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a durable append's record
+/// is on its way to the disk while the writer sets its bits, and the
+/// `fdatasync` after waits for less (measured: durable batches went from
+/// 0.80 to 0.96-1.01 of the `fdatasync` bound on the VM's disk, `cargo
+/// bench --bench store`, README "Measured"). Durability is unchanged: only
+/// that `fdatasync` says durable. Without `SYNC_FILE_RANGE_WAIT_*` the call
+/// neither waits nor checks the file's writeback errors, so it consumes
+/// none of them: the `fdatasync` still reports a failed writeback (the
+/// kernel's errseq is checked only by the waiting flags and by `fsync`).
+#[cfg(target_os = "linux")]
+pub(crate) fn start_writeback(file: &File, from: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(from), Ok(len)) = (libc::off64_t::try_from(from), libc::off64_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: `sync_file_range` takes a file descriptor and three integers
+    // and touches no memory of this process; `file` is borrowed, so the
+    // descriptor stays open for the call. Its result is ignored: it only
+    // starts writeback.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Nothing to start off Linux.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn start_writeback(_file: &File, _from: u64, _len: u64) {}

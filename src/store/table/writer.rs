@@ -387,7 +387,12 @@ impl Generation {
         let scratch = self.prepare(w, ops)?;
         let written =
             if durability != Durability::Buffered || w.buffer.len() + ops.len() >= buffer_ops {
-                Some(self.append_record(w, ops)?)
+                let from = w.log.end();
+                let pos = self.append_record(w, ops)?;
+                if durability == Durability::Durable {
+                    w.log.start_writeback(from);
+                }
+                Some(pos)
             } else {
                 None
             };
