@@ -36,7 +36,11 @@
 //! `log_start` of the superblock the fold replaced: the copy before the one
 //! in force still finds every record it needs (the `docs/FORMAT.md` § 11
 //! fallback when the copy in force is damaged); the next fold overwrites
-//! that copy's slots, and its adoption punches the rest.
+//! that copy's slots (a slot it wrote is then refused by its fold number),
+//! and its adoption punches the rest. A fold on the writer's thread empties
+//! the log and starts it again at byte 0, where a reader that fell back to
+//! an older copy finds a record numbered past that copy's and refuses the
+//! table (`check_newer_copy` in `generation.rs`).
 //!
 //! An error of the fold before its commit changes nothing in force: the
 //! writer takes it in as "not folded", and its next fold runs on the

@@ -207,6 +207,40 @@ struct Replayed {
     scanned: log_read::Scanned,
 }
 
+/// Refuses a log whose superblock in force `sb` finds no record where the
+/// log should start while a record of this log numbered above `folded_seq`
+/// starts at `log_start` or at byte 0: a newer superblock copy committed a
+/// fold and emptied the log (a fold on the writer's thread restarts it at
+/// byte 0 whatever the copy before said), and that copy was damaged since,
+/// bringing back this one (`docs/FORMAT.md` § 11). Opening on it would lose
+/// the records the damaged copy had folded.
+fn check_newer_copy(
+    file: &File,
+    binding: Binding,
+    sb: &Superblock,
+    table: &str,
+) -> Result<(), StoreError> {
+    let corrupt = |e| StoreError::corrupt(format!("log of table {table:?}"), e);
+    for at in [sb.log_start, 0] {
+        let Some(seq) = log_read::first_seq(file, at, binding).map_err(corrupt)? else {
+            continue;
+        };
+        if seq > sb.folded_seq {
+            return Err(StoreError::corrupt(
+                format!("page file superblock of table {table:?}"),
+                crate::error::CodecError::InvalidField {
+                    field: "superblock",
+                    reason: format!(
+                        "the copy in force expects log record {} at byte {}, the log holds                          record {seq} at byte {at}: a newer copy was damaged",
+                        sb.folded_seq, sb.log_start
+                    ),
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Reads the log (bound by `binding`) of a generation whose page file's
 /// superblock `sb` expects record `sb.folded_seq` first, at byte
 /// `sb.log_start`, turning its operations into position entries (unsorted).
@@ -244,20 +278,7 @@ fn replay_log(
     })
     .map_err(corrupt)?;
     if scanned.ops == 0 && scanned.end == at {
-        if let Some(seq) = log_read::first_seq(file, at, binding).map_err(corrupt)? {
-            if seq > first_seq {
-                return Err(StoreError::corrupt(
-                    format!("page file superblock of table {table:?}"),
-                    crate::error::CodecError::InvalidField {
-                        field: "superblock",
-                        reason: format!(
-                            "the copy in force expects log record {first_seq}, the log starts at \
-                             {seq}: a newer copy was damaged"
-                        ),
-                    },
-                ));
-            }
-        }
+        check_newer_copy(file, binding, sb, table)?;
     }
     if scanned.stopped {
         // Every fold empties the log, and a log reaches at most one fold
