@@ -58,6 +58,35 @@ pub(crate) fn punch_prefix(_file: &File, _to: u64) -> io::Result<bool> {
     Ok(false)
 }
 
+/// Starts writing back bytes `from..from + len` of `file` without waiting
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a durable append's record
+/// is on its way to the disk while the writer sets its bits, and the
+/// `fdatasync` after waits for less (measured: durable batches went from
+/// 0.80 to 0.96-1.01 of the `fdatasync` bound on the VM's disk, `cargo
+/// bench --bench store`, README "Measured"). Durability is unchanged: only
+/// that `fdatasync` says durable. Without `SYNC_FILE_RANGE_WAIT_*` the call
+/// neither waits nor checks the file's writeback errors, so it consumes
+/// none of them: the `fdatasync` still reports a failed writeback (the
+/// kernel's errseq is checked only by the waiting flags and by `fsync`).
+#[cfg(target_os = "linux")]
+pub(crate) fn start_writeback(file: &File, from: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(from), Ok(len)) = (libc::off64_t::try_from(from), libc::off64_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: `sync_file_range` takes a file descriptor and three integers
+    // and touches no memory of this process; `file` is borrowed, so the
+    // descriptor stays open for the call. Its result is ignored: it only
+    // starts writeback.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Nothing to start off Linux.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn start_writeback(_file: &File, _from: u64, _len: u64) {}
+
 #[cfg(test)]
 mod tests {
     use super::punch_prefix;
@@ -112,32 +141,3 @@ mod tests {
         assert!(std::fs::read(&path).unwrap() == data);
     }
 }
-
-/// Starts writing back bytes `from..from + len` of `file` without waiting
-/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a durable append's record
-/// is on its way to the disk while the writer sets its bits, and the
-/// `fdatasync` after waits for less (measured: durable batches went from
-/// 0.80 to 0.96-1.01 of the `fdatasync` bound on the VM's disk, `cargo
-/// bench --bench store`, README "Measured"). Durability is unchanged: only
-/// that `fdatasync` says durable. Without `SYNC_FILE_RANGE_WAIT_*` the call
-/// neither waits nor checks the file's writeback errors, so it consumes
-/// none of them: the `fdatasync` still reports a failed writeback (the
-/// kernel's errseq is checked only by the waiting flags and by `fsync`).
-#[cfg(target_os = "linux")]
-pub(crate) fn start_writeback(file: &File, from: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    let (Ok(from), Ok(len)) = (libc::off64_t::try_from(from), libc::off64_t::try_from(len)) else {
-        return;
-    };
-    // SAFETY: `sync_file_range` takes a file descriptor and three integers
-    // and touches no memory of this process; `file` is borrowed, so the
-    // descriptor stays open for the call. Its result is ignored: it only
-    // starts writeback.
-    unsafe {
-        libc::sync_file_range(file.as_raw_fd(), from, len, libc::SYNC_FILE_RANGE_WRITE);
-    }
-}
-
-/// Nothing to start off Linux.
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn start_writeback(_file: &File, _from: u64, _len: u64) {}
