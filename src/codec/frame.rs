@@ -26,6 +26,8 @@ pub const VERSION_1: u16 = 1;
 pub const VERSION_2: u16 = 2;
 /// Format version 3 (`docs/FORMAT.md` § 15): a page file's superblock
 /// that says where its log starts (§ 11); written as version 3, min reader 3.
+/// Only the store writes it (feature `store`).
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub const VERSION_3: u16 = 3;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
