@@ -22,4 +22,20 @@ mod v3_to_v4;
 mod v4_to_v5;
 
 pub(crate) use v3_to_v4::v3_to_v4;
-pub(crate) use v4_to_v5::v4_to_v5;
+use v4_to_v5::v4_to_v5;
+
+/// Runs every step from the version of `catalog` (of the store in `dir`,
+/// opened for writing), if it is 3 or later, to the current one.
+pub(crate) fn from_format_3(
+    dir: &std::path::Path,
+    config: &super::config::StoreConfig,
+    catalog: &mut super::catalog::Catalog,
+) -> Result<(), super::error::StoreError> {
+    if catalog.header().format_version == 3 {
+        v3_to_v4(dir, config, catalog)?;
+    }
+    if catalog.header().format_version == 4 {
+        v4_to_v5(catalog)?;
+    }
+    Ok(())
+}

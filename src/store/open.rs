@@ -298,30 +298,10 @@ impl FilterStore {
             None if has_sled(&path) => upgrade_legacy(&path, &config)?,
             None => create_new(&path)?,
         };
-        if write && catalog.header().format_version == 3 {
-            migrate::v3_to_v4(&path, &config, &mut catalog)?;
+        if write {
+            migrate::from_format_3(&path, &config, &mut catalog)?;
         }
-        if write && catalog.header().format_version == 4 {
-            migrate::v4_to_v5(&mut catalog)?;
-        }
-        let header = catalog.header();
-        // A read-only open reads a store of format 3 or 4 as it is (format
-        // 3's logs with the format-3 reader): it writes nothing.
-        let readable = header.format_version == STORE_FORMAT_VERSION
-            || (!write && (3..=4).contains(&header.format_version));
-        if !readable {
-            return Err(if header.format_version > STORE_FORMAT_VERSION {
-                StoreError::UnsupportedFormat {
-                    found: header.format_version,
-                    supported: STORE_FORMAT_VERSION,
-                }
-            } else {
-                StoreError::NoMigration {
-                    from: header.format_version,
-                    to: STORE_FORMAT_VERSION,
-                }
-            });
-        }
+        check_format(catalog.header().format_version, write)?;
         if write {
             if legacy_marker {
                 marker::write_marker(&path)?;
@@ -474,4 +454,25 @@ fn topmost_missing(path: &Path) -> PathBuf {
         top = p;
     }
     top.to_path_buf()
+}
+
+/// Whether this build opens a store of format `found` (after the
+/// migrations of a writing open): the current one, or, read-only, 3 or 4
+/// as they are (format 3's logs with the format-3 reader; nothing is
+/// written). Else a newer format is refused, an older one has no migration.
+fn check_format(found: u32, write: bool) -> Result<(), StoreError> {
+    if found == STORE_FORMAT_VERSION || (!write && (3..=4).contains(&found)) {
+        return Ok(());
+    }
+    Err(if found > STORE_FORMAT_VERSION {
+        StoreError::UnsupportedFormat {
+            found,
+            supported: STORE_FORMAT_VERSION,
+        }
+    } else {
+        StoreError::NoMigration {
+            from: found,
+            to: STORE_FORMAT_VERSION,
+        }
+    })
 }

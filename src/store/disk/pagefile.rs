@@ -244,14 +244,7 @@ impl Superblock {
         }
         let map = r.take(chunks.div_ceil(4))?;
         r.finish()?;
-        let mut slots = Vec::with_capacity(chunks as usize);
-        for c in 0..chunks as usize {
-            let bits = (map[c / 4] >> (2 * (c % 4))) & 3;
-            slots.push(
-                Slot::from_bits(bits)
-                    .ok_or_else(|| corrupt("slot map", format!("chunk {c} names slot {bits}")))?,
-            );
-        }
+        let slots = decode_slot_map(map, chunks)?;
         Ok(Superblock {
             fold,
             folded_seq,
@@ -260,6 +253,17 @@ impl Superblock {
             slots,
         })
     }
+}
+
+/// The slot of each of `chunks` chunks, 2 bits each in `map` (§ 11).
+fn decode_slot_map(map: &[u8], chunks: u64) -> Result<Vec<Slot>, CodecError> {
+    (0..chunks as usize)
+        .map(|c| {
+            let bits = (map[c / 4] >> (2 * (c % 4))) & 3;
+            Slot::from_bits(bits)
+                .ok_or_else(|| corrupt("slot map", format!("chunk {c} names slot {bits}")))
+        })
+        .collect()
 }
 
 /// The length of the frame that `bytes` starts with, checked to fit.
