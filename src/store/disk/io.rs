@@ -242,6 +242,77 @@ pub mod fault {
         });
     }
 
+    /// Unit tests: by store directory, the plan that the next fold in the
+    /// background of that store runs under, on its own thread
+    /// (`store::table::background`), and whether it made an operation fail
+    /// there (keyed, so that tests running side by side do not meet).
+    #[cfg(test)]
+    type FoldPlans = std::collections::HashMap<std::path::PathBuf, (Option<plan::Plan>, bool)>;
+    #[cfg(test)]
+    static FOLD_PLANS: std::sync::Mutex<Option<FoldPlans>> = std::sync::Mutex::new(None);
+
+    /// Unit tests: makes the `skip + 1`-th operation of kind `op` of the
+    /// next fold that starts in the background in the store at `dir` fail
+    /// with `errno`.
+    #[cfg(test)]
+    pub(crate) fn fail_in_next_background_fold(dir: &Path, op: Op, skip: u32, errno: i32) {
+        let p = plan::Plan {
+            op,
+            skip,
+            path: None,
+            errno,
+            fired: false,
+        };
+        let mut plans = FOLD_PLANS.lock().unwrap();
+        plans
+            .get_or_insert_with(Default::default)
+            .insert(dir.to_path_buf(), (Some(p), false));
+    }
+
+    /// Unit tests: whether the plan of [`fail_in_next_background_fold`]
+    /// for `dir` made an operation fail.
+    #[cfg(test)]
+    pub(crate) fn background_fold_failed(dir: &Path) -> bool {
+        let plans = FOLD_PLANS.lock().unwrap();
+        plans.as_ref().and_then(|m| m.get(dir)).is_some_and(|e| e.1)
+    }
+
+    /// Runs `f`, a fold in the background of the store at `dir`, under the
+    /// plan of [`fail_in_next_background_fold`] if one waits (unit tests;
+    /// `f` alone otherwise).
+    pub(crate) fn in_background_fold<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
+        #[cfg(test)]
+        {
+            let taken = {
+                let mut plans = FOLD_PLANS.lock().unwrap();
+                plans
+                    .as_mut()
+                    .and_then(|m| m.get_mut(dir))
+                    .and_then(|e| e.0.take())
+            };
+            let Some(p) = taken else {
+                return f();
+            };
+            plan::PLAN.with(|cell| *cell.borrow_mut() = Some(p));
+            let out = f();
+            let fired = plan::PLAN.with(|cell| cell.borrow_mut().take().is_some_and(|p| p.fired));
+            if let Some(e) = FOLD_PLANS
+                .lock()
+                .unwrap()
+                .as_mut()
+                .and_then(|m| m.get_mut(dir))
+            {
+                e.1 = fired;
+            }
+            out
+        }
+        #[cfg(not(test))]
+        {
+            let _ = dir;
+            f()
+        }
+    }
+
     /// Removes this thread's plan; returns whether it made an operation fail.
     #[cfg(any(test, feature = "test-internals"))]
     pub fn clear() -> bool {

@@ -156,7 +156,10 @@ impl Generation {
         let stop = Arc::clone(&cancel);
         let spawned = std::thread::Builder::new()
             .name("filterstore-fold".into())
-            .spawn(move || job.run(&stop));
+            .spawn(move || {
+                let dir = job.shared.dir.clone();
+                crate::store::disk::io::fault::in_background_fold(&dir, || job.run(&stop))
+            });
         match spawned {
             Ok(handle) => {
                 w.background = Some(Background { handle, cancel });
