@@ -443,18 +443,25 @@ pub(super) mod v4 {
     /// `FILTERSTORE_WRITE_FIXTURES` is set: the files a store holds, not
     /// its lock.
     pub fn write_if_asked() {
-        if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || dir().exists() {
+        write_fixture_if_asked(&dir(), write);
+    }
+
+    /// Writes a store fixture into `to` with `write` if `to` is missing and
+    /// `FILTERSTORE_WRITE_FIXTURES` is set: the files a store holds, not
+    /// its lock.
+    pub fn write_fixture_if_asked(to: &std::path::Path, write: impl FnOnce(&std::path::Path)) {
+        if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || to.exists() {
             return;
         }
         let tmp = tempfile::tempdir().unwrap();
         write(tmp.path());
-        std::fs::create_dir_all(dir().join("tables")).unwrap();
+        std::fs::create_dir_all(to.join("tables")).unwrap();
         for name in ["FILTERSTORE", "catalog"] {
-            std::fs::copy(tmp.path().join(name), dir().join(name)).unwrap();
+            std::fs::copy(tmp.path().join(name), to.join(name)).unwrap();
         }
         for e in std::fs::read_dir(tmp.path().join("tables")).unwrap() {
             let e = e.unwrap();
-            std::fs::copy(e.path(), dir().join("tables").join(e.file_name())).unwrap();
+            std::fs::copy(e.path(), to.join("tables").join(e.file_name())).unwrap();
         }
     }
 }

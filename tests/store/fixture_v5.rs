@@ -19,19 +19,7 @@ fn dir() -> std::path::PathBuf {
 /// Writes the fixture into [`dir`] if it is missing and
 /// `FILTERSTORE_WRITE_FIXTURES` is set.
 fn write_if_asked() {
-    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || dir().exists() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    v4::write_with(tmp.path(), true);
-    std::fs::create_dir_all(dir().join("tables")).unwrap();
-    for name in ["FILTERSTORE", "catalog"] {
-        std::fs::copy(tmp.path().join(name), dir().join(name)).unwrap();
-    }
-    for e in std::fs::read_dir(tmp.path().join("tables")).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir().join("tables").join(e.file_name())).unwrap();
-    }
+    v4::write_fixture_if_asked(&dir(), |to| v4::write_with(to, true));
 }
 
 /// The `log_start` of the superblock in force of table `id`'s generation
