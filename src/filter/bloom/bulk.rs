@@ -114,71 +114,100 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
     type Out = u64;
     #[inline(always)]
     fn run<P: Probe>(self, probe: P) -> u64 {
-        let (p, mut blocks, src, _) = (self.p, self.blocks, self.src, self.or);
-        let n = src.count();
+        // `or` carries only its type, `O`.
+        let (p, blocks, src, _) = (self.p, self.blocks, self.src, self.or);
         match p.layout() {
-            Layout::Blocked => {
-                let h3 = Xxh3Hasher(p.hash().seed);
-                ring(
-                    n,
-                    &mut blocks,
-                    #[inline(always)]
-                    |blocks: &&[SharedBlock], i| {
-                        let h = src.hash(h3, i);
-                        let b = block_of(&p, h);
-                        prefetch(&blocks[b]);
-                        (b, h.h2)
-                    },
-                    #[inline(always)]
-                    |blocks, (b, h2)| {
-                        let mut changed = false;
-                        for (word, mask) in blocks[b].0.iter().zip(block_masks(probe, h2, p.k())) {
-                            changed |= O::or(word, mask);
-                        }
-                        u64::from(changed)
-                    },
-                )
-            }
-            Layout::SplitBlock => {
-                let h64 = Xxh64Hasher(p.hash().seed);
-                ring(
-                    n,
-                    &mut blocks,
-                    #[inline(always)]
-                    |blocks: &&[SharedBlock], i| {
-                        let h = src.hash(h64, i);
-                        let b = split_block_of(&p, h);
-                        prefetch(&SharedBlock::split_halves(blocks)[b]);
-                        (b, h.h1 as u32)
-                    },
-                    #[inline(always)]
-                    |blocks, (b, x)| {
-                        let half = &SharedBlock::split_halves(blocks)[b];
-                        let mut changed = false;
-                        for (word, mask) in half.0.iter().zip(probe.split_word_masks(x)) {
-                            changed |= O::or(word, mask);
-                        }
-                        u64::from(changed)
-                    },
-                )
-            }
-            Layout::Standard => {
-                let h3 = Xxh3Hasher(p.hash().seed);
-                ring(
-                    n,
-                    &mut blocks,
-                    #[inline(always)]
-                    |blocks: &&[SharedBlock], i| {
-                        let h = src.hash(h3, i);
-                        prefetch_standard(SharedBlock::flat(blocks), &p, h);
-                        h
-                    },
-                    #[inline(always)]
-                    |blocks, h| u64::from(insert_standard::<O>(SharedBlock::flat(blocks), &p, h)),
-                )
-            }
+            Layout::Blocked => insert_blocked::<S, O, P>(p, blocks, src, probe),
+            Layout::SplitBlock => insert_split_block::<S, O, P>(p, blocks, src, probe),
+            Layout::Standard => insert_standard_layout::<S, O>(p, blocks, src),
         }
     }
+}
+
+/// [`BulkInsert`] into a blocked filter: how many keys changed a bit.
+#[inline(always)]
+fn insert_blocked<S: HashSource, O: WordOr, P: Probe>(
+    p: FilterParams,
+    mut blocks: &[SharedBlock],
+    src: S,
+    probe: P,
+) -> u64 {
+    let n = src.count();
+    let h3 = Xxh3Hasher(p.hash().seed);
+    ring(
+        n,
+        &mut blocks,
+        #[inline(always)]
+        |blocks: &&[SharedBlock], i| {
+            let h = src.hash(h3, i);
+            let b = block_of(&p, h);
+            prefetch(&blocks[b]);
+            (b, h.h2)
+        },
+        #[inline(always)]
+        |blocks, (b, h2)| {
+            let mut changed = false;
+            for (word, mask) in blocks[b].0.iter().zip(block_masks(probe, h2, p.k())) {
+                changed |= O::or(word, mask);
+            }
+            u64::from(changed)
+        },
+    )
+}
+
+/// [`BulkInsert`] into a split-block filter.
+#[inline(always)]
+fn insert_split_block<S: HashSource, O: WordOr, P: Probe>(
+    p: FilterParams,
+    mut blocks: &[SharedBlock],
+    src: S,
+    probe: P,
+) -> u64 {
+    let n = src.count();
+    let h64 = Xxh64Hasher(p.hash().seed);
+    ring(
+        n,
+        &mut blocks,
+        #[inline(always)]
+        |blocks: &&[SharedBlock], i| {
+            let h = src.hash(h64, i);
+            let b = split_block_of(&p, h);
+            prefetch(&SharedBlock::split_halves(blocks)[b]);
+            (b, h.h1 as u32)
+        },
+        #[inline(always)]
+        |blocks, (b, x)| {
+            let half = &SharedBlock::split_halves(blocks)[b];
+            let mut changed = false;
+            for (word, mask) in half.0.iter().zip(probe.split_word_masks(x)) {
+                changed |= O::or(word, mask);
+            }
+            u64::from(changed)
+        },
+    )
+}
+
+/// [`BulkInsert`] into a standard filter.
+#[inline(always)]
+fn insert_standard_layout<S: HashSource, O: WordOr>(
+    p: FilterParams,
+    mut blocks: &[SharedBlock],
+    src: S,
+) -> u64 {
+    let n = src.count();
+    let h3 = Xxh3Hasher(p.hash().seed);
+    ring(
+        n,
+        &mut blocks,
+        #[inline(always)]
+        |blocks: &&[SharedBlock], i| {
+            let h = src.hash(h3, i);
+            prefetch_standard(SharedBlock::flat(blocks), &p, h);
+            h
+        },
+        #[inline(always)]
+        |blocks, h| u64::from(insert_standard::<O>(SharedBlock::flat(blocks), &p, h)),
+    )
 }
 
 /// `BitFilter::insert_many_mut` and `BitFilter::insert_hashes_mut` as
@@ -197,82 +226,106 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
     #[inline(always)]
     fn run<P: Probe>(self, probe: P) {
         let (p, blocks, src) = (self.p, self.blocks, self.src);
-        let n = src.count();
         match p.layout() {
-            Layout::Blocked => {
-                let h3 = Xxh3Hasher(p.hash().seed);
-                ring(
-                    n,
-                    blocks,
-                    #[inline(always)]
-                    |blocks: &[SharedBlock], i| {
-                        let h = src.hash(h3, i);
-                        let b = block_of(&p, h);
-                        prefetch(&blocks[b]);
-                        (b, h.h2)
-                    },
-                    #[inline(always)]
-                    |blocks, (b, h2)| {
-                        let block = &mut blocks[b].0;
-                        // Each position ORed straight into its word: fewer
-                        // instructions than building masks first (callgrind:
-                        // 146 against 159 per key).
-                        probe.for_each_block_position(h2, p.k(), |pos| {
-                            let (w, bit) = block_word_bit(pos);
-                            *block[w].get_mut() |= bit;
-                        });
-                        0
-                    },
-                );
-            }
-            Layout::SplitBlock => {
-                let h64 = Xxh64Hasher(p.hash().seed);
-                ring(
-                    n,
-                    blocks,
-                    #[inline(always)]
-                    |blocks: &[SharedBlock], i| {
-                        let h = src.hash(h64, i);
-                        let b = split_block_of(&p, h);
-                        prefetch(&SharedBlock::split_halves(blocks)[b]);
-                        (b, h.h1 as u32)
-                    },
-                    #[inline(always)]
-                    |blocks, (b, x)| {
-                        probe.split_insert_mut(&mut SharedBlock::split_halves_mut(blocks)[b], x);
-                        0
-                    },
-                );
-            }
-            Layout::Standard => {
-                let h3 = Xxh3Hasher(p.hash().seed);
-                let (m, k) = (p.m(), p.k());
-                ring(
-                    n,
-                    blocks,
-                    #[inline(always)]
-                    |blocks: &[SharedBlock], i| {
-                        let h = src.hash(h3, i);
-                        let words = SharedBlock::flat(blocks);
-                        for_each_standard_position(h, m, k, |pos| {
-                            if let Some(w) = words.get((pos / 64) as usize) {
-                                prefetch(w);
-                            }
-                            true
-                        });
-                        h
-                    },
-                    #[inline(always)]
-                    |blocks, h| {
-                        let words = SharedBlock::flat_mut(blocks);
-                        for_each_standard_position(h, m, k, |pos| {
-                            *words[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
-                            true
-                        });
-                        0
-                    },
-                );
-            }
+            Layout::Blocked => insert_blocked_mut(p, blocks, src, probe),
+            Layout::SplitBlock => insert_split_block_mut(p, blocks, src, probe),
+            Layout::Standard => insert_standard_mut(p, blocks, src),
         }
     }
+}
+
+/// [`BulkInsertMut`] into a blocked filter.
+#[inline(always)]
+fn insert_blocked_mut<S: HashSource, P: Probe>(
+    p: FilterParams,
+    blocks: &mut [SharedBlock],
+    src: S,
+    probe: P,
+) {
+    let n = src.count();
+    let h3 = Xxh3Hasher(p.hash().seed);
+    ring(
+        n,
+        blocks,
+        #[inline(always)]
+        |blocks: &[SharedBlock], i| {
+            let h = src.hash(h3, i);
+            let b = block_of(&p, h);
+            prefetch(&blocks[b]);
+            (b, h.h2)
+        },
+        #[inline(always)]
+        |blocks, (b, h2)| {
+            let block = &mut blocks[b].0;
+            // Each position ORed straight into its word: fewer
+            // instructions than building masks first (callgrind:
+            // 146 against 159 per key).
+            probe.for_each_block_position(h2, p.k(), |pos| {
+                let (w, bit) = block_word_bit(pos);
+                *block[w].get_mut() |= bit;
+            });
+            0
+        },
+    );
+}
+
+/// [`BulkInsertMut`] into a split-block filter.
+#[inline(always)]
+fn insert_split_block_mut<S: HashSource, P: Probe>(
+    p: FilterParams,
+    blocks: &mut [SharedBlock],
+    src: S,
+    probe: P,
+) {
+    let n = src.count();
+    let h64 = Xxh64Hasher(p.hash().seed);
+    ring(
+        n,
+        blocks,
+        #[inline(always)]
+        |blocks: &[SharedBlock], i| {
+            let h = src.hash(h64, i);
+            let b = split_block_of(&p, h);
+            prefetch(&SharedBlock::split_halves(blocks)[b]);
+            (b, h.h1 as u32)
+        },
+        #[inline(always)]
+        |blocks, (b, x)| {
+            probe.split_insert_mut(&mut SharedBlock::split_halves_mut(blocks)[b], x);
+            0
+        },
+    );
+}
+
+/// [`BulkInsertMut`] into a standard filter.
+#[inline(always)]
+fn insert_standard_mut<S: HashSource>(p: FilterParams, blocks: &mut [SharedBlock], src: S) {
+    let n = src.count();
+    let h3 = Xxh3Hasher(p.hash().seed);
+    let (m, k) = (p.m(), p.k());
+    ring(
+        n,
+        blocks,
+        #[inline(always)]
+        |blocks: &[SharedBlock], i| {
+            let h = src.hash(h3, i);
+            let words = SharedBlock::flat(blocks);
+            for_each_standard_position(h, m, k, |pos| {
+                if let Some(w) = words.get((pos / 64) as usize) {
+                    prefetch(w);
+                }
+                true
+            });
+            h
+        },
+        #[inline(always)]
+        |blocks, h| {
+            let words = SharedBlock::flat_mut(blocks);
+            for_each_standard_position(h, m, k, |pos| {
+                *words[(pos / 64) as usize].get_mut() |= 1 << (pos % 64);
+                true
+            });
+            0
+        },
+    );
 }

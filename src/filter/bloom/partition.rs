@@ -44,6 +44,80 @@ struct Entry {
 
 const _: () = assert!(size_of::<Entry>() == 16);
 
+/// The scratch memory of [`partitioned`]: a round's keys as placed, then in
+/// partition order, and the partitions' starts.
+struct Scratch {
+    /// A block's partition is its index shifted right by this.
+    shift: u32,
+    placed: Vec<Entry>,
+    sorted: Vec<Entry>,
+    starts: Vec<u32>,
+}
+
+impl Scratch {
+    /// The scratch for `keys` keys into `count` blocks of `bytes` bytes;
+    /// `None` if its memory cannot be had.
+    #[inline(always)]
+    fn new(count: u64, bytes: usize, keys: usize) -> Option<Scratch> {
+        let per_part = (PART_BYTES / bytes).max(1) as u64;
+        let mut shift = per_part.ilog2();
+        while count.div_ceil(1 << shift) > MAX_PARTS as u64 {
+            shift += 1;
+        }
+        let parts = count.div_ceil(1 << shift) as usize;
+        let round = keys.min(ROUND_KEYS);
+        let (mut placed, mut sorted, mut starts) = (Vec::new(), Vec::new(), Vec::new());
+        if placed.try_reserve_exact(round).is_err()
+            || sorted.try_reserve_exact(round).is_err()
+            || starts.try_reserve_exact(parts + 1).is_err()
+        {
+            return None;
+        }
+        sorted.resize(round, Entry::default());
+        starts.resize(parts + 1, 0u32);
+        Some(Scratch {
+            shift,
+            placed,
+            sorted,
+            starts,
+        })
+    }
+
+    /// Steps 1 and 2 of a round of at most [`ROUND_KEYS`] keys: each key's
+    /// block and probe bits from `enter`, then the keys in partition order.
+    #[inline(always)]
+    fn sort<K, E>(&mut self, keys: &[K], enter: &E) -> &[Entry]
+    where
+        K: AsRef<[u8]>,
+        E: Fn(&[u8]) -> (u64, u64),
+    {
+        let (shift, placed, starts) = (self.shift, &mut self.placed, &mut self.starts);
+        // 1. Place and count.
+        placed.clear();
+        starts.iter_mut().for_each(|s| *s = 0);
+        for (idx, key) in keys.iter().enumerate() {
+            let (block, h) = enter(key.as_ref());
+            starts[(block >> shift) as usize + 1] += 1;
+            placed.push(Entry {
+                block: block as u32,
+                idx: idx as u32,
+                h,
+            });
+        }
+        // 2. Scatter into partition order (`starts[j]`: the next free slot
+        //    of partition j, after the prefix sum).
+        for j in 1..starts.len() {
+            starts[j] += starts[j - 1];
+        }
+        for e in placed.iter() {
+            let slot = &mut starts[(e.block >> shift) as usize];
+            self.sorted[*slot as usize] = *e;
+            *slot += 1;
+        }
+        &self.sorted[..keys.len()]
+    }
+}
+
 /// `out[i]` = whether `keys[i]` may be in `f`, by rounds of partitioned
 /// probing, for a filter of `count` blocks of `bytes` bytes (64 or 32;
 /// `count ≤ 2^32`): `enter` hashes a key into its block and the bits its
@@ -65,48 +139,13 @@ where
     E: Fn(&[u8]) -> (u64, u64),
     T: Fn(usize, u64) -> bool,
 {
-    let per_part = (PART_BYTES / bytes).max(1) as u64;
-    let mut shift = per_part.ilog2();
-    while count.div_ceil(1 << shift) > MAX_PARTS as u64 {
-        shift += 1;
-    }
-    let parts = count.div_ceil(1 << shift) as usize;
-    let round = keys.len().min(ROUND_KEYS);
-    let (mut placed, mut sorted, mut starts) = (Vec::new(), Vec::new(), Vec::new());
-    if placed.try_reserve_exact(round).is_err()
-        || sorted.try_reserve_exact(round).is_err()
-        || starts.try_reserve_exact(parts + 1).is_err()
-    {
+    let Some(mut scratch) = Scratch::new(count, bytes, keys.len()) else {
         return false;
-    }
-    sorted.resize(round, Entry::default());
-    starts.resize(parts + 1, 0u32);
+    };
     let words_per_block = bytes / 8;
     for (keys, out) in keys.chunks(ROUND_KEYS).zip(out.chunks_mut(ROUND_KEYS)) {
-        // 1. Place and count.
-        placed.clear();
-        starts.iter_mut().for_each(|s| *s = 0);
-        for (idx, key) in keys.iter().enumerate() {
-            let (block, h) = enter(key.as_ref());
-            starts[(block >> shift) as usize + 1] += 1;
-            placed.push(Entry {
-                block: block as u32,
-                idx: idx as u32,
-                h,
-            });
-        }
-        // 2. Scatter into partition order (`starts[j]`: the next free slot
-        //    of partition j, after the prefix sum).
-        for j in 1..starts.len() {
-            starts[j] += starts[j - 1];
-        }
-        for e in &placed {
-            let slot = &mut starts[(e.block >> shift) as usize];
-            sorted[*slot as usize] = *e;
-            *slot += 1;
-        }
+        let sorted = scratch.sort(keys, &enter);
         // 3. Probe in order, prefetching ahead.
-        let sorted = &sorted[..keys.len()];
         for (j, e) in sorted.iter().enumerate() {
             if let Some(next) = sorted.get(j + AHEAD) {
                 f.prefetch_word(next.block as usize * words_per_block);
