@@ -97,7 +97,19 @@ pub fn visit(
     array: &ArrayRef,
     visitor: &mut impl KeyVisitor,
 ) -> Result<()> {
-    let len = array.len();
+    if visit_int_column(array, visitor) || visit_bytes_column(array, visitor) {
+        return Ok(());
+    }
+    Err(BloomUdfError::UnsupportedKeyType {
+        function,
+        data_type: array.data_type().clone(),
+    }
+    .into())
+}
+
+/// Gives an integer column to `visitor`, widened to 64 bits (signed ones
+/// sign-extended); `false` if `array` is not one.
+fn visit_int_column(array: &ArrayRef, visitor: &mut impl KeyVisitor) -> bool {
     match array.data_type() {
         DataType::Int8 => visit_ints(visitor, array.as_primitive::<Int8Type>().values(), |v| {
             v as i64 as u64
@@ -127,6 +139,16 @@ pub fn visit(
             u64::from,
         ),
         DataType::UInt64 => visit_ints(visitor, array.as_primitive::<UInt64Type>().values(), |v| v),
+        _ => return false,
+    }
+    true
+}
+
+/// Gives a string or binary column to `visitor` as byte strings; `false`
+/// if `array` is not one.
+fn visit_bytes_column(array: &ArrayRef, visitor: &mut impl KeyVisitor) -> bool {
+    let len = array.len();
+    match array.data_type() {
         DataType::Utf8 => {
             let a = array.as_string::<i32>();
             visitor.bytes(len, |i| a.value(i).as_bytes())
@@ -155,15 +177,9 @@ pub fn visit(
             let a = array.as_fixed_size_binary();
             visitor.bytes(len, |i| a.value(i))
         }
-        other => {
-            return Err(BloomUdfError::UnsupportedKeyType {
-                function,
-                data_type: other.clone(),
-            }
-            .into())
-        }
+        _ => return false,
     }
-    Ok(())
+    true
 }
 
 fn visit_ints<T: Copy>(visitor: &mut impl KeyVisitor, values: &[T], widen: impl Fn(T) -> u64) {

@@ -133,8 +133,17 @@ where
 
 impl<'a> Col<'a> {
     fn new(a: &'a ArrayRef) -> Result<Col<'a>> {
+        Self::integer(a)
+            .or_else(|| Self::temporal(a))
+            .or_else(|| Self::numeric(a))
+            .or_else(|| Self::bytes(a))
+            .ok_or_else(|| unsupported_error(a.data_type()))
+    }
+
+    /// An integer or boolean column, widened to 64 bits; `None` for another type.
+    fn integer(a: &'a ArrayRef) -> Option<Col<'a>> {
         use DataType as D;
-        Ok(match a.data_type() {
+        Some(match a.data_type() {
             D::Int8 => Col::Int(prim::<Int8Type, _, _>(a, |v| v as i64 as u64)),
             D::Int16 => Col::Int(prim::<Int16Type, _, _>(a, |v| v as i64 as u64)),
             D::Int32 => Col::Int(prim::<Int32Type, _, _>(a, |v| v as i64 as u64)),
@@ -147,6 +156,14 @@ impl<'a> Col<'a> {
                 let b = a.as_boolean();
                 Col::Int(Box::new(move |i| u64::from(b.value(i))))
             }
+            _ => return None,
+        })
+    }
+
+    /// A date, time, timestamp or duration column, as its integer; `None` for another type.
+    fn temporal(a: &'a ArrayRef) -> Option<Col<'a>> {
+        use DataType as D;
+        Some(match a.data_type() {
             D::Date32 => Col::Int(prim::<Date32Type, _, _>(a, |v| v as i64 as u64)),
             D::Date64 => Col::Int(prim::<Date64Type, _, _>(a, |v| v as u64)),
             D::Time32(TimeUnit::Second) => {
@@ -169,6 +186,14 @@ impl<'a> Col<'a> {
                 TimeUnit::Microsecond => prim::<DurationMicrosecondType, _, _>(a, |v| v as u64),
                 TimeUnit::Nanosecond => prim::<DurationNanosecondType, _, _>(a, |v| v as u64),
             }),
+            _ => return None,
+        })
+    }
+
+    /// A float (its bits, negative zero as zero) or decimal column; `None` for another type.
+    fn numeric(a: &'a ArrayRef) -> Option<Col<'a>> {
+        use DataType as D;
+        Some(match a.data_type() {
             D::Float16 => Col::Float(
                 prim::<Float16Type, _, _>(a, |v| zero(u64::from(v.to_bits()), 16)),
                 2,
@@ -184,6 +209,14 @@ impl<'a> Col<'a> {
             D::Decimal256(_, _) => {
                 Col::Wide256(prim::<Decimal256Type, _, _>(a, |v| v.to_le_bytes()))
             }
+            _ => return None,
+        })
+    }
+
+    /// A string or binary column, as its bytes; `None` for another type.
+    fn bytes(a: &'a ArrayRef) -> Option<Col<'a>> {
+        use DataType as D;
+        Some(match a.data_type() {
             D::Utf8 => {
                 let s = a.as_string::<i32>();
                 Col::Bytes(Box::new(move |i| s.value(i).as_bytes()))
@@ -212,7 +245,7 @@ impl<'a> Col<'a> {
                 let s = a.as_fixed_size_binary();
                 Col::Bytes(Box::new(move |i| s.value(i)))
             }
-            other => return Err(unsupported_error(other)),
+            _ => return None,
         })
     }
 
