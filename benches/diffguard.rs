@@ -129,7 +129,7 @@ fn main() {
             &mut s_unguarded,
             |k| {
                 let v = match storage.read_diff(k).unwrap() {
-                    Some(Change::Put(v)) => Some(v),
+                    Some(Change::Put(v)) => Some(v.into()),
                     Some(Change::Delete) => None,
                     None => storage.read_base(k).unwrap(),
                 };
@@ -153,7 +153,7 @@ fn main() {
             |k| {
                 let v = if oracle.contains(k) {
                     match storage.read_diff(k).unwrap() {
-                        Some(Change::Put(v)) => Some(v),
+                        Some(Change::Put(v)) => Some(v.into()),
                         _ => None,
                     }
                 } else {

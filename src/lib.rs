@@ -90,7 +90,7 @@ pub use store::{
 // The differential-file guard (feature `store`).
 #[cfg(feature = "store")]
 pub use guard::{
-    Change, DiffStorage, Guard, GuardError, GuardStats, SledDiffError, SledDiffStorage,
+    Change, DiffStorage, Guard, GuardError, GuardStats, GuardValue, SledDiffError, SledDiffStorage,
 };
 // Issue 22: the guard storage's limits (one line of its own for the merge).
 #[cfg(feature = "store")]

@@ -32,10 +32,10 @@ use thiserror::Error;
 /// differential-file guard and the exchange:
 /// ```
 /// # #[cfg(feature = "store")] {
-/// use filterstore::{Change, Error, FilterStore, Guard, SledDiffStorage, TableSpec};
+/// use filterstore::{Change, Error, FilterStore, Guard, GuardValue, SledDiffStorage, TableSpec};
 /// use filterstore::{decode_message, encode_message, BloomRead, CodecChoice};
 ///
-/// fn host(dir: &std::path::Path) -> Result<Option<Vec<u8>>, Error> {
+/// fn host(dir: &std::path::Path) -> Result<Option<GuardValue>, Error> {
 ///     let store = FilterStore::open(dir)?; // StoreError
 ///     let storage = SledDiffStorage::open(&store, "accounts")?; // StoreError
 ///     storage.load_base([(b"alice".to_vec(), b"10".to_vec())])?; // SledDiffError
@@ -48,7 +48,7 @@ use thiserror::Error;
 /// }
 ///
 /// let dir = tempfile::tempdir().expect("a temporary directory");
-/// assert_eq!(host(dir.path()).unwrap(), Some(b"25".to_vec()));
+/// assert_eq!(host(dir.path()).unwrap().as_deref(), Some(&b"25"[..]));
 /// // A second open of the same store in this process: a typed store error.
 /// let _open = FilterStore::open(dir.path()).unwrap();
 /// assert!(matches!(host(dir.path()), Err(Error::Store(_))));

@@ -80,7 +80,7 @@ fn scenario(failpoint: &'static str) -> bool {
     for b in 0..durable {
         for (k, _) in changes(b) {
             assert_eq!(
-                g.read(&k).unwrap(),
+                g.read(&k).unwrap().map(Vec::from),
                 Some(format!("v{b}").into_bytes()),
                 "{failpoint}: durable change {k:?} lost"
             );

@@ -46,7 +46,7 @@ use thiserror::Error;
 
 mod sled_storage;
 pub use sled_storage::{
-    SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE,
+    GuardValue, SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE,
 };
 
 /// A change recorded in the differential file.
@@ -64,8 +64,13 @@ pub enum Change {
 pub trait DiffStorage {
     /// The host's error type.
     type Error: std::error::Error + Send + Sync + 'static;
+    /// A value as reads return it: `Vec<u8>`, or the engine's own shared
+    /// buffer where it has one, so that a read need not copy it
+    /// ([`GuardValue`] for [`SledDiffStorage`]). A change's value read from
+    /// the differential file becomes one through `From<Vec<u8>>`.
+    type Value: AsRef<[u8]> + From<Vec<u8>>;
     /// Reads a record from the base.
-    fn read_base(&self, key: &[u8]) -> Result<Option<Vec<u8>>, Self::Error>;
+    fn read_base(&self, key: &[u8]) -> Result<Option<Self::Value>, Self::Error>;
     /// Reads the change recorded for `key` in the differential file.
     fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, Self::Error>;
     /// Commits changes to the differential file, durably, all or none.
@@ -78,7 +83,7 @@ pub trait DiffStorage {
 
     /// Reads the base records of `keys`, in order: one trip for a batch
     /// where the engine allows it (the default reads them one by one).
-    fn read_base_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, Self::Error> {
+    fn read_base_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Self::Value>>, Self::Error> {
         keys.iter().map(|k| self.read_base(k)).collect()
     }
 
@@ -226,12 +231,12 @@ impl<S: DiffStorage> Guard<S> {
     /// monitor ([`Table::report_lookup`]: a "maybe" the differential file
     /// did not confirm is a false positive), in groups of 64 per thread
     /// slot; [`stats`](Guard::stats) and dropping the guard report the rest.
-    pub fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, GuardError<S::Error>> {
+    pub fn read(&self, key: &[u8]) -> Result<Option<S::Value>, GuardError<S::Error>> {
         let c = self.counters();
         if self.table.contains(key) {
             c.diff_reads.fetch_add(1, Ordering::Relaxed);
             match self.storage.read_diff(key).map_err(GuardError::Storage)? {
-                Some(Change::Put(v)) => return Ok(Some(v)),
+                Some(Change::Put(v)) => return Ok(Some(v.into())),
                 Some(Change::Delete) => return Ok(None),
                 None => {
                     c.false_positives.fetch_add(1, Ordering::Relaxed);
@@ -286,17 +291,19 @@ impl<S: DiffStorage> Guard<S> {
     /// let guard = Guard::open(storage, table)?;
     /// guard.write(&[(b"bob".to_vec(), Change::Put(b"25".to_vec()))])?;
     /// let got = guard.read_many(&[&b"alice"[..], b"bob", b"carol"])?;
-    /// assert_eq!(got, [Some(b"10".to_vec()), Some(b"25".to_vec()), None]);
+    /// let got: Vec<Option<&[u8]>> = got.iter().map(|v| v.as_deref()).collect();
+    /// assert_eq!(got, [Some(&b"10"[..]), Some(&b"25"[..]), None]);
     /// assert_eq!(guard.stats().reads, 3);
     /// # Ok(()) }
     /// ```
     pub fn read_many<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
-    ) -> Result<Vec<Option<Vec<u8>>>, GuardError<S::Error>> {
+    ) -> Result<Vec<Option<S::Value>>, GuardError<S::Error>> {
         let c = self.counters();
         let maybe = self.table.contains_many(keys);
-        let mut out: Vec<Option<Option<Vec<u8>>>> = vec![None; keys.len()];
+        let mut out: Vec<Option<Option<S::Value>>> =
+            std::iter::repeat_with(|| None).take(keys.len()).collect();
         let asked: Vec<usize> = (0..keys.len()).filter(|&i| maybe[i]).collect();
         let diff_keys: Vec<&[u8]> = asked.iter().map(|&i| keys[i].as_ref()).collect();
         let avoided = keys.len() - asked.len();
@@ -309,7 +316,7 @@ impl<S: DiffStorage> Guard<S> {
             .map_err(GuardError::Storage)?;
         for (&i, change) in asked.iter().zip(changes) {
             match change {
-                Some(Change::Put(v)) => out[i] = Some(Some(v)),
+                Some(Change::Put(v)) => out[i] = Some(Some(v.into())),
                 Some(Change::Delete) => out[i] = Some(None),
                 None => {
                     c.false_positives.fetch_add(1, Ordering::Relaxed);

@@ -40,6 +40,102 @@ pub struct SledDiffStorage {
     diff: engine::Tree,
 }
 
+/// A value read through [`SledDiffStorage`]: the engine's own buffer,
+/// shared, not copied (a read allocates nothing for it; a value of up to
+/// 22 bytes is held inline). It derefs to its bytes and compares with
+/// byte strings; `Vec::from` copies them out.
+///
+/// # Examples
+/// ```
+/// use filterstore::{DiffStorage, FilterStore, GuardValue, SledDiffStorage};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let store = FilterStore::open(dir.path())?;
+/// let storage = SledDiffStorage::open(&store, "accounts")?;
+/// storage.load_base([(b"alice", b"10")])?;
+/// let v: GuardValue = storage.read_base(b"alice")?.expect("loaded");
+/// assert_eq!(v, b"10");
+/// assert_eq!(v.len(), 2);
+/// assert_eq!(Vec::from(v), b"10".to_vec());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GuardValue(engine::IVec);
+
+impl std::ops::Deref for GuardValue {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for GuardValue {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for GuardValue {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for GuardValue {
+    fn from(v: Vec<u8>) -> Self {
+        GuardValue(engine::IVec::from(v))
+    }
+}
+
+impl From<&[u8]> for GuardValue {
+    fn from(v: &[u8]) -> Self {
+        GuardValue(engine::IVec::from(v))
+    }
+}
+
+impl From<GuardValue> for Vec<u8> {
+    fn from(v: GuardValue) -> Self {
+        v.0.to_vec()
+    }
+}
+
+impl std::fmt::Debug for GuardValue {
+    /// As a byte string, like `b"..."`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "b\"{}\"", self.0.escape_ascii())
+    }
+}
+
+impl PartialEq<[u8]> for GuardValue {
+    fn eq(&self, other: &[u8]) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&[u8]> for GuardValue {
+    fn eq(&self, other: &&[u8]) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<Vec<u8>> for GuardValue {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl<const N: usize> PartialEq<[u8; N]> for GuardValue {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        *self.0 == other[..]
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for GuardValue {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        *self.0 == other[..]
+    }
+}
+
 /// The longest key [`SledDiffStorage`] takes, in bytes.
 pub const MAX_GUARD_KEY: usize = engine::MAX_KEY;
 /// The longest value [`SledDiffStorage`] takes, in bytes.
@@ -75,13 +171,13 @@ impl SledDiffStorage {
     /// let guard = Guard::open(storage, changed)?;
     ///
     /// guard.write(&[(b"bob".to_vec(), Change::Put(b"25".to_vec()))])?;
-    /// assert_eq!(guard.read(b"bob")?, Some(b"25".to_vec())); // from the differential file
-    /// assert_eq!(guard.read(b"alice")?, Some(b"10".to_vec())); // the filter skipped the diff
+    /// assert_eq!(guard.read(b"bob")?.as_deref(), Some(&b"25"[..])); // from the differential file
+    /// assert_eq!(guard.read(b"alice")?.as_deref(), Some(&b"10"[..])); // the filter skipped the diff
     /// assert_eq!(guard.stats().reads, 2);
     /// assert_eq!(guard.stats().diff_reads_avoided + guard.stats().diff_reads, 2);
     ///
     /// assert_eq!(guard.merge()?, 1); // one change merged into the base
-    /// assert_eq!(guard.storage().read_base(b"bob")?, Some(b"25".to_vec()));
+    /// assert_eq!(guard.storage().read_base(b"bob")?.as_deref(), Some(&b"25"[..]));
     /// assert_eq!(guard.table().live_keys(), 0); // and the filter cleared
     /// # Ok(()) }
     /// ```
@@ -201,13 +297,15 @@ fn decode_change(v: &[u8]) -> Result<Change, SledDiffError> {
 
 impl DiffStorage for SledDiffStorage {
     type Error = SledDiffError;
+    type Value = GuardValue;
 
-    fn read_base(&self, key: &[u8]) -> Result<Option<Vec<u8>>, SledDiffError> {
+    /// The base's record, in the engine's own buffer (not copied).
+    fn read_base(&self, key: &[u8]) -> Result<Option<GuardValue>, SledDiffError> {
         Ok(self
             .base
             .get(key)
             .map_err(sled_err("reading the base"))?
-            .map(|v| v.to_vec()))
+            .map(GuardValue))
     }
 
     fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, SledDiffError> {
@@ -291,14 +389,14 @@ impl DiffStorage for SledDiffStorage {
         Ok(n)
     }
 
-    fn read_base_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, SledDiffError> {
+    fn read_base_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<GuardValue>>, SledDiffError> {
         let keys = keys.iter().map(|k| engine::IVec::from(*k)).collect();
         Ok(self
             .base
             .get_many(keys)
             .map_err(sled_err("reading the base"))?
             .into_iter()
-            .map(|v| v.map(|v| v.to_vec()))
+            .map(|v| v.map(GuardValue))
             .collect())
     }
 

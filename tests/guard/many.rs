@@ -22,6 +22,7 @@ struct Counted {
 
 impl DiffStorage for Counted {
     type Error = Infallible;
+    type Value = Vec<u8>;
     fn read_base(&self, key: &[u8]) -> Result<Option<Vec<u8>>, Infallible> {
         self.single_reads.fetch_add(1, Ordering::Relaxed);
         Ok(self.base.lock().get(key).cloned())
@@ -107,9 +108,15 @@ where
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let keys: Vec<Vec<u8>> = (0..3_000).map(|_| key(rng.gen_range(0..8_000))).collect();
     let s0 = guard.stats();
-    let many = guard.read_many(&keys).unwrap();
+    let owned = |v: Option<S::Value>| v.map(|v| v.as_ref().to_vec());
+    let many: Vec<Option<Vec<u8>>> = guard
+        .read_many(&keys)
+        .unwrap()
+        .into_iter()
+        .map(owned)
+        .collect();
     let s1 = guard.stats();
-    let single: Vec<Option<Vec<u8>>> = keys.iter().map(|k| guard.read(k).unwrap()).collect();
+    let single: Vec<Option<Vec<u8>>> = keys.iter().map(|k| owned(guard.read(k).unwrap())).collect();
     let s2 = guard.stats();
     assert_eq!(many, single);
     assert_eq!(s1.reads - s0.reads, 3_000);

@@ -63,6 +63,7 @@ impl ToyLsm {
 
 impl DiffStorage for ToyLsm {
     type Error = LsmError;
+    type Value = Vec<u8>;
     fn read_base(&self, key: &[u8]) -> std::result::Result<Option<Vec<u8>>, LsmError> {
         self.check()?;
         Ok(self.base.lock().unwrap().get(key).cloned())

@@ -103,7 +103,10 @@ pub fn check(store: &FilterStore, out: &mut Checked) {
     let mut wrong = 0u64;
     for i in 0..3_000u32 {
         let want_base = (i < BASE_RECORDS).then(|| format!("balance {i}").into_bytes());
-        let base = storage.read_base(&account(i)).ok();
+        let base = storage
+            .read_base(&account(i))
+            .ok()
+            .map(|v| v.map(Vec::from));
         let diff = storage.read_diff(&account(i)).ok();
         if base != Some(want_base) || diff != Some(change(i)) {
             wrong += 1;

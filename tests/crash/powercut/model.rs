@@ -428,7 +428,12 @@ fn check_guard(
     };
     let read: Box<GuardRead> = match store.open_table(GUARD_TABLE) {
         Ok(table) => match Guard::open(storage, table) {
-            Ok(guard) => Box::new(move |k| guard.read(k).map_err(|e| e.to_string())),
+            Ok(guard) => Box::new(move |k| {
+                guard
+                    .read(k)
+                    .map(|v| v.map(Vec::from))
+                    .map_err(|e| e.to_string())
+            }),
             Err(e) => {
                 out.failed_open = true;
                 return out.fail(format!("the guard does not open: {e}"));
@@ -439,7 +444,10 @@ fn check_guard(
                 move |k| match storage.read_diff(k).map_err(|e| e.to_string())? {
                     Some(Change::Put(v)) => Ok(Some(v)),
                     Some(Change::Delete) => Ok(None),
-                    None => storage.read_base(k).map_err(|e| e.to_string()),
+                    None => storage
+                        .read_base(k)
+                        .map(|v| v.map(Vec::from))
+                        .map_err(|e| e.to_string()),
                 },
             )
         }
