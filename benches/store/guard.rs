@@ -7,7 +7,8 @@
 //!   own `Tree::get` on a database holding the same base (2 threads, same
 //!   keys), each thread's reads over its own CPU time (`clock.rs`); beside
 //!   them, `SledDiffStorage::read_base` alone, sled's get with the value
-//!   copied into a `Vec` (what any `DiffStorage` returns), and sled's get on
+//!   copied into a `Vec` (what a `DiffStorage` whose `Value` is a `Vec`
+//!   costs; `SledDiffStorage` returns sled's buffer), and sled's get on
 //!   a database configured as the guard's (`guard.reads_vs_sled_get_guard_config`:
 //!   no background flusher and 16 MiB segments, as the engine's deadlock
 //!   proof requires, and the store's cache): sled's own get on that
@@ -159,8 +160,8 @@ pub fn guard_reads_goal(dir: &Path) -> Vec<String> {
         return Vec::new();
     }
     // A fourth subject, sled's get with the value copied into a `Vec`:
-    // what any `DiffStorage` returns (`read_base` gives an owned value), so
-    // the floor of the storage's own overhead; a fifth, sled's get on the
+    // what a read would cost if the storage copied its values out (its
+    // `Value` is sled's buffer, `GuardValue`); a fifth, sled's get on the
     // database configured as the guard's (module docs).
     let mut totals = [Total::default(); 5];
     let (mut ratios, mut same_ratios) = (Vec::new(), Vec::new());
