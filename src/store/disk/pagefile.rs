@@ -203,30 +203,7 @@ impl Superblock {
             ));
         }
         let mut r = ByteReader::new(f.body);
-        let (id, generation, m, k) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
-        let (layout, algo) = (r.u8()?, r.u8()?);
-        r.reserved::<2>()?;
-        let seed = r.u64()?;
-        if (id, generation) != (owner.table_id, owner.generation) {
-            return Err(corrupt(
-                "page file owner",
-                format!("table {id} generation {generation}, expected {owner:?}"),
-            ));
-        }
-        if (m, k, layout, algo, seed)
-            != (
-                p.m(),
-                p.k(),
-                p.layout().id(),
-                p.hash().algo.id(),
-                p.hash().seed,
-            )
-        {
-            return Err(corrupt(
-                "page file parameters",
-                format!("m {m} k {k} layout {layout} hash {algo} seed {seed:#x} differ from the table's"),
-            ));
-        }
+        check_identity(&mut r, owner, p)?;
         let (fold, folded_seq) = (r.u64()?, r.u64()?);
         let live_keys = r.u64()? as i64;
         // Version 3 keeps `log_start` where versions 1 and 2 kept the chunk
@@ -253,6 +230,43 @@ impl Superblock {
             slots,
         })
     }
+}
+
+/// Reads a superblock body's first 40 bytes (§ 11: table id, generation,
+/// `m`, `k`, layout, hash, seed) and refuses a superblock of another table,
+/// generation or filter.
+fn check_identity(
+    r: &mut ByteReader<'_>,
+    owner: Owner,
+    p: &FilterParams,
+) -> Result<(), CodecError> {
+    let (id, generation, m, k) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
+    let (layout, algo) = (r.u8()?, r.u8()?);
+    r.reserved::<2>()?;
+    let seed = r.u64()?;
+    if (id, generation) != (owner.table_id, owner.generation) {
+        return Err(corrupt(
+            "page file owner",
+            format!("table {id} generation {generation}, expected {owner:?}"),
+        ));
+    }
+    if (m, k, layout, algo, seed)
+        != (
+            p.m(),
+            p.k(),
+            p.layout().id(),
+            p.hash().algo.id(),
+            p.hash().seed,
+        )
+    {
+        return Err(corrupt(
+            "page file parameters",
+            format!(
+                "m {m} k {k} layout {layout} hash {algo} seed {seed:#x} differ from the table's"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The slot of each of `chunks` chunks, 2 bits each in `map` (§ 11).

@@ -125,21 +125,16 @@ pub(crate) fn upgrade_legacy_with(
     v2_to_v3::v2_to_v3(&db, &tree, dir, config, stop)
 }
 
-/// Runs the steps inside sled from `header`'s version to the last version
-/// kept in sled. Returns the header in force afterwards.
-pub(crate) fn upgrade_in_sled(
-    db: &engine::Db,
-    catalog: &engine::Tree,
-    mut header: StoreHeader,
-    steps: &[Step],
-) -> Result<StoreHeader, StoreError> {
-    if header.format_version > STORE_FORMAT_VERSION {
+/// Refuses a version in the sled catalog that no step starts from: newer
+/// than this build, 0, or one kept in a catalog file (3 or more).
+fn check_sled_version(version: u32) -> Result<(), StoreError> {
+    if version > STORE_FORMAT_VERSION {
         return Err(StoreError::UnsupportedFormat {
-            found: header.format_version,
+            found: version,
             supported: STORE_FORMAT_VERSION,
         });
     }
-    if header.format_version == 0 {
+    if version == 0 {
         return Err(StoreError::corrupt(
             "store header",
             crate::error::CodecError::InvalidField {
@@ -148,20 +143,29 @@ pub(crate) fn upgrade_in_sled(
             },
         ));
     }
-    if header.format_version > LAST_SLED_VERSION {
+    if version > LAST_SLED_VERSION {
         // A catalog tree that says 3 or more: format 3 keeps its catalog in
         // a file, which is missing.
         return Err(StoreError::corrupt(
             "store header",
             crate::error::CodecError::InvalidField {
                 field: "format version",
-                reason: format!(
-                    "{} in the sled catalog, but no catalog file",
-                    header.format_version
-                ),
+                reason: format!("{} in the sled catalog, but no catalog file", version),
             },
         ));
     }
+    Ok(())
+}
+
+/// Runs the steps inside sled from `header`'s version to the last version
+/// kept in sled. Returns the header in force afterwards.
+pub(crate) fn upgrade_in_sled(
+    db: &engine::Db,
+    catalog: &engine::Tree,
+    mut header: StoreHeader,
+    steps: &[Step],
+) -> Result<StoreHeader, StoreError> {
+    check_sled_version(header.format_version)?;
     // Every step of the path must exist before the first one runs: a store
     // is never left at a version between the one found and the last one.
     let mut path = Vec::new();
@@ -235,6 +239,26 @@ pub(crate) fn write_table_files(
     Ok(())
 }
 
+/// Refuses a record of guard storage `name` over the guard's limits
+/// (format 2 had none): the migration stops, nothing of it done.
+fn check_guard_record(dir: &Path, name: &[u8], k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+    if k.len() <= engine::MAX_KEY && v.len() <= engine::MAX_VALUE {
+        return Ok(());
+    }
+    Err(StoreError::MigrationRefused {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "guard storage {:?} holds a record with a {}-byte key and a {}-byte \
+             value, over this release's limits ({}-byte keys, {}-byte values)",
+            String::from_utf8_lossy(&name[engine::GUARD_TREE_PREFIX.len()..]),
+            k.len(),
+            v.len().saturating_sub(1),
+            engine::MAX_KEY,
+            engine::MAX_VALUE - 1
+        ),
+    })
+}
+
 /// Copies the guard storage's trees of a format-1 or -2 database `db`
 /// into the guard's own database (`dir/guard`, created with
 /// [`engine::GUARD_SEGMENT`]; whatever an earlier, cut-short run left there
@@ -275,20 +299,7 @@ pub(crate) fn copy_guard_trees(
         let mut in_group = 0;
         for item in from.iter() {
             let (k, v) = item.map_err(sled_err("reading guard storage to migrate"))?;
-            if k.len() > engine::MAX_KEY || v.len() > engine::MAX_VALUE {
-                return Err(StoreError::MigrationRefused {
-                    path: dir.to_path_buf(),
-                    reason: format!(
-                        "guard storage {:?} holds a record with a {}-byte key and a {}-byte \
-                         value, over this release's limits ({}-byte keys, {}-byte values)",
-                        String::from_utf8_lossy(&name[engine::GUARD_TREE_PREFIX.len()..]),
-                        k.len(),
-                        v.len().saturating_sub(1),
-                        engine::MAX_KEY,
-                        engine::MAX_VALUE - 1
-                    ),
-                });
-            }
+            check_guard_record(dir, &name, &k, &v)?;
             group.insert(k, v);
             in_group += 1;
             if in_group == engine::MAX_CALL_ITEMS {
