@@ -114,6 +114,25 @@
 //! its largest flush, 218–389 KiB in four runs (`tests.rs`). Closing it needs
 //! a count covering (a)-(d) or fewer items per call; a larger call ("What
 //! it costs") needs it too.
+//!
+//! A crude count covering them (an upper bound, probably loose): a split
+//! or a merge logs at most five node-sized messages (three nodes, two
+//! rewrites by (b)), each under 75 KiB; an item makes at most one leaf
+//! pending, a split or a merge at most one more node on the level above,
+//! and by (d) a merge two, so one item accounts for at most 2h of them in a
+//! tree of h levels, and a call of K items for 2Kh × 375 KiB, about
+//! 0.73·K·h MiB, plus under 160 KiB per item (its fragment, a
+//! consolidation and its rewrite). Under 12 MiB: K = 1 for h ≤ 16, K = 2
+//! for h ≤ 7, K = 8 only for h = 1 (the benchmark's 200,000 records make
+//! a tree of about 3 levels: leaves of 8–16 items under index nodes of up
+//! to 256 children). So this count would prove the rule for calls of one
+//! item (a merge's change then moves in two calls, base first; a crash
+//! between them leaves it in both, and merging it again gives the same
+//! result), not for the eight of today, whose worst case needs every
+//! ancestor on eight paths at its limit at once. Calls of one item would
+//! multiply the calls, hence the flushes, by up to eight, against a write
+//! figure already a fifth of its goal: the choice is left open (README
+//! "Known issues").
 
 //! # Why it cannot close here: reads on the caller's thread
 //! A `Tree::get` traverses the tree from its root (`tree.rs`
