@@ -129,8 +129,11 @@
 //! item (a merge's change then moves in two calls, base first; a crash
 //! between them leaves it in both, and merging it again gives the same
 //! result), not for the eight of today, whose worst case needs every
-//! ancestor on eight paths at its limit at once. Calls of one item would
-//! multiply the calls, hence the flushes, by up to eight, against a write
+//! ancestor on eight paths at its limit at once. Calls of one item cost
+//! the guard's writes a factor of five (`FILTERSTORE_BENCH_PROFILE=writes
+//! cargo bench --bench store`, 40 batches of 1,000 new keys, this constant
+//! set to 1 in a throwaway build: 5,450–5,770 keys/s against 26,300–28,100
+//! at 8, three runs each, interleaved, load 1.6–1.8), against a write
 //! figure already a fifth of its goal: the choice is left open (README
 //! "Known issues").
 
