@@ -416,3 +416,37 @@ impl DiffStorage for SledDiffStorage {
             .map_err(sled_err("reading the differential file"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::GuardValue;
+    use std::collections::{BTreeSet, HashSet};
+
+    #[test]
+    fn a_guard_value_behaves_as_its_bytes() {
+        // Inline (up to 22 bytes in sled) and shared buffers alike.
+        for bytes in [&b""[..], b"a\x00\xff\"", &[7u8; 100][..]] {
+            let v = GuardValue::from(bytes.to_vec());
+            assert_eq!(&*v, bytes);
+            assert_eq!(v, *bytes);
+            assert_eq!(v, bytes);
+            assert_eq!(v, bytes.to_vec());
+            assert_eq!(v.as_ref(), bytes);
+            assert_eq!(GuardValue::from(bytes), v);
+            assert_eq!(Vec::from(v.clone()), bytes.to_vec());
+            // `Borrow<[u8]>`: hashed and ordered as the bytes, so sets of
+            // values are looked up by byte strings.
+            let hashed: HashSet<GuardValue> = [v.clone()].into();
+            assert!(hashed.contains(bytes));
+            let ordered: BTreeSet<GuardValue> = [v.clone()].into();
+            assert!(ordered.contains(bytes));
+        }
+        let (ab, b) = (GuardValue::from(&b"ab"[..]), GuardValue::from(&b"b"[..]));
+        assert!(ab < b, "ordered as byte strings, not by length");
+        assert_ne!(GuardValue::from(&b"ab"[..]), b"abc");
+        assert_eq!(
+            format!("{:?}", GuardValue::from(&b"a\x00\"z"[..])),
+            r#"b"a\x00\"z""#
+        );
+    }
+}
