@@ -388,6 +388,52 @@ mod tests {
         }
     }
 
+    /// 20,000 seeded operations on a pool of 300 keys, keys 0-3 inserted
+    /// dozens of times (saturation), removes only of keys inserted more
+    /// often than removed.
+    fn seeded_ops(p: &FilterParams) -> Vec<LogOp> {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut live = std::collections::HashMap::<u32, u32>::new();
+        let mut ops = Vec::new();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = if x.is_multiple_of(10) {
+                (x >> 8) as u32 % 4
+            } else {
+                (x >> 8) as u32 % 300
+            };
+            let count = live.entry(key).or_insert(0);
+            let insert = *count == 0 || !x.is_multiple_of(3);
+            *count = if insert { *count + 1 } else { *count - 1 };
+            ops.push(LogOp {
+                insert,
+                hash: p.hash().hash(&key.to_le_bytes()),
+            });
+        }
+        ops
+    }
+
+    /// `ops` applied one by one, in order, to a copy of `counters`: the
+    /// counters, and how many reached the maximum.
+    fn one_by_one(p: &FilterParams, counters: &[u8], ops: &[LogOp]) -> (Vec<u8>, u64) {
+        let mut counters = counters.to_vec();
+        let mut saturated = 0;
+        for op in ops {
+            for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                let before = nibble::get(&counters, q as usize);
+                if op.insert {
+                    nibble::inc(&mut counters, q as usize);
+                    saturated += u64::from(before == COUNTER_MAX - 1);
+                } else {
+                    nibble::dec(&mut counters, q as usize);
+                }
+            }
+        }
+        (counters, saturated)
+    }
+
     #[test]
     fn entries_grouped_by_chunk_fold_as_the_operations_in_log_order() {
         // Seeded operations on a pool of 300 keys, some inserted dozens of
@@ -406,40 +452,9 @@ mod tests {
             for i in 0..2_000u32 {
                 start.insert(&(i + 1_000_000).to_le_bytes());
             }
-            let mut x = 0x2545_f491_4f6c_dd1du64;
-            let mut live = std::collections::HashMap::<u32, u32>::new();
-            let mut ops = Vec::new();
-            for _ in 0..20_000 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let key = if x.is_multiple_of(10) {
-                    (x >> 8) as u32 % 4
-                } else {
-                    (x >> 8) as u32 % 300
-                };
-                let count = live.entry(key).or_insert(0);
-                let insert = *count == 0 || !x.is_multiple_of(3);
-                *count = if insert { *count + 1 } else { *count - 1 };
-                ops.push(LogOp {
-                    insert,
-                    hash: p.hash().hash(&key.to_le_bytes()),
-                });
-            }
+            let ops = seeded_ops(&p);
             // The reference: each operation in log order on the whole array.
-            let mut reference = start.as_bytes().to_vec();
-            let mut sat_reference = 0;
-            for op in &ops {
-                for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
-                    let before = nibble::get(&reference, q as usize);
-                    if op.insert {
-                        nibble::inc(&mut reference, q as usize);
-                        sat_reference += u64::from(before == COUNTER_MAX - 1);
-                    } else {
-                        nibble::dec(&mut reference, q as usize);
-                    }
-                }
-            }
+            let (reference, sat_reference) = one_by_one(&p, start.as_bytes(), &ops);
             assert!(
                 sat_reference > 0,
                 "{layout}: nothing saturated, the test tests less"
