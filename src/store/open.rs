@@ -303,17 +303,7 @@ impl FilterStore {
         }
         check_format(catalog.header().format_version, write)?;
         if write {
-            if legacy_marker {
-                marker::write_marker(&path)?;
-            }
-            catalog_file::remove_leftover(&path).map_err(io("removing an unfinished catalog"))?;
-            if has_sled(&path) {
-                // The database of the format before, left by a crash after
-                // the migration's switch.
-                sled_dir::remove_legacy_sled(&path)
-                    .map_err(io("removing the database of the old format"))?;
-            }
-            collect_garbage(&path, &catalog)?;
+            tidy(&path, &catalog, legacy_marker)?;
         }
         let (read_only, scratch) = match access {
             Access::Write(_) => (false, None),
@@ -454,6 +444,22 @@ fn topmost_missing(path: &Path) -> PathBuf {
         top = p;
     }
     top.to_path_buf()
+}
+
+/// What a store opened for writing leaves behind it: the marker of a store
+/// migrated from sled (`legacy_marker`), an unfinished catalog, the
+/// database of the format before (a crash after the migration's switch
+/// leaves it), and the files no table of `catalog` names.
+fn tidy(path: &Path, catalog: &Catalog, legacy_marker: bool) -> Result<(), StoreError> {
+    if legacy_marker {
+        marker::write_marker(path)?;
+    }
+    catalog_file::remove_leftover(path).map_err(io("removing an unfinished catalog"))?;
+    if has_sled(path) {
+        sled_dir::remove_legacy_sled(path)
+            .map_err(io("removing the database of the old format"))?;
+    }
+    collect_garbage(path, catalog)
 }
 
 /// Whether this build opens a store of format `found` (after the
