@@ -12,7 +12,7 @@
 //!   a database configured as the guard's (`guard.reads_vs_sled_get_guard_config`:
 //!   no background flusher and 16 MiB segments, as the engine's deadlock
 //!   proof requires, and the store's cache): sled's own get on that
-//!   database runs 6-10% slower relative to the default one, which is the
+//!   database runs 8-14% slower relative to the default one, which is the
 //!   gap between the first figure and its goal, not the guard's read path
 //!   (README, issue 28), 30 short rounds.
 //! * `guard.writes_vs_raw_sled_insert` (goal ≥ 0.5): `SledDiffStorage::write_diff`
@@ -94,7 +94,7 @@ pub fn guard_reads_goal(dir: &Path) -> Vec<String> {
     // starting with another of them: built one after the other, the later
     // database's reads ran 5-10% slower than the same database's built
     // first (its nodes among the others' in the heap), whatever its
-    // configuration (README "Measured", issue 28).
+    // configuration (README "Known issues", issue 28).
     for (c, chunk) in (0..RECORDS).step_by(BUILD_CHUNK).enumerate() {
         let ids = chunk..(chunk + BUILD_CHUNK as u64).min(RECORDS);
         for which in (0..3).map(|j| (c + j) % 3) {

@@ -40,10 +40,13 @@ pub struct SledDiffStorage {
     diff: engine::Tree,
 }
 
-/// A value read through [`SledDiffStorage`]: the engine's own buffer,
-/// shared, not copied (a read allocates nothing for it; a value of up to
-/// 22 bytes is held inline). It derefs to its bytes and compares with
-/// byte strings; `Vec::from` copies them out.
+/// A value read through [`SledDiffStorage`]: a base record is the
+/// engine's own buffer, shared, not copied (a read of a key without a
+/// change allocates nothing for its value; one of up to 22 bytes is held
+/// inline); a change read from the differential file is the one copy its
+/// decoding makes. It derefs to its bytes, compares, orders and hashes as
+/// them, and `Vec::from` gives them (moving the copy, or copying the
+/// engine's buffer).
 ///
 /// # Examples
 /// ```
@@ -59,80 +62,124 @@ pub struct SledDiffStorage {
 /// assert_eq!(Vec::from(v), b"10".to_vec());
 /// # Ok(()) }
 /// ```
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GuardValue(engine::IVec);
+#[derive(Clone)]
+pub struct GuardValue(Repr);
+
+/// Where a [`GuardValue`]'s bytes are.
+#[derive(Clone)]
+enum Repr {
+    /// The engine's buffer (a base record).
+    Engine(engine::IVec),
+    /// A copy of our own (a change, decoded).
+    Owned(Vec<u8>),
+}
 
 impl std::ops::Deref for GuardValue {
     type Target = [u8];
+    #[inline]
     fn deref(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Engine(v) => v,
+            Repr::Owned(v) => v,
+        }
     }
 }
 
 impl AsRef<[u8]> for GuardValue {
     fn as_ref(&self) -> &[u8] {
-        &self.0
+        self
     }
 }
 
 impl std::borrow::Borrow<[u8]> for GuardValue {
     fn borrow(&self) -> &[u8] {
-        &self.0
+        self
     }
 }
 
 impl From<Vec<u8>> for GuardValue {
+    /// Takes `v` as it is (no copy).
     fn from(v: Vec<u8>) -> Self {
-        GuardValue(engine::IVec::from(v))
+        GuardValue(Repr::Owned(v))
     }
 }
 
 impl From<&[u8]> for GuardValue {
     fn from(v: &[u8]) -> Self {
-        GuardValue(engine::IVec::from(v))
+        GuardValue(Repr::Owned(v.to_vec()))
     }
 }
 
 impl From<GuardValue> for Vec<u8> {
     fn from(v: GuardValue) -> Self {
-        v.0.to_vec()
+        match v.0 {
+            Repr::Engine(v) => v.to_vec(),
+            Repr::Owned(v) => v,
+        }
     }
 }
 
 impl std::fmt::Debug for GuardValue {
     /// As a byte string, like `b"..."`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "b\"{}\"", self.0.escape_ascii())
+        write!(f, "b\"{}\"", self.escape_ascii())
+    }
+}
+
+impl PartialEq for GuardValue {
+    fn eq(&self, other: &GuardValue) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for GuardValue {}
+
+impl PartialOrd for GuardValue {
+    fn partial_cmp(&self, other: &GuardValue) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for GuardValue {
+    fn cmp(&self, other: &GuardValue) -> std::cmp::Ordering {
+        (**self).cmp(&**other)
+    }
+}
+
+impl std::hash::Hash for GuardValue {
+    /// As its bytes (`Borrow<[u8]>`).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state);
     }
 }
 
 impl PartialEq<[u8]> for GuardValue {
     fn eq(&self, other: &[u8]) -> bool {
-        *self.0 == *other
+        **self == *other
     }
 }
 
 impl PartialEq<&[u8]> for GuardValue {
     fn eq(&self, other: &&[u8]) -> bool {
-        *self.0 == **other
+        **self == **other
     }
 }
 
 impl PartialEq<Vec<u8>> for GuardValue {
     fn eq(&self, other: &Vec<u8>) -> bool {
-        *self.0 == **other
+        **self == **other
     }
 }
 
 impl<const N: usize> PartialEq<[u8; N]> for GuardValue {
     fn eq(&self, other: &[u8; N]) -> bool {
-        *self.0 == other[..]
+        **self == other[..]
     }
 }
 
 impl<const N: usize> PartialEq<&[u8; N]> for GuardValue {
     fn eq(&self, other: &&[u8; N]) -> bool {
-        *self.0 == other[..]
+        **self == other[..]
     }
 }
 
@@ -305,7 +352,7 @@ impl DiffStorage for SledDiffStorage {
             .base
             .get(key)
             .map_err(sled_err("reading the base"))?
-            .map(GuardValue))
+            .map(|v| GuardValue(Repr::Engine(v))))
     }
 
     fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, SledDiffError> {
@@ -396,7 +443,7 @@ impl DiffStorage for SledDiffStorage {
             .get_many(keys)
             .map_err(sled_err("reading the base"))?
             .into_iter()
-            .map(|v| v.map(GuardValue))
+            .map(|v| v.map(|v| GuardValue(Repr::Engine(v))))
             .collect())
     }
 
@@ -419,27 +466,33 @@ impl DiffStorage for SledDiffStorage {
 
 #[cfg(test)]
 mod tests {
-    use super::GuardValue;
+    use super::{engine, GuardValue, Repr};
     use std::collections::{BTreeSet, HashSet};
 
     #[test]
     fn a_guard_value_behaves_as_its_bytes() {
-        // Inline (up to 22 bytes in sled) and shared buffers alike.
+        // The engine's buffers (inline up to 22 bytes in sled, shared above)
+        // and copies of our own alike, and the two compared with each other.
         for bytes in [&b""[..], b"a\x00\xff\"", &[7u8; 100][..]] {
-            let v = GuardValue::from(bytes.to_vec());
-            assert_eq!(&*v, bytes);
-            assert_eq!(v, *bytes);
-            assert_eq!(v, bytes);
-            assert_eq!(v, bytes.to_vec());
-            assert_eq!(v.as_ref(), bytes);
-            assert_eq!(GuardValue::from(bytes), v);
-            assert_eq!(Vec::from(v.clone()), bytes.to_vec());
-            // `Borrow<[u8]>`: hashed and ordered as the bytes, so sets of
-            // values are looked up by byte strings.
-            let hashed: HashSet<GuardValue> = [v.clone()].into();
-            assert!(hashed.contains(bytes));
-            let ordered: BTreeSet<GuardValue> = [v.clone()].into();
-            assert!(ordered.contains(bytes));
+            let engine = GuardValue(Repr::Engine(engine::IVec::from(bytes)));
+            let owned = GuardValue::from(bytes.to_vec());
+            assert_eq!(engine, owned);
+            assert_eq!(engine.cmp(&owned), std::cmp::Ordering::Equal);
+            for v in [engine, owned] {
+                assert_eq!(&*v, bytes);
+                assert_eq!(v, *bytes);
+                assert_eq!(v, bytes);
+                assert_eq!(v, bytes.to_vec());
+                assert_eq!(v.as_ref(), bytes);
+                assert_eq!(GuardValue::from(bytes), v);
+                assert_eq!(Vec::from(v.clone()), bytes.to_vec());
+                // `Borrow<[u8]>`: hashed and ordered as the bytes, so sets
+                // of values are looked up by byte strings.
+                let hashed: HashSet<GuardValue> = [v.clone()].into();
+                assert!(hashed.contains(bytes));
+                let ordered: BTreeSet<GuardValue> = [v.clone()].into();
+                assert!(ordered.contains(bytes));
+            }
         }
         let (ab, b) = (GuardValue::from(&b"ab"[..]), GuardValue::from(&b"b"[..]));
         assert!(ab < b, "ordered as byte strings, not by length");

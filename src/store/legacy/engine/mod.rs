@@ -115,20 +115,26 @@
 //! a count covering (a)-(d) or fewer items per call; a larger call ("What
 //! it costs") needs it too.
 //!
-//! A crude count covering them (an upper bound, probably loose): a split
-//! or a merge logs at most five node-sized messages (three nodes, two
-//! rewrites by (b)), each under 75 KiB; an item makes at most one leaf
-//! pending, a split or a merge at most one more node on the level above,
-//! and by (d) a merge two, so one item accounts for at most 2h of them in a
-//! tree of h levels, and a call of K items for 2Kh × 375 KiB, about
-//! 0.73·K·h MiB, plus under 160 KiB per item (its fragment, a
-//! consolidation and its rewrite). Under 12 MiB: K = 1 for h ≤ 16, K = 2
-//! for h ≤ 7, K = 8 only for h = 1 (the benchmark's 200,000 records make
-//! a tree of about 3 levels: leaves of 8–16 items under index nodes of up
-//! to 256 children). So this count would prove the rule for calls of one
-//! item (a merge's change then moves in two calls, base first; a crash
-//! between them leaves it in both, and merging it again gives the same
-//! result), not for the eight of today, whose worst case needs every
+//! A crude count covering them (an upper bound, probably loose; its step
+//! "2h per item" is assumed, not checked against every path of
+//! `view_for_key`): a node is under 90 KiB (a merge may leave a leaf of 19
+//! items, about 84 KiB, or an index node of 319 children, about 87 KiB;
+//! the META page stays under it below about 150 guard storages); a split
+//! or a merge logs at most three nodes (a merge: the sibling, and the
+//! parent and the child through links, each of which a chain of 10 turns
+//! into a `replace`), each with one rewrite by (b): six messages, under
+//! 540 KiB. An item leaves at most one leaf pending; a split or a merge at
+//! most two nodes more (the merged sibling, the parent), one level up at
+//! the most; so one item accounts for at most 2h of them in a tree of h
+//! levels, and a call of K items for 2Kh × 540 KiB, about 1.05·K·h MiB,
+//! plus under 190 KiB per item (its fragment, a consolidation and its
+//! rewrite). Under 12 MiB: K = 1 for h ≤ 11, K = 2 for h ≤ 5, K = 8 only
+//! for h = 1 (the benchmark's 200,000 records make a tree of about 3
+//! levels: leaves of 8–16 items under index nodes of up to 256 children).
+//! So this count would prove the rule for calls of one item (a merge's
+//! change then moves in two calls, base first; a crash between them leaves
+//! it in both, and merging it again gives the same result), in trees of up
+//! to 11 levels, not for the eight of today, whose worst case needs every
 //! ancestor on eight paths at its limit at once. Calls of one item cost
 //! the guard's writes a factor of five (`FILTERSTORE_BENCH_PROFILE=writes
 //! cargo bench --bench store`, 40 batches of 1,000 new keys, this constant
@@ -183,7 +189,7 @@
 //! batches: 14,209 `pwrite` + `sync_file_range`, 125 per 1,000 from the
 //! calls, 230 from settling; 75 µs of the two calls each on sled's pool,
 //! plus the hand-offs: 194,000 `futex` calls) where sled's own batch of
-//! the same records and one flush is one: 8,700–27,000 keys/s against
+//! the same records and one flush is one: 8,700–28,100 keys/s against
 //! 108,600–217,000 on this VM (`guard.writes_vs_raw_sled_insert`,
 //! 0.07–0.15; `cargo bench --bench store`, README "Known issues"). The
 //! hand-off to the worker is not the cost: up to 16 calls per job of the
@@ -192,7 +198,7 @@
 //! throwaway runs with this limit raised and one flush per settling round:
 //! 64 items per call 0.44×, 256 items 0.70× (largest flush of `tests.rs`
 //! 2.0 and 3.1 MiB). Reads pay for the rules too: sled's get on a database
-//! configured as the guard's runs at 0.87–0.91× its get on a default one.
+//! configured as the guard's runs at 0.86–0.92× its get on a default one.
 //!
 //! # Power loss
 //! sled's `flush` makes its log "stable" with `sync_file_range`
