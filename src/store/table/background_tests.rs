@@ -26,6 +26,15 @@ fn open(dir: &std::path::Path, background: bool) -> (FilterStore, Table) {
     (store, t)
 }
 
+/// A batch inserting the keys of `range`.
+fn inserts(range: std::ops::Range<u32>) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for i in range {
+        batch.insert(&key(i));
+    }
+    batch
+}
+
 /// The superblock in force of `t`'s writer: (folds, `log_start`).
 fn superblock(t: &Table) -> (u64, u64) {
     let g = t.inner.gen.load_full();
@@ -45,13 +54,12 @@ fn stream(t: &Table, starts: &mut Vec<(u64, u64)>) -> (CountingFilter, Vec<u32>)
     let mut live: Vec<u32> = Vec::new();
     let mut next = 0u32;
     for b in 0..60u32 {
-        let mut batch = WriteBatch::new();
-        for _ in 0..500 {
-            batch.insert(&key(next));
-            model.insert(&key(next));
-            live.push(next);
-            next += 1;
+        let batch = inserts(next..next + 500);
+        for i in next..next + 500 {
+            model.insert(&key(i));
+            live.push(i);
         }
+        next += 500;
         let level = [Durability::Durable, Durability::Buffered][b as usize % 2];
         t.apply(&batch, level).unwrap();
         if b % 7 == 6 {
@@ -133,11 +141,8 @@ fn folded_log_bytes_are_given_back() {
     // one in force reads them).
     let mut starts = vec![superblock(&t)];
     for b in 0..80u32 {
-        let mut batch = WriteBatch::new();
-        for i in 0..500 {
-            batch.insert(&key(b * 500 + i));
-        }
-        t.apply(&batch, Durability::Durable).unwrap();
+        t.apply(&inserts(b * 500..b * 500 + 500), Durability::Durable)
+            .unwrap();
         let now = superblock(&t);
         if now != *starts.last().unwrap() {
             starts.push(now);
@@ -180,17 +185,17 @@ fn two_background_folds(t: &Table, model: &mut CountingFilter, next: &mut u32) -
     let running = || t.inner.gen.load_full().writer.lock().background.is_some();
     while background < 2 || running() {
         assert!(*next < 80_000, "no two folds in the background");
-        let mut batch = WriteBatch::new();
-        if background < 2 {
-            for _ in 0..500 {
-                batch.insert(&key(*next));
-                model.insert(&key(*next));
-                *next += 1;
+        let batch = if background < 2 {
+            for i in *next..*next + 500 {
+                model.insert(&key(i));
             }
+            *next += 500;
+            inserts(*next - 500..*next)
         } else {
             // Only take in the fold still running.
             std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+            WriteBatch::new()
+        };
         t.apply(&batch, Durability::Durable).unwrap();
         let now = superblock(t);
         if now != last {
@@ -274,11 +279,7 @@ fn batches_until(
     mut done: impl FnMut(&Table) -> bool,
 ) -> Result<(), crate::store::StoreError> {
     for _ in 0..200 {
-        let mut batch = WriteBatch::new();
-        for i in *next..*next + 500 {
-            batch.insert(&key(i));
-        }
-        t.apply(&batch, Durability::Durable)?;
+        t.apply(&inserts(*next..*next + 500), Durability::Durable)?;
         for i in *next..*next + 500 {
             model.insert(&key(i));
         }
