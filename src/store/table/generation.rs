@@ -231,7 +231,8 @@ fn check_newer_copy(
                 crate::error::CodecError::InvalidField {
                     field: "superblock",
                     reason: format!(
-                        "the copy in force expects log record {} at byte {}, the log holds                          record {seq} at byte {at}: a newer copy was damaged",
+                        "the copy in force expects log record {} at byte {}, the log holds \
+                         record {seq} at byte {at}: a newer copy was damaged",
                         sb.folded_seq, sb.log_start
                     ),
                 },
