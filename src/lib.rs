@@ -80,11 +80,12 @@ pub use umbrella::Error;
 // The persistent store (feature `store`).
 #[cfg(feature = "store")]
 pub use store::{
-    Durability, ExportKind, FilterStore, HealthReport, NameError, RegenOptions, RegenReport,
-    StoreConfig, StoreError, Table, TableBloom, TableReader, TableSpec, TableStats, WriteBatch,
-    DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE, DEFAULT_FOLD_MEMORY,
-    DEFAULT_HEADROOM, DEFAULT_IO_TIMEOUT, DEFAULT_MATERIALIZED_BLOCKS, MARKER_FILE, MAX_NAME_LEN,
-    MAX_RECORD_OPS, STORE_FORMAT_VERSION,
+    Durability, ExportKind, FilterStore, HealthReport, NameError, NewSealed, RegenOptions,
+    RegenReport, SealedBatch, SealedFilter, SealedInfo, StoreConfig, StoreError, Table, TableBloom,
+    TableReader, TableSpec, TableStats, WriteBatch, DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY,
+    DEFAULT_FILTER_MEMORY_SHARE, DEFAULT_FOLD_MEMORY, DEFAULT_HEADROOM, DEFAULT_IO_TIMEOUT,
+    DEFAULT_MATERIALIZED_BLOCKS, MARKER_FILE, MAX_NAME_LEN, MAX_RECORD_OPS, MAX_SEALED_TAG,
+    STORE_FORMAT_VERSION,
 };
 
 // The differential-file guard (feature `store`).

@@ -108,8 +108,8 @@ mod seam {
     use super::common;
     use filterstore::__internals::fault::{self, Op, EIO, ENOSPC};
     use filterstore::{
-        Durability, FilterStore, Layout, RegenOptions, StoreConfig, StoreError, Table, TableSpec,
-        WriteBatch,
+        BitFilter, Durability, FilterParams, FilterStore, HashSpec, Layout, NewSealed,
+        RegenOptions, SealedBatch, StoreConfig, StoreError, Table, TableSpec, WriteBatch,
     };
     use std::path::Path;
 
@@ -393,6 +393,10 @@ mod seam {
         ChangeLayout,
         SetParams,
         Import,
+        /// A batch of sealed filters: "s0" replaced, "s2" added, "s1" removed.
+        Seal,
+        /// A batch that only removes sealed filters ("s0").
+        Unseal,
     }
 
     /// What a store's catalog says, as the sweep compares it.
@@ -401,14 +405,33 @@ mod seam {
         tables: Vec<String>,
         /// Generation, layout and expected keys of table "t".
         t: (u64, Layout, u64),
+        /// The sealed filters: name and tag, each loaded and holding its key.
+        sealed: Vec<(String, Vec<u8>)>,
     }
 
     fn view(store: &FilterStore) -> View {
         let t = store.open_table("t").unwrap();
+        let infos = store.list_sealed("").unwrap();
+        for (info, f) in infos.iter().zip(store.load_sealed(&infos)) {
+            let f = f.unwrap_or_else(|e| panic!("{}: {e}", info.name()));
+            assert!(f.contains(info.tag()), "{}", info.name());
+        }
         View {
             tables: store.list_tables().unwrap(),
             t: (t.generation(), t.params().layout(), t.expected_keys()),
+            sealed: infos
+                .iter()
+                .map(|i| (i.name().to_string(), i.tag().to_vec()))
+                .collect(),
         }
+    }
+
+    /// A sealed filter `name` holding one key, its tag.
+    fn sealed(name: &str, tag: &[u8]) -> NewSealed {
+        let p = FilterParams::for_capacity(10, 0.01, Layout::Blocked, HashSpec::xxh3(1)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        f.insert(tag);
+        NewSealed::new(name, f, 1).tag(tag)
     }
 
     fn t_keys() -> Vec<Vec<u8>> {
@@ -430,6 +453,18 @@ mod seam {
                 .map(drop),
             CatalogOp::SetParams => t.set_params(Some(5_000), None),
             CatalogOp::Import => store.import("n", export).map(drop),
+            CatalogOp::Seal => {
+                let mut b = SealedBatch::new();
+                b.put(sealed("s0", b"new"))
+                    .put(sealed("s2", b"two"))
+                    .remove("s1");
+                store.commit_sealed(b)
+            }
+            CatalogOp::Unseal => {
+                let mut b = SealedBatch::new();
+                b.remove("s0");
+                store.commit_sealed(b)
+            }
         }
     }
 
@@ -444,6 +479,13 @@ mod seam {
             CatalogOp::Regenerate => v.t.0 += 1,
             CatalogOp::ChangeLayout => v.t = (v.t.0 + 1, Layout::SplitBlock, v.t.2),
             CatalogOp::SetParams => v.t.2 = 5_000,
+            CatalogOp::Seal => {
+                v.sealed = vec![
+                    ("s0".into(), b"new".to_vec()),
+                    ("s2".into(), b"two".to_vec()),
+                ]
+            }
+            CatalogOp::Unseal => v.sealed.retain(|(n, _)| n != "s0"),
         }
         v
     }
@@ -478,6 +520,8 @@ mod seam {
                 CatalogOp::ChangeLayout,
                 CatalogOp::SetParams,
                 CatalogOp::Import,
+                CatalogOp::Seal,
+                CatalogOp::Unseal,
             ];
             let (mut unknown, mut refused) = (0, 0);
             for op in ops {
@@ -500,6 +544,9 @@ mod seam {
                         }
                         t.apply(&b, Durability::Durable).unwrap();
                         store.create_table("o", TableSpec::new(10, 0.01)).unwrap();
+                        let mut b = SealedBatch::new();
+                        b.put(sealed("s0", b"old")).put(sealed("s1", b"one"));
+                        store.commit_sealed(b).unwrap();
                         let before = view(&store);
                         let after = expected_after(&before, op);
                         fault::fail_after(kind, n, errno);

@@ -36,7 +36,7 @@ pub(crate) fn v3_to_v4(
         dir.to_path_buf(),
         *config,
         false,
-        catalog.clone(),
+        catalog.detached_copy(),
     ));
     let (records, _) = catalog.readable();
     for meta in records {

@@ -14,7 +14,7 @@ pub const MAGIC: [u8; 4] = *b"FSTR";
 /// § 13). Each frame is written with the lowest version that describes its
 /// bytes: version 1 unless it holds something § 15 lists under a later
 /// version, so that older readers keep reading everything they can.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
 /// Format version 1: the version, and the min reader version, of every
@@ -29,6 +29,12 @@ pub const VERSION_2: u16 = 2;
 /// Only the store writes it (feature `store`).
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub const VERSION_3: u16 = 3;
+/// Format version 4 (`docs/FORMAT.md` § 15): a sealed filter's catalog
+/// record (kind 11, § 9a) and the catalog's reference to its log (§ 8),
+/// written by a store of format 6; version 4, min reader 4. Only the store
+/// writes them (feature `store`).
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
+pub const VERSION_4: u16 = 4;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -60,6 +66,8 @@ pub enum FrameKind {
     LogRecord,
     /// The folded state of one table generation in the store (live keys, log position).
     TableState,
+    /// One sealed filter's metadata record in the catalog (format version 4).
+    SealedMeta,
 }
 
 /// The crate's modules call it `frame::Kind`; the API names it
@@ -68,7 +76,7 @@ pub use self::FrameKind as Kind;
 
 impl FrameKind {
     /// All kinds, for error messages and exhaustive tests.
-    pub const ALL: [FrameKind; 10] = [
+    pub const ALL: [FrameKind; 11] = [
         FrameKind::BitFilter,
         FrameKind::CountingFilter,
         FrameKind::Catalog,
@@ -79,6 +87,7 @@ impl FrameKind {
         FrameKind::ExchangeDelta,
         FrameKind::LogRecord,
         FrameKind::TableState,
+        FrameKind::SealedMeta,
     ];
 
     /// The stable id stored in the frame.
@@ -94,6 +103,7 @@ impl FrameKind {
             FrameKind::ExchangeDelta => 8,
             FrameKind::LogRecord => 9,
             FrameKind::TableState => 10,
+            FrameKind::SealedMeta => 11,
         }
     }
 
@@ -115,6 +125,7 @@ impl FrameKind {
             FrameKind::ExchangeDelta => "exchange-delta",
             FrameKind::LogRecord => "log-record",
             FrameKind::TableState => "table-state",
+            FrameKind::SealedMeta => "sealed-meta",
         }
     }
 }
@@ -460,9 +471,9 @@ mod tests {
         // A newer writer that older readers may still read is accepted.
         let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
         assert_eq!(decode(&f).unwrap().version, 9);
-        // Versions 2 and 3 are read; version 4 is not (yet).
+        // Versions 2, 3 and 4 are read; version 5 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
-        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 3));
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 4));
         let f = encode_versioned(FrameKind::TableState, 0, b"", 3, 3);
         assert_eq!(decode(&f).unwrap().version, 3);
         let f = encode_with_version(FrameKind::BitFilter, 0, 0, 2, |_| {});
@@ -470,13 +481,15 @@ mod tests {
             (decode(&f).unwrap().version, decode(&f).unwrap().min_reader),
             (2, 2)
         );
-        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 4, 4);
+        let f = encode_versioned(FrameKind::SealedMeta, 0, b"", 4, 4);
+        assert_eq!(decode(&f).unwrap().version, 4);
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 5, 5);
         assert_eq!(
             decode(&f),
             Err(CodecError::UnsupportedVersion {
-                found: 4,
-                min_reader: 4,
-                supported: 3
+                found: 5,
+                min_reader: 5,
+                supported: 4
             })
         );
     }

@@ -314,6 +314,10 @@ pub enum StoreError {
         /// What its open found.
         reason: String,
     },
+    /// A batch of sealed filters that cannot be committed as it is (a name
+    /// twice, a tag over its limit): nothing was written.
+    #[error("invalid batch of sealed filters: {0}; nothing was written")]
+    InvalidSealedBatch(String),
     /// A batch holds more operations than one log record may carry.
     #[error("batch of {len} operations exceeds the limit of {max}; split it")]
     BatchTooLarge {

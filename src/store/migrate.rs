@@ -10,7 +10,8 @@
 //! folds every log and empties it, then switches the catalog header: a
 //! crash at any point leaves a store that opens as format 3 or as format 4.
 //! The 4 → 5 step only switches the header (format-4 superblocks read as
-//! logs that start at byte 0).
+//! logs that start at byte 0); 5 → 6 writes the catalog file with a
+//! reference to its new log, and makes the log.
 //!
 //! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the
 //! fixtures it is tested on (`tests/store/fixture.rs`: those are bytes on
@@ -20,9 +21,12 @@
 mod v3_to_v4;
 #[path = "../../migrations/steps/v4_to_v5.rs"]
 mod v4_to_v5;
+#[path = "../../migrations/steps/v5_to_v6.rs"]
+mod v5_to_v6;
 
 pub(crate) use v3_to_v4::v3_to_v4;
 use v4_to_v5::v4_to_v5;
+use v5_to_v6::v5_to_v6;
 
 /// Runs every step from the version of `catalog` (of the store in `dir`,
 /// opened for writing), if it is 3 or later, to the current one.
@@ -36,6 +40,9 @@ pub(crate) fn from_format_3(
     }
     if catalog.header().format_version == 4 {
         v4_to_v5(catalog)?;
+    }
+    if catalog.header().format_version == 5 {
+        v5_to_v6(catalog)?;
     }
     Ok(())
 }

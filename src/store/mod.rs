@@ -159,13 +159,14 @@ mod marker;
 mod migrate;
 mod open;
 pub mod regen;
+mod sealed;
 mod shared;
 pub mod table;
 mod tables;
 mod take_back;
 
 pub use batch::{Durability, WriteBatch};
-pub use catalog::{MAX_NAME_LEN, STORE_FORMAT_VERSION};
+pub use catalog::{MAX_NAME_LEN, MAX_SEALED_TAG, STORE_FORMAT_VERSION};
 pub use config::{
     StoreConfig, DEFAULT_BUFFER_OPS, DEFAULT_CACHE_CAPACITY, DEFAULT_FILTER_MEMORY_SHARE,
     DEFAULT_FOLD_MEMORY, DEFAULT_IO_TIMEOUT, DEFAULT_MATERIALIZED_BLOCKS,
@@ -176,5 +177,6 @@ pub use import::ExportKind;
 pub use marker::MARKER_FILE;
 pub use open::FilterStore;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
+pub use sealed::{NewSealed, SealedBatch, SealedFilter, SealedInfo};
 pub use table::{Table, TableBloom, TableReader, TableStats};
 pub use tables::TableSpec;

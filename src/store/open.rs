@@ -6,7 +6,7 @@ use super::budget;
 use super::catalog::{Catalog, STORE_FORMAT_VERSION};
 use super::config::StoreConfig;
 use super::disk::lock::{self, DirLock};
-use super::disk::{catalog_file, parse_table_file, TABLES_DIR};
+use super::disk::{catalog_file, catalog_log, parse_pack_file, parse_table_file, TABLES_DIR};
 use super::error::{at_open, StoreError};
 use super::legacy::engine;
 use super::legacy::guard_db::GuardDb;
@@ -300,6 +300,7 @@ impl FilterStore {
         };
         if write {
             migrate::from_format_3(&path, &config, &mut catalog)?;
+            catalog.open_log().map_err(at_open)?;
         }
         check_format(catalog.header().format_version, write)?;
         if write {
@@ -398,9 +399,7 @@ fn sync_names(path: &Path) -> Result<(), StoreError> {
 fn create_new(path: &Path) -> Result<Catalog, StoreError> {
     std::fs::create_dir_all(path.join(TABLES_DIR)).map_err(io("creating the table directory"))?;
     super::disk::io::sync_dir(path).map_err(io("syncing the database directory"))?;
-    let mut catalog = Catalog::new(path);
-    catalog.commit(|_| {}).map_err(at_open)?;
-    Ok(catalog)
+    Catalog::create(path).map_err(at_open)
 }
 
 /// Deletes table files that no catalog record names: left by a crash between
@@ -414,6 +413,7 @@ fn collect_garbage(path: &Path, catalog: &Catalog) -> Result<(), StoreError> {
         return Ok(());
     }
     let live: HashSet<(u64, u64)> = records.iter().map(|m| (m.id, m.generation)).collect();
+    let packs = catalog.packs();
     let dir = path.join(TABLES_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -423,10 +423,15 @@ fn collect_garbage(path: &Path, catalog: &Catalog) -> Result<(), StoreError> {
     for e in entries {
         let e = e.map_err(io("reading the table directory"))?;
         let name = e.file_name();
-        let Some(owner) = name.to_str().and_then(parse_table_file) else {
-            continue;
+        let garbage = match (
+            name.to_str().and_then(parse_table_file),
+            name.to_str().and_then(parse_pack_file),
+        ) {
+            (Some(owner), _) => !live.contains(&owner),
+            (None, Some(pack)) => !packs.contains_key(&pack),
+            (None, None) => false,
         };
-        if !live.contains(&owner) {
+        if garbage {
             std::fs::remove_file(e.path()).map_err(io("removing files of a dropped table"))?;
         }
     }
@@ -455,6 +460,7 @@ fn tidy(path: &Path, catalog: &Catalog, legacy_marker: bool) -> Result<(), Store
         marker::write_marker(path)?;
     }
     catalog_file::remove_leftover(path).map_err(io("removing an unfinished catalog"))?;
+    catalog_log::remove_leftover(path).map_err(io("removing an unfinished catalog log"))?;
     if has_sled(path) {
         sled_dir::remove_legacy_sled(path)
             .map_err(io("removing the database of the old format"))?;
@@ -463,11 +469,11 @@ fn tidy(path: &Path, catalog: &Catalog, legacy_marker: bool) -> Result<(), Store
 }
 
 /// Whether this build opens a store of format `found` (after the
-/// migrations of a writing open): the current one, or, read-only, 3 or 4
+/// migrations of a writing open): the current one, or, read-only, 3 to 5
 /// as they are (format 3's logs with the format-3 reader; nothing is
 /// written). Else a newer format is refused, an older one has no migration.
 fn check_format(found: u32, write: bool) -> Result<(), StoreError> {
-    if found == STORE_FORMAT_VERSION || (!write && (3..=4).contains(&found)) {
+    if found == STORE_FORMAT_VERSION || (!write && (3..=5).contains(&found)) {
         return Ok(());
     }
     Err(if found > STORE_FORMAT_VERSION {

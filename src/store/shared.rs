@@ -128,7 +128,14 @@ impl Shared {
             if let StoreError::OutcomeUnknown { op, source, .. } = e {
                 self.fail(format!("{op} failed, outcome unknown: {source}"));
             }
-        })
+        })?;
+        // The change is durable; a checkpoint that fails before its rename
+        // leaves the log growing (the next commit tries again), one whose
+        // outcome is unknown stops the store's writes.
+        if let Err(StoreError::OutcomeUnknown { op, source, .. }) = catalog.checkpoint_if_due() {
+            self.fail(format!("{op} failed, outcome unknown: {source}"));
+        }
+        Ok(())
     }
 
     /// [`StoreError::OutcomeUnknown`] of `op`, after stopping the store's

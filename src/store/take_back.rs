@@ -5,6 +5,7 @@
 //! in `discard.rs`).
 
 use super::disk::catalog_file::{CATALOG_FILE, NEW_FILE};
+use super::disk::catalog_log::{LOG_FILE, NEW_LOG_FILE};
 use super::disk::io::sync_dir;
 use super::disk::lock::{lock, LOCK_FILE};
 use super::disk::TABLES_DIR;
@@ -33,7 +34,15 @@ pub(crate) enum Made {
 
 /// The names a store holds until a table is made in it or the guard's
 /// storage is used.
-const NEW_STORE_NAMES: [&str; 5] = [MARKER_FILE, LOCK_FILE, CATALOG_FILE, NEW_FILE, TABLES_DIR];
+const NEW_STORE_NAMES: [&str; 7] = [
+    MARKER_FILE,
+    LOCK_FILE,
+    CATALOG_FILE,
+    NEW_FILE,
+    LOG_FILE,
+    NEW_LOG_FILE,
+    TABLES_DIR,
+];
 
 /// Whether `dir` holds nothing but what a new store holds, its table
 /// directory empty.
@@ -89,6 +98,8 @@ pub(crate) fn undo_failed_open(dir: &Path, made: &Made) {
 pub(super) fn remove_store_files(dir: &Path) -> std::io::Result<()> {
     remove(&dir.join(TABLES_DIR), true)?;
     remove(&dir.join(NEW_FILE), false)?;
+    remove(&dir.join(NEW_LOG_FILE), false)?;
+    remove(&dir.join(LOG_FILE), false)?;
     remove(&dir.join(CATALOG_FILE), false)?;
     sync_dir(dir)?;
     remove(&dir.join(MARKER_FILE), false)?;

@@ -5,10 +5,10 @@
 
 use crate::common;
 
-use filterstore::Layout;
 use filterstore::{
     Durability, FilterStore, NameError, StoreConfig, StoreError, Table, TableSpec, WriteBatch,
 };
+use filterstore::{FrameKind, Layout};
 
 fn keys(prefix: &str, n: u32) -> Vec<Vec<u8>> {
     (0..n)
@@ -488,27 +488,35 @@ fn first_slot(bytes: &[u8]) -> usize {
 fn data_of_a_table_whose_drop_was_interrupted_is_collected() {
     common::with_timeout(common::TEST_LIMIT, || {
         // Simulate a crash between the catalog write (the commit point of a
-        // drop) and the deletion of the table's files: rewrite the catalog
-        // file without the table's record (docs/FORMAT.md §8). The next
-        // open deletes the orphan files.
+        // drop) and the deletion of the table's files: drop the table, then
+        // put its files back (docs/FORMAT.md §8). The next open deletes
+        // the orphan files.
         let dir = tempfile::tempdir().unwrap();
+        let tables = dir.path().join("tables");
+        let aside = tempfile::tempdir().unwrap();
         {
             let store = FilterStore::open(dir.path()).unwrap();
             let t = store.create_table("t", TableSpec::new(1000, 0.01)).unwrap();
             t.insert(b"k").unwrap();
             t.flush().unwrap();
             store.create_table("kept", TableSpec::new(10, 0.1)).unwrap();
+            for e in std::fs::read_dir(&tables).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), aside.path().join(e.file_name())).unwrap();
+            }
+            drop(t);
+            store.drop_table("t").unwrap();
         }
-        let files = || {
-            std::fs::read_dir(dir.path().join("tables"))
-                .unwrap()
-                .count()
-        };
+        let files = || std::fs::read_dir(&tables).unwrap().count();
+        assert_eq!(files(), 2);
+        for e in std::fs::read_dir(aside.path()).unwrap() {
+            let e = e.unwrap();
+            let to = tables.join(e.file_name());
+            if !to.exists() {
+                std::fs::copy(e.path(), to).unwrap();
+            }
+        }
         assert_eq!(files(), 4);
-        let path = dir.path().join("catalog");
-        let entries = catalog_entries(&std::fs::read(&path).unwrap());
-        let kept: Vec<_> = entries.into_iter().filter(|(k, _)| k != b"\x01t").collect();
-        std::fs::write(&path, encode_catalog(&kept)).unwrap();
         assert_eq!(names(&reopen(dir.path())), ["kept"]);
         assert_eq!(files(), 2, "the orphan files were not collected");
     })
@@ -548,4 +556,75 @@ fn encode_catalog(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
 
 fn reopen(dir: &std::path::Path) -> FilterStore {
     common::reopen(dir, "reopen")
+}
+
+/// The catalog of format 6 as `docs/FORMAT.md` §8 gives it: a file holding
+/// the header and the reference to its log, and the log holding one
+/// record per commit (sequence numbers from 0, each op a put or a remove
+/// of a catalog entry). A file without the reference is refused.
+#[test]
+fn the_catalog_file_and_its_log_read_as_the_format_says() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = FilterStore::open(dir.path()).unwrap();
+            store.create_table("a", TableSpec::new(10, 0.1)).unwrap();
+            store.create_table("b", TableSpec::new(10, 0.1)).unwrap();
+            store.drop_table("a").unwrap();
+        }
+        let path = dir.path().join("catalog");
+        let entries = catalog_entries(&std::fs::read(&path).unwrap());
+        let keys: Vec<&[u8]> = entries.iter().map(|(k, _)| k.as_slice()).collect();
+        assert_eq!(keys, [&b"\x00header"[..], b"\x00catalog-log"]);
+        let log_ref = filterstore::decode_frame(&entries[1].1).unwrap();
+        assert_eq!((log_ref.kind, log_ref.version), (FrameKind::Catalog, 4));
+        assert_eq!(log_ref.body, 1u64.to_le_bytes());
+        // The log: header (magic, version 1, reserved, id 1, reserved, CRC),
+        // then records (body length, CRC of sequence number and body,
+        // sequence number, body: op count, ops).
+        let log = std::fs::read(dir.path().join("catalog.log")).unwrap();
+        assert_eq!(&log[..8], b"FSCL\x01\x00\x00\x00");
+        assert_eq!(log[8..16], 1u64.to_le_bytes());
+        assert_eq!(log[20..24], crc32fast::hash(&log[..20]).to_le_bytes());
+        let mut at = 24;
+        let mut ops = Vec::new();
+        for seq in 0..3u64 {
+            let len = u32::from_le_bytes(log[at..at + 4].try_into().unwrap()) as usize;
+            let crc = u32::from_le_bytes(log[at + 4..at + 8].try_into().unwrap());
+            assert_eq!(crc, crc32fast::hash(&log[at + 8..at + 16 + len]));
+            assert_eq!(log[at + 8..at + 16], seq.to_le_bytes());
+            let body = &log[at + 16..at + 16 + len];
+            let count = u32::from_le_bytes(body[..4].try_into().unwrap());
+            let mut b = &body[4..];
+            for _ in 0..count {
+                let klen = u16::from_le_bytes([b[1], b[2]]) as usize;
+                let vlen = u32::from_le_bytes(b[3..7].try_into().unwrap()) as usize;
+                ops.push((b[0], b[7..7 + klen].to_vec()));
+                b = &b[7 + klen + vlen..];
+            }
+            assert!(b.is_empty());
+            at += 16 + len;
+        }
+        assert_eq!(at, log.len());
+        let put = |k: &[u8]| (1u8, k.to_vec());
+        assert_eq!(
+            ops,
+            [
+                put(b"\x00header"),
+                put(b"\x01a"),
+                put(b"\x00header"),
+                put(b"\x01b"),
+                (2u8, b"\x01a".to_vec())
+            ]
+        );
+        assert_eq!(names(&reopen(dir.path())), ["b"]);
+        // The file without its log reference is not a catalog of format 6.
+        std::fs::write(&path, encode_catalog(&entries[..1])).unwrap();
+        match FilterStore::open(dir.path()) {
+            Err(e @ StoreError::Corrupt { .. }) => {
+                assert!(e.to_string().contains("log reference"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+    })
 }

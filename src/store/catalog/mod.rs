@@ -1,27 +1,41 @@
-//! The catalog: the store header (format version, next table id) and one
-//! metadata record per table, each framed and versioned by
-//! [`codec::meta`](crate::codec::meta), kept under the keys the catalog tree
-//! of formats 1 and 2 used. Since format 3 they live in the catalog file
-//! ([`disk::catalog_file`](super::disk::catalog_file)), held in memory by
-//! [`Catalog`] and rewritten whole on every change. The records are
-//! specified in `docs/FORMAT.md` §8 (catalog) and §9 (table metadata); a
-//! table generation's files in §10 and §11.
+//! The catalog: the store header (format version, next table id), one
+//! metadata record per table and (format 6) one per sealed filter, each
+//! framed and versioned by [`codec::meta`](crate::codec::meta), kept under
+//! the keys the catalog tree of formats 1 and 2 used. Since format 3 they
+//! live in the catalog file ([`disk::catalog_file`](super::disk::catalog_file)),
+//! held in memory by [`Catalog`]. Up to format 5 the file was rewritten
+//! whole on every change; since format 6 a change is one record appended
+//! to the catalog log ([`disk::catalog_log`](super::disk::catalog_log)) and
+//! the file is rewritten only at a checkpoint (`commit.rs`). The records
+//! are specified in `docs/FORMAT.md` §8 (catalog), §9 (table metadata) and
+//! §9a (sealed filters); a table generation's files in §10 and §11.
 //!
 //! All data of a table generation lives in its own files, so dropping a
 //! table (or retiring a generation) is one catalog write followed by
 //! deleting files; files that no catalog record names are garbage left by a
 //! crash between the two and are removed when the store is opened.
+//!
+//! Where things live: `mod.rs` the header and table records; `sealed.rs`
+//! sealed-filter records; `records.rs` the catalog in memory and how it is
+//! read; `commit.rs` how it changes (edits, the log, checkpoints).
 
-use super::disk::{catalog_file, CommitError};
+mod commit;
+#[cfg(test)]
+mod commit_tests;
+mod records;
+mod sealed;
+
+pub(crate) use commit::CatalogEdit;
+pub(crate) use records::Catalog;
+pub use sealed::MAX_SEALED_TAG;
+pub(crate) use sealed::{sealed_key, SealedMeta};
+
 use super::error::{NameError, StoreError};
 use crate::codec::frame::Kind;
 use crate::codec::meta;
-use crate::error::CodecError;
 use crate::filter::hash::{HashAlgo, HashSpec};
 use crate::filter::params::{FilterParams, Layout};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 /// The store format version this build writes (kept in the catalog header).
 /// Version 1: everything in one sled database; version 2: a generation's
@@ -30,10 +44,12 @@ use std::path::{Path, PathBuf};
 /// the guard's storage; version 4: each log record names its table and
 /// generation and says how far its log was durable; version 5: each page
 /// file's superblock says where its log starts, so that a fold can run in
-/// the background (`docs/FORMAT.md` §8-§11, §15). A store of version 3 or 4
+/// the background; version 6: the catalog's changes are appended to a
+/// log, and sealed filters (immutable bit filters, packed) have records of
+/// their own (`docs/FORMAT.md` §8-§11, §15). A store of version 3, 4 or 5
 /// is migrated when opened for writing and read as it is when opened
 /// read-only.
-pub const STORE_FORMAT_VERSION: u32 = 5;
+pub const STORE_FORMAT_VERSION: u32 = 6;
 /// The longest table name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 
@@ -43,6 +59,8 @@ pub(crate) const CATALOG_TREE: &str = "filterstore/catalog";
 pub(crate) const TABLE_TREE_PREFIX: &str = "filterstore/table/";
 /// Key of the store header in the catalog.
 pub(crate) const HEADER_KEY: &[u8] = b"\x00header";
+/// Key of the catalog file's reference to its log (format 6).
+pub(crate) const LOG_REF_KEY: &[u8] = b"\x00catalog-log";
 /// Prefix byte of table records in the catalog.
 pub(crate) const TABLE_PREFIX: u8 = 1;
 
@@ -248,237 +266,6 @@ pub(crate) fn table_key(name: &str) -> Vec<u8> {
 /// and 2).
 pub(crate) fn tree_name(id: u64, generation: u64) -> String {
     format!("{TABLE_TREE_PREFIX}{id:016x}/gen/{generation:016x}")
-}
-
-/// A catalog record as read: decoded, or the bytes that failed to decode
-/// (kept, so that the table can still be dropped and the rest of the
-/// catalog rewritten unchanged).
-#[derive(Clone, Debug)]
-enum Record {
-    Table(TableMeta),
-    Damaged { value: Vec<u8>, error: String },
-}
-
-/// The catalog of a store of format 3 or 4: in memory, and in its file.
-#[derive(Clone, Debug)]
-pub(crate) struct Catalog {
-    dir: PathBuf,
-    header: StoreHeader,
-    tables: BTreeMap<String, Record>,
-}
-
-/// A catalog file that is not a valid one.
-fn bad_catalog(reason: String) -> StoreError {
-    StoreError::corrupt(
-        "catalog file",
-        CodecError::InvalidField {
-            field: "catalog",
-            reason,
-        },
-    )
-}
-
-impl Catalog {
-    /// The catalog of the store in `dir`, `None` if it has no catalog file.
-    /// A damaged table record is kept aside (reported when the table is
-    /// opened); a damaged header or container fails the whole catalog.
-    pub(crate) fn load(dir: &Path) -> Result<Option<Catalog>, StoreError> {
-        let bytes = catalog_file::read(dir).map_err(|source| StoreError::Io {
-            op: "reading the catalog",
-            source,
-        })?;
-        let Some(bytes) = bytes else {
-            return Ok(None);
-        };
-        Catalog::decode(dir, &bytes).map(Some)
-    }
-
-    /// The catalog of a store whose catalog tree (formats 1 and 2) or file
-    /// held `entries`.
-    pub(crate) fn decode(dir: &Path, bytes: &[u8]) -> Result<Catalog, StoreError> {
-        let entries = catalog_file::decode(bytes).map_err(|e| bad_catalog(e.0))?;
-        Catalog::from_entries(dir, entries)
-    }
-
-    /// The catalog holding `entries` (the header and table records under
-    /// their catalog keys).
-    pub(crate) fn from_entries(
-        dir: &Path,
-        entries: catalog_file::Entries,
-    ) -> Result<Catalog, StoreError> {
-        let mut header = None;
-        let mut tables = BTreeMap::new();
-        for (key, value) in entries {
-            if key == HEADER_KEY {
-                let (h, _): (StoreHeader, u16) = meta::decode(&value, Kind::Catalog)
-                    .map_err(|e| StoreError::corrupt("store header of the catalog", e))?;
-                header = Some(h);
-                continue;
-            }
-            if key.first() != Some(&TABLE_PREFIX) {
-                // Unknown keys are ignored, as the catalog tree's were (§8).
-                continue;
-            }
-            let Ok(name) = std::str::from_utf8(&key[1..]) else {
-                return Err(bad_catalog("a table key is not UTF-8".into()));
-            };
-            let record = match TableMeta::decode(&key, &value) {
-                Ok(m) => Record::Table(m),
-                Err(e) => Record::Damaged {
-                    value,
-                    error: e.to_string(),
-                },
-            };
-            tables.insert(name.to_string(), record);
-        }
-        let header = header.ok_or_else(|| bad_catalog("the store header is missing".into()))?;
-        Ok(Catalog {
-            dir: dir.to_path_buf(),
-            header,
-            tables,
-        })
-    }
-
-    /// A new, empty catalog (not yet written).
-    pub(crate) fn new(dir: &Path) -> Catalog {
-        Catalog {
-            dir: dir.to_path_buf(),
-            header: StoreHeader {
-                format_version: STORE_FORMAT_VERSION,
-                next_table_id: 1,
-            },
-            tables: BTreeMap::new(),
-        }
-    }
-
-    /// The store header.
-    pub(crate) fn header(&self) -> StoreHeader {
-        self.header
-    }
-
-    /// Table `name`'s record; [`StoreError::Corrupt`] if it is damaged.
-    pub(crate) fn get(&self, name: &str) -> Result<Option<TableMeta>, StoreError> {
-        match self.tables.get(name) {
-            None => Ok(None),
-            Some(Record::Table(m)) => Ok(Some(m.clone())),
-            Some(Record::Damaged { error, .. }) => Err(damaged(name, error)),
-        }
-    }
-
-    /// Whether a record (damaged or not) of `name` exists.
-    pub(crate) fn contains(&self, name: &str) -> bool {
-        self.tables.contains_key(name)
-    }
-
-    /// Every table record, sorted by name; [`StoreError::Corrupt`] if one
-    /// is damaged.
-    pub(crate) fn records(&self) -> Result<Vec<TableMeta>, StoreError> {
-        self.tables
-            .iter()
-            .map(|(name, r)| match r {
-                Record::Table(m) => Ok(m.clone()),
-                Record::Damaged { error, .. } => Err(damaged(name, error)),
-            })
-            .collect()
-    }
-
-    /// Every readable record, and whether some record is damaged.
-    pub(crate) fn readable(&self) -> (Vec<TableMeta>, bool) {
-        let mut damaged = false;
-        let mut out = Vec::new();
-        for r in self.tables.values() {
-            match r {
-                Record::Table(m) => out.push(m.clone()),
-                Record::Damaged { .. } => damaged = true,
-            }
-        }
-        (out, damaged)
-    }
-
-    /// The (key, value) pairs of this catalog, header first.
-    pub(crate) fn entries(&self) -> Result<catalog_file::Entries, StoreError> {
-        let mut entries = vec![(HEADER_KEY.to_vec(), self.header.encode()?)];
-        for (name, r) in &self.tables {
-            let value = match r {
-                Record::Table(m) => m.encode()?,
-                Record::Damaged { value, .. } => value.clone(),
-            };
-            entries.push((table_key(name), value));
-        }
-        Ok(entries)
-    }
-
-    /// Applies `change` to a copy of this catalog, writes the copy's file
-    /// durably (the commit point), then makes the copy this catalog. An
-    /// error before the rename ([`StoreError::Io`]) changed nothing, in
-    /// memory or on disk. A failed directory sync after it is
-    /// [`StoreError::OutcomeUnknown`]: the copy becomes this catalog (it is
-    /// the file the running system now holds), but a power cut could still
-    /// bring back the old one, so the caller must delete nothing that
-    /// either names and must stop the store's writes
-    /// ([`Shared::commit_catalog`](super::shared::Shared::commit_catalog)
-    /// does).
-    pub(crate) fn commit(
-        &mut self,
-        change: impl FnOnce(&mut CatalogEdit),
-    ) -> Result<(), StoreError> {
-        let mut next = CatalogEdit(self.clone());
-        change(&mut next);
-        match catalog_file::write(&self.dir, &next.0.entries()?) {
-            Ok(()) => {
-                *self = next.0;
-                Ok(())
-            }
-            Err(CommitError::Before(source)) => Err(StoreError::Io {
-                op: "writing the catalog",
-                source,
-            }),
-            Err(CommitError::After(source)) => {
-                *self = next.0;
-                Err(StoreError::OutcomeUnknown {
-                    op: "committing the catalog (the directory sync after its rename)",
-                    path: self.dir.clone(),
-                    source,
-                })
-            }
-        }
-    }
-}
-
-/// The error of a damaged record of table `name`.
-fn damaged(name: &str, error: &str) -> StoreError {
-    StoreError::corrupt(
-        format!("catalog record of table {name:?}"),
-        CodecError::InvalidField {
-            field: "table record",
-            reason: error.to_string(),
-        },
-    )
-}
-
-/// Changes to a catalog, made inside [`Catalog::commit`].
-pub(crate) struct CatalogEdit(Catalog);
-
-impl CatalogEdit {
-    /// Adds or replaces table `meta.name`'s record.
-    pub(crate) fn put(&mut self, meta: TableMeta) {
-        self.0.tables.insert(meta.name.clone(), Record::Table(meta));
-    }
-
-    /// Removes table `name`'s record.
-    pub(crate) fn remove(&mut self, name: &str) {
-        self.0.tables.remove(name);
-    }
-
-    /// Sets the header.
-    pub(crate) fn set_header(&mut self, header: StoreHeader) {
-        self.0.header = header;
-    }
-
-    /// The header as edited so far.
-    pub(crate) fn header(&self) -> StoreHeader {
-        self.0.header
-    }
 }
 
 #[cfg(test)]

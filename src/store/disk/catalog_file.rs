@@ -57,6 +57,15 @@ pub(crate) fn encode(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     out
 }
 
+/// The length of the catalog file of `entries`.
+pub(crate) fn encoded_len(entries: &[(Vec<u8>, Vec<u8>)]) -> u64 {
+    (HEAD
+        + entries
+            .iter()
+            .map(|(k, v)| ENTRY_HEAD + k.len() + v.len())
+            .sum::<usize>()) as u64
+}
+
 /// Decodes a catalog file. The values are returned as they are (each is a
 /// frame with its own checksum, checked by the caller); a key whose checksum
 /// fails makes the whole file unreadable, since its record cannot be named.

@@ -1,7 +1,8 @@
-//! The store's own files (store format 5, `docs/FORMAT.md` §8-§11; the
+//! The store's own files (store format 6, `docs/FORMAT.md` §8-§11; the
 //! log reader also reads format 3's records, and the page file format 4's
-//! superblocks, for a read-only open and the migrations): the catalog file, and per table generation a page file
-//! and a log. The table layer above drives them and owns a table's
+//! superblocks, for a read-only open and the migrations): the catalog file
+//! and its log, per table generation a page file and a log, and the packs
+//! of sealed filters. The table layer above drives them and owns a table's
 //! in-memory state; the one piece of it this layer touches is the bit
 //! filter's words, which [`chunks::store_block_words`] derives from counter
 //! chunks when a table is opened, folded or rebuilt.
@@ -9,26 +10,31 @@
 //! ```text
 //! <store>/FILTERSTORE                  marker (§8)
 //! <store>/LOCK                         held by the process that has the store open
-//! <store>/catalog                      the catalog (header and table records)
+//! <store>/catalog                      the catalog (header, table and sealed-filter records)
+//! <store>/catalog.log                  the catalog's changes since the file was written (format 6)
 //! <store>/tables/<id>-<gen>.pages      a generation's counters (two slots per chunk)
 //! <store>/tables/<id>-<gen>.log        its log of key hashes since the last fold
+//! <store>/tables/<id>.pack             the bit filters of a batch of sealed filters (format 6)
 //! <store>/guard/                       sled 0.34.7: only the guard's storage, opened on first use
 //!                                      (`store::legacy`; formats 1 and 2 kept all in sled here)
 //! ```
 
 pub(crate) mod catalog_file;
+pub(crate) mod catalog_log;
 pub(crate) mod chunks;
 pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;
 pub(crate) mod log_read;
 pub(crate) mod log_sync;
+pub(crate) mod pack;
 pub(crate) mod pagefile;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 
 use crate::filter::params::FilterParams;
 use crate::store::error::StoreError;
+pub(crate) use pack::parse_pack_file;
 use pagefile::PageFile;
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -102,9 +102,7 @@ pub(crate) fn upgrade_legacy_with(
             });
         }
         // sled was created, its catalog never: a new store.
-        let mut catalog = Catalog::new(dir);
-        catalog.commit(|_| {}).map_err(at_open)?;
-        return Ok(catalog);
+        return Catalog::create(dir).map_err(at_open);
     }
     let tree = db
         .open_tree(CATALOG_TREE)
@@ -116,9 +114,7 @@ pub(crate) fn upgrade_legacy_with(
         Some(v) => StoreHeader::decode_any(&v)?,
         None => {
             // A store of format 1 or 2 cut before its header was written.
-            let mut catalog = Catalog::new(dir);
-            catalog.commit(|_| {}).map_err(at_open)?;
-            return Ok(catalog);
+            return Catalog::create(dir).map_err(at_open);
         }
     };
     upgrade_in_sled(&db, &tree, header, SLED_STEPS)?;
@@ -206,7 +202,7 @@ pub(crate) fn write_table_files(
     dir: &Path,
     config: &StoreConfig,
 ) -> Result<(), StoreError> {
-    let shared = Shared::new(dir.to_path_buf(), *config, false, catalog.clone());
+    let shared = Shared::new(dir.to_path_buf(), *config, false, catalog.detached_copy());
     let (records, _) = catalog.readable();
     for meta in records {
         let params = meta.params()?;
