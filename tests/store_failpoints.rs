@@ -458,12 +458,12 @@ mod seam {
                 b.put(sealed("s0", b"new"))
                     .put(sealed("s2", b"two"))
                     .remove("s1");
-                store.commit_sealed(b)
+                store.commit_sealed(b).map(drop)
             }
             CatalogOp::Unseal => {
                 let mut b = SealedBatch::new();
                 b.remove("s0");
-                store.commit_sealed(b)
+                store.commit_sealed(b).map(drop)
             }
         }
     }

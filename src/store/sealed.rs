@@ -214,7 +214,9 @@ impl FilterStore {
     /// open); [`StoreError::OutcomeUnknown`] says the commit's sync failed
     /// (the store stopped writing; a reopen finds the batch wholly in force
     /// or wholly absent). Packs that no filter names any more are deleted
-    /// after the commit.
+    /// after the commit. Returns the put filters, in the batch's order, as
+    /// loaded ones: their bits moved in, held under the memory budget
+    /// (reserved before anything is written).
     ///
     /// # Examples
     /// ```
@@ -230,7 +232,8 @@ impl FilterStore {
     ///     f.insert(&file.to_le_bytes());
     ///     batch.put(NewSealed::new(format!("orders.{file}"), f, 1).tag(format!("part-{file}")));
     /// }
-    /// store.commit_sealed(batch)?;
+    /// let sealed = store.commit_sealed(batch)?;
+    /// assert!(sealed[2].contains(&2u32.to_le_bytes()));
     /// let infos = store.list_sealed("orders.")?;
     /// assert_eq!(infos.len(), 3);
     /// let loaded = store.load_sealed(&infos);
@@ -239,12 +242,22 @@ impl FilterStore {
     /// assert!(f1.contains(&1u32.to_le_bytes()));
     /// # Ok(()) }
     /// ```
-    pub fn commit_sealed(&self, batch: SealedBatch) -> Result<(), StoreError> {
+    pub fn commit_sealed(&self, batch: SealedBatch) -> Result<Vec<SealedFilter>, StoreError> {
         batch.check()?;
         self.inner.shared.check_writable()?;
         if batch.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
+        let held = batch
+            .puts
+            .iter()
+            .map(|p| {
+                budget::reserve(
+                    || format!("sealed filter {:?}", p.name),
+                    p.filter.params().bit_bytes(),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let files: Vec<Vec<u8>> = batch
             .puts
             .iter()
@@ -297,7 +310,8 @@ impl FilterStore {
             Err(e) => Err(e),
             Ok(()) => {
                 remove_unnamed_packs(&shared.dir, &before, &catalog.packs());
-                Ok(())
+                drop(catalog);
+                Ok(sealed_filters(batch.puts, records, held))
             }
         }
     }
@@ -365,6 +379,26 @@ fn sealed_meta(p: &NewSealed, pack: u64, offset: u64, len: usize, created: u64) 
         created_unix_s: created,
         tag: p.tag.clone(),
     }
+}
+
+/// The put filters of a committed batch, their bits moved in.
+fn sealed_filters(
+    puts: Vec<NewSealed>,
+    records: Vec<SealedMeta>,
+    held: Vec<Reservation>,
+) -> Vec<SealedFilter> {
+    puts.into_iter()
+        .zip(records)
+        .zip(held)
+        .map(|((p, meta), memory)| SealedFilter {
+            info: SealedInfo {
+                params: *p.filter.params(),
+                meta,
+            },
+            bits: p.filter,
+            _memory: memory,
+        })
+        .collect()
 }
 
 /// Deletes the packs that `before` named and `after` does not (best

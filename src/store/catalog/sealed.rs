@@ -132,6 +132,35 @@ mod tests {
         }
     }
 
+    /// The body's fields at the offsets `docs/FORMAT.md` § 9a gives.
+    #[test]
+    fn the_record_body_is_laid_out_as_the_format_says() {
+        let m = meta();
+        let bytes = m.encode().unwrap();
+        let b = &bytes[24..bytes.len() - 4];
+        let n = m.name.len();
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        assert_eq!(u64_at(0), n as u64);
+        assert_eq!(&b[8..8 + n], m.name.as_bytes());
+        assert_eq!(b[8 + n], m.layout);
+        assert_eq!(u64_at(9 + n), m.m);
+        assert_eq!(
+            u32::from_le_bytes(b[17 + n..21 + n].try_into().unwrap()),
+            m.k
+        );
+        assert_eq!(b[21 + n], m.hash_algo);
+        assert_eq!(u64_at(22 + n), m.seed);
+        assert_eq!(u64_at(30 + n), m.keys);
+        assert_eq!(f64::from_bits(u64_at(38 + n)), m.target_fp);
+        assert_eq!(
+            (u64_at(46 + n), u64_at(54 + n), u64_at(62 + n)),
+            (9, 24, 588)
+        );
+        assert_eq!(u64_at(70 + n), m.created_unix_s);
+        assert_eq!(u64_at(78 + n), m.tag.len() as u64);
+        assert_eq!(&b[86 + n..], m.tag.as_slice());
+    }
+
     #[test]
     fn records_round_trip_as_version_4_and_check_their_key() {
         let m = meta();
