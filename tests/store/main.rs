@@ -27,6 +27,7 @@ mod corruption;
 mod corruption_files;
 mod fixture;
 mod fixture_v5;
+mod fixture_v6;
 mod golden;
 mod host_embedding;
 mod import;
