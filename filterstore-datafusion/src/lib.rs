@@ -54,6 +54,7 @@ mod cache;
 mod contains;
 mod error;
 mod estimate;
+mod index;
 mod keys;
 mod metrics;
 mod rowkey;
@@ -67,6 +68,10 @@ pub use cache::{cache_stats, clear_cache, set_cache_budget, CacheStats, DEFAULT_
 pub use contains::{bloom_contains_udf, BloomContains};
 pub use error::BloomUdfError;
 pub use estimate::{estimate_udfs, BloomEstimate, EstimateKind};
+pub use index::{
+    register_indexed_table_factory, IndexOptions, IndexedParquetTable, IndexedScanExec,
+    IndexedTableFactory, RefreshReport, ScanSummary, INDEXED_PARQUET,
+};
 pub use keys::int_key;
 pub use metrics::executed_plan;
 pub use runtime::{

@@ -29,7 +29,9 @@ fn sealed(name: &str, prefix: &str) -> NewSealed {
     for k in keys(prefix, 300) {
         f.insert(k.as_bytes());
     }
-    NewSealed::new(name, f, 300).target_fp(1e-4).tag(format!("tag of {prefix}"))
+    NewSealed::new(name, f, 300)
+        .target_fp(1e-4)
+        .tag(format!("tag of {prefix}"))
 }
 
 fn write(to: &Path) {
@@ -50,10 +52,15 @@ fn write(to: &Path) {
         }
         t.apply(&b, Durability::Durable).unwrap();
     }
-    store.create_table("dropped", TableSpec::new(10, 0.1).seed(1)).unwrap();
+    store
+        .create_table("dropped", TableSpec::new(10, 0.1).seed(1))
+        .unwrap();
     store.drop_table("dropped").unwrap();
     let mut first = SealedBatch::new();
-    first.put(sealed("s.0", "s0")).put(sealed("s.1", "s1")).put(sealed("s.2", "s2"));
+    first
+        .put(sealed("s.0", "s0"))
+        .put(sealed("s.1", "s1"))
+        .put(sealed("s.2", "s2"));
     store.commit_sealed(first).unwrap();
     let mut second = SealedBatch::new();
     second.put(sealed("s.1", "r1")).remove("s.2");
@@ -80,7 +87,10 @@ fn check(store: &FilterStore) {
     assert_eq!(store.list_tables().unwrap(), ["blocked", "split"]);
     for (name, prefix, n) in [("blocked", "a", 1000), ("split", "b", 500)] {
         let t = store.open_table(name).unwrap();
-        assert!(keys(prefix, n).iter().all(|k| t.contains(k.as_bytes())), "{name}");
+        assert!(
+            keys(prefix, n).iter().all(|k| t.contains(k.as_bytes())),
+            "{name}"
+        );
         assert_eq!(t.live_keys(), u64::from(n), "{name}");
     }
     let infos = store.list_sealed("s.").unwrap();

@@ -27,7 +27,7 @@ pub mod config;
 pub mod decide;
 pub mod exec;
 pub mod lineage;
-mod node;
+pub(crate) mod node;
 pub mod place;
 pub mod planner;
 pub mod probe;
