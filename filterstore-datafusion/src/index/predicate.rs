@@ -17,6 +17,7 @@
 
 use crate::keys::int_key;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use std::collections::{BTreeMap, BTreeSet};
@@ -201,6 +202,38 @@ fn equality(
     Some((i, BTreeSet::from([key])))
 }
 
+/// Whether every column that `filters` compare with `=` or `IN` (the
+/// comparisons Parquet's own Bloom filters answer) is an indexed one: then
+/// the index has answered all a Bloom filter of the files could, and
+/// reading theirs would cost a request per file for nothing.
+pub(crate) fn equalities_all_indexed(filters: &[Expr], columns: &[(String, DataType)]) -> bool {
+    let mut all = true;
+    for f in filters {
+        let _ = f.apply(|e| {
+            let compared: Vec<&Expr> = match e {
+                Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op: Operator::Eq,
+                    right,
+                }) => vec![left, right],
+                Expr::InList(l) => vec![&l.expr],
+                _ => vec![],
+            };
+            for side in compared {
+                let names = side.column_refs();
+                if names
+                    .iter()
+                    .any(|c| !columns.iter().any(|(n, _)| *n == c.name))
+                {
+                    all = false;
+                }
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+    }
+    all
+}
+
 /// Both must hold: a column constrained by both may hold what both allow.
 pub(crate) fn and(mut a: KeySets, b: KeySets) -> KeySets {
     for (i, keys) in b {
@@ -274,6 +307,18 @@ mod tests {
         assert_eq!(sets(never), [(0, vec![])]);
         // Other comparisons constrain nothing.
         assert!(sets(col("id").gt(lit(1i32))).is_empty());
+    }
+
+    #[test]
+    fn bloom_filters_are_needed_only_for_equalities_on_unindexed_columns() {
+        let cols = columns();
+        let on = |e: Expr| equalities_all_indexed(&[e], &cols);
+        assert!(on(col("id").eq(lit(1i32)).and(col("v").gt(lit(0.5)))));
+        assert!(on(col("name").in_list(vec![lit("a")], false)));
+        assert!(!on(col("id").eq(lit(1i32)).and(col("grp").eq(lit("g")))));
+        assert!(!on(col("grp")
+            .in_list(vec![lit("a")], false)
+            .or(col("id").eq(lit(2i32)))));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::exec::{IndexedScanExec, OnExecute, ScanSummary};
 use super::files::FileMap;
 use super::identity::{index_prefix, index_seed};
 use super::options::IndexOptions;
-use super::predicate::{and, indexable, key_sets, KeySets};
+use super::predicate::{and, equalities_all_indexed, indexable, key_sets, KeySets};
 use super::store::{self, StoreAccess};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -305,7 +305,10 @@ impl TableProvider for IndexedParquetTable {
             return Ok(Arc::new(IndexedScanExec::new(empty, summary, on_execute)));
         }
         let groups = file_groups(read, state.config().target_partitions());
-        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+        let mut parquet = state.table_options().parquet.clone();
+        parquet.global.enable_page_index &= i.options.page_index;
+        parquet.global.bloom_filter_on_read &= !equalities_all_indexed(filters, &i.columns);
+        let format = ParquetFormat::default().with_options(parquet);
         let source = format.file_source(datafusion::datasource::table_schema::TableSchema::from(
             Arc::clone(&i.schema),
         ));
