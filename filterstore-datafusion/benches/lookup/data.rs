@@ -1,5 +1,5 @@
-//! The lake of the lookup bench: N Parquet files generated once under
-//! `$CARGO_TARGET_DIR/lookup/`, served through a throttled, counting object
+//! The lake of the lookup bench: N Parquet files generated once under the
+//! target directory's `tmp/lookup/`, served through a throttled, counting object
 //! store, and the index of them in a filterstore store beside them.
 
 use crate::counting::Counting;
@@ -65,9 +65,8 @@ impl Lake {
     /// The lake of `files` files of `rows` rows, generated if missing, and
     /// the extra 1% kept aside for the refresh figure.
     pub async fn prepare(files: usize, rows: usize, latency_ms: u64) -> Lake {
-        let base = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("target"));
+        // Cargo's scratch directory for benches, inside the target directory.
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
         let root = base.join("lookup").join(format!("n{files}-r{rows}"));
         let latency = Duration::from_millis(latency_ms);
         std::fs::create_dir_all(&root).unwrap();

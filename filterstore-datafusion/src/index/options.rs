@@ -57,8 +57,8 @@ impl IndexOptions {
     /// The expected number of files, among all of the table's, that a
     /// lookup of one key reads without finding it (0.1 by default): each
     /// file's filter is sized for a false-positive rate that keeps the sum
-    /// over all files below it as the table grows (module docs of
-    /// [`crate::index`]).
+    /// over all files below it as the table grows (the rule:
+    /// [`IndexedParquetTable`](crate::IndexedParquetTable)).
     pub fn false_files(mut self, expected: f64) -> IndexOptions {
         self.false_files = expected;
         self
