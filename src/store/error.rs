@@ -314,6 +314,16 @@ pub enum StoreError {
         /// What its open found.
         reason: String,
     },
+    /// A sealed filter whose bytes cannot be read (its pack missing or
+    /// damaged, its frame or parameters wrong): its user must take it as
+    /// "maybe" for every key.
+    #[error("sealed filter {name:?} cannot be read ({reason}); take it as \"maybe\" for every key, and commit it again from what it describes")]
+    SealedUnreadable {
+        /// The filter's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A batch of sealed filters that cannot be committed as it is (a name
     /// twice, a tag over its limit): nothing was written.
     #[error("invalid batch of sealed filters: {0}; nothing was written")]

@@ -416,14 +416,9 @@ fn remove_unnamed_packs(
 /// Loads `info`'s filter from its open pack.
 fn load_one(pack: Result<&Pack, &String>, info: &SealedInfo) -> Result<SealedFilter, StoreError> {
     let what = || format!("sealed filter {:?}", info.meta.name);
-    let damaged = |reason: String| {
-        StoreError::corrupt(
-            what(),
-            crate::error::CodecError::InvalidField {
-                field: "sealed filter",
-                reason,
-            },
-        )
+    let damaged = |reason: String| StoreError::SealedUnreadable {
+        name: info.meta.name.clone(),
+        reason,
     };
     let pack = pack.map_err(|e| damaged(format!("its pack cannot be read: {e}")))?;
     let memory = budget::reserve(what, info.bit_bytes())?;
@@ -431,7 +426,7 @@ fn load_one(pack: Result<&Pack, &String>, info: &SealedInfo) -> Result<SealedFil
     let bytes = pack
         .read(info.meta.offset, info.meta.len)
         .map_err(|e| damaged(format!("its bytes cannot be read: {e}")))?;
-    let decoded = decode_filter(&bytes).map_err(|e| StoreError::corrupt(what(), e))?;
+    let decoded = decode_filter(&bytes).map_err(|e| damaged(e.to_string()))?;
     let FilterBody::Bits(view) = decoded.body else {
         return Err(damaged("its pack holds a counting filter".into()));
     };

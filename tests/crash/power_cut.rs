@@ -26,7 +26,10 @@
 //! One test per workload ([`powercut::workload::Workload`]): `mixed` (cuts
 //! at random moments of inserts, removes, flushes, folds and
 //! regenerations), `folds`, `bulk_load`, `import`, `change_layout`,
-//! `tables` (creates and drops of other tables), `migration` (from the
+//! `tables` (creates and drops of other tables), `sealed` (batches of
+//! sealed filters committed and removed: each filter reported committed
+//! loads whole with every key of its batch, each reported removed is gone,
+//! each whose batch was cut is wholly there or not), `migration` (from the
 //! store-format-2 fixture, with guard storage), `guard` (the guard's
 //! storage through `Guard`), `new_store` (the store created in a fresh
 //! subdirectory, cut during its creation and right after), `eio` (a sync
@@ -94,6 +97,7 @@ tests! {
     power_cuts_inside_imports: Workload::Import,
     power_cuts_inside_layout_changes: Workload::ChangeLayout,
     power_cuts_inside_creates_and_drops: Workload::Tables,
+    power_cuts_inside_sealed_batches: Workload::Sealed,
     power_cuts_inside_the_migration_from_format_2: Workload::Migration,
     power_cuts_inside_guard_writes_and_merges: Workload::Guard,
     power_cuts_during_store_creation: Workload::NewStore,

@@ -10,12 +10,13 @@
 //! store at random after one, as a host would.
 
 use super::model::{
-    batch, decode, encode, guard_base, guard_key, guard_write, layout_name, BatchId, BATCH,
-    GUARD_KEYS, GUARD_STORAGE, GUARD_TABLE,
+    batch, decode, encode, guard_base, guard_key, guard_write, layout_name, sealed_name,
+    BatchId, BATCH, GUARD_KEYS, GUARD_STORAGE, GUARD_TABLE,
 };
 use filterstore::{
-    CountingFilter, Durability, ExportKind, FilterStore, Guard, Layout, RegenOptions,
-    SledDiffStorage, StoreConfig, Table, TableSpec, WriteBatch,
+    BitFilter, CountingFilter, Durability, ExportKind, FilterParams, FilterStore, Guard, HashSpec,
+    Layout, NewSealed, RegenOptions, SealedBatch, SledDiffStorage, StoreConfig, Table, TableSpec,
+    WriteBatch,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -58,6 +59,10 @@ pub enum Op {
     DropOther,
     GuardWrite,
     GuardMerge,
+    /// A batch of one to three new sealed filters, each holding a batch.
+    Seal,
+    /// A batch removing one or two sealed filters.
+    Unseal,
 }
 
 pub struct Child {
@@ -79,6 +84,8 @@ pub struct Child {
     written: BTreeMap<String, Vec<BatchId>>,
     guard: Option<Guard<SledDiffStorage>>,
     based: bool,
+    /// The sealed filters known to exist, by batch.
+    sealed: Vec<BatchId>,
 }
 
 /// The error of a step, on one line.
@@ -103,9 +110,12 @@ impl Child {
     pub fn new(dir: PathBuf, cut: u32, inherited: &str, tolerant: bool) -> Child {
         let mut live = BTreeMap::new();
         let mut based = false;
+        let mut sealed = Vec::new();
         for part in inherited.split(';').filter(|p| !p.is_empty()) {
             if part == "+based" {
                 based = true;
+            } else if let Some(ids) = part.strip_prefix("+sealed=") {
+                sealed = decode(ids);
             } else {
                 let (name, batches) = part.split_once('=').unwrap();
                 live.insert(name.to_string(), decode(batches));
@@ -124,6 +134,7 @@ impl Child {
             written: BTreeMap::new(),
             guard: None,
             based,
+            sealed,
         }
     }
 
@@ -144,6 +155,8 @@ impl Child {
             Op::DropOther => self.drop_other(&[table]),
             Op::GuardWrite => self.guard_write(),
             Op::GuardMerge => self.guard_merge(),
+            Op::Seal => self.seal(),
+            Op::Unseal => self.unseal(),
         }
     }
 
@@ -455,6 +468,54 @@ impl Child {
             self.live.remove(&name);
             self.written.remove(&name);
         }
+    }
+
+    /// Commits one to three new sealed filters in one batch, each holding a
+    /// new batch of keys.
+    fn seal(&mut self) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let n = self.rng.gen_range(1..=3);
+        let ids: Vec<BatchId> = (0..n).map(|_| self.next_batch()).collect();
+        let params =
+            FilterParams::for_capacity(u64::from(BATCH), 1e-4, Layout::Blocked, HashSpec::xxh3(5))
+                .unwrap();
+        let done = self.step("seal", "-", &encode(&ids), |_| {
+            let mut b = SealedBatch::new();
+            for &id in &ids {
+                let f = BitFilter::new(params).map_err(msg)?;
+                batch(id).for_each(|k| {
+                    f.insert(&k);
+                });
+                b.put(NewSealed::new(sealed_name(id), f, u64::from(BATCH)));
+            }
+            store.commit_sealed(b).map(drop).map_err(msg)
+        });
+        if done.is_some() {
+            self.sealed.extend(ids);
+        }
+    }
+
+    /// Removes one or two sealed filters in one batch.
+    fn unseal(&mut self) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        if self.sealed.is_empty() {
+            return self.seal();
+        }
+        let n = self.rng.gen_range(1..=2).min(self.sealed.len());
+        let ids: Vec<BatchId> = (0..n)
+            .map(|_| self.sealed.swap_remove(self.rng.gen_range(0..self.sealed.len())))
+            .collect();
+        self.step("unseal", "-", &encode(&ids), |_| {
+            let mut b = SealedBatch::new();
+            for &id in &ids {
+                b.remove(sealed_name(id));
+            }
+            store.commit_sealed(b).map(drop).map_err(msg)
+        });
     }
 
     /// Opens the guard (creating its table and loading its base first, if

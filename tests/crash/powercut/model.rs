@@ -154,6 +154,13 @@ pub struct Model {
     pub guard: Option<BTreeMap<u32, Vec<Option<Vec<u8>>>>>,
     /// Whether a load of the guard's base returned.
     pub guard_based: bool,
+    /// The sealed filters, by the batch each holds (named [`sealed_name`]).
+    pub sealed: BTreeMap<BatchId, Presence>,
+}
+
+/// The name of the sealed filter holding batch `b`.
+pub fn sealed_name(b: BatchId) -> String {
+    format!("s{}-{}", b.0, b.1)
 }
 
 impl Model {
@@ -171,6 +178,15 @@ impl Model {
         if self.guard_based {
             parts.push("+based".into());
         }
+        let sealed: Vec<BatchId> = self
+            .sealed
+            .iter()
+            .filter(|(_, p)| **p == Presence::Present)
+            .map(|(b, _)| *b)
+            .collect();
+        if !sealed.is_empty() {
+            parts.push(format!("+sealed={}", encode(&sealed)));
+        }
         parts.join(";")
     }
 
@@ -183,6 +199,7 @@ impl Model {
         };
         match (verb, stage) {
             ("start" | "done", "base" | "gwrite") => self.apply_guard(verb == "done", stage, arg),
+            ("start" | "done", "seal" | "unseal") => self.apply_sealed(verb == "done", stage, arg),
             ("start" | "done", _) => self.apply_table(verb == "done", stage, table, arg),
             // An error: the operation may or may not have happened, which
             // its start line allowed for.
@@ -269,6 +286,20 @@ impl Model {
         }
     }
 
+    /// A batch of sealed filters (`seal`: new ones, `unseal`: removals):
+    /// while it runs each may be there or not, once it returned it is, or
+    /// is not.
+    fn apply_sealed(&mut self, done: bool, stage: &str, arg: &str) {
+        for b in decode(arg) {
+            let p = match (done, stage) {
+                (false, _) => Presence::Maybe,
+                (true, "seal") => Presence::Present,
+                (true, _) => Presence::Absent,
+            };
+            self.sealed.insert(b, p);
+        }
+    }
+
     fn table(&mut self, name: &str) -> &mut TableModel {
         self.tables
             .get_mut(name)
@@ -326,6 +357,9 @@ pub fn check(dir: &Path, model: &Model, extra: &dyn Fn(&FilterStore, &mut Checke
     }
     if let Some(g) = &model.guard {
         check_guard(&store, g, &mut out);
+    }
+    if !model.sealed.is_empty() {
+        check_sealed(&store, &model.sealed, &mut out);
     }
     extra(&store, &mut out);
     out
@@ -406,6 +440,49 @@ fn count_batches(name: &str, table: &Table, must: &BTreeSet<BatchId>, out: &mut 
     out.lost_keys += lost;
     if lost > 0 {
         out.fail(format!("table {name}: {lost} durable keys lost"));
+    }
+}
+
+/// Every sealed filter that must exist does, loads and holds its batch's
+/// keys; one that must not, does not; one cut in its commit is wholly there
+/// or not at all.
+fn check_sealed(store: &FilterStore, model: &BTreeMap<BatchId, Presence>, out: &mut Checked) {
+    let infos = match store.list_sealed("s") {
+        Ok(i) => i,
+        Err(e) => {
+            out.failed_open = true;
+            return out.fail(format!("the sealed filters do not list: {e}"));
+        }
+    };
+    let loaded = store.load_sealed(&infos);
+    let found: BTreeMap<&str, _> = infos.iter().map(|i| i.name()).zip(loaded).collect();
+    for (&b, &presence) in model {
+        let name = sealed_name(b);
+        let resolved = out.resolved.sealed.get_mut(&b).unwrap();
+        match (found.get(name.as_str()), presence) {
+            (Some(_), Presence::Absent) => out.fail(format!("sealed filter {name} was removed, and is back")),
+            (None, Presence::Present) => {
+                out.keys += u64::from(BATCH);
+                out.lost_keys += u64::from(BATCH);
+                out.lost_batches += 1;
+                out.fail(format!("sealed filter {name} is gone, with its durable keys"));
+            }
+            (None, _) => *resolved = Presence::Absent,
+            (Some(Err(e)), _) => {
+                out.failed_open = true;
+                out.fail(format!("sealed filter {name} does not load: {e}"));
+            }
+            (Some(Ok(f)), _) => {
+                *resolved = Presence::Present;
+                let missing = batch(b).filter(|k| !f.contains(k)).count() as u64;
+                out.keys += u64::from(BATCH);
+                out.lost_keys += missing;
+                if missing > 0 {
+                    out.lost_batches += 1;
+                    out.fail(format!("sealed filter {name}: {missing} keys missing"));
+                }
+            }
+        }
     }
 }
 

@@ -34,6 +34,9 @@ pub enum Workload {
     /// `create_table` and `drop_table` of other tables while the main table
     /// takes durable writes; cut inside creates and drops.
     Tables,
+    /// Batches of sealed filters committed and removed (each a pack file
+    /// and a catalog-log record) beside durable writes; cut inside them.
+    Sealed,
     /// The store-format-2 fixture (with guard storage) migrated on open,
     /// then written; cut inside the migration.
     Migration,
@@ -73,13 +76,14 @@ pub enum Plan {
 }
 
 impl Workload {
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 12] = [
         Workload::Mixed,
         Workload::Folds,
         Workload::BulkLoad,
         Workload::Import,
         Workload::ChangeLayout,
         Workload::Tables,
+        Workload::Sealed,
         Workload::Migration,
         Workload::Guard,
         Workload::NewStore,
@@ -96,6 +100,7 @@ impl Workload {
             Workload::Import => "import",
             Workload::ChangeLayout => "change_layout",
             Workload::Tables => "tables",
+            Workload::Sealed => "sealed",
             Workload::Migration => "migration",
             Workload::Guard => "guard",
             Workload::NewStore => "new_store",
@@ -174,6 +179,8 @@ impl Workload {
             Workload::ChangeLayout if r < 6 => inside("relayout", rng),
             Workload::Tables if r < 3 => inside("create", rng),
             Workload::Tables if r < 6 => inside("drop", rng),
+            Workload::Sealed if r < 4 => inside("seal", rng),
+            Workload::Sealed if r < 6 => inside("unseal", rng),
             Workload::Migration | Workload::NewStore if chain_start && r < 6 => Plan::Inside {
                 stage: if self == Workload::NewStore {
                     "setup"
@@ -286,6 +293,7 @@ impl Workload {
             ],
             Workload::ChangeLayout => &[(2, Remove), (2, Write), (4, Relayout), (8, Insert)],
             Workload::Tables => &[(4, CreateOther), (4, DropOther), (1, Remove), (7, Insert)],
+            Workload::Sealed => &[(5, Seal), (3, Unseal), (1, Remove), (7, Insert)],
             Workload::Guard => &[(3, GuardMerge), (2, Fold), (11, GuardWrite)],
             // More flushes: a flush after a failed sync is where a store
             // would say durable what it lost.
