@@ -22,6 +22,9 @@
 //!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`.
 //!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
 //!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures.
+//! * (h) a store of 10,000 tables and one of 10,000 sealed filters: create,
+//!   open, list, look up across, drop (`store/scale.rs`);
+//!   `FILTERSTORE_BENCH_ONLY=scale` runs only this part.
 //!
 //! Ends with `RESULT <name> <value> <unit>` lines. The figures come from the
 //! same criterion measurements (total time over total iterations of every
@@ -46,6 +49,8 @@ mod fastfs;
 mod goals;
 #[path = "store/guard.rs"]
 mod guard;
+#[path = "store/scale.rs"]
+mod scale;
 use clock::Tick;
 
 const CHILD_ENV: &str = "FILTERSTORE_BENCH_REOPEN";
@@ -257,6 +262,12 @@ fn main() {
         }
         return;
     }
+    if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("scale") {
+        for r in scale::scale(goals_dir.path()) {
+            println!("{r}");
+        }
+        return;
+    }
     if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("guard") {
         for r in guard::guard_reads_goal(goals_dir.path())
             .into_iter()
@@ -280,6 +291,7 @@ fn main() {
     }
     goal_results.extend(guard::guard_reads_goal(goals_dir.path()));
     goal_results.extend(guard::guard_writes_goal(goals_dir.path()));
+    goal_results.extend(scale::scale(goals_dir.path()));
     drop(goals_dir);
     if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("goals") {
         for r in goal_results {

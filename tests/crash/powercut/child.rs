@@ -10,8 +10,8 @@
 //! store at random after one, as a host would.
 
 use super::model::{
-    batch, decode, encode, guard_base, guard_key, guard_write, layout_name, sealed_name,
-    BatchId, BATCH, GUARD_KEYS, GUARD_STORAGE, GUARD_TABLE,
+    batch, decode, encode, guard_base, guard_key, guard_write, layout_name, sealed_name, BatchId,
+    BATCH, GUARD_KEYS, GUARD_STORAGE, GUARD_TABLE,
 };
 use filterstore::{
     BitFilter, CountingFilter, Durability, ExportKind, FilterParams, FilterStore, Guard, HashSpec,
@@ -507,7 +507,10 @@ impl Child {
         }
         let n = self.rng.gen_range(1..=2).min(self.sealed.len());
         let ids: Vec<BatchId> = (0..n)
-            .map(|_| self.sealed.swap_remove(self.rng.gen_range(0..self.sealed.len())))
+            .map(|_| {
+                self.sealed
+                    .swap_remove(self.rng.gen_range(0..self.sealed.len()))
+            })
             .collect();
         self.step("unseal", "-", &encode(&ids), |_| {
             let mut b = SealedBatch::new();

@@ -460,12 +460,16 @@ fn check_sealed(store: &FilterStore, model: &BTreeMap<BatchId, Presence>, out: &
         let name = sealed_name(b);
         let resolved = out.resolved.sealed.get_mut(&b).unwrap();
         match (found.get(name.as_str()), presence) {
-            (Some(_), Presence::Absent) => out.fail(format!("sealed filter {name} was removed, and is back")),
+            (Some(_), Presence::Absent) => {
+                out.fail(format!("sealed filter {name} was removed, and is back"))
+            }
             (None, Presence::Present) => {
                 out.keys += u64::from(BATCH);
                 out.lost_keys += u64::from(BATCH);
                 out.lost_batches += 1;
-                out.fail(format!("sealed filter {name} is gone, with its durable keys"));
+                out.fail(format!(
+                    "sealed filter {name} is gone, with its durable keys"
+                ));
             }
             (None, _) => *resolved = Presence::Absent,
             (Some(Err(e)), _) => {
