@@ -128,8 +128,10 @@ impl Figure {
 
 /// The warm subjects' sessions, made (and primed) once per lake.
 static WARM: OnceLock<Mutex<HashMap<(usize, Subject), SessionContext>>> = OnceLock::new();
+/// A run's place: the lake's file count, the subject, the workload.
+type RunKey = (usize, Subject, Workload);
 /// Runs per workload so far, to vary the keys.
-static RUNS: OnceLock<Mutex<HashMap<(usize, Subject, Workload), usize>>> = OnceLock::new();
+static RUNS: OnceLock<Mutex<HashMap<RunKey, usize>>> = OnceLock::new();
 
 async fn listing(lake: &Lake, ctx: &SessionContext) {
     let url = ListingTableUrl::parse(TABLE_URL).unwrap();

@@ -222,10 +222,10 @@ impl ExecutionPlan for IndexedScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        if let Some((f, fired)) = &self.on_execute {
-            if !fired.swap(true, Ordering::AcqRel) {
-                (f.0)();
-            }
+        if let Some((f, fired)) = &self.on_execute
+            && !fired.swap(true, Ordering::AcqRel)
+        {
+            (f.0)();
         }
         self.input.execute(partition, context)
     }

@@ -259,10 +259,10 @@ impl IndexedParquetTable {
 
     /// Says once, as a log line, why the index cannot do all it should.
     fn warn_once(&self) {
-        if let Some(why) = self.limitation() {
-            if !self.inner.warned.swap(true, Ordering::Relaxed) {
-                log::warn!("indexed table at {}: {why}", self.inner.url);
-            }
+        if let Some(why) = self.limitation()
+            && !self.inner.warned.swap(true, Ordering::Relaxed)
+        {
+            log::warn!("indexed table at {}: {why}", self.inner.url);
         }
     }
 }

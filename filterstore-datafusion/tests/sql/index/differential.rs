@@ -161,7 +161,7 @@ async fn one_seed(seed: u64, steps: usize) -> (usize, usize, usize) {
         .column("k32")
         .column("name")
         .settle(Duration::from_millis(40))
-        .refresh_on_scan(seed % 2 == 0)
+        .refresh_on_scan(seed.is_multiple_of(2))
         .commit_files(1 + (seed as usize % 4));
     let url = format!("{}/", data.display());
     let table = IndexedParquetTable::register(&ctx, "t", &url, options)
