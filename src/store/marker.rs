@@ -9,17 +9,20 @@
 //! marker existed (the v1 fixture, say) is recognised without opening sled,
 //! by the name of the catalog tree in sled's log (`db`:
 //! [`sled_dir::is_unmarked_store`]), and gains the marker at its next
-//! writing open.
+//! writing open. So does a directory that holds our catalog file and no
+//! marker: what a migration from sled leaves when it is cut after sled's
+//! files were removed and before the marker was written.
 //!
 //! A read-only open of a store of format 1 or 2 reads a private copy of it
-//! ([`sled_dir::copy_store`]); one of format 3 or 4 reads the store's own
-//! files and writes nothing.
+//! ([`sled_dir::copy_store`]); one of format 3 or later reads the store's
+//! own files and writes nothing.
 
+use super::disk::catalog_file::{CATALOG_FILE, MAGIC};
 use super::disk::lock::LOCK_FILE;
 use super::error::StoreError;
 use super::legacy::sled_dir;
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 /// The marker file's name in a store directory.
@@ -37,7 +40,11 @@ pub(crate) enum DirKind {
     Empty,
     /// A store with its marker.
     Marked,
-    /// A store made before the marker: sled's files with our catalog.
+    /// A store without its marker: one made before the marker existed
+    /// (sled's files with our catalog), or one whose migration from sled
+    /// was cut after its catalog file became the switch and before the
+    /// marker was written (our catalog file, sled's files perhaps gone). It
+    /// gains the marker at its next writing open.
     Legacy,
     /// Anything else: not ours, never written.
     Foreign,
@@ -63,7 +70,7 @@ pub(crate) fn classify(path: &Path) -> Result<DirKind, StoreError> {
     if holds_at_most_a_lock(path)? {
         return Ok(DirKind::Empty);
     }
-    if sled_dir::is_unmarked_store(path)? {
+    if holds_our_catalog(path)? || sled_dir::is_unmarked_store(path)? {
         return Ok(DirKind::Legacy);
     }
     Ok(DirKind::Foreign)
@@ -86,6 +93,36 @@ fn holds_at_most_a_lock(path: &Path) -> Result<bool, StoreError> {
     }
     let meta = fs::symlink_metadata(first.path()).map_err(&read)?;
     Ok(meta.is_file() && meta.len() == 0)
+}
+
+/// Whether `path` holds a catalog file that begins with its magic, `FSCF`
+/// (`docs/FORMAT.md` § 8). Only a store writes one, and it writes it
+/// only once the store's data is in its own files; a migration from sled
+/// removes sled's files after that and writes the marker last, so a cut
+/// between the two leaves this and no marker. Whether the catalog is whole
+/// is the open's to find out; a damaged one is reported as such, not as
+/// a foreign directory.
+fn holds_our_catalog(path: &Path) -> Result<bool, StoreError> {
+    let mut magic = [0u8; 4];
+    let file = path.join(CATALOG_FILE);
+    let mut f = match File::open(&file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => {
+            return Err(StoreError::Io {
+                op: "reading the catalog",
+                source: e,
+            })
+        }
+    };
+    match f.read_exact(&mut magic) {
+        Ok(()) => Ok(magic == MAGIC),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(StoreError::Io {
+            op: "reading the catalog",
+            source: e,
+        }),
+    }
 }
 
 /// Writes the marker durably (the file, then the directory entry).

@@ -1,6 +1,7 @@
 //! The tests that re-run this binary as a child process and kill it, cut
 //! its power or fill its disk (feature `store`; `harness = false`): a kill -9
-//! during writes ([`kill`]) and during regenerations ([`regen_kill`]), a full
+//! during writes ([`kill`]), during regenerations ([`regen_kill`]) and
+//! across a migration from every old fixture ([`migrate_kill`]), a full
 //! disk and a read-only directory ([`disk_full`]), power cuts on a FUSE
 //! filesystem ([`power_cut`], Linux). Each was a binary of its own
 //! (`store_crash`, `store_regen_crash`, `store_disk_full`, `store_powercut`);
@@ -19,6 +20,7 @@ mod powercut;
 
 mod disk_full;
 mod kill;
+mod migrate_kill;
 #[cfg(target_os = "linux")]
 mod power_cut;
 mod regen_kill;
@@ -33,7 +35,11 @@ fn main() {
     let power_cut_child = power_cut::child_mode();
     #[cfg(not(target_os = "linux"))]
     let power_cut_child = false;
-    if power_cut_child || kill::child_mode() || regen_kill::child_mode() || disk_full::child_mode()
+    if power_cut_child
+        || kill::child_mode()
+        || regen_kill::child_mode()
+        || disk_full::child_mode()
+        || migrate_kill::child_mode()
     {
         return;
     }
@@ -41,6 +47,7 @@ fn main() {
         ("kill", kill::TESTS),
         ("regen_kill", regen_kill::TESTS),
         ("disk_full", disk_full::TESTS),
+        ("migrate_kill", migrate_kill::TESTS),
     ];
     #[cfg(target_os = "linux")]
     modules.push(("power_cut", power_cut::TESTS));

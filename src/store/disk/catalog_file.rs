@@ -20,7 +20,7 @@ pub(crate) const CATALOG_FILE: &str = "catalog";
 /// The name a new catalog is written under before it is renamed.
 pub(crate) const NEW_FILE: &str = "catalog.new";
 /// The first bytes of the file.
-const MAGIC: [u8; 4] = *b"FSCF";
+pub(crate) const MAGIC: [u8; 4] = *b"FSCF";
 /// The container's own version.
 const CONTAINER_VERSION: u16 = 1;
 /// Bytes before the first entry.
