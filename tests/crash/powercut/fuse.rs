@@ -205,6 +205,48 @@ impl Filesystem for MemFs {
         }
     }
 
+    /// `fallocate(PUNCH_HOLE | KEEP_SIZE)`, what the store's background
+    /// fold gives back a log's folded prefix with: the range reads as
+    /// zeros at once, and until the file is synced a cut may keep or drop
+    /// the punch page by page, as it does a write of zeros (on ext4 and XFS
+    /// a punch is journaled metadata; a page the cut keeps unpunched holds
+    /// its old bytes, one it keeps punched holds zeros). The size stays.
+    /// Any other mode is refused as unsupported (the store then takes its
+    /// fallback, as on a filesystem without holes).
+    fn fallocate(
+        &self,
+        _r: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        if mode != libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let punched = self.with(|s| match s.nodes.get_mut(&ino.0) {
+            Some(Node::File { live, pending, .. }) => {
+                let from = (offset as usize).min(live.len());
+                let to = (offset.saturating_add(length) as usize).min(live.len());
+                if from < to {
+                    live[from..to].fill(0);
+                    pending.push(Change::Write {
+                        at: from as u64,
+                        data: vec![0; to - from],
+                    });
+                }
+                Ok(())
+            }
+            _ => Err(Errno::EISDIR),
+        });
+        match punched {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn fsync(&self, _r: &Request, ino: INodeNo, _fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
         self.sync(ino, reply)
     }
