@@ -62,6 +62,7 @@ mod jobs;
 mod partition;
 mod probe;
 mod setops;
+mod shadow;
 #[cfg(test)]
 mod tests;
 mod view;

@@ -310,6 +310,47 @@ fn the_one_writer_insert_sets_the_bits_of_the_shared_one() {
     }
 }
 
+/// The shared bulk insert through a copy (`shadow`) and the direct one,
+/// and the key-by-key `insert_mut`, set the bits of one `insert` per key
+/// and count the keys that found a bit clear as it does: in every layout,
+/// with batches on both sides of the copy's threshold, keys repeated
+/// within and across batches, into a filter already holding keys.
+#[test]
+fn shared_bulk_inserts_and_insert_mut_match_single_inserts() {
+    for layout in Layout::ALL {
+        let p = FilterParams::with_bits_per_key(50_000, 10.0, layout, spec(layout, 5)).unwrap();
+        let (single, shared) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+        let mut exclusive = BitFilter::new(p).unwrap();
+        let mut paths = [0; 2];
+        // Batches of 1,000 keys are below the threshold (about 1,950 keys
+        // for these 62,500 bytes), of 12,000 above; every other batch
+        // repeats half of the one before.
+        for (i, len) in [1_000u64, 12_000, 1_000, 1_000, 12_000, 12_000, 300]
+            .into_iter()
+            .enumerate()
+        {
+            let start = 10_000 * i as u64 - if i % 2 == 1 { len / 2 } else { 0 };
+            let batch = keys(start..start + len);
+            let copied = shadow::worth_copying(&p, batch.len());
+            paths[usize::from(copied)] += 1;
+            let fresh = batch.iter().filter(|k| single.insert(&k[..])).count() as u64;
+            assert_eq!(shared.insert_many(&batch), fresh, "{layout} batch {i}");
+            let by_key = batch
+                .iter()
+                .filter(|k| exclusive.insert_mut(&k[..]))
+                .count();
+            assert_eq!(by_key as u64, fresh, "{layout} batch {i}: insert_mut");
+            let want = single.to_words();
+            assert!(shared.to_words() == want, "{layout} batch {i}: insert_many");
+            assert!(
+                exclusive.to_words() == want,
+                "{layout} batch {i}: insert_mut"
+            );
+        }
+        assert_eq!(paths, [4, 3], "{layout}: both paths taken");
+    }
+}
+
 /// An empty filter holds zero keys, not minus zero (`filterstore estimate`
 /// printed "-0" for two empty filters): in every layout, for the set and
 /// for the union of two empty filters.

@@ -165,7 +165,7 @@ impl Probe for Avx2 {
     }
 
     #[inline(always)]
-    fn split_insert_mut(self, block: &mut SplitShared, x: u32) {
+    fn split_insert_mut(self, block: &mut SplitShared, x: u32) -> bool {
         use std::arch::x86_64::*;
         let p = block.0.as_mut_ptr().cast::<__m256i>();
         // SAFETY: AVX2 as above. `p` points to a live split block of 32
@@ -175,7 +175,9 @@ impl Probe for Avx2 {
         // validity of `u64`, and any bits are a valid block.
         unsafe {
             let old = _mm256_load_si256(p);
-            _mm256_store_si256(p, _mm256_or_si256(old, split_masks(x)));
+            let masks = split_masks(x);
+            _mm256_store_si256(p, _mm256_or_si256(old, masks));
+            !split_block_has_masks(old, masks)
         }
     }
 

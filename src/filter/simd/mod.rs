@@ -142,12 +142,17 @@ pub(crate) trait Probe: Copy {
         split_word_masks(x)
     }
 
-    /// ORs the lane masks of `x` into a block no other thread can reach.
+    /// ORs the lane masks of `x` into a block no other thread can reach;
+    /// returns whether one of the bits was clear.
     #[inline(always)]
-    fn split_insert_mut(self, block: &mut SplitShared, x: u32) {
+    fn split_insert_mut(self, block: &mut SplitShared, x: u32) -> bool {
+        let mut changed = false;
         for (word, mask) in block.0.iter_mut().zip(split_word_masks(x)) {
-            *word.get_mut() |= mask;
+            let w = word.get_mut();
+            changed |= *w & mask != mask;
+            *w |= mask;
         }
+        changed
     }
 }
 
