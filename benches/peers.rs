@@ -47,11 +47,19 @@
 //!   and probed on 4 KiB and on 2 MiB pages, batches pipelined and
 //!   partitioned.
 //!
+//! * The `u64` ids section (`peers/ids.rs`): n ids of 8 bytes, our blocked
+//!   and split-block layouts against `sbbf-rs-safe`, lookups and whole
+//!   builds (key by key shared and `&mut`, and `insert_many`) per round.
+//! * Key-by-key inserts are also timed per round as whole builds
+//!   (`build_round`): `filterstore_blocked` (shared `insert`) and
+//!   `filterstore_blocked_mut` (`insert_mut`, the filter held `&mut`, as
+//!   sbbf's insert is), and the same for the split-block layout.
+//!
 //! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (4),
 //! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
 //! `PEERS_WARMUP_SECS` (0.5), `PEERS_ONLY` (comma-separated parts, for
 //! development: `hash,standard,blocked,split,fastbloom,sbbf,xorf,bloomfilter,
-//! counting,fp1`; default all). The full run takes about eight minutes here.
+//! counting,ids,fp1`; default all). The full run takes about ten minutes here.
 
 #[path = "peers/builds.rs"]
 mod builds;
@@ -61,6 +69,8 @@ mod clock;
 mod equal_fp;
 #[path = "peers/harness.rs"]
 mod harness;
+#[path = "peers/ids.rs"]
+mod ids;
 #[path = "peers/large.rs"]
 mod large;
 #[path = "peers/plot.rs"]
@@ -86,12 +96,14 @@ const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 15] = [
+const BIT_FILTERS: [&str; 17] = [
     "filterstore_standard",
     "filterstore_blocked",
+    "filterstore_blocked_mut",
     "filterstore_blocked_bulk",
     "filterstore_blocked_many",
     "filterstore_split",
+    "filterstore_split_mut",
     "filterstore_split_bulk",
     "filterstore_split_many",
     "fastbloom",
@@ -494,6 +506,11 @@ fn main() -> Result<(), ParamError> {
     if run("counting") {
         counting_filters(&mut b, &mut r, &keys)?;
     }
+    let ids = if run("ids") {
+        ids::run(&mut b, &mut r, n, rounds)?
+    } else {
+        String::new()
+    };
     let fp1 = if run("fp1") {
         equal_fp::run(&mut b, &mut r, &keys)?
     } else {
@@ -512,7 +529,7 @@ fn main() -> Result<(), ParamError> {
         clock::source()
     );
     print!("{}", r.table(&BIT_FILTERS, &COUNTING_FILTERS, &header));
-    print!("{fp1}{large}");
+    print!("{ids}{fp1}{large}");
     print!("{}", r.result_lines());
     print!("{}", ratio_lines(&r));
     if benching {
