@@ -14,7 +14,7 @@ pub const MAGIC: [u8; 4] = *b"FSTR";
 /// § 13). Each frame is written with the lowest version that describes its
 /// bytes: version 1 unless it holds something § 15 lists under a later
 /// version, so that older readers keep reading everything they can.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
 /// Format version 1: the version, and the min reader version, of every
@@ -29,6 +29,10 @@ pub const VERSION_2: u16 = 2;
 /// Only the store writes it (feature `store`).
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub const VERSION_3: u16 = 3;
+/// Format version 4 (`docs/FORMAT.md` § 15): hash algorithm 3, XXH3-64
+/// (§ 5, § 6). Any filter file, message, catalog record or superblock
+/// naming it is written as version 4, min reader 4.
+pub const VERSION_4: u16 = 4;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -460,23 +464,25 @@ mod tests {
         // A newer writer that older readers may still read is accepted.
         let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
         assert_eq!(decode(&f).unwrap().version, 9);
-        // Versions 2 and 3 are read; version 4 is not (yet).
+        // Versions 2, 3 and 4 are read; version 5 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
-        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 3));
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 4));
         let f = encode_versioned(FrameKind::TableState, 0, b"", 3, 3);
         assert_eq!(decode(&f).unwrap().version, 3);
+        let f = encode_versioned(FrameKind::BitFilter, 0, b"", 4, 4);
+        assert_eq!(decode(&f).unwrap().version, 4);
         let f = encode_with_version(FrameKind::BitFilter, 0, 0, 2, |_| {});
         assert_eq!(
             (decode(&f).unwrap().version, decode(&f).unwrap().min_reader),
             (2, 2)
         );
-        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 4, 4);
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 5, 5);
         assert_eq!(
             decode(&f),
             Err(CodecError::UnsupportedVersion {
-                found: 4,
-                min_reader: 4,
-                supported: 3
+                found: 5,
+                min_reader: 5,
+                supported: 4
             })
         );
     }

@@ -120,7 +120,7 @@ impl BitFilter {
         Ok(BitFilter {
             params,
             blocks: v.into_boxed_slice(),
-            lookup: LookupFn::best(params.layout()),
+            lookup: LookupFn::best(params.layout(), params.hash().algo),
             huge,
         })
     }

@@ -12,7 +12,8 @@
 
 use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, WordOr};
 use crate::filter::hash::{
-    for_each_standard_position, KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher,
+    for_each_standard_position, HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher,
+    Xxh64Hasher,
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{block_masks, block_word_bit, Job, Probe, SharedBlock};
@@ -117,30 +118,37 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
     fn run<P: Probe>(self, probe: P) -> u64 {
         // `or` carries only its type, `O`.
         let (p, blocks, src, _) = (self.p, self.blocks, self.src, self.or);
-        match p.layout() {
-            Layout::Blocked => insert_blocked::<S, O, P>(p, blocks, src, probe),
-            Layout::SplitBlock => insert_split_block::<S, O, P>(p, blocks, src, probe),
-            Layout::Standard => insert_standard_layout::<S, O>(p, blocks, src),
+        let seed = p.hash().seed;
+        match (p.layout(), p.hash().algo) {
+            (Layout::Blocked, HashAlgo::Xxh3_64) => {
+                insert_blocked::<S, O, P, _>(p, blocks, src, probe, Xxh3_64Hasher(seed))
+            }
+            (Layout::Blocked, _) => {
+                insert_blocked::<S, O, P, _>(p, blocks, src, probe, Xxh3Hasher(seed))
+            }
+            (Layout::SplitBlock, _) => insert_split_block::<S, O, P>(p, blocks, src, probe),
+            (Layout::Standard, _) => insert_standard_layout::<S, O>(p, blocks, src),
         }
     }
 }
 
-/// [`BulkInsert`] into a blocked filter: how many keys changed a bit.
+/// [`BulkInsert`] into a blocked filter whose keys `hasher` hashes: how
+/// many keys changed a bit.
 #[inline(always)]
-fn insert_blocked<S: HashSource, O: WordOr, P: Probe>(
+fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher>(
     p: FilterParams,
     mut blocks: &[SharedBlock],
     src: S,
     probe: P,
+    hasher: H,
 ) -> u64 {
     let n = src.count();
-    let h3 = Xxh3Hasher(p.hash().seed);
     ring(
         n,
         &mut blocks,
         #[inline(always)]
         |blocks: &&[SharedBlock], i| {
-            let h = src.hash(h3, i);
+            let h = src.hash(hasher, i);
             let b = block_of(&p, h);
             prefetch(&blocks[b]);
             (b, h.h2)
@@ -228,30 +236,34 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
     #[inline(always)]
     fn run<P: Probe>(self, probe: P) -> u64 {
         let (p, blocks, src) = (self.p, self.blocks, self.src);
-        match p.layout() {
-            Layout::Blocked => insert_blocked_mut(p, blocks, src, probe),
-            Layout::SplitBlock => insert_split_block_mut(p, blocks, src, probe),
-            Layout::Standard => insert_standard_mut(p, blocks, src),
+        let seed = p.hash().seed;
+        match (p.layout(), p.hash().algo) {
+            (Layout::Blocked, HashAlgo::Xxh3_64) => {
+                insert_blocked_mut(p, blocks, src, probe, Xxh3_64Hasher(seed))
+            }
+            (Layout::Blocked, _) => insert_blocked_mut(p, blocks, src, probe, Xxh3Hasher(seed)),
+            (Layout::SplitBlock, _) => insert_split_block_mut(p, blocks, src, probe),
+            (Layout::Standard, _) => insert_standard_mut(p, blocks, src),
         }
     }
 }
 
 /// [`BulkInsertMut`] into a blocked filter.
 #[inline(always)]
-fn insert_blocked_mut<S: HashSource, P: Probe>(
+fn insert_blocked_mut<S: HashSource, P: Probe, H: KeyHasher>(
     p: FilterParams,
     blocks: &mut [SharedBlock],
     src: S,
     probe: P,
+    hasher: H,
 ) -> u64 {
     let n = src.count();
-    let h3 = Xxh3Hasher(p.hash().seed);
     ring(
         n,
         blocks,
         #[inline(always)]
         |blocks: &[SharedBlock], i| {
-            let h = src.hash(h3, i);
+            let h = src.hash(hasher, i);
             let b = block_of(&p, h);
             prefetch(&blocks[b]);
             (b, h.h2)

@@ -186,8 +186,9 @@ fn halving_refuses_non_powers_of_two() {
 }
 
 /// Every compiled lookup (the scalar one, and the AVX2 one on a CPU that
-/// has it), every layout, `k` around the probe's row of eight: the answer
-/// of the reference positions, and the same as `contains_hash`.
+/// has it), every layout and hash (the blocked layout with XXH3-128 and
+/// XXH3-64), `k` around the probe's row of eight: the answer of the
+/// reference positions, and the same as `contains_hash`.
 #[test]
 fn every_compiled_lookup_matches_the_reference() {
     use crate::filter::hash::positions;
@@ -195,12 +196,26 @@ fn every_compiled_lookup_matches_the_reference() {
     use rand::{RngCore, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
     let mut next = move || rng.next_u64();
-    for layout in Layout::ALL {
+    let kinds = [
+        (Layout::Standard, HashSpec::xxh3(1)),
+        (Layout::Blocked, HashSpec::xxh3(1)),
+        (Layout::Blocked, HashSpec::xxh3_64(1)),
+        (Layout::SplitBlock, HashSpec::xxh64()),
+    ];
+    for (layout, spec) in kinds {
         for k in [1, 2, 7, 8, 9, 16, 17, 32] {
+            let hash = HashSpec {
+                seed: if layout == Layout::SplitBlock {
+                    0
+                } else {
+                    k.into()
+                },
+                ..spec
+            };
             let p = match layout {
                 Layout::SplitBlock if k != 8 => continue,
-                Layout::SplitBlock => FilterParams::new(layout, 256 * 127, k, HashSpec::xxh64()),
-                _ => FilterParams::new(layout, 512 * 64, k, HashSpec::xxh3(k.into())),
+                Layout::SplitBlock => FilterParams::new(layout, 256 * 127, k, hash),
+                _ => FilterParams::new(layout, 512 * 64, k, hash),
             }
             .unwrap();
             // Seven bits in eight set: both answers are common at every k.
@@ -208,17 +223,18 @@ fn every_compiled_lookup_matches_the_reference() {
                 .map(|_| next() | next() | next())
                 .collect();
             let f = BitFilter::from_words(p, &words).unwrap();
-            let lookups = LookupFn::<BitFilter>::all_for_tests(layout);
+            let lookups = LookupFn::<BitFilter>::all_for_tests(layout, hash.algo);
             for i in 0..3_000u64 {
                 let h = p.hash().hash(&i.to_le_bytes());
                 let want = positions(layout, p.m(), k, h)
                     .as_slice()
                     .iter()
                     .all(|&q| f.bit(q));
-                assert_eq!(f.contains_hash(h), want, "{layout} k={k} key {i}");
+                let case = format!("{layout} {} k={k} key {i}", hash.algo.name());
+                assert_eq!(f.contains_hash(h), want, "{case}");
                 for (j, l) in lookups.iter().enumerate() {
                     let got = l.call_pointer_for_tests(&f, h);
-                    assert_eq!(got, want, "{layout} k={k} key {i} lookup {j}");
+                    assert_eq!(got, want, "{case} lookup {j}");
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! The probes and the flat view against the scalar reference.
 
 use super::*;
+use crate::filter::geometry::Layout;
 
 /// The probe of a shared block (vector loads of atomic words) answers
 /// as the scalar probe of the same words: random blocks of every
