@@ -180,8 +180,10 @@ impl HashSpec {
         }
     }
 
-    /// Hashes one key.
-    #[inline]
+    /// Hashes one key. Always inlined: where the caller knows the key's
+    /// length (a `u64` id, a fixed-size key), the hash's branches on the
+    /// length fold away, and a lookup does not call out of line to hash.
+    #[inline(always)]
     pub fn hash(&self, key: &[u8]) -> KeyHash {
         match self.algo {
             HashAlgo::Xxh3_128 => Xxh3Hasher(self.seed).hash(key),
