@@ -3,7 +3,9 @@
 //! 10 bits per key, in one run (issue 2).
 //!
 //! * Filters: `filterstore` standard, blocked and split-block layouts (the
-//!   last is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
+//!   blocked layout hashed with XXH3-64, its fast hash, and once more with
+//!   XXH3-128, `filterstore_blocked_xxh3_128`, lookups only; the split-block
+//!   layout is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
 //!   its default hasher (SipHash-1-3) and with `foldhash`; `sbbf-rs-safe`
 //!   (Parquet split block filter: 256-bit blocks, k = 8, AVX2); `xorf`
 //!   BinaryFuse8 (static: built once from all keys); `bloomfilter` 3
@@ -96,9 +98,10 @@ const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 17] = [
+const BIT_FILTERS: [&str; 18] = [
     "filterstore_standard",
     "filterstore_blocked",
+    "filterstore_blocked_xxh3_128",
     "filterstore_blocked_mut",
     "filterstore_blocked_bulk",
     "filterstore_blocked_many",
@@ -305,6 +308,7 @@ fn counting_filters(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<(), P
 struct Subjects {
     standard: Option<BitFilter>,
     blocked: Option<BitFilter>,
+    blocked128: Option<BitFilter>,
     split: Option<BitFilter>,
     sbbf: Option<sbbf_rs_safe::Filter>,
     sbbf_xxh64: Option<SbbfXxh64>,
@@ -338,6 +342,24 @@ fn build_all(
     let standard = filterstore(Layout::Standard, "filterstore_standard")?;
     let blocked = filterstore(Layout::Blocked, "filterstore_blocked")?;
     let split = filterstore(Layout::SplitBlock, "filterstore_split")?;
+    // The blocked layout with the hash of filters made before XXH3-64:
+    // lookups only (built in bulk, not timed).
+    let blocked128 = match run("blocked") {
+        true => {
+            let name = "filterstore_blocked_xxh3_128";
+            let params = FilterParams::with_bits_per_key(
+                n as u64,
+                BITS_PER_KEY,
+                Layout::Blocked,
+                HashSpec::xxh3(HASH_SEED),
+            )?;
+            let mut f = BitFilter::new(params)?;
+            f.insert_many_mut(&keys.insert);
+            accuracy(r, name, keys, &f);
+            Some(f)
+        }
+        false => None,
+    };
     let (mut sbbf, mut sbbf_xxh64) = (None, None);
     if run("sbbf") {
         let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
@@ -400,6 +422,7 @@ fn build_all(
     Ok(Subjects {
         standard,
         blocked,
+        blocked128,
         split,
         sbbf,
         sbbf_xxh64,
@@ -468,9 +491,17 @@ fn main() -> Result<(), ParamError> {
         .blocked
         .as_ref()
         .map(|f| ("filterstore_blocked", f));
+    let blocked128 = subjects
+        .blocked128
+        .as_ref()
+        .map(|f| ("filterstore_blocked_xxh3_128", f));
     let split = subjects.split.as_ref().map(|f| ("filterstore_split", f));
-    let ours: Vec<(&'static str, &BitFilter)> =
-        standard.into_iter().chain(blocked).chain(split).collect();
+    let ours: Vec<(&'static str, &BitFilter)> = standard
+        .into_iter()
+        .chain(blocked)
+        .chain(blocked128)
+        .chain(split)
+        .collect();
     for round in 1..=rounds {
         for &(name, f) in &ours {
             bench_lookups(&mut b, &mut r, round, name, &keys, f, false);

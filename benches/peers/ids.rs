@@ -91,11 +91,7 @@ struct Built {
 }
 
 fn params(n: usize, layout: Layout) -> Result<FilterParams, ParamError> {
-    let spec = match layout {
-        Layout::SplitBlock => HashSpec::xxh64(),
-        _ => HashSpec::xxh3(HASH_SEED),
-    };
-    FilterParams::with_bits_per_key(n as u64, BITS_PER_KEY, layout, spec)
+    FilterParams::with_bits_per_key(n as u64, BITS_PER_KEY, layout, super::builds::spec(layout))
 }
 
 fn build(ids: &Ids, r: &mut Results) -> Result<Built, ParamError> {
