@@ -1,6 +1,6 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
-use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, InsertOneMut, Keys};
+use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, Keys};
 use super::probe::{block_of, insert_standard, or_into, prefetch, probe_standard, Alone, Locked};
 use super::shadow;
 use super::BloomRead;
@@ -8,7 +8,9 @@ use crate::error::{FilterError, ParamError};
 use crate::filter::hash::KeyHash;
 use crate::filter::pages::{advise_huge, Pages};
 use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
-use crate::filter::simd::{self, block_masks, LookupFn, Probe, Scalar, SharedBlock, SplitShared};
+use crate::filter::simd::{
+    self, block_masks, InsertFn, LookupFn, Probe, Scalar, SharedBlock, SplitShared,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Bloom filter held in memory, safe to share between threads.
@@ -35,6 +37,8 @@ pub struct BitFilter {
     pub(super) blocks: Box<[SharedBlock]>,
     /// This filter's lookup for this CPU (`filter::simd`).
     lookup: LookupFn<BitFilter>,
+    /// This filter's `&mut` insert for this CPU (`filter::simd`).
+    insert: InsertFn<BitFilter>,
     /// Whether the kernel took the advice to back the bits with huge pages.
     huge: bool,
 }
@@ -121,6 +125,7 @@ impl BitFilter {
             params,
             blocks: v.into_boxed_slice(),
             lookup: LookupFn::best(params.layout(), params.hash().algo),
+            insert: InsertFn::best(params.layout(), params.hash().algo),
             huge,
         })
     }
@@ -187,11 +192,8 @@ impl BitFilter {
     /// [`BitFilter::insert_mut`] for a key already hashed with this filter's spec.
     #[inline]
     pub fn insert_hash_mut(&mut self, h: KeyHash) -> bool {
-        simd::dispatch(InsertOneMut {
-            p: self.params,
-            blocks: &mut self.blocks,
-            h,
-        })
+        let insert = self.insert;
+        insert.call(self, h)
     }
 
     /// [`BitFilter::insert`] for a key already hashed with this filter's spec.

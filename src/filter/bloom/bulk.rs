@@ -11,12 +11,15 @@
 //! algorithm per key and computed the block twice.
 
 use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, WordOr};
+use super::BitFilter;
 use crate::filter::hash::{
     for_each_standard_position, HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher,
     Xxh64Hasher,
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
-use crate::filter::simd::{block_masks, block_word_bit, Job, Probe, SharedBlock};
+use crate::filter::simd::{
+    block_masks, block_word_bit, HashInsert, Job, Probe, SharedBlock, SPLIT, STANDARD,
+};
 use std::sync::atomic::AtomicU64;
 
 /// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
@@ -320,29 +323,21 @@ fn standard_set_mut(words: &mut [AtomicU64], m: u64, k: u32, h: KeyHash) -> bool
     clear != 0
 }
 
-/// `BitFilter::insert_hash_mut` as a [`Job`]: one key's bits set with
-/// plain loads and stores in a filter borrowed exclusively, with the best
-/// probe of this CPU; whether one was clear.
-pub(super) struct InsertOneMut<'a> {
-    /// The filter's parameters.
-    pub(super) p: FilterParams,
-    /// The filter's bits, borrowed exclusively.
-    pub(super) blocks: &'a mut [SharedBlock],
-    pub(super) h: KeyHash,
-}
-
-impl Job for InsertOneMut<'_> {
-    type Out = bool;
+/// `BitFilter::insert_hash_mut`: one key's bits set with plain loads and
+/// stores in a filter borrowed exclusively, through the filter's
+/// [`InsertFn`](crate::filter::simd::InsertFn); whether one was clear.
+impl HashInsert for BitFilter {
     #[inline(always)]
-    fn run<P: Probe>(self, probe: P) -> bool {
-        let (p, blocks, h) = (self.p, self.blocks, self.h);
-        match p.layout() {
-            Layout::Blocked => blocked_set_mut(&mut blocks[block_of(&p, h)], probe, h.h2, p.k()),
-            Layout::SplitBlock => {
+    fn insert_mut_with<P: Probe, const KIND: u8>(&mut self, probe: P, h: KeyHash) -> bool {
+        let p = self.params;
+        let blocks = &mut self.blocks[..];
+        match KIND {
+            STANDARD => standard_set_mut(SharedBlock::flat_mut(blocks), p.m(), p.k(), h),
+            SPLIT => {
                 let half = &mut SharedBlock::split_halves_mut(blocks)[split_block_of(&p, h)];
                 probe.split_insert_mut(half, h.h1 as u32)
             }
-            Layout::Standard => standard_set_mut(SharedBlock::flat_mut(blocks), p.m(), p.k(), h),
+            _ => blocked_set_mut(&mut blocks[block_of(&p, h)], probe, h.h2, p.k()),
         }
     }
 }

@@ -241,6 +241,47 @@ fn every_compiled_lookup_matches_the_reference() {
     }
 }
 
+/// Every compiled `&mut` insert (the scalar one, and the AVX2 one on a CPU
+/// that has it), every layout and hash, `k` around the probe's row of
+/// eight, keys repeated: the bits of one shared `insert` per key, and the
+/// same answer (whether a bit was clear).
+#[test]
+fn every_compiled_insert_matches_single_inserts() {
+    use crate::filter::simd::InsertFn;
+    let kinds = [
+        (Layout::Standard, HashSpec::xxh3(2)),
+        (Layout::Blocked, HashSpec::xxh3(2)),
+        (Layout::Blocked, HashSpec::xxh3_64(2)),
+        (Layout::SplitBlock, HashSpec::xxh64()),
+    ];
+    for (layout, hash) in kinds {
+        for k in [1, 7, 8, 9, 17, 32] {
+            let p = match layout {
+                Layout::SplitBlock if k != 8 => continue,
+                Layout::SplitBlock => FilterParams::new(layout, 256 * 61, k, hash),
+                _ => FilterParams::new(layout, 512 * 30, k, hash),
+            }
+            .unwrap();
+            let want = BitFilter::new(p).unwrap();
+            let keys: Vec<[u8; 8]> = (0u64..3_000).chain(0..500).map(u64::to_le_bytes).collect();
+            let fresh: Vec<bool> = keys.iter().map(|key| want.insert(key)).collect();
+            for (j, ins) in InsertFn::<BitFilter>::all_for_tests(layout, hash.algo)
+                .into_iter()
+                .enumerate()
+            {
+                let mut f = BitFilter::new(p).unwrap();
+                let got: Vec<bool> = keys
+                    .iter()
+                    .map(|key| ins.call_pointer_for_tests(&mut f, p.hash().hash(key)))
+                    .collect();
+                let case = format!("{layout} {} k={k} insert {j}", hash.algo.name());
+                assert_eq!(got, fresh, "{case}: answers");
+                assert!(f.to_words() == want.to_words(), "{case}: bits");
+            }
+        }
+    }
+}
+
 /// A view of long-lived bytes is usable where a shorter-lived one is
 /// expected: the view is covariant in its lifetime (a compile-time check;
 /// a view that stored a `fn(&FilterView<'a>)` was not).

@@ -28,7 +28,7 @@ pub(crate) const SPLIT: u8 = 2;
 pub(crate) const BLOCKED32: u8 = 3;
 
 /// The kind ([`STANDARD`] ...) of a filter of `layout` hashed with `algo`.
-fn kind(layout: Layout, algo: HashAlgo) -> u8 {
+pub(super) fn kind(layout: Layout, algo: HashAlgo) -> u8 {
     match (layout, algo) {
         (Layout::Standard, _) => STANDARD,
         (Layout::Blocked, HashAlgo::Xxh3_64) => BLOCKED32,

@@ -452,15 +452,17 @@ pub(crate) fn prefetch<T>(p: &T) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod insert_fn;
 mod lookup;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use lookup::{HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT};
+pub(crate) use insert_fn::{HashInsert, InsertFn};
+pub(crate) use lookup::{HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD};
 
 // Called only behind a run-time check, so absent from a crate built for AVX2.
 #[cfg(all(
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use avx2::{lookup_avx2, run_avx2};
+use avx2::{insert_avx2, lookup_avx2, run_avx2};
