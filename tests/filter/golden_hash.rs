@@ -193,14 +193,7 @@ fn xxh64_and_split_block_positions_never_change() {
 #[test]
 fn xxh64_is_the_reference_xxh64() {
     use xxhash_rust::xxh64::xxh64;
-    let mut x = 0x243f_6a88_85a3_08d3u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let data: Vec<u8> = (0..300).map(|_| next() as u8).collect();
+    let data = random_bytes(0x243f_6a88_85a3_08d3);
     for seed in [0, 1, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
         let spec = HashSpec {
             algo: filterstore::HashAlgo::Xxh64,
@@ -288,14 +281,7 @@ fn xxh3_64_and_its_blocked_positions_never_change() {
 #[test]
 fn xxh3_64_is_the_reference_xxh3_64() {
     use xxhash_rust::xxh3::xxh3_64_with_seed;
-    let mut x = 0x1319_8a2e_0370_7344u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let data: Vec<u8> = (0..300).map(|_| next() as u8).collect();
+    let data = random_bytes(0x1319_8a2e_0370_7344);
     for seed in [0, 1, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
         for len in 0..=300 {
             let key = &data[300 - len..];
@@ -308,4 +294,16 @@ fn xxh3_64_is_the_reference_xxh3_64() {
             assert_eq!(h.h2, h.h1 << 32);
         }
     }
+}
+
+/// 300 bytes from a xorshift generator started at `state`.
+fn random_bytes(mut state: u64) -> Vec<u8> {
+    (0..300)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }

@@ -7,7 +7,7 @@
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
 use super::insert_avx2;
-use super::lookup::{kind, BLOCKED, BLOCKED32, SPLIT, STANDARD};
+use super::lookup::{by_kind, kind, BLOCKED, BLOCKED32, SPLIT, STANDARD};
 use super::Probe;
 use super::{Isa, Scalar};
 use crate::filter::geometry::Layout;
@@ -62,20 +62,31 @@ impl<T: HashInsert> InsertFn<T> {
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            let f = match kind {
-                STANDARD => insert_avx2::<T, STANDARD>,
-                BLOCKED => insert_avx2::<T, BLOCKED>,
-                BLOCKED32 => insert_avx2::<T, BLOCKED32>,
-                _ => insert_avx2::<T, SPLIT>,
-            };
+            let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(
+                kind,
+                [
+                    insert_avx2::<T, STANDARD>,
+                    insert_avx2::<T, BLOCKED>,
+                    insert_avx2::<T, SPLIT>,
+                    insert_avx2::<T, BLOCKED32>,
+                ],
+            );
             return InsertFn { f, kind };
         }
-        let f = match kind {
-            STANDARD => insert_scalar::<T, STANDARD>,
-            BLOCKED => insert_scalar::<T, BLOCKED>,
-            BLOCKED32 => insert_scalar::<T, BLOCKED32>,
-            _ => insert_scalar::<T, SPLIT>,
-        };
+        InsertFn::scalar(kind)
+    }
+
+    /// The insert of a filter of this kind with the portable probe.
+    fn scalar(kind: u8) -> Self {
+        let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(
+            kind,
+            [
+                insert_scalar::<T, STANDARD>,
+                insert_scalar::<T, BLOCKED>,
+                insert_scalar::<T, SPLIT>,
+                insert_scalar::<T, BLOCKED32>,
+            ],
+        );
         InsertFn { f, kind }
     }
 
@@ -108,17 +119,10 @@ impl<T: HashInsert> InsertFn<T> {
     /// Every insert this build can run on this CPU for a layout and hash
     /// (the scalar one, and the one [`InsertFn::best`] picks), for the tests.
     pub(crate) fn all_for_tests(layout: Layout, algo: HashAlgo) -> [Self; 2] {
-        let scalar = match kind(layout, algo) {
-            STANDARD => insert_scalar::<T, STANDARD>,
-            BLOCKED => insert_scalar::<T, BLOCKED>,
-            BLOCKED32 => insert_scalar::<T, BLOCKED32>,
-            _ => insert_scalar::<T, SPLIT>,
-        };
-        let scalar = InsertFn {
-            f: scalar,
-            kind: kind(layout, algo),
-        };
-        [scalar, InsertFn::best(layout, algo)]
+        [
+            InsertFn::scalar(kind(layout, algo)),
+            InsertFn::best(layout, algo),
+        ]
     }
 
     /// Calls the pointer itself (which [`InsertFn::call`] skips in a crate

@@ -27,6 +27,12 @@ pub(crate) const SPLIT: u8 = 2;
 /// ([`Probe::shared_block_has_all32`]). The same answers as [`BLOCKED`].
 pub(crate) const BLOCKED32: u8 = 3;
 
+/// The one of `fs` compiled for `kind`: `fs[STANDARD]`, `fs[BLOCKED]`,
+/// `fs[SPLIT]` or `fs[BLOCKED32]` (the kinds are 0 to 3).
+pub(super) fn by_kind<F: Copy>(kind: u8, fs: [F; 4]) -> F {
+    fs[usize::from(kind.min(BLOCKED32))]
+}
+
 /// The kind ([`STANDARD`] ...) of a filter of `layout` hashed with `algo`.
 pub(super) fn kind(layout: Layout, algo: HashAlgo) -> u8 {
     match (layout, algo) {
@@ -100,12 +106,15 @@ impl<T: HashLookup> LookupFn<T> {
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            let f = match kind {
-                STANDARD => lookup_avx2::<T, STANDARD>,
-                BLOCKED => lookup_avx2::<T, BLOCKED>,
-                BLOCKED32 => lookup_avx2::<T, BLOCKED32>,
-                _ => lookup_avx2::<T, SPLIT>,
-            };
+            let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
+                kind,
+                [
+                    lookup_avx2::<T, STANDARD>,
+                    lookup_avx2::<T, BLOCKED>,
+                    lookup_avx2::<T, SPLIT>,
+                    lookup_avx2::<T, BLOCKED32>,
+                ],
+            );
             return LookupFn { f, kind };
         }
         LookupFn::scalar(kind)
@@ -113,12 +122,15 @@ impl<T: HashLookup> LookupFn<T> {
 
     /// The lookup of a filter of this kind with the portable probe.
     fn scalar(kind: u8) -> Self {
-        let f = match kind {
-            STANDARD => lookup_scalar::<T, STANDARD>,
-            BLOCKED => lookup_scalar::<T, BLOCKED>,
-            BLOCKED32 => lookup_scalar::<T, BLOCKED32>,
-            _ => lookup_scalar::<T, SPLIT>,
-        };
+        let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
+            kind,
+            [
+                lookup_scalar::<T, STANDARD>,
+                lookup_scalar::<T, BLOCKED>,
+                lookup_scalar::<T, SPLIT>,
+                lookup_scalar::<T, BLOCKED32>,
+            ],
+        );
         LookupFn { f, kind }
     }
 
