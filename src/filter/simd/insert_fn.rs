@@ -2,14 +2,14 @@
 //! once per filter kind and probe, called through a pointer chosen when the
 //! filter is made ([`InsertFn`]): what [`super::LookupFn`] is to lookups.
 
+use super::lookup::{by_kind, kind, BLOCKED, BLOCKED32, SPLIT, STANDARD};
+use super::Probe;
+use super::Scalar;
 #[cfg(all(
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use super::insert_avx2;
-use super::lookup::{by_kind, kind, BLOCKED, BLOCKED32, SPLIT, STANDARD};
-use super::Probe;
-use super::{Isa, Scalar};
+use super::{insert_avx2, Isa};
 use crate::filter::geometry::Layout;
 use crate::filter::hash::{HashAlgo, KeyHash};
 

@@ -2,13 +2,13 @@
 //! and for the blocked layout its hash: [`BLOCKED32`]) and probe, called
 //! through a pointer chosen when the filter is made ([`LookupFn`]).
 
+use super::Probe;
+use super::Scalar;
 #[cfg(all(
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use super::lookup_avx2;
-use super::Probe;
-use super::{Isa, Scalar};
+use super::{lookup_avx2, Isa};
 use crate::filter::geometry::Layout;
 use crate::filter::hash::{HashAlgo, KeyHash};
 
