@@ -3,7 +3,9 @@
 //! 10 bits per key, in one run (issue 2).
 //!
 //! * Filters: `filterstore` standard, blocked and split-block layouts (the
-//!   last is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
+//!   blocked layout hashed with XXH3-64, its fast hash, and once more with
+//!   XXH3-128, `filterstore_blocked_xxh3_128`, lookups only; the split-block
+//!   layout is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
 //!   its default hasher (SipHash-1-3) and with `foldhash`; `sbbf-rs-safe`
 //!   (Parquet split block filter: 256-bit blocks, k = 8, AVX2); `xorf`
 //!   BinaryFuse8 (static: built once from all keys); `bloomfilter` 3
@@ -47,11 +49,19 @@
 //!   and probed on 4 KiB and on 2 MiB pages, batches pipelined and
 //!   partitioned.
 //!
+//! * The `u64` ids section (`peers/ids.rs`): n ids of 8 bytes, our blocked
+//!   and split-block layouts against `sbbf-rs-safe`, lookups and whole
+//!   builds (key by key shared and `&mut`, and `insert_many`) per round.
+//! * Key-by-key inserts are also timed per round as whole builds
+//!   (`build_round`): `filterstore_blocked` (shared `insert`) and
+//!   `filterstore_blocked_mut` (`insert_mut`, the filter held `&mut`, as
+//!   sbbf's insert is), and the same for the split-block layout.
+//!
 //! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (4),
 //! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
 //! `PEERS_WARMUP_SECS` (0.5), `PEERS_ONLY` (comma-separated parts, for
 //! development: `hash,standard,blocked,split,fastbloom,sbbf,xorf,bloomfilter,
-//! counting,fp1`; default all). The full run takes about eight minutes here.
+//! counting,ids,fp1`; default all). The full run takes about ten minutes here.
 
 #[path = "peers/builds.rs"]
 mod builds;
@@ -61,6 +71,8 @@ mod clock;
 mod equal_fp;
 #[path = "peers/harness.rs"]
 mod harness;
+#[path = "peers/ids.rs"]
+mod ids;
 #[path = "peers/large.rs"]
 mod large;
 #[path = "peers/plot.rs"]
@@ -86,12 +98,15 @@ const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 15] = [
+const BIT_FILTERS: [&str; 18] = [
     "filterstore_standard",
     "filterstore_blocked",
+    "filterstore_blocked_xxh3_128",
+    "filterstore_blocked_mut",
     "filterstore_blocked_bulk",
     "filterstore_blocked_many",
     "filterstore_split",
+    "filterstore_split_mut",
     "filterstore_split_bulk",
     "filterstore_split_many",
     "fastbloom",
@@ -293,6 +308,7 @@ fn counting_filters(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<(), P
 struct Subjects {
     standard: Option<BitFilter>,
     blocked: Option<BitFilter>,
+    blocked128: Option<BitFilter>,
     split: Option<BitFilter>,
     sbbf: Option<sbbf_rs_safe::Filter>,
     sbbf_xxh64: Option<SbbfXxh64>,
@@ -326,6 +342,24 @@ fn build_all(
     let standard = filterstore(Layout::Standard, "filterstore_standard")?;
     let blocked = filterstore(Layout::Blocked, "filterstore_blocked")?;
     let split = filterstore(Layout::SplitBlock, "filterstore_split")?;
+    // The blocked layout with the hash of filters made before XXH3-64:
+    // lookups only (built in bulk, not timed).
+    let blocked128 = match run("blocked") {
+        true => {
+            let name = "filterstore_blocked_xxh3_128";
+            let params = FilterParams::with_bits_per_key(
+                n as u64,
+                BITS_PER_KEY,
+                Layout::Blocked,
+                HashSpec::xxh3(HASH_SEED),
+            )?;
+            let mut f = BitFilter::new(params)?;
+            f.insert_many_mut(&keys.insert);
+            accuracy(r, name, keys, &f);
+            Some(f)
+        }
+        false => None,
+    };
     let (mut sbbf, mut sbbf_xxh64) = (None, None);
     if run("sbbf") {
         let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
@@ -388,6 +422,7 @@ fn build_all(
     Ok(Subjects {
         standard,
         blocked,
+        blocked128,
         split,
         sbbf,
         sbbf_xxh64,
@@ -456,35 +491,50 @@ fn main() -> Result<(), ParamError> {
         .blocked
         .as_ref()
         .map(|f| ("filterstore_blocked", f));
+    let blocked128 = subjects
+        .blocked128
+        .as_ref()
+        .map(|f| ("filterstore_blocked_xxh3_128", f));
     let split = subjects.split.as_ref().map(|f| ("filterstore_split", f));
-    let ours: Vec<(&'static str, &BitFilter)> =
-        standard.into_iter().chain(blocked).chain(split).collect();
+    let ours: Vec<(&'static str, &BitFilter)> = standard
+        .into_iter()
+        .chain(blocked)
+        .chain(blocked128)
+        .chain(split)
+        .collect();
+    // Every lookup subject of a round, as (name, filter, batched).
+    let batched_ours: Vec<Batched> = ours.iter().map(|&(_, f)| Batched(f)).collect();
+    let sbbf_batched = subjects.sbbf.as_ref().map(|f| SbbfPrefetch(f, hash64));
+    let sbbf_xxh64_batched = subjects
+        .sbbf_xxh64
+        .as_ref()
+        .map(|f| SbbfPrefetch(&f.0, xxh64_parquet));
+    let mut lookups: Vec<(&'static str, &dyn Lookup, bool)> = Vec::new();
+    for (&(name, f), batched) in ours.iter().zip(&batched_ours) {
+        lookups.push((name, f, false));
+        lookups.push((name, batched, true));
+    }
+    if let (Some(f), Some(batched)) = (&subjects.sbbf, &sbbf_batched) {
+        lookups.push(("sbbf", f, false));
+        lookups.push(("sbbf_prefetch", batched, true));
+    }
+    if let (Some(f), Some(batched)) = (&subjects.sbbf_xxh64, &sbbf_xxh64_batched) {
+        lookups.push(("sbbf_xxh64", f, false));
+        lookups.push(("sbbf_xxh64_prefetch", batched, true));
+    }
+    for (name, f) in &subjects.others {
+        lookups.push((name, f.as_ref(), false));
+    }
     for round in 1..=rounds {
-        for &(name, f) in &ours {
-            bench_lookups(&mut b, &mut r, round, name, &keys, f, false);
-            bench_lookups(&mut b, &mut r, round, name, &keys, &Batched(f), true);
-        }
-        if let Some(f) = &subjects.sbbf {
-            bench_lookups(&mut b, &mut r, round, "sbbf", &keys, f, false);
-            let batched = SbbfPrefetch(f, hash64);
-            bench_lookups(
-                &mut b,
-                &mut r,
-                round,
-                "sbbf_prefetch",
-                &keys,
-                &batched,
-                true,
-            );
-        }
-        if let Some(f) = &subjects.sbbf_xxh64 {
-            bench_lookups(&mut b, &mut r, round, "sbbf_xxh64", &keys, f, false);
-            let batched = SbbfPrefetch(&f.0, xxh64_parquet);
-            let name = "sbbf_xxh64_prefetch";
-            bench_lookups(&mut b, &mut r, round, name, &keys, &batched, true);
-        }
-        for (name, f) in &subjects.others {
-            bench_lookups(&mut b, &mut r, round, name, &keys, f.as_ref(), false);
+        // Each round starts at another subject. With one order for every
+        // round, the benchmark right after the previous round's builds
+        // (the blocked layout's present keys) read 13.0-18.7 ns in rounds
+        // 2-4 of a 1M-key run where round 1 read 9.9: that cost fell on
+        // one subject every time.
+        let start = (round - 1) * lookups.len() / rounds.max(1);
+        for i in 0..lookups.len() {
+            let (name, f, batched) = lookups[(start + i) % lookups.len()];
+            bench_lookups(&mut b, &mut r, round, name, &keys, f, batched);
         }
         if run("sbbf") {
             build_round(&mut r, round, &keys, &run)?;
@@ -494,6 +544,11 @@ fn main() -> Result<(), ParamError> {
     if run("counting") {
         counting_filters(&mut b, &mut r, &keys)?;
     }
+    let ids = if run("ids") {
+        ids::run(&mut b, &mut r, n, rounds)?
+    } else {
+        String::new()
+    };
     let fp1 = if run("fp1") {
         equal_fp::run(&mut b, &mut r, &keys)?
     } else {
@@ -512,7 +567,7 @@ fn main() -> Result<(), ParamError> {
         clock::source()
     );
     print!("{}", r.table(&BIT_FILTERS, &COUNTING_FILTERS, &header));
-    print!("{fp1}{large}");
+    print!("{ids}{fp1}{large}");
     print!("{}", r.result_lines());
     print!("{}", ratio_lines(&r));
     if benching {

@@ -63,7 +63,7 @@ pub enum ParamError {
     },
     /// The split-block layout hashes with XXH64, seed 0 (Parquet's hash: the
     /// filter's bits are then an SBBF), and only it hashes with XXH64.
-    #[error("the {layout} layout cannot hash with {algo} seed {seed:#x}: the split-block layout hashes with xxh64 seed 0 (Parquet's hash), the others with xxh3-128")]
+    #[error("the {layout} layout cannot hash with {algo} seed {seed:#x}: the split-block layout hashes with xxh64 seed 0 (Parquet's hash), the standard one with xxh3-128, the blocked one with xxh3-128 or xxh3-64")]
     HashNotForLayout {
         /// The layout given.
         layout: &'static str,

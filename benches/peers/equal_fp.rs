@@ -39,7 +39,8 @@ pub fn run(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<String, ParamE
                 };
                 let spec = match layout {
                     Layout::SplitBlock => HashSpec::xxh64(),
-                    _ => HashSpec::xxh3(HASH_SEED),
+                    Layout::Blocked => HashSpec::xxh3_64(HASH_SEED),
+                    Layout::Standard => HashSpec::xxh3(HASH_SEED),
                 };
                 let p = FilterParams::for_capacity(n as u64, 0.01, layout, spec)?;
                 let mut f = BitFilter::new(p)?;

@@ -80,6 +80,11 @@ pub enum Figure {
     Fp1Fp,
     Fp1AbsentNs,
     Fp1PresentNs,
+    /// The `u64` ids section (`ids.rs`).
+    IdsInsertNs,
+    IdsLookupPresentNs,
+    IdsLookupAbsentNs,
+    IdsFp,
     /// The large point (`large.rs`).
     LargeBuildNs,
     LargeAbsentNs,
@@ -109,6 +114,10 @@ impl Figure {
             Figure::Fp1Fp => "fp1_fp",
             Figure::Fp1AbsentNs => "fp1_lookup_absent_ns",
             Figure::Fp1PresentNs => "fp1_lookup_present_ns",
+            Figure::IdsInsertNs => "ids_insert_ns",
+            Figure::IdsLookupPresentNs => "ids_lookup_present_ns",
+            Figure::IdsLookupAbsentNs => "ids_lookup_absent_ns",
+            Figure::IdsFp => "ids_fp",
             Figure::LargeBuildNs => "large_build_ns",
             Figure::LargeAbsentNs => "large_lookup_absent_ns",
             Figure::LargePresentNs => "large_lookup_present_ns",
@@ -119,7 +128,7 @@ impl Figure {
 
     pub fn unit(self) -> &'static str {
         match self {
-            Figure::Fp | Figure::CountingFp | Figure::Fp1Fp => "fraction",
+            Figure::Fp | Figure::CountingFp | Figure::Fp1Fp | Figure::IdsFp => "fraction",
             Figure::BitsPerKey | Figure::Fp1BitsPerKey => "bits",
             _ => "ns",
         }
@@ -310,14 +319,14 @@ impl Bench {
     /// After each segment `after` runs untimed, told whether the key array
     /// was just exhausted. Returns the measured samples in ns/key (empty if
     /// criterion skipped the benchmark, e.g. filtered out by name).
-    pub fn per_key<S>(
+    pub fn per_key<S, T>(
         &mut self,
         id: &str,
         state: &mut S,
-        keys: &[Key],
+        keys: &[T],
         segment: usize,
-        mut timed: impl FnMut(&mut S, &[Key]) -> u64,
-        mut after: impl FnMut(&mut S, &[Key], bool),
+        mut timed: impl FnMut(&mut S, &[T]) -> u64,
+        mut after: impl FnMut(&mut S, &[T], bool),
     ) -> Vec<f64> {
         let mut samples: Vec<f64> = Vec::new();
         let mut cursor = 0usize;

@@ -6,8 +6,8 @@ use super::harness::{load1, Figure, Results};
 /// One figure of one subject.
 type Cell = (Figure, &'static str);
 
-/// The goals of issues 13 and 23, as `(row, numerator, denominator)`.
-pub const RATIOS: [(&str, Cell, Cell); 16] = [
+/// The goals of issues 13, 23 and 38, as `(row, numerator, denominator)`.
+pub const RATIOS: [(&str, Cell, Cell); 27] = [
     (
         "lookup_absent_split_vs_sbbf",
         (Figure::LookupAbsentNs, "filterstore_split"),
@@ -59,6 +59,16 @@ pub const RATIOS: [(&str, Cell, Cell); 16] = [
         (Figure::LookupPresentNs, "sbbf"),
     ),
     (
+        "lookup_absent_blocked_xxh3_128_vs_sbbf",
+        (Figure::LookupAbsentNs, "filterstore_blocked_xxh3_128"),
+        (Figure::LookupAbsentNs, "sbbf"),
+    ),
+    (
+        "lookup_present_blocked_xxh3_128_vs_sbbf",
+        (Figure::LookupPresentNs, "filterstore_blocked_xxh3_128"),
+        (Figure::LookupPresentNs, "sbbf"),
+    ),
+    (
         "lookup_standard_vs_fastbloom_fasthash",
         (Figure::LookupAbsentNs, "filterstore_standard"),
         (Figure::LookupAbsentNs, "fastbloom_fasthash"),
@@ -77,6 +87,51 @@ pub const RATIOS: [(&str, Cell, Cell); 16] = [
         "insert_many_vs_sbbf",
         (Figure::InsertNs, "filterstore_blocked_many"),
         (Figure::InsertNs, "sbbf"),
+    ),
+    (
+        "insert_vs_sbbf",
+        (Figure::InsertNs, "filterstore_blocked"),
+        (Figure::InsertNs, "sbbf"),
+    ),
+    (
+        "insert_mut_vs_sbbf",
+        (Figure::InsertNs, "filterstore_blocked_mut"),
+        (Figure::InsertNs, "sbbf"),
+    ),
+    (
+        "ids_lookup_absent_blocked_vs_sbbf",
+        (Figure::IdsLookupAbsentNs, "filterstore_blocked"),
+        (Figure::IdsLookupAbsentNs, "sbbf"),
+    ),
+    (
+        "ids_lookup_present_blocked_vs_sbbf",
+        (Figure::IdsLookupPresentNs, "filterstore_blocked"),
+        (Figure::IdsLookupPresentNs, "sbbf"),
+    ),
+    (
+        "ids_lookup_absent_split_vs_sbbf_xxh64",
+        (Figure::IdsLookupAbsentNs, "filterstore_split"),
+        (Figure::IdsLookupAbsentNs, "sbbf_xxh64"),
+    ),
+    (
+        "ids_lookup_present_split_vs_sbbf_xxh64",
+        (Figure::IdsLookupPresentNs, "filterstore_split"),
+        (Figure::IdsLookupPresentNs, "sbbf_xxh64"),
+    ),
+    (
+        "ids_insert_vs_sbbf",
+        (Figure::IdsInsertNs, "filterstore_blocked"),
+        (Figure::IdsInsertNs, "sbbf"),
+    ),
+    (
+        "ids_insert_mut_vs_sbbf",
+        (Figure::IdsInsertNs, "filterstore_blocked_mut"),
+        (Figure::IdsInsertNs, "sbbf"),
+    ),
+    (
+        "ids_insert_many_vs_sbbf",
+        (Figure::IdsInsertNs, "filterstore_blocked_many"),
+        (Figure::IdsInsertNs, "sbbf"),
     ),
     (
         "counting_lookup_vs_fastbloom_rs",

@@ -29,11 +29,11 @@ pub const VERSION_2: u16 = 2;
 /// Only the store writes it (feature `store`).
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub const VERSION_3: u16 = 3;
-/// Format version 4 (`docs/FORMAT.md` § 15): a sealed filter's catalog
-/// record (kind 11, § 9a) and the catalog's reference to its log (§ 8),
-/// written by a store of format 6; version 4, min reader 4. Only the store
-/// writes them (feature `store`).
-#[cfg_attr(not(feature = "store"), allow(dead_code))]
+/// Format version 4 (`docs/FORMAT.md` § 15), in two uses: hash algorithm 3,
+/// XXH3-64 (§ 5, § 6), so any filter file, message, catalog record or
+/// superblock naming it; and a sealed filter's catalog record (kind 11,
+/// § 9a) and the catalog's reference to its log (§ 8), written by a store of
+/// format 6. Version 4, min reader 4 in both.
 pub const VERSION_4: u16 = 4;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
@@ -476,6 +476,8 @@ mod tests {
         assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 4));
         let f = encode_versioned(FrameKind::TableState, 0, b"", 3, 3);
         assert_eq!(decode(&f).unwrap().version, 3);
+        let f = encode_versioned(FrameKind::BitFilter, 0, b"", 4, 4);
+        assert_eq!(decode(&f).unwrap().version, 4);
         let f = encode_with_version(FrameKind::BitFilter, 0, 0, 2, |_| {});
         assert_eq!(
             (decode(&f).unwrap().version, decode(&f).unwrap().min_reader),

@@ -63,7 +63,8 @@ impl FilterParams {
     /// multiple of 512. The split-block layout takes whole 256-bit blocks
     /// (`1 ..= 2^31 − 1` of them, as the Parquet specification allows: any
     /// count, not only powers of two), `k = 8` and [`HashSpec::xxh64`];
-    /// XXH64 hashes no other layout.
+    /// XXH64 hashes no other layout. XXH3-64 ([`HashSpec::xxh3_64`]) hashes
+    /// the blocked layout only.
     ///
     /// ```
     /// use filterstore::{FilterParams, HashSpec, Layout, ParamError};
@@ -96,7 +97,8 @@ impl FilterParams {
         }
         let hash_fits = match layout {
             Layout::SplitBlock => hash == HashSpec::xxh64(),
-            Layout::Standard | Layout::Blocked => hash.algo != HashAlgo::Xxh64,
+            Layout::Blocked => hash.algo != HashAlgo::Xxh64,
+            Layout::Standard => hash.algo == HashAlgo::Xxh3_128,
         };
         if !hash_fits {
             return Err(ParamError::HashNotForLayout {

@@ -291,3 +291,33 @@ fn checks_run_in_the_order_of_the_spec() {
         Err(ExchangeError::Codec(CodecError::Truncated { .. }))
     ));
 }
+
+/// A blocked filter hashed with XXH3-64 (hash id 3, format version 4) is
+/// sent as a version-4 message, plain or coded, and received with the same
+/// bits and hash; re-framed as version 1 it is refused, naming the hash.
+#[test]
+fn xxh3_64_messages_are_version_four() {
+    let ks = keys(0..1000);
+    for (m, k) in [(10_240, 7), (40_960, 2)] {
+        let p = FilterParams::new(Layout::Blocked, m, k, HashSpec::xxh3_64(11)).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        f.insert_many(&ks);
+        for choice in [CodecChoice::Auto, CodecChoice::Plain] {
+            let bytes = encode_message(&f, 1000, 5, choice).unwrap();
+            let frame = decode_frame(&bytes).unwrap();
+            assert_eq!((frame.version, frame.min_reader), (4, 4));
+            let msg = decode_message(&bytes).unwrap();
+            let got = msg.filter().unwrap();
+            assert_eq!(got.params(), &p);
+            assert!((0..p.num_words()).all(|i| got.word(i) == f.word(i)));
+            assert!(ks.iter().all(|key| got.contains(key)));
+            let old = reframe(&bytes, |_| {});
+            match decode_message(&old) {
+                Err(ExchangeError::Codec(CodecError::InvalidField { field, .. })) => {
+                    assert_eq!(field, "hash algorithm")
+                }
+                other => panic!("a version-1 frame naming hash 3: {other:?}"),
+            }
+        }
+    }
+}

@@ -193,14 +193,7 @@ fn xxh64_and_split_block_positions_never_change() {
 #[test]
 fn xxh64_is_the_reference_xxh64() {
     use xxhash_rust::xxh64::xxh64;
-    let mut x = 0x243f_6a88_85a3_08d3u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let data: Vec<u8> = (0..300).map(|_| next() as u8).collect();
+    let data = random_bytes(0x243f_6a88_85a3_08d3);
     for seed in [0, 1, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
         let spec = HashSpec {
             algo: filterstore::HashAlgo::Xxh64,
@@ -215,4 +208,102 @@ fn xxh64_is_the_reference_xxh64() {
             );
         }
     }
+}
+
+/// XXH3-64 (hash id 3) of the golden keys with a seed, and their blocked
+/// positions in a filter of 1,000 blocks at k = 7 (`h1 = h`, `h2 = h << 32`).
+/// The first row is XXH3-64 of the empty input with seed 0, whose published
+/// reference value is 0x2d06800538d394c2; the hash is also checked against
+/// the `xxhash-rust` crate below.
+const GOLDEN_XXH3_64: &[(u64, &[u8], u64, [u64; 7])] = &[
+    (
+        0,
+        &[],
+        0x2d06800538d394c2,
+        [89653, 89854, 89918, 89925, 89976, 89983, 89994],
+    ),
+    (
+        0,
+        &[97],
+        0xe6c632b61e964e1f,
+        [461441, 461530, 461556, 461677, 461725, 461788, 461819],
+    ),
+    (
+        0,
+        b"filterstore",
+        0x7b90c7a186214973,
+        [246882, 246944, 247026, 247032, 247247, 247252, 247295],
+    ),
+    (
+        0,
+        &[0; 16],
+        0xd0a66a65c7528968,
+        [417288, 417361, 417499, 417517, 417675, 417684, 417741],
+    ),
+    (
+        0,
+        &[
+            1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0,
+            0, 0, 0,
+        ],
+        0x53e911333a923397,
+        [167477, 167519, 167725, 167737, 167738, 167836, 167851],
+    ),
+    (
+        0x5eed,
+        b"filterstore",
+        0x31f8d40cb0e3867c,
+        [99928, 99931, 99935, 99959, 100038, 100106, 100233],
+    ),
+    (
+        u64::MAX,
+        &[
+            1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0,
+            0, 0, 0,
+        ],
+        0xfca4b2245a231b16,
+        [504834, 504980, 505135, 505150, 505283, 505336, 505339],
+    ),
+];
+
+#[test]
+fn xxh3_64_and_its_blocked_positions_never_change() {
+    for (seed, key, h, pos) in GOLDEN_XXH3_64 {
+        let got = HashSpec::xxh3_64(*seed).hash(key);
+        assert_eq!((got.h1, got.h2), (*h, h << 32), "xxh3-64 of {key:?}");
+        let p = positions(Layout::Blocked, 512 * 1000, 7, got);
+        assert_eq!(p.as_slice(), pos, "blocked positions of {key:?}");
+    }
+}
+
+/// The XXH3-64 hash id is the `xxhash-rust` crate's `xxh3_64_with_seed`
+/// for every length 0..=300 and several seeds, random contents.
+#[test]
+fn xxh3_64_is_the_reference_xxh3_64() {
+    use xxhash_rust::xxh3::xxh3_64_with_seed;
+    let data = random_bytes(0x1319_8a2e_0370_7344);
+    for seed in [0, 1, u64::MAX, 0x9e37_79b9_7f4a_7c15] {
+        for len in 0..=300 {
+            let key = &data[300 - len..];
+            let h = HashSpec::xxh3_64(seed).hash(key);
+            assert_eq!(
+                h.h1,
+                xxh3_64_with_seed(key, seed),
+                "len {len} seed {seed:#x}"
+            );
+            assert_eq!(h.h2, h.h1 << 32);
+        }
+    }
+}
+
+/// 300 bytes from a xorshift generator started at `state`.
+fn random_bytes(mut state: u64) -> Vec<u8> {
+    (0..300)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }

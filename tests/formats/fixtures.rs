@@ -1,5 +1,7 @@
-//! The committed filter files under `migrations/fixtures/v1/` (format 1) and
-//! `migrations/fixtures/v2/` (format 2: the split-block layout).
+//! The committed filter files under `migrations/fixtures/v1/` (format 1),
+//! `migrations/fixtures/v2/` (format 2: the split-block layout) and
+//! `migrations/fixtures/v4/` (format 4: the blocked layout hashed with
+//! XXH3-64).
 //!
 //! These files are never regenerated: they are what filterstore 0.1 (and,
 //! for v2, 0.2) wrote, and every later build must read them with the same
@@ -44,7 +46,7 @@ struct Fixture {
     false_positives: u32,
 }
 
-const FIXTURES: [Fixture; 6] = [
+const FIXTURES: [Fixture; 8] = [
     Fixture {
         version: 1,
         file: "bit_standard.fsf",
@@ -111,16 +113,40 @@ const FIXTURES: [Fixture; 6] = [
         len: 1356,
         false_positives: 624,
     },
+    Fixture {
+        version: 4,
+        file: "bit_blocked_xxh3_64.fsf",
+        layout: Layout::Blocked,
+        m: 2048,
+        k: 6,
+        counting: false,
+        digest: 0xf4d6_1662_3fbe_0b3e,
+        len: 332,
+        false_positives: 940,
+    },
+    Fixture {
+        version: 4,
+        file: "counting_blocked_xxh3_64.fsf",
+        layout: Layout::Blocked,
+        m: 2048,
+        k: 6,
+        counting: true,
+        digest: 0xddb4_8f26_f0ed_5f7c,
+        len: 1100,
+        false_positives: 950,
+    },
 ];
 
 fn dir(f: &Fixture) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("migrations/fixtures/v{}", f.version))
 }
 
-/// The fixture's hash: XXH3-128 with [`SEED`], or XXH64 seed 0.
+/// The fixture's hash: XXH3-128 with [`SEED`], XXH64 seed 0 (the
+/// split-block layout), or XXH3-64 with [`SEED`] (the version-4 fixtures).
 fn spec(f: &Fixture) -> HashSpec {
-    match f.layout {
-        Layout::SplitBlock => HashSpec::xxh64(),
+    match (f.layout, f.version) {
+        (Layout::SplitBlock, _) => HashSpec::xxh64(),
+        (_, 4) => HashSpec::xxh3_64(SEED),
         _ => HashSpec::xxh3(SEED),
     }
 }
@@ -249,14 +275,16 @@ fn fixtures_decode_with_the_same_answers() {
 /// frames for the layouts of version 1 (format version 2 changed only
 /// messages that carry build statistics and what names the split-block
 /// layout, FORMAT.md § 15: a filter whose bytes version 1 describes is still
-/// framed as version 1, min reader 1), version 2 for the split-block layout. When a later format version changes the encoder, this test is
-/// replaced by one that checks the migration of these files; the files
-/// themselves stay.
+/// framed as version 1, min reader 1), version 2 for the split-block
+/// layout, version 4 for the XXH3-64 hash. When a later format version
+/// changes the encoder, this test is replaced by one that checks the
+/// migration of these files; the files themselves stay.
 #[test]
 fn encoder_still_writes_the_fixture_bytes() {
-    // Version 3 changed only the store's page-file superblock, version 4
-    // only the store's catalog (sealed-filter records, the log reference;
-    // § 15): the filter files' bytes are still version 1's and 2's.
+    // Version 3 changed only the store's page-file superblock; version 4
+    // added a hash id and the store's catalog records for sealed filters and
+    // the log reference (§ 15): the bytes of files of the older layouts and
+    // hashes are still version 1's and 2's.
     assert_eq!(filterstore::FORMAT_VERSION, 4);
     for f in &FIXTURES {
         let committed = std::fs::read(dir(f).join(f.file)).unwrap();

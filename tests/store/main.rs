@@ -39,3 +39,4 @@ mod regen;
 mod reopen;
 mod split_block;
 mod split_block_files;
+mod xxh3_64;

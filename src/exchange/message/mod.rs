@@ -464,10 +464,12 @@ impl Head {
 
     /// The lowest format version that describes the message (FORMAT.md
     /// § 13), written as both its version and its min reader version: 1,
-    /// unless it uses something version 2 added (§ 15).
+    /// unless it uses something a later version added (§ 15): build
+    /// statistics (2), or parameters that need a later version
+    /// (`params_version`: the split-block layout 2, the XXH3-64 hash 4).
     fn format_version(&self) -> u16 {
-        let mut v = frame::VERSION_1;
-        if self.stats.is_some() || self.params.layout() == Layout::SplitBlock {
+        let mut v = crate::codec::filter_file::params_version(&self.params);
+        if self.stats.is_some() {
             v = v.max(frame::VERSION_2);
         }
         v

@@ -1,13 +1,16 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
-use super::bulk::{BulkInsert, BulkInsertMut, Hashes, Keys};
+use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, Keys};
 use super::probe::{block_of, insert_standard, or_into, prefetch, probe_standard, Alone, Locked};
+use super::shadow;
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::KeyHash;
 use crate::filter::pages::{advise_huge, Pages};
 use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
-use crate::filter::simd::{self, block_masks, LookupFn, Probe, Scalar, SharedBlock, SplitShared};
+use crate::filter::simd::{
+    self, block_masks, InsertFn, LookupFn, Probe, Scalar, SharedBlock, SplitShared,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Bloom filter held in memory, safe to share between threads.
@@ -34,6 +37,8 @@ pub struct BitFilter {
     pub(super) blocks: Box<[SharedBlock]>,
     /// This filter's lookup for this CPU (`filter::simd`).
     lookup: LookupFn<BitFilter>,
+    /// This filter's `&mut` insert for this CPU (`filter::simd`).
+    insert: InsertFn<BitFilter>,
     /// Whether the kernel took the advice to back the bits with huge pages.
     huge: bool,
 }
@@ -119,7 +124,8 @@ impl BitFilter {
         Ok(BitFilter {
             params,
             blocks: v.into_boxed_slice(),
-            lookup: LookupFn::best(params.layout()),
+            lookup: LookupFn::best(params.layout(), params.hash().algo),
+            insert: InsertFn::best(params.layout(), params.hash().algo),
             huge,
         })
     }
@@ -170,6 +176,26 @@ impl BitFilter {
         self.insert_hash(self.params.hash().hash(key))
     }
 
+    /// [`BitFilter::insert`] into a filter no other thread can see
+    /// (`&mut`): the same bits and the same answer, written with plain
+    /// loads and stores instead of atomic read-modify-writes. A locked
+    /// read-modify-write is a full barrier on x86-64 (no later load starts
+    /// before it completes), so key-by-key shared inserts into a filter
+    /// larger than the cache wait for each key's cache miss in turn; these
+    /// overlap them, as the insert loops of exclusive-access filters do.
+    #[inline]
+    pub fn insert_mut(&mut self, key: &[u8]) -> bool {
+        let h = self.params.hash().hash(key);
+        self.insert_hash_mut(h)
+    }
+
+    /// [`BitFilter::insert_mut`] for a key already hashed with this filter's spec.
+    #[inline]
+    pub fn insert_hash_mut(&mut self, h: KeyHash) -> bool {
+        let insert = self.insert;
+        insert.call(self, h)
+    }
+
     /// [`BitFilter::insert`] for a key already hashed with this filter's spec.
     #[inline]
     pub fn insert_hash(&self, h: KeyHash) -> bool {
@@ -210,26 +236,46 @@ impl BitFilter {
     }
 
     /// Adds every key of `keys` to a filter that may be shared: the same
-    /// bits as one [`BitFilter::insert`] per key, set with the same atomic
-    /// operations, but each key is hashed and its line prefetched
-    /// 16 keys (`INSERT_AHEAD`) before its bits are set, so the cache misses of
-    /// many inserts overlap. Returns how many keys found at least one of
-    /// their bits clear (as [`BitFilter::insert`] counts them).
+    /// bits as one [`BitFilter::insert`] per key. Each key is hashed and its
+    /// line prefetched 16 keys (`INSERT_AHEAD`) before its bits are set, so
+    /// the cache misses of many inserts overlap. A batch of at least one key
+    /// per 32 bytes of filter is inserted into a private copy with plain
+    /// stores, and the copy ORed back with one atomic OR per word that
+    /// gained a bit, instead of one per word per key: the copy costs the
+    /// filter's bytes for the duration of the call, and lookups meanwhile
+    /// see the batch's bits appear when it is merged (a key is guaranteed
+    /// present once this returns, as always). Returns how many keys found
+    /// at least one of their bits clear (as [`BitFilter::insert`] counts
+    /// them when no other thread writes meanwhile).
     pub fn insert_many<K: AsRef<[u8]>>(&self, keys: &[K]) -> u64 {
-        simd::dispatch(BulkInsert {
-            p: self.params,
-            blocks: &self.blocks,
-            src: Keys(keys),
-            or: Locked,
-        })
+        self.insert_shared(Keys(keys))
     }
 
     /// [`BitFilter::insert_many`] for keys already hashed with this filter's spec.
     pub fn insert_hashes(&self, hashes: &[KeyHash]) -> u64 {
+        self.insert_shared(Hashes(hashes))
+    }
+
+    /// The shared bulk insert of `src`: through a private copy merged back
+    /// with one locked OR per changed word when the batch is dense enough
+    /// (`bloom::shadow`), else with one locked OR per word each key adds to.
+    fn insert_shared<S: HashSource>(&self, src: S) -> u64 {
+        let p = self.params;
+        if shadow::worth_copying(&p, src.count()) {
+            if let Ok(mut copy) = self.try_clone() {
+                let changed = simd::dispatch(BulkInsertMut {
+                    p,
+                    blocks: &mut copy.blocks,
+                    src,
+                });
+                shadow::merge(&copy.blocks, &self.blocks);
+                return changed;
+            }
+        }
         simd::dispatch(BulkInsert {
-            p: self.params,
+            p,
             blocks: &self.blocks,
-            src: Hashes(hashes),
+            src,
             or: Locked,
         })
     }

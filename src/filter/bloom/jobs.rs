@@ -6,12 +6,12 @@
 
 use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline};
 use super::partition::partitioned;
-use super::probe::{block_has_all, block_of, split_block_has_all};
+use super::probe::{block32_has_all, block_has_all, block_of, split_block_has_all};
 use super::BatchStrategy;
 use super::BloomRead;
-use crate::filter::hash::{KeyHash, KeyHasher, Xxh3Hasher, Xxh64Hasher};
+use crate::filter::hash::{HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, Layout};
-use crate::filter::simd::{HashLookup, Job, Probe, BLOCKED, SPLIT};
+use crate::filter::simd::{HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -40,6 +40,10 @@ impl<F: BloomRead> HashLookup for F {
     fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool {
         match LAYOUT {
             BLOCKED => blocked_has_all(self, probe, h),
+            BLOCKED32 => {
+                let p = self.params();
+                block32_has_all(self, probe, block_of(p, h), (h.h2 >> 32) as u32, p.k())
+            }
             SPLIT => split_has_all(self, probe, h),
             _ => self.standard_has_all(h),
         }
@@ -78,60 +82,82 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
     fn run<P: Probe>(self, probe: P) {
         let (f, keys, out) = (self.f, self.keys, self.out);
         let p = *f.params();
-        let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
+        let seed = p.hash().seed;
         let strategy = match self.strategy {
             BatchStrategy::Auto => {
                 BatchStrategy::auto(p.bit_bytes(), f.on_huge_pages(), keys.len())
             }
             chosen => chosen,
         };
-        if strategy == BatchStrategy::KeyByKey {
-            // One loop per layout, hashing with its algorithm.
-            match p.layout() {
-                Layout::Standard => one_by_one(keys, out, h3, |h| f.standard_has_all(h)),
-                Layout::Blocked => one_by_one(keys, out, h3, |h| blocked_has_all(f, probe, h)),
-                Layout::SplitBlock => one_by_one(keys, out, h64, |h| split_has_all(f, probe, h)),
+        // One loop per layout and hash algorithm.
+        match (p.layout(), p.hash().algo) {
+            (Layout::Standard, _) => {
+                if strategy == BatchStrategy::KeyByKey {
+                    one_by_one(keys, out, Xxh3Hasher(seed), |h| f.standard_has_all(h));
+                } else {
+                    standard_pipeline(f, keys, out);
+                }
             }
-            return;
-        }
-        if strategy == BatchStrategy::Partitioned && partition(f, probe, keys, out) {
-            return;
-        }
-        match p.layout() {
-            Layout::Standard => standard_pipeline(f, keys, out),
-            Layout::Blocked => blocked_pipeline(f, probe, keys, out),
-            Layout::SplitBlock => split_pipeline(f, probe, keys, out),
+            (Layout::Blocked, HashAlgo::Xxh3_64) => {
+                blocked_batch(f, probe, keys, out, strategy, Xxh3_64Hasher(seed));
+            }
+            (Layout::Blocked, _) => blocked_batch(f, probe, keys, out, strategy, Xxh3Hasher(seed)),
+            (Layout::SplitBlock, _) => split_batch(f, probe, keys, out, strategy),
         }
     }
 }
 
-/// The partitioned lookup of the block layouts (`partition.rs`); `false`
-/// for the standard layout, or when its scratch memory cannot be had.
+/// A batch of lookups of a blocked filter whose keys `hasher` hashes.
 #[inline(always)]
-fn partition<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+fn blocked_batch<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>, H: KeyHasher>(
     f: &F,
     probe: P,
     keys: &[K],
     out: &mut [bool],
-) -> bool {
+    strategy: BatchStrategy,
+    hasher: H,
+) {
     let p = *f.params();
-    let (h3, h64) = (Xxh3Hasher(p.hash().seed), Xxh64Hasher(p.hash().seed));
-    match p.layout() {
-        Layout::Standard => false,
-        Layout::Blocked => partitioned(
+    if strategy == BatchStrategy::KeyByKey {
+        return one_by_one(keys, out, hasher, |h| blocked_has_all(f, probe, h));
+    }
+    if strategy == BatchStrategy::Partitioned {
+        let done = partitioned(
             f,
             keys,
             out,
             (p.num_blocks(), 64),
             #[inline(always)]
             |key: &[u8]| {
-                let h = h3.hash(key);
+                let h = hasher.hash(key);
                 (block_of(&p, h) as u64, h.h2)
             },
             #[inline(always)]
             |b, h2| block_has_all(f, probe, b, h2, p.k()),
-        ),
-        Layout::SplitBlock => partitioned(
+        );
+        if done {
+            return;
+        }
+    }
+    blocked_pipeline(f, probe, keys, out, hasher);
+}
+
+/// A batch of lookups of a split-block filter.
+#[inline(always)]
+fn split_batch<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
+    f: &F,
+    probe: P,
+    keys: &[K],
+    out: &mut [bool],
+    strategy: BatchStrategy,
+) {
+    let p = *f.params();
+    let h64 = Xxh64Hasher(p.hash().seed);
+    if strategy == BatchStrategy::KeyByKey {
+        return one_by_one(keys, out, h64, |h| split_has_all(f, probe, h));
+    }
+    if strategy == BatchStrategy::Partitioned {
+        let done = partitioned(
             f,
             keys,
             out,
@@ -143,8 +169,12 @@ fn partition<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>>(
             },
             #[inline(always)]
             |b, h| split_block_has_all(f, probe, b, h as u32),
-        ),
+        );
+        if done {
+            return;
+        }
     }
+    split_pipeline(f, probe, keys, out);
 }
 
 /// `out[i] = test(hash(keys[i]))`, key by key (filters that fit in L2).

@@ -154,6 +154,23 @@ pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
     }
 }
 
+/// [`block_has_all`] of `h2 = x << 32` (the XXH3-64 hash): an owned
+/// filter's block through the probe's 32-bit positions
+/// (`Probe::shared_block_has_all32`), any other as `block_has_all` reads it.
+#[inline(always)]
+pub(super) fn block32_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    x: u32,
+    k: u32,
+) -> bool {
+    match f.shared_block(b) {
+        Some(shared) => probe.shared_block_has_all32(shared, x, k),
+        None => probe.block_has_all(&f.block_words(b), u64::from(x) << 32, k),
+    }
+}
+
 /// Whether the eight lane bits of `x` are all set in split block `b` of `f`:
 /// vector loads of the aligned atomic words of an owned filter, a vector
 /// load of the bytes of a view, else the lanes copied out word by word.

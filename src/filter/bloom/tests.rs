@@ -186,8 +186,9 @@ fn halving_refuses_non_powers_of_two() {
 }
 
 /// Every compiled lookup (the scalar one, and the AVX2 one on a CPU that
-/// has it), every layout, `k` around the probe's row of eight: the answer
-/// of the reference positions, and the same as `contains_hash`.
+/// has it), every layout and hash (the blocked layout with XXH3-128 and
+/// XXH3-64), `k` around the probe's row of eight: the answer of the
+/// reference positions, and the same as `contains_hash`.
 #[test]
 fn every_compiled_lookup_matches_the_reference() {
     use crate::filter::hash::positions;
@@ -195,12 +196,26 @@ fn every_compiled_lookup_matches_the_reference() {
     use rand::{RngCore, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
     let mut next = move || rng.next_u64();
-    for layout in Layout::ALL {
+    let kinds = [
+        (Layout::Standard, HashSpec::xxh3(1)),
+        (Layout::Blocked, HashSpec::xxh3(1)),
+        (Layout::Blocked, HashSpec::xxh3_64(1)),
+        (Layout::SplitBlock, HashSpec::xxh64()),
+    ];
+    for (layout, spec) in kinds {
         for k in [1, 2, 7, 8, 9, 16, 17, 32] {
+            let hash = HashSpec {
+                seed: if layout == Layout::SplitBlock {
+                    0
+                } else {
+                    k.into()
+                },
+                ..spec
+            };
             let p = match layout {
                 Layout::SplitBlock if k != 8 => continue,
-                Layout::SplitBlock => FilterParams::new(layout, 256 * 127, k, HashSpec::xxh64()),
-                _ => FilterParams::new(layout, 512 * 64, k, HashSpec::xxh3(k.into())),
+                Layout::SplitBlock => FilterParams::new(layout, 256 * 127, k, hash),
+                _ => FilterParams::new(layout, 512 * 64, k, hash),
             }
             .unwrap();
             // Seven bits in eight set: both answers are common at every k.
@@ -208,18 +223,60 @@ fn every_compiled_lookup_matches_the_reference() {
                 .map(|_| next() | next() | next())
                 .collect();
             let f = BitFilter::from_words(p, &words).unwrap();
-            let lookups = LookupFn::<BitFilter>::all_for_tests(layout);
+            let lookups = LookupFn::<BitFilter>::all_for_tests(layout, hash.algo);
             for i in 0..3_000u64 {
                 let h = p.hash().hash(&i.to_le_bytes());
                 let want = positions(layout, p.m(), k, h)
                     .as_slice()
                     .iter()
                     .all(|&q| f.bit(q));
-                assert_eq!(f.contains_hash(h), want, "{layout} k={k} key {i}");
+                let case = format!("{layout} {} k={k} key {i}", hash.algo.name());
+                assert_eq!(f.contains_hash(h), want, "{case}");
                 for (j, l) in lookups.iter().enumerate() {
                     let got = l.call_pointer_for_tests(&f, h);
-                    assert_eq!(got, want, "{layout} k={k} key {i} lookup {j}");
+                    assert_eq!(got, want, "{case} lookup {j}");
                 }
+            }
+        }
+    }
+}
+
+/// Every compiled `&mut` insert (the scalar one, and the AVX2 one on a CPU
+/// that has it), every layout and hash, `k` around the probe's row of
+/// eight, keys repeated: the bits of one shared `insert` per key, and the
+/// same answer (whether a bit was clear).
+#[test]
+fn every_compiled_insert_matches_single_inserts() {
+    use crate::filter::simd::InsertFn;
+    let kinds = [
+        (Layout::Standard, HashSpec::xxh3(2)),
+        (Layout::Blocked, HashSpec::xxh3(2)),
+        (Layout::Blocked, HashSpec::xxh3_64(2)),
+        (Layout::SplitBlock, HashSpec::xxh64()),
+    ];
+    for (layout, hash) in kinds {
+        for k in [1, 7, 8, 9, 17, 32] {
+            let p = match layout {
+                Layout::SplitBlock if k != 8 => continue,
+                Layout::SplitBlock => FilterParams::new(layout, 256 * 61, k, hash),
+                _ => FilterParams::new(layout, 512 * 30, k, hash),
+            }
+            .unwrap();
+            let want = BitFilter::new(p).unwrap();
+            let keys: Vec<[u8; 8]> = (0u64..3_000).chain(0..500).map(u64::to_le_bytes).collect();
+            let fresh: Vec<bool> = keys.iter().map(|key| want.insert(key)).collect();
+            for (j, ins) in InsertFn::<BitFilter>::all_for_tests(layout, hash.algo)
+                .into_iter()
+                .enumerate()
+            {
+                let mut f = BitFilter::new(p).unwrap();
+                let got: Vec<bool> = keys
+                    .iter()
+                    .map(|key| ins.call_pointer_for_tests(&mut f, p.hash().hash(key)))
+                    .collect();
+                let case = format!("{layout} {} k={k} insert {j}", hash.algo.name());
+                assert_eq!(got, fresh, "{case}: answers");
+                assert!(f.to_words() == want.to_words(), "{case}: bits");
             }
         }
     }
@@ -307,6 +364,47 @@ fn the_one_writer_insert_sets_the_bits_of_the_shared_one() {
             (0..p.num_words()).all(|i| shared.word(i) == alone.word(i)),
             "{layout}"
         );
+    }
+}
+
+/// The shared bulk insert through a copy (`shadow`) and the direct one,
+/// and the key-by-key `insert_mut`, set the bits of one `insert` per key
+/// and count the keys that found a bit clear as it does: in every layout,
+/// with batches on both sides of the copy's threshold, keys repeated
+/// within and across batches, into a filter already holding keys.
+#[test]
+fn shared_bulk_inserts_and_insert_mut_match_single_inserts() {
+    for layout in Layout::ALL {
+        let p = FilterParams::with_bits_per_key(50_000, 10.0, layout, spec(layout, 5)).unwrap();
+        let (single, shared) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+        let mut exclusive = BitFilter::new(p).unwrap();
+        let mut paths = [0; 2];
+        // Batches of 1,000 keys are below the threshold (about 1,950 keys
+        // for these 62,500 bytes), of 12,000 above; every other batch
+        // repeats half of the one before.
+        for (i, len) in [1_000u64, 12_000, 1_000, 1_000, 12_000, 12_000, 300]
+            .into_iter()
+            .enumerate()
+        {
+            let start = 10_000 * i as u64 - if i % 2 == 1 { len / 2 } else { 0 };
+            let batch = keys(start..start + len);
+            let copied = shadow::worth_copying(&p, batch.len());
+            paths[usize::from(copied)] += 1;
+            let fresh = batch.iter().filter(|k| single.insert(&k[..])).count() as u64;
+            assert_eq!(shared.insert_many(&batch), fresh, "{layout} batch {i}");
+            let by_key = batch
+                .iter()
+                .filter(|k| exclusive.insert_mut(&k[..]))
+                .count();
+            assert_eq!(by_key as u64, fresh, "{layout} batch {i}: insert_mut");
+            let want = single.to_words();
+            assert!(shared.to_words() == want, "{layout} batch {i}: insert_many");
+            assert!(
+                exclusive.to_words() == want,
+                "{layout} batch {i}: insert_mut"
+            );
+        }
+        assert_eq!(paths, [4, 3], "{layout}: both paths taken");
     }
 }
 

@@ -35,11 +35,28 @@ pub(super) unsafe fn lookup_avx2<T: super::HashLookup, const LAYOUT: u8>(
     t.lookup_with::<_, LAYOUT>(Avx2(()), h)
 }
 
+/// `T`'s `&mut` insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
+///
+/// # Safety
+/// The CPU must support every feature enabled here (what `Isa::detect`
+/// asks for).
+#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+pub(super) unsafe fn insert_avx2<T: super::HashInsert, const KIND: u8>(
+    t: &mut T,
+    h: crate::filter::hash::KeyHash,
+) -> bool {
+    #[cfg(test)]
+    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t.insert_mut_with::<_, KIND>(Avx2(()), h)
+}
+
 /// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
-/// is private to `filter::simd`, which makes one in three places only:
-/// inside [`run_avx2`] and [`lookup_avx2`] (called only after
-/// `Isa::detect` said yes: `dispatch`, `LookupFn::best`), and in
-/// `dispatch` and `LookupFn::call` of a crate built for AVX2 and BMI2
+/// is private to `filter::simd`, which makes one only
+/// inside [`run_avx2`], [`lookup_avx2`] and [`insert_avx2`] (called only
+/// after `Isa::detect` said yes: `dispatch`, `LookupFn::best`,
+/// `InsertFn::best`), and in `dispatch`, `LookupFn::call` and
+/// `InsertFn::call` of a crate built for AVX2 and BMI2
 /// (`cfg(target_feature)`), which runs only on such CPUs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx2(pub(super) ());
@@ -165,7 +182,7 @@ impl Probe for Avx2 {
     }
 
     #[inline(always)]
-    fn split_insert_mut(self, block: &mut SplitShared, x: u32) {
+    fn split_insert_mut(self, block: &mut SplitShared, x: u32) -> bool {
         use std::arch::x86_64::*;
         let p = block.0.as_mut_ptr().cast::<__m256i>();
         // SAFETY: AVX2 as above. `p` points to a live split block of 32
@@ -175,47 +192,72 @@ impl Probe for Avx2 {
         // validity of `u64`, and any bits are a valid block.
         unsafe {
             let old = _mm256_load_si256(p);
-            _mm256_store_si256(p, _mm256_or_si256(old, split_masks(x)));
+            let masks = split_masks(x);
+            _mm256_store_si256(p, _mm256_or_si256(old, masks));
+            !split_block_has_masks(old, masks)
         }
     }
 
     #[inline(always)]
     fn shared_block_has_all(self, block: &SharedBlock, h2: u64, k: u32) -> bool {
-        use std::arch::x86_64::*;
-        let p = block.0.as_ptr();
-        let (q0, q1, q2, q3): (__m128i, __m128i, __m128i, __m128i);
-        // SAFETY: holding an `Avx2` means AVX is there (its docs), so
-        // VMOVDQA exists. `p` points to a live block of 64
-        // bytes, 64-byte aligned (`SharedBlock`), so the four 16-byte loads
-        // are in bounds and aligned. The loads are not a data race although
-        // other threads write these words through atomics: the block is
-        // read in asm, not by Rust loads, and the asm's effect is what Rust
-        // code with relaxed `AtomicU64` loads of the eight words could do,
-        // because every CPU with AVX performs an aligned VEX.128 VMOVDQA as
-        // one atomic 16-byte access (Intel SDM Vol. 3A §9.1.1, "Guaranteed
-        // Atomic Operations"; AMD APM Vol. 2 §7.3.2 likewise for AVX
-        // CPUs), so each word is read whole, at some point of its
-        // modification order. No ordering beyond relaxed is claimed, and
-        // none is needed: lookups are relaxed loads (`bloom` module docs).
-        // `readonly`: the asm writes no memory; no `pure`, so each call
-        // reads the words again.
+        // SAFETY: AVX2 (an `Avx2` is held), as both functions require.
         unsafe {
-            std::arch::asm!(
-                "vmovdqa {q0}, xmmword ptr [{p}]",
-                "vmovdqa {q1}, xmmword ptr [{p} + 16]",
-                "vmovdqa {q2}, xmmword ptr [{p} + 32]",
-                "vmovdqa {q3}, xmmword ptr [{p} + 48]",
-                p = in(reg) p,
-                q0 = out(xmm_reg) q0,
-                q1 = out(xmm_reg) q1,
-                q2 = out(xmm_reg) q2,
-                q3 = out(xmm_reg) q3,
-                options(nostack, readonly, preserves_flags),
-            );
-            let lo = _mm256_set_m128i(q1, q0);
-            let hi = _mm256_set_m128i(q3, q2);
+            let (lo, hi) = shared_block_registers(block);
             avx2_registers_have_all(lo, hi, h2, k)
         }
+    }
+
+    #[inline(always)]
+    fn shared_block_has_all32(self, block: &SharedBlock, x: u32, k: u32) -> bool {
+        // SAFETY: AVX2 (an `Avx2` is held), as both functions require.
+        unsafe {
+            let (lo, hi) = shared_block_registers(block);
+            avx2_registers_have_all32(lo, hi, x, k)
+        }
+    }
+}
+
+/// The eight words of a shared block in two registers (words 0–3, 4–7),
+/// read by four aligned 16-byte loads in `asm!`.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn shared_block_registers(
+    block: &SharedBlock,
+) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
+    use std::arch::x86_64::*;
+    let p = block.0.as_ptr();
+    let (q0, q1, q2, q3): (__m128i, __m128i, __m128i, __m128i);
+    // SAFETY: the caller holds an `Avx2` (this function's contract), so AVX
+    // is there and VMOVDQA exists. `p` points to a live block of 64
+    // bytes, 64-byte aligned (`SharedBlock`), so the four 16-byte loads
+    // are in bounds and aligned. The loads are not a data race although
+    // other threads write these words through atomics: the block is
+    // read in asm, not by Rust loads, and the asm's effect is what Rust
+    // code with relaxed `AtomicU64` loads of the eight words could do,
+    // because every CPU with AVX performs an aligned VEX.128 VMOVDQA as
+    // one atomic 16-byte access (Intel SDM Vol. 3A §9.1.1, "Guaranteed
+    // Atomic Operations"; AMD APM Vol. 2 §7.3.2 likewise for AVX
+    // CPUs), so each word is read whole, at some point of its
+    // modification order. No ordering beyond relaxed is claimed, and
+    // none is needed: lookups are relaxed loads (`bloom` module docs).
+    // `readonly`: the asm writes no memory; no `pure`, so each call
+    // reads the words again.
+    unsafe {
+        std::arch::asm!(
+            "vmovdqa {q0}, xmmword ptr [{p}]",
+            "vmovdqa {q1}, xmmword ptr [{p} + 16]",
+            "vmovdqa {q2}, xmmword ptr [{p} + 32]",
+            "vmovdqa {q3}, xmmword ptr [{p} + 48]",
+            p = in(reg) p,
+            q0 = out(xmm_reg) q0,
+            q1 = out(xmm_reg) q1,
+            q2 = out(xmm_reg) q2,
+            q3 = out(xmm_reg) q3,
+            options(nostack, readonly, preserves_flags),
+        );
+        (_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2))
     }
 }
 
@@ -237,18 +279,72 @@ unsafe fn avx2_registers_have_all(
             _mm256_set1_epi32(h2 as u32 as i32),
             _mm256_set1_epi32((h2 >> 32) as u32 as i32),
         ];
+        avx2_rows_have_all(
+            lo,
+            hi,
+            k,
+            #[inline(always)]
+            |row| avx2_row_tops(h, row),
+        )
+    }
+}
+
+/// [`avx2_registers_have_all`] of `h2 = x << 32` (the XXH3-64 hash): the
+/// top 32 bits of `h2 · salt` are then `x · lo32(salt)` modulo 2^32, one
+/// `vpmulld` per row where the 64-bit product's top half takes seven
+/// instructions.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn avx2_registers_have_all32(
+    lo: std::arch::x86_64::__m256i,
+    hi: std::arch::x86_64::__m256i,
+    x: u32,
+    k: u32,
+) -> bool {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX2 per this function's contract; the salt load reads a
+    // 32-byte aligned row of 32 bytes.
+    unsafe {
+        let x = _mm256_set1_epi32(x as i32);
+        avx2_rows_have_all(
+            lo,
+            hi,
+            k,
+            #[inline(always)]
+            |row| _mm256_mullo_epi32(x, _mm256_load_si256(row.0[0].as_ptr().cast::<__m256i>())),
+        )
+    }
+}
+
+/// Whether the `k` probes whose rows of eight `tops` computes (the top 32
+/// bits of each probe's product, `avx2_row_tops`) are all set in the block
+/// held in `lo` and `hi`.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn avx2_rows_have_all(
+    lo: std::arch::x86_64::__m256i,
+    hi: std::arch::x86_64::__m256i,
+    k: u32,
+    tops: impl Fn(&SaltRow) -> std::arch::x86_64::__m256i,
+) -> bool {
+    // SAFETY: AVX2 per this function's contract.
+    unsafe {
         // A filter sized for a target rate of 1% or more has k ≤ 8 (k = 6
         // at 1%): one row, no loop, no clamp (callgrind: 6 instructions
         // fewer per lookup). Lanes at and past `k` are not tested:
         // `vptest` sets CF when every bit of the mask is set in `got`.
         if k <= 8 {
-            let got = avx2_row_probed(lo, hi, h, &SALT_ROWS[0]);
+            let got = avx2_row_probed(lo, hi, tops(&SALT_ROWS[0]));
             return all_live_set(got, live_lanes(k as usize));
         }
         let k = (k as usize).min(MAX_K as usize);
         let mut all = true;
         for (r, row) in SALT_ROWS.iter().enumerate().take(k.div_ceil(8)) {
-            let got = avx2_row_probed(lo, hi, h, row);
+            let got = avx2_row_probed(lo, hi, tops(row));
             all &= all_live_set(got, live_lanes(k - 8 * r));
         }
         all
@@ -376,9 +472,9 @@ unsafe fn avx2_row_tops(
 }
 
 /// Eight probes of one salt row: bit 0 of lane `j` of the result is
-/// probe `8·r + j` of `h = [lo32(h2), hi32(h2)]` (each broadcast), read
-/// from the block held in `lo` and `hi` (the other bits are not
-/// meaningful).
+/// probe `8·r + j`, whose product's top 32 bits are lane `j` of `top`
+/// (`avx2_row_tops`), read from the block held in `lo` and `hi` (the other
+/// bits are not meaningful).
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`Avx2`]).
@@ -386,8 +482,7 @@ unsafe fn avx2_row_tops(
 unsafe fn avx2_row_probed(
     lo: std::arch::x86_64::__m256i,
     hi: std::arch::x86_64::__m256i,
-    h: [std::arch::x86_64::__m256i; 2],
-    row: &SaltRow,
+    top: std::arch::x86_64::__m256i,
 ) -> std::arch::x86_64::__m256i {
     use std::arch::x86_64::*;
     // SAFETY: AVX2 per this function's contract.
@@ -395,7 +490,6 @@ unsafe fn avx2_row_probed(
         // The position is the top 9 bits of `top`: lane `pos / 32` of the
         // block is bits 28–31 (`vpermd` reads the low three of the index,
         // the sign picks the register), bit `pos % 32` is bits 23–27.
-        let top = avx2_row_tops(h, row);
         let lane = _mm256_srli_epi32::<28>(top);
         let from_lo = _mm256_permutevar8x32_epi32(lo, lane);
         let from_hi = _mm256_permutevar8x32_epi32(hi, lane);

@@ -73,8 +73,8 @@
 //! `k = 1..=32`, all-ones, all-zeros and single-bit blocks, adversarial
 //! `h2`) and under concurrent inserts.
 
-use crate::filter::geometry::{Layout, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
-use crate::filter::hash::{in_block_position, KeyHash};
+use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
+use crate::filter::hash::in_block_position;
 use crate::filter::split::{split_masks, split_word_masks};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -91,6 +91,15 @@ pub(crate) trait Probe: Copy {
     fn shared_block_has_all(self, block: &SharedBlock, h2: u64, k: u32) -> bool {
         let words = std::array::from_fn(|w| block.0[w].load(Ordering::Relaxed));
         self.block_has_all(&words, h2, k)
+    }
+
+    /// [`Probe::shared_block_has_all`] of `h2 = x << 32` (the blocked
+    /// layout hashed with XXH3-64, `filter::hash`), whose positions are the
+    /// top 9 bits of the 32-bit products `x · lo32(SALT[i])`. The same
+    /// answer; the AVX2 probe computes the positions with one multiply.
+    #[inline(always)]
+    fn shared_block_has_all32(self, block: &SharedBlock, x: u32, k: u32) -> bool {
+        self.shared_block_has_all(block, u64::from(x) << 32, k)
     }
 
     /// Calls `f` with each of the `k` in-block positions of `h2` (each
@@ -142,12 +151,17 @@ pub(crate) trait Probe: Copy {
         split_word_masks(x)
     }
 
-    /// ORs the lane masks of `x` into a block no other thread can reach.
+    /// ORs the lane masks of `x` into a block no other thread can reach;
+    /// returns whether one of the bits was clear.
     #[inline(always)]
-    fn split_insert_mut(self, block: &mut SplitShared, x: u32) {
+    fn split_insert_mut(self, block: &mut SplitShared, x: u32) -> bool {
+        let mut changed = false;
         for (word, mask) in block.0.iter_mut().zip(split_word_masks(x)) {
-            *word.get_mut() |= mask;
+            let w = word.get_mut();
+            changed |= *w & mask != mask;
+            *w |= mask;
         }
+        changed
     }
 }
 
@@ -382,141 +396,6 @@ pub(crate) fn dispatch<J: Job>(job: J) -> J::Out {
     job.run(Scalar)
 }
 
-/// A layout as a const generic parameter of [`HashLookup::lookup_with`].
-pub(crate) const STANDARD: u8 = 0;
-/// See [`STANDARD`].
-pub(crate) const BLOCKED: u8 = 1;
-/// See [`STANDARD`].
-pub(crate) const SPLIT: u8 = 2;
-
-/// A lookup of one hashed key, written once over [`Probe`] (see
-/// [`LookupFn`]).
-pub(crate) trait HashLookup {
-    /// Whether the key hashed to `h` may be present, probed with `probe`;
-    /// `LAYOUT` is the filter's layout ([`STANDARD`], [`BLOCKED`] or
-    /// [`SPLIT`]): each layout's lookup is compiled on its own, without the
-    /// others' registers and branches.
-    fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool;
-}
-
-/// A filter's lookup compiled for its layout and the best probe of this
-/// CPU, called through a pointer: a [`crate::BitFilter`] chooses it once,
-/// when made; a [`crate::FilterView`] per call (see its `contains_hash`).
-///
-/// A single lookup used to [`dispatch`] per call: the caller loaded the
-/// cached CPU answer, branched, kept the scalar lookup inlined beside the
-/// call (its registers spilled and reloaded around the call) and passed
-/// the filter and hash as a struct in memory; the callee branched on the
-/// layout and saved registers for the standard layout's loop. Callgrind
-/// (lab loop of `contains`, 1M-key blocked filter, 16-byte keys, k = 7):
-/// 128 instructions per lookup; through a `LookupFn`, with the hash in
-/// registers and one function per layout, 94 (the standard layout 92;
-/// 92 for the blocked one since its probe answers with one `vptest`).
-/// Built for AVX2 (`-C target-cpu=x86-64-v3`) there is no pointer: the
-/// lookup inlines into the caller (85: fewer instructions, but at 100M
-/// keys no faster; README "Measured").
-pub(crate) struct LookupFn<T> {
-    /// The compiled lookup (not called in a crate built for AVX2, where
-    /// [`LookupFn::call`] inlines the lookup instead).
-    #[cfg_attr(
-        all(target_feature = "avx2", target_feature = "bmi2"),
-        allow(dead_code)
-    )]
-    f: unsafe fn(&T, KeyHash) -> bool,
-    /// The filter's layout.
-    layout: Layout,
-}
-
-impl<T> Clone for LookupFn<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for LookupFn<T> {}
-
-impl<T> std::fmt::Debug for LookupFn<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LookupFn")
-            .field("layout", &self.layout)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T: HashLookup> LookupFn<T> {
-    /// The lookup of a filter of this layout for this CPU.
-    #[inline]
-    pub(crate) fn best(layout: Layout) -> Self {
-        #[cfg(all(
-            target_arch = "x86_64",
-            not(all(target_feature = "avx2", target_feature = "bmi2"))
-        ))]
-        if Isa::detect() == Isa::Avx2 {
-            let f = match layout {
-                Layout::Standard => lookup_avx2::<T, STANDARD>,
-                Layout::Blocked => lookup_avx2::<T, BLOCKED>,
-                Layout::SplitBlock => lookup_avx2::<T, SPLIT>,
-            };
-            return LookupFn { f, layout };
-        }
-        LookupFn::scalar(layout)
-    }
-
-    /// The lookup with the portable probe.
-    fn scalar(layout: Layout) -> Self {
-        let f = match layout {
-            Layout::Standard => lookup_scalar::<T, STANDARD>,
-            Layout::Blocked => lookup_scalar::<T, BLOCKED>,
-            Layout::SplitBlock => lookup_scalar::<T, SPLIT>,
-        };
-        LookupFn { f, layout }
-    }
-
-    /// Looks `h` up in `t`.
-    #[inline(always)]
-    pub(crate) fn call(self, t: &T, h: KeyHash) -> bool {
-        #[cfg(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "bmi2"
-        ))]
-        return match self.layout {
-            Layout::Standard => t.lookup_with::<_, STANDARD>(avx2::Avx2(()), h),
-            Layout::Blocked => t.lookup_with::<_, BLOCKED>(avx2::Avx2(()), h),
-            Layout::SplitBlock => t.lookup_with::<_, SPLIT>(avx2::Avx2(()), h),
-        };
-        // SAFETY: the pointer is `lookup_avx2` only if `Isa::detect` found
-        // every feature it enables (`best`, the only constructor), else the scalar one,
-        // which has no requirement.
-        #[allow(unreachable_code)]
-        unsafe {
-            (self.f)(t, h)
-        }
-    }
-}
-
-#[cfg(test)]
-impl<T: HashLookup> LookupFn<T> {
-    /// Every lookup this build can run on this CPU for a layout (the scalar
-    /// one, and the one [`LookupFn::best`] picks), for the tests.
-    pub(crate) fn all_for_tests(layout: Layout) -> [Self; 2] {
-        [LookupFn::scalar(layout), LookupFn::best(layout)]
-    }
-
-    /// Calls the pointer itself (which [`LookupFn::call`] skips in a crate
-    /// built for AVX2).
-    pub(crate) fn call_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
-        // SAFETY: as in `call`: the pointer is `lookup_avx2` only if this
-        // CPU has every feature it enables.
-        unsafe { (self.f)(t, h) }
-    }
-}
-
-/// `T`'s lookup with the scalar probe (`unsafe` only to share
-/// [`LookupFn`]'s pointer type; it has no requirement).
-unsafe fn lookup_scalar<T: HashLookup, const LAYOUT: u8>(t: &T, h: KeyHash) -> bool {
-    t.lookup_with::<_, LAYOUT>(Scalar, h)
-}
-
 /// The dispatched block probe on its own (for the tests that compare it
 /// with [`scalar_block_has_all`]; lookups run whole lookups compiled for
 /// the probe instead: `LookupFn`, and `Job`s for batches).
@@ -573,12 +452,17 @@ pub(crate) fn prefetch<T>(p: &T) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod insert_fn;
+mod lookup;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use insert_fn::{HashInsert, InsertFn};
+pub(crate) use lookup::{HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD};
 
 // Called only behind a run-time check, so absent from a crate built for AVX2.
 #[cfg(all(
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use avx2::{lookup_avx2, run_avx2};
+use avx2::{insert_avx2, lookup_avx2, run_avx2};

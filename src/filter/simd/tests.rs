@@ -1,6 +1,7 @@
 //! The probes and the flat view against the scalar reference.
 
 use super::*;
+use crate::filter::geometry::Layout;
 
 /// The probe of a shared block (vector loads of atomic words) answers
 /// as the scalar probe of the same words: random blocks of every
@@ -167,11 +168,11 @@ fn split_inserts_match_scalar() {
     use crate::filter::split::split_word_masks;
     struct Insert<'a>(&'a mut SplitShared, u32);
     impl Job for Insert<'_> {
-        type Out = [u64; 4];
+        type Out = ([u64; 4], bool);
         #[inline(always)]
-        fn run<P: Probe>(self, probe: P) -> [u64; 4] {
-            probe.split_insert_mut(self.0, self.1);
-            probe.split_word_masks(self.1)
+        fn run<P: Probe>(self, probe: P) -> ([u64; 4], bool) {
+            let changed = probe.split_insert_mut(self.0, self.1);
+            (probe.split_word_masks(self.1), changed)
         }
     }
     let mut blocks = [SharedBlock::zeroed(), SharedBlock::zeroed()];
@@ -180,8 +181,10 @@ fn split_inserts_match_scalar() {
     for _ in 0..1_000 {
         x = x.wrapping_mul(0x9e37_79b9).wrapping_add(0x7f4a_7c15);
         let half = &mut SharedBlock::split_halves_mut(&mut blocks)[3];
-        let masks = dispatch(Insert(half, x));
+        let (masks, changed) = dispatch(Insert(half, x));
         assert_eq!(masks, split_word_masks(x));
+        let had_all = want.iter().zip(masks).all(|(w, m)| w & m == m);
+        assert_eq!(changed, !had_all, "x = {x:#x}");
         for (w, m) in want.iter_mut().zip(masks) {
             *w |= m;
         }

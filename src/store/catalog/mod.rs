@@ -210,21 +210,26 @@ impl TableMeta {
         tree_name(self.id, generation)
     }
 
-    /// The record's frame: version 1, or version 2 for a split-block
-    /// table (layout id 3 is new in format version 2, so a version-1 reader
+    /// The record's frame: version 1, version 2 for a split-block table
+    /// (layout id 3 is new in format version 2, so a version-1 reader
     /// refuses the record with "upgrade filterstore" instead of misreading
-    /// it; `docs/FORMAT.md` § 9).
+    /// it; `docs/FORMAT.md` § 9), version 4 for a table hashed with XXH3-64
+    /// (hash id 3, new in version 4).
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
         meta::encode_versioned(Kind::TableMeta, self, self.format_version())
             .map_err(|e| StoreError::encode(format!("catalog record of {:?}", self.name), e))
     }
 
-    /// The lowest format version that describes this record.
+    /// The lowest format version that describes this record (read from
+    /// its ids, which `decode` validates after this check).
     fn format_version(&self) -> u16 {
-        if self.layout == Layout::SplitBlock.id() {
-            crate::codec::frame::VERSION_2
+        use crate::codec::frame::{VERSION_1, VERSION_2, VERSION_4};
+        if self.hash_algo == HashAlgo::Xxh3_64.id() {
+            VERSION_4
+        } else if self.layout == Layout::SplitBlock.id() {
+            VERSION_2
         } else {
-            crate::codec::frame::VERSION_1
+            VERSION_1
         }
     }
 
@@ -237,7 +242,10 @@ impl TableMeta {
                 what(),
                 crate::error::CodecError::InvalidField {
                     field: "layout",
-                    reason: format!("layout id {} in a frame of version {version}", m.layout),
+                    reason: format!(
+                        "layout id {}, hash id {} in a frame of version {version}",
+                        m.layout, m.hash_algo
+                    ),
                 },
             ));
         }

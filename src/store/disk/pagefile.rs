@@ -141,17 +141,12 @@ fn file_bytes(params: &FilterParams) -> u64 {
 }
 
 /// The lowest frame version a superblock of a table of `p` may have been
-/// written with: 2 when it names the split-block layout or its XXH64 hash
-/// (new in version 2, `docs/FORMAT.md` § 13), else 1. Every superblock is
-/// written as version 3 (its field at byte 64 is `log_start`, § 11).
+/// written with: that of its parameters (`docs/FORMAT.md` § 13: 2 for the
+/// split-block layout and its XXH64 hash, 4 for the XXH3-64 hash, else 1).
+/// Every superblock is written as version 3 (its field at byte 64 is
+/// `log_start`, § 11), or 4 for a table whose parameters need it.
 fn frame_version(p: &FilterParams) -> u16 {
-    if p.layout() == crate::filter::params::Layout::SplitBlock
-        || p.hash().algo != crate::filter::hash::HashAlgo::Xxh3_128
-    {
-        frame::VERSION_2
-    } else {
-        frame::VERSION_1
-    }
+    crate::codec::filter_file::params_version(p)
 }
 
 fn corrupt(field: &'static str, reason: String) -> CodecError {
@@ -178,13 +173,8 @@ impl Superblock {
             map[c / 4] |= (*s as u8) << (2 * (c % 4));
         }
         body.extend_from_slice(&map);
-        frame::encode_versioned(
-            Kind::TableState,
-            0,
-            &body,
-            frame::VERSION_3,
-            frame::VERSION_3,
-        )
+        let version = frame_version(p).max(frame::VERSION_3);
+        frame::encode_versioned(Kind::TableState, 0, &body, version, version)
     }
 
     /// Decodes a superblock copy (`bytes` may run past the frame), checking

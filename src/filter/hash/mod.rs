@@ -2,8 +2,9 @@
 //!
 //! Everything persisted or shipped must be re-derivable by another process on
 //! another platform, so keys are hashed with a named algorithm — XXH3-128
-//! from `xxhash-rust` for the standard and blocked layouts, XXH64 for the
-//! split-block one — and a seed, both stored in every filter's header.
+//! from `xxhash-rust` for the standard and blocked layouts, XXH3-64 for the
+//! blocked one, XXH64 for the split-block one — and a seed, both stored in
+//! every filter's header.
 //! `std`'s hashers are never used: their output is not specified and the
 //! default one is randomly keyed.
 //!
@@ -25,6 +26,16 @@
 //! * **Split-block layout**: one 64-bit hash, XXH64 seed 0 ([`HashAlgo::Xxh64`],
 //!   carried as `h1`; `h2` is 0), and Parquet's own positions
 //!   (`split_positions`, from `filter::split`'s block index and lane bits).
+//! * **XXH3-64** ([`HashAlgo::Xxh3_64`], the blocked layout only): one
+//!   64-bit hash `h`, carried as `h1 = h` and `h2 = h << 32`. The blocked
+//!   layout's formulas above are unchanged; with the low half of `h2` zero,
+//!   position `i` is the top 9 bits of the 32-bit product
+//!   `lo32(h) · lo32(SALT[i])`, one 32-bit multiply, and the block is picked
+//!   by all 64 bits of `h`, mostly its upper ones. Why a second hash: a
+//!   single lookup is bound by how many lookups the CPU overlaps, and the
+//!   128-bit hash's two 64×64→128 multiplies and longer dependency chain
+//!   cost more than the whole rest of the lookup (module docs of
+//!   `filter::bloom`).
 //!
 //! A golden test pins the positions produced for fixed keys and seeds: this
 //! function can never change by accident, on any platform.
@@ -34,7 +45,7 @@ use crate::filter::geometry::{
 };
 use crate::filter::split::{split_block_index, split_lane_bit};
 use crate::filter::xxh64::xxh64;
-use xxhash_rust::xxh3::xxh3_128_with_seed;
+use xxhash_rust::xxh3::{xxh3_128_with_seed, xxh3_64_with_seed};
 
 /// Identifies a hash algorithm in persisted headers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -44,6 +55,10 @@ pub enum HashAlgo {
     /// XXH64, 64-bit output (Parquet's Bloom filter hash). Id 2. Only the
     /// split-block layout hashes with it, with seed 0.
     Xxh64,
+    /// XXH3, 64-bit output, seeded (`xxh3_64_with_seed`), as `h1 = h`,
+    /// `h2 = h << 32` (module docs). Id 3, format version 4. Only the
+    /// blocked layout hashes with it.
+    Xxh3_64,
 }
 
 impl HashAlgo {
@@ -52,6 +67,7 @@ impl HashAlgo {
         match self {
             HashAlgo::Xxh3_128 => 1,
             HashAlgo::Xxh64 => 2,
+            HashAlgo::Xxh3_64 => 3,
         }
     }
     /// Inverse of [`HashAlgo::id`].
@@ -59,6 +75,7 @@ impl HashAlgo {
         match id {
             1 => Some(HashAlgo::Xxh3_128),
             2 => Some(HashAlgo::Xxh64),
+            3 => Some(HashAlgo::Xxh3_64),
             _ => None,
         }
     }
@@ -67,6 +84,7 @@ impl HashAlgo {
         match self {
             HashAlgo::Xxh3_128 => "xxh3-128",
             HashAlgo::Xxh64 => "xxh64",
+            HashAlgo::Xxh3_64 => "xxh3-64",
         }
     }
 }
@@ -103,6 +121,24 @@ impl HashSpec {
     /// XXH3-128 with a seed drawn from the operating system's random source.
     pub fn random() -> Self {
         HashSpec::xxh3(random_seed())
+    }
+
+    /// XXH3-64 with the given seed ([`HashAlgo::Xxh3_64`]): the blocked
+    /// layout's cheaper hash, for the fastest single lookups. Filters that
+    /// use it are written as format version 4 (`docs/FORMAT.md` § 15), which
+    /// older releases refuse to read ("upgrade filterstore").
+    ///
+    /// ```
+    /// use filterstore::HashSpec;
+    /// let h = HashSpec::xxh3_64(42).hash(b"key");
+    /// assert_eq!(h.h2, h.h1 << 32, "one 64-bit hash, its low half in h2");
+    /// assert_eq!(h.h1, 0x6719_7794_b225_585e);
+    /// ```
+    pub fn xxh3_64(seed: u64) -> Self {
+        HashSpec {
+            algo: HashAlgo::Xxh3_64,
+            seed,
+        }
     }
 
     /// XXH64 with seed 0: Parquet's Bloom filter hash, the one hash of the
@@ -144,12 +180,15 @@ impl HashSpec {
         }
     }
 
-    /// Hashes one key.
-    #[inline]
+    /// Hashes one key. Always inlined: where the caller knows the key's
+    /// length (a `u64` id, a fixed-size key), the hash's branches on the
+    /// length fold away, and a lookup does not call out of line to hash.
+    #[inline(always)]
     pub fn hash(&self, key: &[u8]) -> KeyHash {
         match self.algo {
             HashAlgo::Xxh3_128 => Xxh3Hasher(self.seed).hash(key),
             HashAlgo::Xxh64 => Xxh64Hasher(self.seed).hash(key),
+            HashAlgo::Xxh3_64 => Xxh3_64Hasher(self.seed).hash(key),
         }
     }
 }
@@ -175,6 +214,18 @@ impl KeyHasher for Xxh3Hasher {
             h1: h as u64,
             h2: (h >> 64) as u64,
         }
+    }
+}
+
+/// XXH3-64 with a seed ([`HashAlgo::Xxh3_64`]): `h1 = h`, `h2 = h << 32`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Xxh3_64Hasher(pub(crate) u64);
+
+impl KeyHasher for Xxh3_64Hasher {
+    #[inline(always)]
+    fn hash(self, key: &[u8]) -> KeyHash {
+        let h = xxh3_64_with_seed(key, self.0);
+        KeyHash { h1: h, h2: h << 32 }
     }
 }
 
@@ -207,7 +258,8 @@ fn random_seed() -> u64 {
 }
 
 /// The hash of a key, from which all of its positions are derived: 128
-/// bits (XXH3-128), or 64 (XXH64, in `h1`; `h2` is 0).
+/// bits (XXH3-128), or 64 (XXH64, in `h1`; `h2` is 0; XXH3-64, in `h1`
+/// and, shifted left by 32, in `h2`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyHash {
     /// Low 64 bits: drives the first position (standard) or the block
@@ -457,109 +509,4 @@ pub fn positions(layout: Layout, m: u64, k: u32, h: KeyHash) -> Positions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_positions_are_one_per_lane_in_the_block() {
-        let m = 256 * 1000;
-        for h in [0u64, u64::MAX, 0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210] {
-            let p = split_positions(h, m);
-            let s = p.as_slice();
-            assert_eq!(s.len(), 8);
-            let b = split_block_index(h, 1000);
-            for (i, &pos) in s.iter().enumerate() {
-                assert_eq!(pos / 256, b);
-                assert_eq!((pos % 256) / 32, i as u64);
-                assert_eq!(pos % 32, u64::from(split_lane_bit(h as u32, i)));
-            }
-        }
-    }
-
-    #[test]
-    fn salts_are_odd_and_distinct() {
-        for (i, s) in BLOCK_SALTS.iter().enumerate() {
-            assert_eq!(s & 1, 1, "salt {i} is even");
-            for t in &BLOCK_SALTS[..i] {
-                assert_ne!(s, t);
-            }
-        }
-    }
-
-    #[test]
-    fn map_to_range_is_in_range_and_uses_high_bits() {
-        assert_eq!(map_to_range(0, 1000), 0);
-        assert_eq!(map_to_range(u64::MAX, 1000), 999);
-        assert_eq!(map_to_range(1 << 63, 1000), 500);
-    }
-
-    /// The standard probe sequence is enhanced double hashing exactly as the
-    /// module docs state it, whichever code path walks it.
-    #[test]
-    fn standard_probes_are_enhanced_double_hashing() {
-        let spec = HashSpec::xxh3(8);
-        let m = 1_000_003;
-        for key in 0u32..1000 {
-            let h = spec.hash(&key.to_le_bytes());
-            let (mut x, mut y) = (h.h1, h.h2);
-            let mut want = Vec::new();
-            for i in 0..MAX_K as u64 {
-                want.push(((x as u128 * m as u128) >> 64) as u64);
-                x = x.wrapping_add(y);
-                y = y.wrapping_add(i);
-            }
-            let mut got = Vec::new();
-            for_each_standard_position(h, m, MAX_K, |p| {
-                got.push(p);
-                true
-            });
-            assert_eq!(got, want);
-            let mut probes = StandardProbes::new(h, m);
-            let peeled: Vec<u64> = (0..MAX_K).map(|_| probes.next_position()).collect();
-            assert_eq!(peeled, want);
-            assert_eq!(probes.taken(), u64::from(MAX_K));
-        }
-    }
-
-    /// `positions` reads the blocked layout's positions off bit masks; they
-    /// must be exactly the probes' positions, sorted, repeats removed.
-    #[test]
-    fn blocked_positions_are_the_sorted_distinct_probes() {
-        let spec = HashSpec::xxh3(4);
-        let m = 512 * 1000;
-        let mut repeats = 0;
-        for k in [1, 2, 7, 20, MAX_K] {
-            for key in 0u32..3000 {
-                let h = spec.hash(&key.to_le_bytes());
-                let base = map_to_range(h.h1, m / 512) * 512;
-                let mut want: Vec<u64> = (0..k as usize)
-                    .map(|i| base + u64::from(in_block_position(h.h2, i)))
-                    .collect();
-                want.sort_unstable();
-                want.dedup();
-                repeats += k as usize - want.len();
-                assert_eq!(positions(Layout::Blocked, m, k, h).as_slice(), &want[..]);
-            }
-        }
-        // Some keys must have had two probes on one position (at k = 32 in
-        // 512 bits, about 60% of keys do), or the dedup went untested.
-        assert!(repeats > 1000, "{repeats}");
-    }
-
-    #[test]
-    fn positions_are_sorted_distinct_and_in_range() {
-        let spec = HashSpec::xxh3(1);
-        for layout in [Layout::Standard, Layout::Blocked] {
-            for key in 0u32..2000 {
-                let p = positions(layout, 512 * 3, 20, spec.hash(&key.to_le_bytes()));
-                let s = p.as_slice();
-                assert!(!s.is_empty() && s.len() <= 20);
-                assert!(s.windows(2).all(|w| w[0] < w[1]));
-                assert!(s.iter().all(|&x| x < 512 * 3));
-                if layout == Layout::Blocked {
-                    assert_eq!(s[0] / 512, s[s.len() - 1] / 512);
-                }
-            }
-        }
-    }
-}
+mod tests;

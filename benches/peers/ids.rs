@@ -1,0 +1,250 @@
+//! The `u64` ids section (`PEERS_ONLY=ids`, on by default): the same n as
+//! the main section, but keys that are 8-byte ids (`u64::to_le_bytes` of
+//! seeded random ids; ids inserted have bit 0 clear, absent ids set, so
+//! every hit on an absent id is a false positive). Subjects: our blocked
+//! and split-block layouts against `sbbf-rs-safe` fed `xxh3_64` of the id
+//! (`sbbf`) and XXH64 seed 0 (`sbbf_xxh64`, the split-block filter's own
+//! bits).
+//!
+//! Each of `PEERS_ROUNDS` rounds measures one `contains` per id, present
+//! and absent (criterion, as the main section), then whole builds from
+//! empty timed once each: sbbf's insert loop (`&mut`), and per layout ours
+//! key by key shared (`insert`), key by key exclusive (`insert_mut`) and
+//! in one shared batch (`insert_many`, `_many`). RESULT lines
+//! `ids_*.<subject>`; the ratios are in `ratios.rs`.
+
+use super::clock::Tick;
+use super::harness::{Bench, Figure, Results};
+use super::subjects::HASH_SEED;
+use super::BITS_PER_KEY;
+use filterstore::{BitFilter, FilterParams, HashSpec, Layout, ParamError};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngCore, SeedableRng};
+use std::fmt::Write as _;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// An id, as the bytes a filter hashes.
+type Id = [u8; 8];
+
+/// The subjects of the lookups, in table order.
+const LOOKUPS: [&str; 4] = [
+    "filterstore_blocked",
+    "filterstore_split",
+    "sbbf",
+    "sbbf_xxh64",
+];
+
+/// Every subject of the table (inserts included), in its order.
+const ROWS: [&str; 8] = [
+    "filterstore_blocked",
+    "filterstore_blocked_mut",
+    "filterstore_blocked_many",
+    "filterstore_split",
+    "filterstore_split_mut",
+    "filterstore_split_many",
+    "sbbf",
+    "sbbf_xxh64",
+];
+
+fn sbbf_hash(id: &Id) -> u64 {
+    xxh3_64_with_seed(id, HASH_SEED)
+}
+
+fn xxh64(id: &Id) -> u64 {
+    HashSpec::xxh64().hash(id).h1
+}
+
+/// `n` ids inserted (in insertion order and shuffled) and `n` absent.
+struct Ids {
+    insert: Vec<Id>,
+    present: Vec<Id>,
+    absent: Vec<Id>,
+}
+
+impl Ids {
+    fn generate(n: usize) -> Ids {
+        let gen = |seed: u64, low_bit: u64| -> Vec<Id> {
+            let mut rng = StdRng::seed_from_u64(seed);
+            (0..n)
+                .map(|_| ((rng.next_u64() & !1) | low_bit).to_le_bytes())
+                .collect()
+        };
+        let insert = gen(11, 0);
+        let mut present = insert.clone();
+        present.shuffle(&mut StdRng::seed_from_u64(13));
+        Ids {
+            insert,
+            present,
+            absent: gen(12, 1),
+        }
+    }
+}
+
+/// An sbbf subject: its name, the filter, the hash it is fed.
+type Sbbf = (&'static str, sbbf_rs_safe::Filter, fn(&Id) -> u64);
+
+/// The filters looked up: ours and sbbf's, each holding every id.
+struct Built {
+    ours: [(&'static str, BitFilter); 2],
+    sbbf: [Sbbf; 2],
+}
+
+fn params(n: usize, layout: Layout) -> Result<FilterParams, ParamError> {
+    FilterParams::with_bits_per_key(n as u64, BITS_PER_KEY, layout, super::builds::spec(layout))
+}
+
+fn build(ids: &Ids, r: &mut Results) -> Result<Built, ParamError> {
+    let n = ids.insert.len();
+    let mut ours = Vec::new();
+    for (name, layout) in [
+        ("filterstore_blocked", Layout::Blocked),
+        ("filterstore_split", Layout::SplitBlock),
+    ] {
+        let mut f = BitFilter::new(params(n, layout)?)?;
+        f.insert_many_mut(&ids.insert);
+        ours.push((name, f));
+    }
+    let mut sbbf = Vec::new();
+    for (name, hash) in [("sbbf", sbbf_hash as fn(&Id) -> u64), ("sbbf_xxh64", xxh64)] {
+        let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
+        ids.insert.iter().for_each(|id| _ = f.insert_hash(hash(id)));
+        sbbf.push((name, f, hash));
+    }
+    let (Ok(ours), Ok(sbbf)) = (ours.try_into(), sbbf.try_into()) else {
+        unreachable!("two of each")
+    };
+    let built = Built { ours, sbbf };
+    for name in LOOKUPS {
+        let (found, fp) = (
+            built.hits(name, &ids.present),
+            built.hits(name, &ids.absent),
+        );
+        assert_eq!(found, n as u64, "{name}: false negatives");
+        r.add(Figure::IdsFp, name, &[fp as f64 / n as f64]);
+    }
+    Ok(built)
+}
+
+impl Built {
+    /// How many of `ids` subject `name` reports present, one lookup each.
+    fn hits(&self, name: &str, ids: &[Id]) -> u64 {
+        for (n, f) in &self.ours {
+            if *n == name {
+                return ids.iter().map(|id| u64::from(f.contains(id))).sum();
+            }
+        }
+        for (n, f, hash) in &self.sbbf {
+            if *n == name {
+                return ids
+                    .iter()
+                    .map(|id| u64::from(f.contains_hash(hash(id))))
+                    .sum();
+            }
+        }
+        0
+    }
+}
+
+/// One round of whole builds from empty, each timed once.
+fn build_round(r: &mut Results, round: usize, ids: &Ids) -> Result<(), ParamError> {
+    let n = ids.insert.len();
+    let keys = &ids.insert;
+    let per_key = |start: Tick| start.elapsed().as_nanos() as f64 / n as f64;
+    for (name, hash) in [("sbbf", sbbf_hash as fn(&Id) -> u64), ("sbbf_xxh64", xxh64)] {
+        let mut f = sbbf_rs_safe::Filter::new(BITS_PER_KEY as usize, n);
+        let start = Tick::now();
+        keys.iter().for_each(|id| _ = f.insert_hash(hash(id)));
+        r.add_round(Figure::IdsInsertNs, name, round, &[per_key(start)]);
+    }
+    for (layout, [one, one_mut, many]) in [
+        (
+            Layout::Blocked,
+            [
+                "filterstore_blocked",
+                "filterstore_blocked_mut",
+                "filterstore_blocked_many",
+            ],
+        ),
+        (
+            Layout::SplitBlock,
+            [
+                "filterstore_split",
+                "filterstore_split_mut",
+                "filterstore_split_many",
+            ],
+        ),
+    ] {
+        let p = params(n, layout)?;
+        let f = BitFilter::new(p)?;
+        let start = Tick::now();
+        keys.iter().for_each(|id| _ = f.insert(id));
+        r.add_round(Figure::IdsInsertNs, one, round, &[per_key(start)]);
+        let mut f = BitFilter::new(p)?;
+        let start = Tick::now();
+        keys.iter().for_each(|id| _ = f.insert_mut(id));
+        r.add_round(Figure::IdsInsertNs, one_mut, round, &[per_key(start)]);
+        let f = BitFilter::new(p)?;
+        let start = Tick::now();
+        f.insert_many(keys);
+        r.add_round(Figure::IdsInsertNs, many, round, &[per_key(start)]);
+    }
+    Ok(())
+}
+
+/// Runs the section: returns its table.
+pub fn run(b: &mut Bench, r: &mut Results, n: usize, rounds: usize) -> Result<String, ParamError> {
+    let ids = Ids::generate(n);
+    let built = build(&ids, r)?;
+    for round in 1..=rounds {
+        // Each round starts at another subject (see the main section).
+        let start = (round - 1) * LOOKUPS.len() / rounds.max(1);
+        for i in 0..LOOKUPS.len() {
+            let name = LOOKUPS[(start + i) % LOOKUPS.len()];
+            for (figure, set, which) in [
+                (Figure::IdsLookupPresentNs, &ids.present, "present"),
+                (Figure::IdsLookupAbsentNs, &ids.absent, "absent"),
+            ] {
+                let samples = b.per_key(
+                    &format!("ids_{which}/{name}/round{round}"),
+                    &mut (),
+                    set,
+                    usize::MAX,
+                    |_, seg| built.hits(name, seg),
+                    |_, _, _| {},
+                );
+                r.add_round(figure, name, round, &samples);
+            }
+        }
+        build_round(r, round, &ids)?;
+    }
+    Ok(table(r, n))
+}
+
+fn table(r: &Results, n: usize) -> String {
+    let mut s = format!(
+        "\nu64 ids: n = {n} ids of 8 bytes, {BITS_PER_KEY} bits/key\n\
+         subject                     insert  present   absent     FP %  (ns/key)\n"
+    );
+    for name in ROWS {
+        let get = |f| {
+            r.get(f, name)
+                .map_or("-".to_string(), |v| format!("{v:.1}"))
+        };
+        let fp = r
+            .get(Figure::IdsFp, name)
+            .map_or("-".to_string(), |v| format!("{:.3}", 100.0 * v));
+        let _ = writeln!(
+            s,
+            "{name:<26} {:>7} {:>8} {:>8} {fp:>8}",
+            get(Figure::IdsInsertNs),
+            get(Figure::IdsLookupPresentNs),
+            get(Figure::IdsLookupAbsentNs),
+        );
+    }
+    s.push_str(
+        "insert: whole builds from empty, one per round: `insert` key by key (shared), \
+         `_mut` insert_mut key by key, `_many` one insert_many; sbbf: its insert loop.\n",
+    );
+    s
+}

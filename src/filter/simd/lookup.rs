@@ -1,0 +1,185 @@
+//! A single lookup of a hashed key, compiled once per filter kind (layout,
+//! and for the blocked layout its hash: [`BLOCKED32`]) and probe, called
+//! through a pointer chosen when the filter is made ([`LookupFn`]).
+
+use super::Probe;
+use super::Scalar;
+#[cfg(all(
+    target_arch = "x86_64",
+    not(all(target_feature = "avx2", target_feature = "bmi2"))
+))]
+use super::{lookup_avx2, Isa};
+use crate::filter::geometry::Layout;
+use crate::filter::hash::{HashAlgo, KeyHash};
+
+/// A filter kind as a const generic parameter of
+/// [`HashLookup::lookup_with`]: its layout, and for the blocked layout
+/// whether its hash is XXH3-64 ([`BLOCKED32`]).
+pub(crate) const STANDARD: u8 = 0;
+/// See [`STANDARD`].
+pub(crate) const BLOCKED: u8 = 1;
+/// See [`STANDARD`].
+pub(crate) const SPLIT: u8 = 2;
+/// The blocked layout hashed with XXH3-64: `h2 = h << 32`, so each
+/// position is the top 9 bits of a 32-bit product (`filter::hash`), which
+/// the AVX2 probe computes with one `vpmulld` per eight probes instead of
+/// the seven instructions of the 64-bit product's top half
+/// ([`Probe::shared_block_has_all32`]). The same answers as [`BLOCKED`].
+pub(crate) const BLOCKED32: u8 = 3;
+
+/// The one of `fs` compiled for `kind`: `fs[STANDARD]`, `fs[BLOCKED]`,
+/// `fs[SPLIT]` or `fs[BLOCKED32]` (the kinds are 0 to 3).
+pub(super) fn by_kind<F: Copy>(kind: u8, fs: [F; 4]) -> F {
+    fs[usize::from(kind.min(BLOCKED32))]
+}
+
+/// The kind ([`STANDARD`] ...) of a filter of `layout` hashed with `algo`.
+pub(super) fn kind(layout: Layout, algo: HashAlgo) -> u8 {
+    match (layout, algo) {
+        (Layout::Standard, _) => STANDARD,
+        (Layout::Blocked, HashAlgo::Xxh3_64) => BLOCKED32,
+        (Layout::Blocked, _) => BLOCKED,
+        (Layout::SplitBlock, _) => SPLIT,
+    }
+}
+
+/// A lookup of one hashed key, written once over [`Probe`] (see
+/// [`LookupFn`]).
+pub(crate) trait HashLookup {
+    /// Whether the key hashed to `h` may be present, probed with `probe`;
+    /// `LAYOUT` is the filter's kind ([`STANDARD`], [`BLOCKED`],
+    /// [`BLOCKED32`] or [`SPLIT`]): each kind's lookup is compiled on its
+    /// own, without the others' registers and branches.
+    fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool;
+}
+
+/// A filter's lookup compiled for its layout and the best probe of this
+/// CPU, called through a pointer: a [`crate::BitFilter`] chooses it once,
+/// when made; a [`crate::FilterView`] per call (see its `contains_hash`).
+///
+/// A single lookup used to [`dispatch`] per call: the caller loaded the
+/// cached CPU answer, branched, kept the scalar lookup inlined beside the
+/// call (its registers spilled and reloaded around the call) and passed
+/// the filter and hash as a struct in memory; the callee branched on the
+/// layout and saved registers for the standard layout's loop. Callgrind
+/// (lab loop of `contains`, 1M-key blocked filter, 16-byte keys, k = 7):
+/// 128 instructions per lookup; through a `LookupFn`, with the hash in
+/// registers and one function per layout, 94 (the standard layout 92;
+/// 92 for the blocked one since its probe answers with one `vptest`).
+/// Built for AVX2 (`-C target-cpu=x86-64-v3`) there is no pointer: the
+/// lookup inlines into the caller (85: fewer instructions, but at 100M
+/// keys no faster; README "Measured").
+pub(crate) struct LookupFn<T> {
+    /// The compiled lookup (not called in a crate built for AVX2, where
+    /// [`LookupFn::call`] inlines the lookup instead).
+    #[cfg_attr(
+        all(target_feature = "avx2", target_feature = "bmi2"),
+        allow(dead_code)
+    )]
+    f: unsafe fn(&T, KeyHash) -> bool,
+    /// The filter's kind ([`STANDARD`] ...).
+    kind: u8,
+}
+
+impl<T> Clone for LookupFn<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for LookupFn<T> {}
+
+impl<T> std::fmt::Debug for LookupFn<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LookupFn")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: HashLookup> LookupFn<T> {
+    /// The lookup of a filter of this layout and hash for this CPU.
+    #[inline]
+    pub(crate) fn best(layout: Layout, algo: HashAlgo) -> Self {
+        let kind = kind(layout, algo);
+        #[cfg(all(
+            target_arch = "x86_64",
+            not(all(target_feature = "avx2", target_feature = "bmi2"))
+        ))]
+        if Isa::detect() == Isa::Avx2 {
+            let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
+                kind,
+                [
+                    lookup_avx2::<T, STANDARD>,
+                    lookup_avx2::<T, BLOCKED>,
+                    lookup_avx2::<T, SPLIT>,
+                    lookup_avx2::<T, BLOCKED32>,
+                ],
+            );
+            return LookupFn { f, kind };
+        }
+        LookupFn::scalar(kind)
+    }
+
+    /// The lookup of a filter of this kind with the portable probe.
+    fn scalar(kind: u8) -> Self {
+        let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
+            kind,
+            [
+                lookup_scalar::<T, STANDARD>,
+                lookup_scalar::<T, BLOCKED>,
+                lookup_scalar::<T, SPLIT>,
+                lookup_scalar::<T, BLOCKED32>,
+            ],
+        );
+        LookupFn { f, kind }
+    }
+
+    /// Looks `h` up in `t`.
+    #[inline(always)]
+    pub(crate) fn call(self, t: &T, h: KeyHash) -> bool {
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "bmi2"
+        ))]
+        return match self.kind {
+            STANDARD => t.lookup_with::<_, STANDARD>(super::avx2::Avx2(()), h),
+            BLOCKED => t.lookup_with::<_, BLOCKED>(super::avx2::Avx2(()), h),
+            BLOCKED32 => t.lookup_with::<_, BLOCKED32>(super::avx2::Avx2(()), h),
+            _ => t.lookup_with::<_, SPLIT>(super::avx2::Avx2(()), h),
+        };
+        // SAFETY: the pointer is `lookup_avx2` only if `Isa::detect` found
+        // every feature it enables (`best`, the only constructor), else the scalar one,
+        // which has no requirement.
+        #[allow(unreachable_code)]
+        unsafe {
+            (self.f)(t, h)
+        }
+    }
+}
+
+#[cfg(test)]
+impl<T: HashLookup> LookupFn<T> {
+    /// Every lookup this build can run on this CPU for a layout and hash
+    /// (the scalar one, and the one [`LookupFn::best`] picks), for the tests.
+    pub(crate) fn all_for_tests(layout: Layout, algo: HashAlgo) -> [Self; 2] {
+        [
+            LookupFn::scalar(kind(layout, algo)),
+            LookupFn::best(layout, algo),
+        ]
+    }
+
+    /// Calls the pointer itself (which [`LookupFn::call`] skips in a crate
+    /// built for AVX2).
+    pub(crate) fn call_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
+        // SAFETY: as in `call`: the pointer is `lookup_avx2` only if this
+        // CPU has every feature it enables.
+        unsafe { (self.f)(t, h) }
+    }
+}
+
+/// `T`'s lookup with the scalar probe (`unsafe` only to share
+/// [`LookupFn`]'s pointer type; it has no requirement).
+unsafe fn lookup_scalar<T: HashLookup, const LAYOUT: u8>(t: &T, h: KeyHash) -> bool {
+    t.lookup_with::<_, LAYOUT>(Scalar, h)
+}
