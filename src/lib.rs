@@ -93,7 +93,7 @@ pub use store::{
 pub use guard::{
     Change, DiffStorage, Guard, GuardError, GuardStats, GuardValue, SledDiffError, SledDiffStorage,
 };
-// Issue 22: the guard storage's limits (one line of its own for the merge).
+// The guard storage's limits: the largest key and value, and the items per call.
 #[cfg(feature = "store")]
 pub use guard::{GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE};
 

@@ -92,7 +92,8 @@
 //! recovery while later records were applied), and the hop cost most of the
 //! store's speed. Opening a store of format 1 or 2 migrates it
 //! ([`legacy::migrate`], then [`migrate`]). Everything of the sled era
-//! lives in [`legacy`], apart from the live format-4 path.
+//! lives in [`legacy`], apart from the live path of today's format
+//! ([`STORE_FORMAT_VERSION`]).
 //!
 //! [`SledDiffStorage`]: crate::SledDiffStorage
 //!

@@ -233,8 +233,10 @@ pub(crate) fn check_params_version(p: &FilterParams, frame_version: u16) -> Resu
 }
 
 impl DescriptorV1 {
-    /// The lowest format version whose readers interpret this descriptor
-    /// ([`params_version`]). Writers frame the filter with it.
+    /// The lowest format version whose readers interpret this descriptor:
+    /// 2 for the split-block layout (hashed with XXH64), 4 for the XXH3-64
+    /// hash, else 1 (`docs/FORMAT.md` § 13). Writers frame the filter with
+    /// it.
     pub fn format_version(&self) -> u16 {
         params_version(&self.params)
     }

@@ -1,6 +1,7 @@
-//! One of the two modules with `unsafe` (the other, `filter::pages`, makes
-//! one FFI call): the AVX2 block probe, its dispatch, and the flat view of a
-//! filter's aligned blocks.
+//! One of the three modules with `unsafe` (the others, `filter::pages` and
+//! `store::disk::sys`, make FFI calls: `sysconf`, `madvise`,
+//! `fallocate` and `sync_file_range`): the AVX2 block probe, its dispatch, and the flat
+//! view of a filter's aligned blocks.
 //!
 //! # What it computes
 //! Exactly what [`scalar_block_has_all`] computes, which is the blocked

@@ -80,7 +80,8 @@ pub(crate) fn parse_table_file(name: &str) -> Option<(u64, u64)> {
     ))
 }
 
-/// An I/O error of table `table`'s files while doing `op`.
+/// An I/O error of a table's files while doing `op` (`op` says what was
+/// being done; the error does not name the table or its files).
 pub(crate) fn io_err(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
     move |source| StoreError::Io { op, source }
 }

@@ -1,8 +1,8 @@
 //! The sled-era wing of the store: everything of store formats 1 and 2,
 //! which kept the catalog and the tables in sled 0.34.7, and sled itself,
-//! which formats 3 and 4 keep for one thing only, the guard's storage in
-//! `<store>/guard/` ([`guard_db`]). The live format-4 path (catalog, page
-//! files, logs) is the rest of `store/`: of this wing, only the open
+//! which formats 3 and later keep for one thing only, the guard's storage in
+//! `<store>/guard/` ([`guard_db`]). The live path of today's format
+//! (catalog, page files, logs) is the rest of `store/`: of this wing, only the open
 //! (`open.rs`, `marker.rs`: recognising, copying and migrating an old store;
 //! the guard's database handle) and the guard's storage
 //! ([`SledDiffStorage`](crate::SledDiffStorage), over [`engine`]) use

@@ -28,11 +28,12 @@ use std::sync::Arc;
 /// ([`TableInner::gen`](super::TableInner)); the old one is then
 /// *retired*: writes that find it retired retry on the new one.
 ///
-/// Its methods live in three files of `store/table/`: here, loading,
+/// Its methods live in four files of `store/table/`: here, loading,
 /// creating and filling it, reading its counters, retiring it;
 /// `writer.rs`, the write path (checks, the log record, the fold, the
 /// flush); `bulk.rs`, a bulk load's counters written straight into its
-/// pages.
+/// pages; `background.rs`, a fold in the background and taking its result
+/// in.
 pub(crate) struct Generation {
     pub(crate) meta: TableMeta,
     pub(crate) params: FilterParams,

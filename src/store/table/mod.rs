@@ -1,8 +1,9 @@
 //! A table: its handle ([`Table`], in [`handle`]; its documentation says
 //! which file holds which of its methods), the state its handles share
 //! ([`inner`]), the state of one generation ([`generation`]), its writer
-//! state, write path and log fold ([`state`], [`writer`], [`fold`]), bulk
-//! loads ([`bulk`]) and lookups for one thread ([`reader`]).
+//! state, write path and log fold ([`state`], [`writer`], [`fold`]), folds
+//! in the background ([`background`]), bulk loads ([`bulk`]), the filter a
+//! handle lends out ([`bloom`]) and lookups for one thread ([`reader`]).
 
 mod background;
 #[cfg(test)]
