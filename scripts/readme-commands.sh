@@ -4,8 +4,9 @@
 #
 # Which commands: every line of a fenced ```sh block whose command (after any
 # VAR=value assignments) is `cargo`, in README.md (run from the repository
-# root) and in filterstore-datafusion/README.md (run from
-# filterstore-datafusion/, where its reader stands). A line ending in `\`
+# root), in filterstore-datafusion/README.md (run from
+# filterstore-datafusion/, where its reader stands) and in docs/BENCHMARKS.md
+# (run from docs/; cargo finds the workspace above it). A line ending in `\`
 # continues on the next. Other lines of those blocks are listed, not run.
 #
 # THE MARKER: a command whose trailing comment contains `[slow]` is too slow
@@ -34,7 +35,7 @@
 # No command may change the working tree: tracked files and untracked,
 # unignored ones are compared before and after each command.
 #
-# Usage: scripts/readme-commands.sh [README.md ...]   (default: both READMEs)
+# Usage: scripts/readme-commands.sh [README.md ...]   (default: both READMEs and docs/BENCHMARKS.md)
 # READMECMD_CHECK_ONLY=1 checks every command and runs none (a quick look,
 # e.g. against another target directory; not what CI does).
 set -euo pipefail
@@ -45,7 +46,7 @@ MARKER='[slow]'
 
 readmes=("$@")
 if [ ${#readmes[@]} -eq 0 ]; then
-    readmes=(README.md filterstore-datafusion/README.md)
+    readmes=(README.md filterstore-datafusion/README.md docs/BENCHMARKS.md)
 fi
 
 # The stand-ins a check runs cargo with, in a directory of their own.

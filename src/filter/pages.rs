@@ -9,7 +9,7 @@
 //! Zen 4 covers 3,072 base pages, 12 MiB, so a random block of a 1 GiB
 //! filter needs a page walk whose page-table entries are themselves
 //! unlikely to be cached. On 2 MiB pages the same TLB covers 6 GiB. The
-//! `peers` bench's large point measures both (README "Measured").
+//! `peers` bench's large point measures both (docs/BENCHMARKS.md).
 //!
 //! The advice changes only how the kernel backs the pages, never their
 //! contents: a filter answers the same on either (`tests`). It is given

@@ -29,7 +29,7 @@
 //! newly changed key). It pays when a differential-file read costs more than
 //! a filter lookup: with the differential file in sled, `cargo bench --bench
 //! diffguard` ran guarded reads 1.69× as fast as unguarded ones, as fast as
-//! an exact in-memory set of the changed keys (README "Measured" gives the
+//! an exact in-memory set of the changed keys (docs/BENCHMARKS.md gives the
 //! machine, the load and the other runs). Over a differential file whose
 //! read costs no more than the lookup, such as an in-memory hash map, the
 //! guard can only add the lookup.

@@ -68,7 +68,7 @@ pub(crate) trait HashLookup {
 /// 92 for the blocked one since its probe answers with one `vptest`).
 /// Built for AVX2 (`-C target-cpu=x86-64-v3`) there is no pointer: the
 /// lookup inlines into the caller (85: fewer instructions, but at 100M
-/// keys no faster; README "Measured").
+/// keys no faster; docs/BENCHMARKS.md).
 pub(crate) struct LookupFn<T> {
     /// The compiled lookup (not called in a crate built for AVX2, where
     /// [`LookupFn::call`] inlines the lookup instead).

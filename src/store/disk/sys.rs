@@ -63,7 +63,7 @@ pub(crate) fn punch_prefix(_file: &File, _to: u64) -> io::Result<bool> {
 /// is on its way to the disk while the writer sets its bits, and the
 /// `fdatasync` after waits for less (measured: durable batches went from
 /// 0.80 to 0.96-1.01 of the `fdatasync` bound on the VM's disk, `cargo
-/// bench --bench store`, README "Measured"). Durability is unchanged: only
+/// bench --bench store`, docs/BENCHMARKS.md). Durability is unchanged: only
 /// that `fdatasync` says durable. Without `SYNC_FILE_RANGE_WAIT_*` the call
 /// neither waits nor checks the file's writeback errors, so it consumes
 /// none of them: the `fdatasync` still reports a failed writeback (the

@@ -140,8 +140,8 @@
 //! cargo bench --bench store`, 40 batches of 1,000 new keys, this constant
 //! set to 1 in a throwaway build: 5,450–5,770 keys/s against 26,300–28,100
 //! at 8, three runs each, interleaved, load 1.6–1.8), against a write
-//! figure already a fifth of its goal: the choice is left open (README
-//! "Known issues").
+//! figure already a fifth of its goal: the choice is left open
+//! (`docs/KNOWN_ISSUES.md`).
 
 //! # Why it cannot close here: reads on the caller's thread
 //! A `Tree::get` traverses the tree from its root (`tree.rs`
@@ -191,7 +191,7 @@
 //! plus the hand-offs: 194,000 `futex` calls) where sled's own batch of
 //! the same records and one flush is one: 8,700–28,100 keys/s against
 //! 108,600–217,000 on this VM (`guard.writes_vs_raw_sled_insert`,
-//! 0.07–0.15; `cargo bench --bench store`, README "Known issues"). The
+//! 0.07–0.15; `cargo bench --bench store`, docs/KNOWN_ISSUES.md). The
 //! hand-off to the worker is not the cost: up to 16 calls per job of the
 //! worker measured the same. Fewer flushes need a bound on what more
 //! items or traversals log (the open count above). What one would buy, in
