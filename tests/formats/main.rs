@@ -5,6 +5,7 @@
 //! (`format_*`, `fuzz_corpus_replay`).
 
 mod corruption;
+mod doc_numbers;
 mod fixtures;
 #[path = "../format_common/mod.rs"]
 mod format_common;
