@@ -2,13 +2,18 @@
 //! filterstore's SQL functions and runtime-filter plan nodes.
 //!
 //! ```text
-//! filterstore-worker [--listen ADDR]     (default 127.0.0.1:0, any free port)
+//! filterstore-worker [--listen ADDR] [--exit-on-stdin-close]
+//!     --listen ADDR           where to listen (default 127.0.0.1:0, any free port)
+//!     --exit-on-stdin-close   also stop when standard input reaches its end
 //! ```
 //!
 //! Prints `filterstore-worker listening on http://HOST:PORT` on standard
-//! output once it accepts connections, then serves until standard input
-//! reaches its end (so a worker started by a test or a supervisor never
-//! outlives it) or it gets Ctrl-C / SIGTERM.
+//! output once it accepts connections, then serves until Ctrl-C or SIGTERM,
+//! whatever its standard input is: started in the background with stdin
+//! `/dev/null`, or by a service manager, it keeps serving. With
+//! `--exit-on-stdin-close` it also stops when its standard input reaches
+//! its end, so that a worker started by a test or a supervisor holding its
+//! stdin never outlives it.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -22,6 +27,7 @@ fn main() {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut listen: SocketAddr = "127.0.0.1:0".parse()?;
+    let mut stdin_stops = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -31,8 +37,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     .ok_or("--listen needs an address, e.g. 127.0.0.1:50051")?;
                 listen = v.parse().map_err(|e| format!("--listen {v}: {e}"))?;
             }
+            "--exit-on-stdin-close" => stdin_stops = true,
             "-h" | "--help" => {
-                println!("usage: filterstore-worker [--listen ADDR]   (default 127.0.0.1:0)");
+                println!(
+                    "usage: filterstore-worker [--listen ADDR] [--exit-on-stdin-close]\n  \
+                     --listen ADDR          where to listen (default 127.0.0.1:0)\n  \
+                     --exit-on-stdin-close  also stop when standard input ends\n\
+                     Serves until Ctrl-C or SIGTERM."
+                );
                 return Ok(());
             }
             other => return Err(format!("unknown argument {other} (try --help)").into()),
@@ -43,13 +55,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        std::thread::spawn(move || {
-            // The end of standard input is the parent's end.
-            let mut sink = [0u8; 256];
-            let mut stdin = std::io::stdin();
-            while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-            let _ = stop.send(());
-        });
+        if stdin_stops {
+            std::thread::spawn(move || {
+                // The end of standard input is the parent's end.
+                let mut sink = [0u8; 256];
+                let mut stdin = std::io::stdin();
+                while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+                let _ = stop.send(());
+            });
+        } else {
+            // Never sent: only a signal stops the worker.
+            std::mem::forget(stop);
+        }
         let shutdown = async move {
             tokio::select! {
                 _ = stopped => {}

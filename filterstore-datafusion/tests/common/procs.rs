@@ -3,8 +3,9 @@
 //! when the [`Workers`] value is dropped (also when a test panics), and a
 //! coordinator session that reaches them over gRPC.
 //!
-//! A worker also exits by itself when its standard input closes, which is
-//! when this process ends, however it ends: no worker outlives its test.
+//! A worker started here (`--exit-on-stdin-close`) also exits by itself
+//! when its standard input closes, which is when this process ends, however
+//! it ends: no worker outlives its test.
 
 #![allow(dead_code)]
 
@@ -46,7 +47,7 @@ impl Workers {
 
     fn spawn_one(&mut self) -> Result<Url, String> {
         let mut child = Command::new(binary())
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0", "--exit-on-stdin-close"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -104,3 +104,64 @@ fn workers_are_stopped_when_a_test_panics() {
         assert!(!alive(pid), "worker {pid} outlived a panicking test");
     }
 }
+
+/// A worker started as a user starts one in the background (stdin
+/// `/dev/null`, no `--exit-on-stdin-close`) keeps serving, and SIGTERM
+/// stops it promptly with exit status 0. It once printed "listening" and
+/// exited 0 at once, its standard input being at its end.
+#[test]
+fn a_worker_with_stdin_at_its_end_serves_until_sigterm() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(crate::common::procs::binary())
+        .args(["--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("listening on http://127.0.0.1:"), "{line:?}");
+    let addr = line.trim().rsplit("http://").next().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let running = child.try_wait().unwrap();
+    let reachable = std::net::TcpStream::connect(&addr).is_ok();
+    // SIGTERM, then at most 10 s for it to end (kill -9 after, so no
+    // worker outlives the test).
+    send_sigterm(child.id());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        running.is_none(),
+        "the worker exited on its own: {running:?}"
+    );
+    assert!(
+        reachable,
+        "the worker did not accept a connection at {addr}"
+    );
+    let status = status.expect("the worker did not stop within 10 s of SIGTERM");
+    assert!(status.success(), "SIGTERM ended the worker with {status}");
+}
+
+/// Sends SIGTERM with the `kill` command (no `unsafe` in the tests).
+fn send_sigterm(pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM {pid} failed");
+}

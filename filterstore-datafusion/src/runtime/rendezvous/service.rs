@@ -60,9 +60,12 @@ impl RendezvousServer {
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        // Answers carry whole filter messages: capped as what they answer
+        // is (a cap of 1 MiB once turned every larger filter into "pass
+        // every row" on the workers).
         let service = FlightServiceServer::new(Rendezvous)
             .max_decoding_message_size(MAX_FRAME_BYTES)
-            .max_encoding_message_size(1 << 20);
+            .max_encoding_message_size(MAX_FRAME_BYTES);
         tokio::spawn(async move {
             let _ = Server::builder()
                 .add_service(service)
