@@ -25,9 +25,10 @@
 //!   cuts fall inside folds that punch, the path ext4, XFS and tmpfs users
 //!   run. (Before the model punched, `punch_prefix` returned "cannot punch"
 //!   and every such fold was followed by one on the writer's thread: a
-//!   mutant that punched one page past the `log_start` in force passed 660
-//!   cuts; it now fails the folds workload at its first cut.) Other modes
-//!   are refused as unsupported.
+//!   mutant that punched one page past the `log_start` in force passed
+//!   every cut, 660 in a review and 60 of the folds workload here; it now
+//!   fails that workload at its first cut.) Other modes are refused as
+//!   unsupported.
 //! * **File size**: the size after a random one of the unsynced changes (or
 //!   the synced size). Pages within it that kept no write read as zeros
 //!   beyond the synced size (holes).
