@@ -45,9 +45,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
 mod sled_storage;
+mod value;
 pub use sled_storage::{
-    GuardValue, SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE,
+    SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE,
 };
+pub use value::GuardValue;
 
 /// A change recorded in the differential file.
 #[derive(Clone, Debug, PartialEq, Eq)]
