@@ -88,6 +88,19 @@ pub(crate) struct Reservation {
     bytes: u64,
 }
 
+impl Reservation {
+    /// Takes `other`'s bytes into this reservation (released together).
+    pub(crate) fn join(&mut self, other: Reservation) {
+        self.bytes += other.bytes;
+        std::mem::forget(other);
+    }
+
+    /// An empty reservation, to join others to.
+    pub(crate) fn none() -> Reservation {
+        Reservation { bytes: 0 }
+    }
+}
+
 impl Drop for Reservation {
     fn drop(&mut self) {
         IN_USE.fetch_sub(self.bytes, Ordering::AcqRel);

@@ -34,7 +34,7 @@ const VERSION: u16 = 1;
 /// CRC32 of the 20 bytes before it.
 pub(crate) const HEADER: usize = 24;
 /// Bytes before a record's body: body length, CRC32, sequence number.
-const RECORD_HEAD: usize = 16;
+pub(crate) const RECORD_HEAD: usize = 16;
 /// Op tags inside a record's body.
 const PUT: u8 = 1;
 const REMOVE: u8 = 2;
@@ -66,8 +66,14 @@ pub(crate) struct Replay {
 
 /// The header of log `id`.
 fn header(id: u64) -> [u8; HEADER] {
+    header_with(MAGIC, id)
+}
+
+/// The header of log `id` of the kind whose files start with `magic` (the
+/// catalog's log, or a guard's differential file: `guard_log`).
+pub(crate) fn header_with(magic: [u8; 4], id: u64) -> [u8; HEADER] {
     let mut h = [0u8; HEADER];
-    h[..4].copy_from_slice(&MAGIC);
+    h[..4].copy_from_slice(&magic);
     h[4..6].copy_from_slice(&VERSION.to_le_bytes());
     h[8..16].copy_from_slice(&id.to_le_bytes());
     let crc = crc32fast::hash(&h[..20]);
@@ -78,9 +84,9 @@ fn header(id: u64) -> [u8; HEADER] {
 /// The log id its header names, `None` if the header is not a valid one
 /// (the log is then one that a cut interrupted before its rename made it
 /// this name's: see [`create`]).
-fn parse_header(bytes: &[u8]) -> Option<u64> {
+fn parse_header(magic: [u8; 4], bytes: &[u8]) -> Option<u64> {
     let h = bytes.get(..HEADER)?;
-    let valid = h[..4] == MAGIC
+    let valid = h[..4] == magic
         && u16::from_le_bytes([h[4], h[5]]) == VERSION
         && h[6..8] == [0, 0]
         && h[16..20] == [0; 4]
@@ -90,24 +96,37 @@ fn parse_header(bytes: &[u8]) -> Option<u64> {
 
 /// Encodes the record of `ops` with sequence number `seq`.
 pub(crate) fn encode_record(seq: u64, ops: &[Op]) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&(ops.len() as u32).to_le_bytes());
-    for op in ops {
-        let (tag, key, value): (u8, &[u8], &[u8]) = match op {
-            Op::Put(k, v) => (PUT, k, v),
-            Op::Remove(k) => (REMOVE, k, &[]),
-        };
-        body.push(tag);
-        body.extend_from_slice(&(key.len() as u16).to_le_bytes());
-        body.extend_from_slice(&(value.len() as u32).to_le_bytes());
-        body.extend_from_slice(key);
-        body.extend_from_slice(value);
-    }
-    let mut out = Vec::with_capacity(RECORD_HEAD + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    encode_record_from(
+        seq,
+        ops.iter().map(|op| match op {
+            Op::Put(k, v) => (true, k.as_slice(), v.as_slice()),
+            Op::Remove(k) => (false, k.as_slice(), &[][..]),
+        }),
+    )
+}
+
+/// Encodes the record of the ops `(put, key, value)` (a remove's value is
+/// empty) with sequence number `seq`, copying each key and value once.
+pub(crate) fn encode_record_from<'a, I>(seq: u64, ops: I) -> Vec<u8>
+where
+    I: ExactSizeIterator<Item = (bool, &'a [u8], &'a [u8])> + Clone,
+{
+    let body_len: usize = 4 + ops
+        .clone()
+        .map(|(_, k, v)| 7 + k.len() + v.len())
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(RECORD_HEAD + body_len);
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    for (put, key, value) in ops {
+        out.push(if put { PUT } else { REMOVE });
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        out.extend_from_slice(key);
+        out.extend_from_slice(value);
+    }
     let crc = crc32fast::hash(&out[8..]);
     out[4..8].copy_from_slice(&crc.to_le_bytes());
     out
@@ -143,11 +162,16 @@ fn decode_body(mut b: &[u8]) -> Option<Vec<Op>> {
 /// prefix of whole records with consecutive sequence numbers from 0. A log
 /// of another id, or without a valid header, holds nothing for `id`.
 pub(crate) fn decode(bytes: &[u8], id: u64) -> Replay {
+    decode_with(MAGIC, bytes, id)
+}
+
+/// [`decode`] for a log of the kind whose files start with `magic`.
+pub(crate) fn decode_with(magic: [u8; 4], bytes: &[u8], id: u64) -> Replay {
     let mut replay = Replay {
         file_len: bytes.len() as u64,
         ..Replay::default()
     };
-    if parse_header(bytes) != Some(id) {
+    if parse_header(magic, bytes) != Some(id) {
         return replay;
     }
     replay.valid = true;

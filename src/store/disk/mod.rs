@@ -15,13 +15,15 @@
 //! <store>/tables/<id>-<gen>.pages      a generation's counters (two slots per chunk)
 //! <store>/tables/<id>-<gen>.log        its log of key hashes since the last fold
 //! <store>/tables/<id>.pack             the bit filters of a batch of sealed filters (format 6)
-//! <store>/guard/                       sled 0.34.7: only the guard's storage, opened on first use
+//! <store>/guard-logs/<hex name>-<gen>.log  a guard storage's differential file (format 7)
+//! <store>/guard/                       sled 0.34.7: only the guard's bases, opened on first use
 //!                                      (`store::legacy`; formats 1 and 2 kept all in sled here)
 //! ```
 
 pub(crate) mod catalog_file;
 pub(crate) mod catalog_log;
 pub(crate) mod chunks;
+pub(crate) mod guard_log;
 pub(crate) mod io;
 pub(crate) mod lock;
 pub(crate) mod log;
