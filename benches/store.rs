@@ -19,7 +19,8 @@
 //!   `store.buffered_batch_vs_raw_sled`, `store.durable_batch_vs_fsync_bound`
 //!   (on the VM's disk, and `.fast_sync` on ext4 on a tmpfs-backed loop
 //!   device that the bench mounts itself as root, `store/fastfs.rs`),
-//!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`.
+//!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`,
+//!   `guard.writes_vs_fsync_bound`, `guard.merge_keys_per_s`.
 //!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
 //!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures.
 //! * (h) a store of 10,000 tables and one of 10,000 sealed filters: create,

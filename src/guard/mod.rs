@@ -44,10 +44,11 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
+mod diff_log;
 mod sled_storage;
 mod value;
 pub use sled_storage::{
-    SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE,
+    SledDiffError, SledDiffStorage, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE, MERGE_AT, WAIT_AT,
 };
 pub use value::GuardValue;
 
@@ -93,6 +94,16 @@ pub trait DiffStorage {
     /// [`read_base_many`](DiffStorage::read_base_many)).
     fn read_diff_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Change>>, Self::Error> {
         keys.iter().map(|k| self.read_diff(k)).collect()
+    }
+
+    /// The keys with a change in the differential file, where the storage
+    /// can list them cheaply (`None`: it cannot; the default). [`Guard::open`]
+    /// makes sure the filter holds every one of them, so that no change can
+    /// be hidden from reads by a filter that lost a key (a table restored
+    /// from an older copy, or cleared by a build that did not know the
+    /// storage's format).
+    fn diff_keys(&self) -> Result<Option<Vec<Vec<u8>>>, Self::Error> {
+        Ok(None)
     }
 }
 
@@ -214,9 +225,23 @@ impl<S: DiffStorage> Guard<S> {
     /// A guard over `storage` whose changed keys are tracked in `table`.
     /// Completes an interrupted merge: if the differential file is empty but
     /// the filter still holds keys, the filter is cleared.
+    ///
+    /// Where the storage lists its changed keys ([`DiffStorage::diff_keys`]),
+    /// every one the filter lacks is inserted (durably) before the guard
+    /// answers a read.
     pub fn open(storage: S, table: Table) -> Result<Self, GuardError<S::Error>> {
-        if storage.diff_is_empty().map_err(GuardError::Storage)? && table.live_keys() > 0 {
-            table.clear()?;
+        if storage.diff_is_empty().map_err(GuardError::Storage)? {
+            if table.live_keys() > 0 {
+                table.clear()?;
+            }
+        } else if let Some(keys) = storage.diff_keys().map_err(GuardError::Storage)? {
+            let mut batch = WriteBatch::new();
+            for key in keys.iter().filter(|k| !table.contains(k)) {
+                batch.insert(key);
+            }
+            if !batch.is_empty() {
+                table.apply(&batch, Durability::Durable)?;
+            }
         }
         Ok(Guard {
             storage,

@@ -1,44 +1,109 @@
 //! [`SledDiffStorage`]: the guard's host side inside the filter store's
 //! directory, on sled.
 
+use super::diff_log::{DiffLog, Frozen};
 use super::value::{GuardValue, Repr};
 use super::{Change, DiffStorage};
 use crate::store::legacy::engine;
 use crate::store::{FilterStore, StoreError};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use thiserror::Error;
 
-/// [`DiffStorage`] inside the filter store's directory: the base and the
-/// differential file are two trees of a sled database there, opened on
-/// first use. The storage engine stays an implementation detail: no engine
-/// type appears in this API, and engine errors are the
-/// [`source`](std::error::Error::source) of a [`StoreError`].
+/// [`DiffStorage`] inside the filter store's directory: the base in a sled
+/// tree (read-mostly), the differential file an append-only log of the
+/// store's own format (store format 7: `guard-logs/`, `docs/FORMAT.md`
+/// § 8b) with an in-memory index of the changed keys, and a merge that
+/// moves the log's changes into the base in the background. The storage
+/// engine stays an implementation detail: no engine type appears in this
+/// API, and engine errors are the [`source`](std::error::Error::source) of
+/// a [`StoreError`].
 ///
-/// Reads run on the caller's thread and never wait for another store;
-/// writes run through the store's sled worker in calls of at most eight
-/// items, each flushed (`src/store/legacy/engine/mod.rs` proves from sled's code why
-/// this keeps sled 0.34.7's writer deadlock from closing). Hence its
-/// limits: a key of at most [`MAX_GUARD_KEY`] bytes and a value of at most
+/// * **Writes** ([`write_diff`](DiffStorage::write_diff)) append one
+///   checksummed record and `fdatasync` it: one sync per call, whatever its
+///   size, all or none of it durable (a record is whole or not there).
+///   Calls are serialised.
+/// * **Reads** of the differential file look in the index (a read lock, no
+///   I/O); reads of the base are sled gets on the caller's thread.
+/// * **Merges**: when the log passes [`MERGE_AT`] bytes, a new log is
+///   begun and a thread of the storage's own moves the old one's changes
+///   into the base, in sled calls of at most eight items, each flushed
+///   (`src/store/legacy/engine/mod.rs` proves from sled's code why this
+///   keeps sled 0.34.7's writer deadlock from closing), then deletes the
+///   old log. Writers never wait for it, except a writer that finds the
+///   log at [`WAIT_AT`] bytes while a merge still runs: it waits for that
+///   merge to end. [`merge`](DiffStorage::merge) merges everything on the
+///   caller's thread. `cargo bench --bench store` reports the merge's
+///   sustained rate (`RESULT guard.merge_keys_per_s`).
+/// * **Recovery**: opening the storage reads every log into the index and
+///   merges them in the background; a damaged log (one whose readable
+///   prefix a whole record follows) refuses the open instead of losing
+///   acknowledged changes. A store of format 6 or older kept the
+///   differential file in sled: the first open of each storage moves what
+///   it holds into the base.
+///
+/// Every handle of one storage name in a process shares one state: the
+/// second [`open`](SledDiffStorage::open) returns the first one's.
+///
+/// Limits: a key of at most [`MAX_GUARD_KEY`] bytes and a value of at most
 /// [`MAX_GUARD_VALUE`] (larger ones are refused with
-/// [`SledDiffError::TooLarge`], before anything is written: sled would store
-/// them as blob files, whose names a power cut can lose); and
-/// [`write_diff`](DiffStorage::write_diff), [`merge`](DiffStorage::merge),
-/// [`load_base`](SledDiffStorage::load_base) and
+/// [`SledDiffError::TooLarge`], before anything is written: sled would
+/// store them as blob files, whose names a power cut can lose); the index
+/// is charged to the store's memory budget, and a write over it is refused
+/// with nothing written. [`load_base`](SledDiffStorage::load_base) and
 /// [`clear`](SledDiffStorage::clear) are atomic per group of
-/// [`GUARD_GROUP`] changes (a crash in a larger one leaves a prefix of its
-/// groups done: each key is either wholly old or wholly new, which is all a
-/// guarded read needs; see [`Guard`](super::Guard) for the order that keeps reads right).
-/// Every operation is durable against power loss when it returns.
+/// [`GUARD_GROUP`] records. Every operation is durable against power loss
+/// when it returns.
 ///
-/// Measured by `cargo bench --bench diffguard`: reads through it against
-/// sled's own gets on the same data (`RESULT guard.reads_vs_raw_sled_get`).
-///
-/// A change is stored as a tag byte (1 = put, 0 = delete) followed by the
-/// value.
-#[derive(Clone, Debug)]
+/// Measured by `cargo bench --bench diffguard` and `cargo bench --bench
+/// store` (`RESULT guard.reads_vs_raw_sled_get`,
+/// `guard.writes_vs_fsync_bound`).
+#[derive(Clone)]
 pub struct SledDiffStorage {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for SledDiffStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledDiffStorage")
+            .field("name", &self.handle.shared.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Active-log bytes past which a write starts a background merge.
+pub const MERGE_AT: u64 = 4 << 20;
+/// Active-log bytes at which a write waits for a running merge to end
+/// before it appends (the log's size limit).
+pub const WAIT_AT: u64 = 64 << 20;
+
+/// What every handle of one storage shares; its drop waits for the merge
+/// thread, which holds only [`Shared`].
+struct Handle {
+    shared: Arc<Shared>,
+    merger: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if let Some(h) = self.merger.get_mut().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// What the merge thread needs.
+struct Shared {
+    name: String,
     store: FilterStore,
     base: engine::Tree,
-    diff: engine::Tree,
+    log: DiffLog,
+    /// One merge at a time.
+    merging: Mutex<()>,
+    /// Why the last background merge failed, if it did (its changes stay
+    /// in the index and the logs; the next merge tries again).
+    failed: Mutex<Option<String>>,
 }
 
 /// The longest key [`SledDiffStorage`] takes, in bytes.
@@ -87,12 +152,38 @@ impl SledDiffStorage {
     /// # Ok(()) }
     /// ```
     pub fn open(store: &FilterStore, name: &str) -> Result<Self, StoreError> {
-        let (base, diff) = store.guard_trees(name)?;
-        Ok(SledDiffStorage {
-            store: store.clone(),
-            base,
-            diff,
-        })
+        let handle = store.guard_storage(name, |dir| {
+            let (base, legacy_diff) = store.guard_trees(name)?;
+            drain_legacy(&base, &legacy_diff).map_err(|e| match e {
+                SledDiffError::Store(e) => e,
+                other => StoreError::Io {
+                    op: "moving a format-6 differential file into the base",
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+                },
+            })?;
+            store.flush_storage()?;
+            let log = DiffLog::open(dir, name)?;
+            let shared = Arc::new(Shared {
+                name: name.to_string(),
+                store: store.clone(),
+                base,
+                log,
+                merging: Mutex::new(()),
+                failed: Mutex::new(None),
+            });
+            let handle = Arc::new(Handle {
+                shared,
+                merger: Mutex::new(None),
+            });
+            // The logs recovery found, merged in the background.
+            handle.kick(false)?;
+            Ok(handle)
+        })?;
+        Ok(SledDiffStorage { handle })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.handle.shared
     }
 
     /// Writes `records` into the base, unguarded (a bulk load before the
@@ -116,54 +207,136 @@ impl SledDiffStorage {
             for (k, v) in group {
                 batch.insert(k.as_ref(), v.as_ref());
             }
-            self.base
+            self.shared()
+                .base
                 .apply_batch(batch)
                 .map_err(sled_err("loading the base"))?;
         }
-        self.flush()
+        self.shared().flush()
     }
 
     /// Empties the base and the differential file (durable when this
-    /// returns). The guard's table is the caller's to clear.
+    /// returns), after any merge running ends. The guard's table is the
+    /// caller's to clear.
     pub fn clear(&self) -> Result<(), SledDiffError> {
-        for (tree, op) in [
-            (&self.base, "clearing the base"),
-            (&self.diff, "clearing the differential file"),
-        ] {
-            loop {
-                let keys: Vec<engine::IVec> = tree
-                    .iter()
-                    .take(GUARD_GROUP)
-                    .map(|kv| kv.map(|(k, _)| k))
-                    .collect::<Result<_, _>>()
-                    .map_err(sled_err(op))?;
-                if keys.is_empty() {
-                    break;
-                }
-                let mut batch = engine::Batch::default();
-                for k in keys {
-                    batch.remove(k);
-                }
-                tree.apply_batch(batch).map_err(sled_err(op))?;
+        self.handle.join_merge();
+        let shared = self.shared();
+        let _one = shared.merging.lock();
+        shared.log.clear()?;
+        let tree = &shared.base;
+        loop {
+            let keys: Vec<engine::IVec> = tree
+                .iter()
+                .take(GUARD_GROUP)
+                .map(|kv| kv.map(|(k, _)| k))
+                .collect::<Result<_, _>>()
+                .map_err(sled_err("clearing the base"))?;
+            if keys.is_empty() {
+                break;
             }
+            let mut batch = engine::Batch::default();
+            for k in keys {
+                batch.remove(k);
+            }
+            tree.apply_batch(batch)
+                .map_err(sled_err("clearing the base"))?;
         }
-        self.flush()
+        shared.flush()
     }
 
     /// Records in the base.
     pub fn base_len(&self) -> Result<usize, SledDiffError> {
-        self.base.len().map_err(sled_err("counting the base"))
-    }
-
-    /// Changes in the differential file.
-    pub fn diff_len(&self) -> Result<usize, SledDiffError> {
-        self.diff
+        self.shared()
+            .base
             .len()
-            .map_err(sled_err("counting the differential file"))
+            .map_err(sled_err("counting the base"))
     }
 
+    /// Keys with a change in the differential file.
+    pub fn diff_len(&self) -> Result<usize, SledDiffError> {
+        Ok(self.shared().log.len())
+    }
+
+    /// Bytes of the differential file's log being appended to (a merge
+    /// starts past [`MERGE_AT`]).
+    pub fn diff_log_bytes(&self) -> u64 {
+        self.shared().log.active_len()
+    }
+
+    /// Why the last background merge failed, if it did: its changes stay
+    /// readable and durable in the differential file, and the next merge
+    /// (a write's, or [`merge`](DiffStorage::merge)) tries again.
+    pub fn merge_error(&self) -> Option<String> {
+        self.shared().failed.lock().clone()
+    }
+}
+
+impl Handle {
+    /// Waits for the background merge, if one runs.
+    fn join_merge(&self) {
+        if let Some(h) = self.merger.lock().take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Starts a background merge of what [`DiffLog::freeze`] gives, unless
+    /// one runs (then, if `wait`, waits for it first and starts the next).
+    fn kick(&self, wait: bool) -> Result<(), StoreError> {
+        let mut slot = self.merger.lock();
+        if let Some(h) = slot.take() {
+            if h.is_finished() || wait {
+                let _ = h.join();
+            } else {
+                *slot = Some(h);
+                return Ok(());
+            }
+        }
+        let frozen = self.shared.log.freeze()?;
+        if frozen.is_empty() {
+            return Ok(());
+        }
+        let shared = self.shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("filterstore-guard-merge".into())
+            .spawn(move || {
+                let outcome = shared.merge_frozen(&frozen);
+                *shared.failed.lock() = outcome.err().map(|e| e.to_string());
+            })
+            .map_err(|source| StoreError::Io {
+                op: "starting the guard's merge thread",
+                source,
+            })?;
+        *slot = Some(spawned);
+        Ok(())
+    }
+}
+
+impl Shared {
     fn flush(&self) -> Result<(), SledDiffError> {
         self.store.flush_storage().map_err(SledDiffError::Store)
+    }
+
+    /// Moves `frozen`'s changes into the base (groups of [`GUARD_GROUP`],
+    /// then sled flushed), then deletes its logs ([`DiffLog::finish`]).
+    /// Returns the keys merged.
+    fn merge_frozen(&self, frozen: &Arc<Frozen>) -> Result<u64, SledDiffError> {
+        let _one = self.merging.lock();
+        let changes: Vec<(&[u8], &Change)> = frozen.changes().collect();
+        for group in changes.chunks(GUARD_GROUP) {
+            let mut batch = engine::Batch::default();
+            for (key, change) in group {
+                match change {
+                    Change::Put(v) => batch.insert(*key, v.as_slice()),
+                    Change::Delete => batch.remove(*key),
+                }
+            }
+            self.base
+                .apply_batch(batch)
+                .map_err(sled_err("merging the differential file into the base"))?;
+        }
+        self.flush()?;
+        self.log.finish(frozen)?;
+        Ok(changes.len() as u64)
     }
 }
 
@@ -186,10 +359,37 @@ pub enum SledDiffError {
     /// The storage failed (the engine's error is this error's source).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// A differential-file record is not a valid change (corrupt, or written
-    /// by something else): nothing was merged.
+    /// The sync of a write to the differential file failed after its record
+    /// was written: the write may or may not be durable (the kernel may
+    /// have dropped its pages). Its changes are not read until the store is
+    /// reopened, which reads back every change acknowledged before it, with
+    /// or without this one's; the storage takes no more writes until then.
+    /// The guard's filter already holds the write's keys, so no read misses
+    /// a change whichever way it went.
+    #[error("the outcome of a write to the guard's differential file is unknown (its sync failed: {source}); the changes may or may not be durable; this storage takes no more writes: reopen the store, which reads back every earlier change with or without this write's")]
+    OutcomeUnknown {
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A differential-file record left in sled by store format 6 or older
+    /// is not a valid change (corrupt, or written by something else):
+    /// nothing was merged.
     #[error("differential-file record is corrupt (first byte {0:?}); nothing was merged")]
     BadRecord(Option<u8>),
+}
+
+impl SledDiffError {
+    /// Whether the write's outcome is unknown
+    /// ([`SledDiffError::OutcomeUnknown`], or a [`StoreError`] that says
+    /// so); every other error of a write means nothing changed.
+    pub fn is_outcome_unknown(&self) -> bool {
+        match self {
+            SledDiffError::OutcomeUnknown { .. } => true,
+            SledDiffError::Store(e) => e.is_outcome_unknown(),
+            _ => false,
+        }
+    }
 }
 
 fn decode_change(v: &[u8]) -> Result<Change, SledDiffError> {
@@ -200,6 +400,45 @@ fn decode_change(v: &[u8]) -> Result<Change, SledDiffError> {
     }
 }
 
+/// Moves every change a store of format 6 or older left in the sled tree
+/// `diff` into `base`, a group of [`GUARD_GROUP`] / 2 at a time (each group
+/// one transaction: its base writes and its removal from `diff`). A crash
+/// leaves each change either still in `diff` or in the base, never lost;
+/// the next open goes on.
+fn drain_legacy(base: &engine::Tree, diff: &engine::Tree) -> Result<u64, SledDiffError> {
+    use sled::transaction::ConflictableTransactionError;
+    let mut n = 0u64;
+    loop {
+        let changes: Vec<(engine::IVec, engine::IVec)> = diff
+            .iter()
+            .take(GUARD_GROUP / 2)
+            .collect::<Result<_, _>>()
+            .map_err(sled_err("reading the format-6 differential file"))?;
+        if changes.is_empty() {
+            break;
+        }
+        n += changes.len() as u64;
+        let keys = changes.iter().map(|(k, _)| k.clone()).collect();
+        base.transaction2(diff, keys, move |base, diff| {
+            for (key, value) in &changes {
+                match decode_change(value) {
+                    Ok(Change::Put(v)) => {
+                        base.insert(key, v)?;
+                    }
+                    Ok(Change::Delete) => {
+                        base.remove(key)?;
+                    }
+                    Err(e) => return Err(ConflictableTransactionError::Abort(e)),
+                }
+                diff.remove(key)?;
+            }
+            Ok(())
+        })
+        .map_err(sled_err("merging the format-6 differential file"))??;
+    }
+    Ok(n)
+}
+
 impl DiffStorage for SledDiffStorage {
     type Error = SledDiffError;
     type Value = GuardValue;
@@ -207,6 +446,7 @@ impl DiffStorage for SledDiffStorage {
     /// The base's record, in the engine's own buffer (not copied).
     fn read_base(&self, key: &[u8]) -> Result<Option<GuardValue>, SledDiffError> {
         Ok(self
+            .shared()
             .base
             .get(key)
             .map_err(sled_err("reading the base"))?
@@ -214,16 +454,13 @@ impl DiffStorage for SledDiffStorage {
     }
 
     fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, SledDiffError> {
-        self.diff
-            .get(key)
-            .map_err(sled_err("reading the differential file"))?
-            .map(|v| decode_change(&v))
-            .transpose()
+        Ok(self.shared().log.get(key))
     }
 
-    /// Commits `changes` in atomic groups of [`GUARD_GROUP`] (see the type's
-    /// docs), all durable when this returns; every change is checked
-    /// against the size limits before the first is written.
+    /// Appends `changes` to the differential file as one record, durable
+    /// when this returns (the type's docs), after every change is checked
+    /// against the size limits; may start a background merge, or wait for
+    /// one when the log is at [`WAIT_AT`] bytes.
     fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), SledDiffError> {
         for (key, change) in changes {
             let len = match change {
@@ -232,71 +469,43 @@ impl DiffStorage for SledDiffStorage {
             };
             check_size(key, len)?;
         }
-        for group in changes.chunks(GUARD_GROUP) {
-            let mut batch = engine::Batch::default();
-            for (key, change) in group {
-                match change {
-                    Change::Put(v) => {
-                        let mut value = Vec::with_capacity(v.len() + 1);
-                        value.push(1);
-                        value.extend_from_slice(v);
-                        batch.insert(key.as_slice(), value);
-                    }
-                    Change::Delete => batch.insert(key.as_slice(), &[0u8][..]),
-                }
-            }
-            self.diff
-                .apply_batch(batch)
-                .map_err(sled_err("writing the differential file"))?;
+        if changes.is_empty() {
+            return Ok(());
         }
-        self.flush()
+        let log = &self.shared().log;
+        if log.active_len() >= WAIT_AT {
+            self.handle.kick(true)?;
+        }
+        if log.append(changes)? >= MERGE_AT {
+            self.handle.kick(false)?;
+        }
+        Ok(())
     }
 
-    /// Moves every change into the base, a group of [`GUARD_GROUP`] / 2 at a
-    /// time (each group one transaction: its base writes and its removal
-    /// from the differential file), durable when this returns. A crash
-    /// leaves each change either still in the differential file or in the
-    /// base, never lost.
+    /// Moves every change into the base on the caller's thread (after a
+    /// background merge running ends), durable when this returns; returns
+    /// the keys merged. Changes written meanwhile by another thread may
+    /// stay in the differential file (the guard serialises its writers
+    /// with its merges).
     fn merge(&self) -> Result<u64, SledDiffError> {
-        use sled::transaction::ConflictableTransactionError;
-        let mut n = 0u64;
-        loop {
-            let changes: Vec<(engine::IVec, engine::IVec)> = self
-                .diff
-                .iter()
-                .take(GUARD_GROUP / 2)
-                .collect::<Result<_, _>>()
-                .map_err(sled_err("reading the differential file"))?;
-            if changes.is_empty() {
+        self.handle.join_merge();
+        let mut n = 0;
+        // What a failed or cut merge left frozen, then the active part.
+        for _ in 0..2 {
+            let frozen = self.shared().log.freeze()?;
+            if frozen.is_empty() {
                 break;
             }
-            n += changes.len() as u64;
-            let keys = changes.iter().map(|(k, _)| k.clone()).collect();
-            self.base
-                .transaction2(&self.diff, keys, move |base, diff| {
-                    for (key, value) in &changes {
-                        match decode_change(value) {
-                            Ok(Change::Put(v)) => {
-                                base.insert(key, v)?;
-                            }
-                            Ok(Change::Delete) => {
-                                base.remove(key)?;
-                            }
-                            Err(e) => return Err(ConflictableTransactionError::Abort(e)),
-                        }
-                        diff.remove(key)?;
-                    }
-                    Ok(())
-                })
-                .map_err(sled_err("merging the differential file"))??;
+            n += self.shared().merge_frozen(&frozen)?;
         }
-        self.flush()?;
+        *self.shared().failed.lock() = None;
         Ok(n)
     }
 
     fn read_base_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<GuardValue>>, SledDiffError> {
         let keys = keys.iter().map(|k| engine::IVec::from(*k)).collect();
         Ok(self
+            .shared()
             .base
             .get_many(keys)
             .map_err(sled_err("reading the base"))?
@@ -306,18 +515,14 @@ impl DiffStorage for SledDiffStorage {
     }
 
     fn read_diff_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Change>>, SledDiffError> {
-        let keys = keys.iter().map(|k| engine::IVec::from(*k)).collect();
-        self.diff
-            .get_many(keys)
-            .map_err(sled_err("reading the differential file"))?
-            .into_iter()
-            .map(|v| v.map(|v| decode_change(&v)).transpose())
-            .collect()
+        Ok(self.shared().log.get_many(keys))
     }
 
     fn diff_is_empty(&self) -> Result<bool, SledDiffError> {
-        self.diff
-            .is_empty()
-            .map_err(sled_err("reading the differential file"))
+        Ok(self.shared().log.is_empty())
+    }
+
+    fn diff_keys(&self) -> Result<Option<Vec<Vec<u8>>>, SledDiffError> {
+        Ok(Some(self.shared().log.keys()))
     }
 }

@@ -37,6 +37,9 @@ pub(crate) struct StoreInner {
     pub(crate) tables: Mutex<HashMap<String, Weak<TableInner>>>,
     /// sled, for the guard's storage: opened on first use.
     guard_db: GuardDb,
+    /// Open guard storages, one state per name shared by every handle
+    /// ([`FilterStore::guard_storage`]).
+    guard_storages: Mutex<HashMap<String, Weak<dyn std::any::Any + Send + Sync>>>,
     /// The directory's lock.
     _lock: Option<DirLock>,
     /// The private copy a read-only open of an older format works on,
@@ -319,6 +322,7 @@ impl FilterStore {
                 canonical,
                 tables: Mutex::new(HashMap::new()),
                 guard_db: GuardDb::default(),
+                guard_storages: Mutex::new(HashMap::new()),
                 _lock: dir_lock,
                 _scratch: scratch,
                 made,
@@ -345,6 +349,29 @@ impl FilterStore {
         name: &str,
     ) -> Result<(engine::Tree, engine::Tree), StoreError> {
         self.inner.guard_db.trees(&self.inner.shared, name)
+    }
+
+    /// The state of guard storage `name` shared by every handle of it in
+    /// this process: the one open now, or `make`'s (given the store's
+    /// directory), which is kept while a handle holds it. Two states of one
+    /// storage would each hold an index of its differential file, and each
+    /// miss the other's changes.
+    pub(crate) fn guard_storage<T: std::any::Any + Send + Sync>(
+        &self,
+        name: &str,
+        make: impl FnOnce(&Path) -> Result<Arc<T>, StoreError>,
+    ) -> Result<Arc<T>, StoreError> {
+        let mut open = self.inner.guard_storages.lock();
+        if let Some(found) = open.get(name).and_then(Weak::upgrade) {
+            if let Ok(state) = found.downcast::<T>() {
+                return Ok(state);
+            }
+        }
+        open.retain(|_, w| w.strong_count() > 0);
+        let state = make(&self.inner.shared.dir)?;
+        let erased: Arc<dyn std::any::Any + Send + Sync> = state.clone();
+        open.insert(name.to_string(), Arc::downgrade(&erased));
+        Ok(state)
     }
 
     /// Makes guard storage's writes durable; nothing to do if the guard's
@@ -469,11 +496,11 @@ fn tidy(path: &Path, catalog: &Catalog, legacy_marker: bool) -> Result<(), Store
 }
 
 /// Whether this build opens a store of format `found` (after the
-/// migrations of a writing open): the current one, or, read-only, 3 to 5
+/// migrations of a writing open): the current one, or, read-only, 3 to 6
 /// as they are (format 3's logs with the format-3 reader; nothing is
 /// written). Else a newer format is refused, an older one has no migration.
 fn check_format(found: u32, write: bool) -> Result<(), StoreError> {
-    if found == STORE_FORMAT_VERSION || (!write && (3..=5).contains(&found)) {
+    if found == STORE_FORMAT_VERSION || (!write && (3..=6).contains(&found)) {
         return Ok(());
     }
     Err(if found > STORE_FORMAT_VERSION {

@@ -1,7 +1,9 @@
 //! kill -9 across the whole migration, from every old store fixture
-//! (`migrations/fixtures/v1/store`, `store-v2` … `store-v5`): a child
-//! process (this binary in child mode) opens a fresh copy of the fixture for
-//! writing, which migrates it to today's format, and the parent kills it at
+//! (`migrations/fixtures/v1/store`, `store-v2` … `store-v6`, `store-v6-guard`):
+//! a child process (this binary in child mode) opens a fresh copy of the
+//! fixture for writing, which migrates it to today's format (and, where the
+//! fixture has a guard storage, opens that, which moves format 6's
+//! differential file into the base), and the parent kills it at
 //! a random moment between "ready" (just before the open) and a little past
 //! the time an uncut migration of that fixture takes. A round kills one to
 //! three children in turn on the same copy (each resuming what the one
@@ -11,14 +13,15 @@
 //!   "not a filterstore database", never an error;
 //! * it holds the tables an uncut migration gives, each with the same live
 //!   key count and the same counting filter, byte for byte (so no key of
-//!   the fixture is lost).
+//!   the fixture is lost), and every guard record reads as it does after an
+//!   uncut migration (its change, else its base record).
 //!
 //! The review that found a migration cut between the removal of sled's files
 //! and the writing of the marker (the store refused as foreign from then on)
 //! saw it in 17 of 100 rounds; `marker::classify` now takes a directory
 //! with our catalog file as a store. 140 rounds by default;
 //! `FILTERSTORE_MIGRATE_KILL_ROUNDS` sets another number.
-use filterstore::{ExportKind, FilterStore, StoreConfig};
+use filterstore::{Change, DiffStorage, ExportKind, FilterStore, SledDiffStorage, StoreConfig};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
@@ -40,13 +43,19 @@ pub(crate) const TESTS: &[(&str, fn(), Duration)] = &[(
 )];
 
 /// The fixtures of every store format before today's, under `migrations/`.
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 7] = [
     "fixtures/v1/store",
     "fixtures/store-v2",
     "fixtures/store-v3",
     "fixtures/store-v4",
     "fixtures/store-v5",
+    "fixtures/store-v6",
+    "fixtures/store-v6-guard",
 ];
+
+/// The guard storage of `store-v6-guard`, and the keys its check reads.
+const GUARD_STORAGE: &str = "accounts";
+const GUARD_KEYS: u32 = 1_300;
 
 /// Runs the child mode if the parent set its variable; returns whether it
 /// did (then `main` is done).
@@ -58,17 +67,45 @@ pub(crate) fn child_mode() -> bool {
     std::io::stdout().flush().unwrap();
     let store = common::open_with_retry(Path::new(&dir), StoreConfig::default())
         .unwrap_or_else(|e| panic!("child: the store does not open: {e}"));
+    if Path::new(&dir).join("guard").exists() {
+        SledDiffStorage::open(&store, GUARD_STORAGE)
+            .unwrap_or_else(|e| panic!("child: the guard storage does not open: {e}"));
+    }
     println!("opened");
     std::io::stdout().flush().unwrap();
     drop(store);
     true
 }
 
-/// What an uncut migration of a fixture gives: per table, its name, live
-/// key count and counting filter's bytes.
-type Tables = Vec<(String, u64, Vec<u8>)>;
+/// Every guard key's record as a read through a guard gives it (its
+/// change, else its base record); empty without a guard storage.
+fn guard_records(store: &FilterStore, dir: &Path) -> Vec<Option<Vec<u8>>> {
+    if !dir.join("guard").exists() {
+        return Vec::new();
+    }
+    let st = SledDiffStorage::open(store, GUARD_STORAGE).unwrap();
+    (0..GUARD_KEYS)
+        .map(|i| {
+            let k = format!("acct-{i:04}").into_bytes();
+            match st.read_diff(&k).unwrap() {
+                Some(Change::Put(v)) => Some(v),
+                Some(Change::Delete) => None,
+                None => st.read_base(&k).unwrap().map(Vec::from),
+            }
+        })
+        .collect()
+}
 
-fn tables(store: &FilterStore) -> Tables {
+/// What an uncut migration of a fixture gives: per table, its name, live
+/// key count and counting filter's bytes; and the guard's records
+/// ([`guard_records`]).
+type Tables = (Vec<(String, u64, Vec<u8>)>, Vec<Option<Vec<u8>>>);
+
+fn tables(store: &FilterStore, dir: &Path) -> Tables {
+    (table_contents(store), guard_records(store, dir))
+}
+
+fn table_contents(store: &FilterStore) -> Vec<(String, u64, Vec<u8>)> {
     let mut names = store.list_tables().unwrap();
     names.sort();
     names
@@ -142,7 +179,7 @@ fn reference(rel: &str) -> (Duration, Tables) {
     let copy = tempfile::tempdir().unwrap();
     copy_dir(&fixture(rel), copy.path());
     let store = FilterStore::open(copy.path()).unwrap();
-    (longest, tables(&store))
+    (longest, tables(&store, copy.path()))
 }
 
 fn rounds() -> u64 {
@@ -171,7 +208,7 @@ fn kill_one(dir: &Path, delay: Duration) -> bool {
 
 /// Opens `dir` read-only, then for writing, after the kills: both must
 /// open, and the tables must be the uncut migration's.
-fn check(dir: &Path, want: &Tables, what: &str) {
+fn check(dir: &Path, (want, want_guard): &Tables, what: &str) {
     let snapshot = FilterStore::open_snapshot(dir)
         .unwrap_or_else(|e| panic!("{what}: the store does not open read-only: {e}"));
     let mut names = snapshot.list_tables().unwrap();
@@ -181,12 +218,16 @@ fn check(dir: &Path, want: &Tables, what: &str) {
     drop(snapshot);
     let store = common::open_with_retry(dir, StoreConfig::default())
         .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"));
-    let got = tables(&store);
+    let (got, got_guard) = tables(&store, dir);
     for ((n, live, bytes), (_, want_live, want_bytes)) in got.iter().zip(want) {
         assert_eq!(live, want_live, "{what}: table {n}'s live keys");
         assert!(bytes == want_bytes, "{what}: table {n}'s counters differ");
     }
     assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (got, want)) in got_guard.iter().zip(want_guard).enumerate() {
+        assert_eq!(got, want, "{what}: guard record acct-{i:04}");
+    }
+    assert_eq!(got_guard.len(), want_guard.len(), "{what}");
 }
 
 fn kill_9_during_a_migration_loses_no_store_and_no_key() {

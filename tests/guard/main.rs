@@ -8,6 +8,7 @@
 mod common;
 
 mod api;
+mod log;
 mod many;
 mod migrate;
 mod stress;

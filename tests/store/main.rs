@@ -26,6 +26,7 @@ mod concurrency;
 mod corruption;
 mod corruption_files;
 mod fixture;
+mod fixture_guard;
 mod fixture_v5;
 mod fixture_v6;
 mod golden;

@@ -100,15 +100,23 @@ pub fn check(store: &FilterStore, out: &mut Checked) {
             return;
         }
     };
+    // Each record as a guarded read gives it: its change, else its base
+    // record (store format 7 moves format 2's changes into the base when the
+    // storage is first opened, so where a record lives is not checked).
     let mut wrong = 0u64;
     for i in 0..3_000u32 {
-        let want_base = (i < BASE_RECORDS).then(|| format!("balance {i}").into_bytes());
-        let base = storage
-            .read_base(&account(i))
-            .ok()
-            .map(|v| v.map(Vec::from));
-        let diff = storage.read_diff(&account(i)).ok();
-        if base != Some(want_base) || diff != Some(change(i)) {
+        let want = match change(i) {
+            Some(Change::Put(v)) => Some(v),
+            Some(Change::Delete) => None,
+            None => (i < BASE_RECORDS).then(|| format!("balance {i}").into_bytes()),
+        };
+        let got = match storage.read_diff(&account(i)) {
+            Ok(Some(Change::Put(v))) => Ok(Some(v)),
+            Ok(Some(Change::Delete)) => Ok(None),
+            Ok(None) => storage.read_base(&account(i)).map(|v| v.map(Vec::from)),
+            Err(e) => Err(e),
+        };
+        if got.ok() != Some(want) {
             wrong += 1;
         }
     }

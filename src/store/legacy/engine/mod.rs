@@ -476,6 +476,7 @@ impl Tree {
         self.read(|t| Ok(t.len()))
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> sled::Result<bool> {
         self.read(|t| Ok(t.is_empty()))
     }

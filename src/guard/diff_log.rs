@@ -1,0 +1,382 @@
+//! [`DiffLog`]: a guard storage's differential file as Severance and Lohman
+//! meant it, an append-only log, with an in-memory index of the changed
+//! keys that answers the differential reads.
+//!
+//! The changes live in two places at once: in the logs on disk (`<store>/
+//! guard-logs/`, `store::disk::guard_log`), which make them durable, and in
+//! the index, which reads them. The index has two parts:
+//!
+//! * **active**: the changes of the log being appended to;
+//! * **frozen**: the changes of older logs, which a merge is moving (or
+//!   will move) into the base. A key's active change is newer than its
+//!   frozen one, so reads look in the active part first.
+//!
+//! [`freeze`](DiffLog::freeze) starts a new log and moves the active part
+//! to the frozen one (when nothing is frozen); the storage's merge applies
+//! the frozen changes to the base, makes the base durable, and only then
+//! [`finish`](DiffLog::finish)es: the frozen logs are deleted, oldest
+//! first, each deletion durable before the next, and the frozen part is
+//! dropped. Reads of a frozen key during the merge find the frozen change,
+//! which is what the base is being given, so a read never sees the base
+//! half merged.
+//!
+//! Recovery ([`DiffLog::open`]) reads every log of the storage, oldest
+//! first, into the frozen part (a newer log's change of a key replaces an
+//! older one's), and starts a new log. A cut at any point of a merge leaves
+//! the logs not yet deleted, whose changes are applied to the base again by
+//! the next merge: applying a change is idempotent, and the logs left are
+//! the newest ones, so the base ends with the newest change of every key.
+//!
+//! The index's memory (keys, values and about 64 bytes per entry) is
+//! reserved in the store's memory budget before a change is written; a
+//! write over the budget is refused and nothing is written.
+
+use super::{Change, SledDiffError};
+use crate::store::budget::{self, Reservation};
+use crate::store::disk::catalog_log::Op;
+use crate::store::disk::guard_log::{self, GuardLog, ReadError, MAX_RECORD};
+use crate::store::disk::CommitError;
+use crate::store::StoreError;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Bytes an index entry is charged beyond its key and value: the map's
+/// slot, the key's and the value's headers, and the allocator's rounding.
+const ENTRY_OVERHEAD: u64 = 64;
+
+/// Changes by key.
+type Changes = HashMap<Box<[u8]>, Change, KeyHashing>;
+
+fn new_changes() -> Changes {
+    HashMap::with_hasher(KeyHashing::new())
+}
+
+/// The changes a merge moves into the base: those of the logs
+/// `generations`.
+pub(crate) struct Frozen {
+    changes: Changes,
+    generations: Vec<u64>,
+    _memory: Option<Reservation>,
+}
+
+impl Frozen {
+    /// Nothing frozen.
+    fn none() -> Frozen {
+        Frozen {
+            changes: new_changes(),
+            generations: Vec::new(),
+            _memory: None,
+        }
+    }
+
+    /// The changes to merge.
+    pub(crate) fn changes(&self) -> impl Iterator<Item = (&[u8], &Change)> {
+        self.changes.iter().map(|(k, c)| (&**k, c))
+    }
+
+    /// Whether there is nothing to merge (and no log to delete).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.changes.is_empty() && self.generations.is_empty()
+    }
+}
+
+struct Index {
+    active: Changes,
+    active_memory: Reservation,
+    frozen: Arc<Frozen>,
+}
+
+/// A guard storage's differential file (module docs).
+pub(crate) struct DiffLog {
+    dir: PathBuf,
+    stem: String,
+    name: String,
+    /// The log appended to; appends and freezes are serialised here.
+    writer: Mutex<GuardLog>,
+    index: RwLock<Index>,
+}
+
+fn io_err(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
+    move |source| StoreError::Io { op, source }
+}
+
+/// The ops of `changes` in a log record: `(put, key, value)`.
+fn ops_of(
+    changes: &[(Vec<u8>, Change)],
+) -> impl ExactSizeIterator<Item = (bool, &[u8], &[u8])> + Clone {
+    changes.iter().map(|(k, c)| match c {
+        Change::Put(v) => (true, k.as_slice(), v.as_slice()),
+        Change::Delete => (false, k.as_slice(), &[][..]),
+    })
+}
+
+/// Hashes the index's keys: XXH3-64 under a seed drawn per index (a host's
+/// keys cannot be chosen to collide without knowing it), one call per key.
+#[derive(Clone)]
+struct KeyHashing(u64);
+
+impl KeyHashing {
+    fn new() -> KeyHashing {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0x6775_6172_642d_6c6f);
+        KeyHashing(h.finish())
+    }
+}
+
+impl std::hash::BuildHasher for KeyHashing {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(self.0)
+    }
+}
+
+/// The state of one key's hash ([`KeyHashing`]).
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 ^= (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// What the index is charged for the change `c` of a `key_len`-byte key.
+fn entry_charge(key_len: usize, c: &Change) -> u64 {
+    let v = match c {
+        Change::Put(v) => v.len(),
+        Change::Delete => 0,
+    };
+    (key_len + v) as u64 + ENTRY_OVERHEAD
+}
+
+impl DiffLog {
+    /// Opens the differential file of guard storage `name` in the store at
+    /// `store_dir`: every log found read into the frozen part (module
+    /// docs), and a new log begun. A damaged log refuses the open (one
+    /// line naming the file): read short, it would lose acknowledged
+    /// changes.
+    pub(crate) fn open(store_dir: &Path, name: &str) -> Result<DiffLog, StoreError> {
+        let dir = store_dir.join(guard_log::GUARD_LOG_DIR);
+        crate::store::disk::io::create_dir_durably(&dir)
+            .map_err(io_err("creating the guard logs' directory"))?;
+        let stem: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+        let generations = guard_log::generations(&dir, &stem)
+            .map_err(io_err("listing the guard's differential file"))?;
+        let mut changes = new_changes();
+        for &generation in &generations {
+            let replay = guard_log::read(&dir, &stem, generation).map_err(|e| match e {
+                ReadError::Io(source) => StoreError::Io {
+                    op: "reading the guard's differential file",
+                    source,
+                },
+                ReadError::Damaged(what) => StoreError::storage(
+                    "reading the guard's differential file (nothing was changed; restore the \
+                     log from a backup, or move it away to open the storage without its changes)",
+                    what,
+                ),
+            })?;
+            for ops in replay.records {
+                for op in ops {
+                    match op {
+                        Op::Put(k, v) => changes.insert(k.into(), Change::Put(v)),
+                        Op::Remove(k) => changes.insert(k.into(), Change::Delete),
+                    };
+                }
+            }
+        }
+        let bytes: u64 = changes.iter().map(|(k, c)| entry_charge(k.len(), c)).sum();
+        let memory = budget::reserve(
+            || format!("the differential file of guard storage {name:?}"),
+            bytes,
+        )?;
+        let next = generations.last().map_or(0, |g| g + 1);
+        let log = GuardLog::create(&dir, &stem, next)
+            .map_err(io_err("creating the guard's differential file"))?;
+        Ok(DiffLog {
+            dir,
+            stem,
+            name: name.to_string(),
+            writer: Mutex::new(log),
+            index: RwLock::new(Index {
+                active: new_changes(),
+                active_memory: Reservation::none(),
+                frozen: Arc::new(Frozen {
+                    changes,
+                    generations,
+                    _memory: Some(memory),
+                }),
+            }),
+        })
+    }
+
+    /// The change recorded for `key`, if any.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Change> {
+        let index = self.index.read();
+        index
+            .active
+            .get(key)
+            .or_else(|| index.frozen.changes.get(key))
+            .cloned()
+    }
+
+    /// The changes recorded for `keys`, in order.
+    pub(crate) fn get_many(&self, keys: &[&[u8]]) -> Vec<Option<Change>> {
+        let index = self.index.read();
+        keys.iter()
+            .map(|k| {
+                index
+                    .active
+                    .get(*k)
+                    .or_else(|| index.frozen.changes.get(*k))
+                    .cloned()
+            })
+            .collect()
+    }
+
+    /// Keys with a change.
+    pub(crate) fn len(&self) -> usize {
+        let index = self.index.read();
+        let frozen_only = index
+            .frozen
+            .changes
+            .keys()
+            .filter(|k| !index.active.contains_key(*k))
+            .count();
+        index.active.len() + frozen_only
+    }
+
+    /// The keys with a change.
+    pub(crate) fn keys(&self) -> Vec<Vec<u8>> {
+        let index = self.index.read();
+        let mut keys: Vec<Vec<u8>> = index.active.keys().map(|k| k.to_vec()).collect();
+        keys.extend(
+            index
+                .frozen
+                .changes
+                .keys()
+                .filter(|k| !index.active.contains_key(*k))
+                .map(|k| k.to_vec()),
+        );
+        keys
+    }
+
+    /// Whether no key has a change.
+    pub(crate) fn is_empty(&self) -> bool {
+        let index = self.index.read();
+        index.active.is_empty() && index.frozen.changes.is_empty()
+    }
+
+    /// Bytes of the active log.
+    pub(crate) fn active_len(&self) -> u64 {
+        self.writer.lock().len()
+    }
+
+    /// Appends `changes` as one record, durable when this returns, then
+    /// makes them readable; returns the active log's length. Refused before
+    /// anything is written when the record would pass [`MAX_RECORD`] bytes
+    /// or the index's memory the budget. A failed write changed nothing; a
+    /// failed sync leaves the outcome unknown (said in the error), and the
+    /// log takes no more changes until the storage is opened again.
+    pub(crate) fn append(&self, changes: &[(Vec<u8>, Change)]) -> Result<u64, SledDiffError> {
+        let record = GuardLog::record_len(ops_of(changes));
+        if record > MAX_RECORD {
+            return Err(SledDiffError::Store(StoreError::Io {
+                op: "writing the guard's differential file",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} changes make a {record}-byte record, over the {MAX_RECORD}-byte \
+                         limit of one write; nothing was written (write them in smaller calls)",
+                        changes.len()
+                    ),
+                ),
+            }));
+        }
+        let memory = budget::reserve(
+            || format!("the differential file of guard storage {:?}", self.name),
+            changes.iter().map(|(k, c)| entry_charge(k.len(), c)).sum(),
+        )?;
+        let mut log = self.writer.lock();
+        log.append(ops_of(changes)).map_err(|e| match e {
+            CommitError::Before(source) => SledDiffError::Store(StoreError::Io {
+                op: "writing the guard's differential file (nothing was written)",
+                source,
+            }),
+            CommitError::After(source) => SledDiffError::OutcomeUnknown { source },
+        })?;
+        let mut index = self.index.write();
+        for (k, c) in changes {
+            index.active.insert(k.as_slice().into(), c.clone());
+        }
+        index.active_memory.join(memory);
+        Ok(log.len())
+    }
+
+    /// What a merge must move into the base: the frozen part if there is
+    /// one (a merge that failed, or one cut short by a restart, left it),
+    /// else the active part, frozen now (a new log begun first, so that
+    /// later appends go there). Empty when there is nothing to merge.
+    pub(crate) fn freeze(&self) -> Result<Arc<Frozen>, StoreError> {
+        let mut log = self.writer.lock();
+        {
+            let index = self.index.read();
+            if !index.frozen.is_empty() || index.active.is_empty() {
+                return Ok(index.frozen.clone());
+            }
+        }
+        let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
+            .map_err(io_err("creating the guard's differential file"))?;
+        let old = std::mem::replace(&mut *log, next);
+        let mut index = self.index.write();
+        let changes = std::mem::replace(&mut index.active, new_changes());
+        let memory = std::mem::replace(&mut index.active_memory, Reservation::none());
+        index.frozen = Arc::new(Frozen {
+            changes,
+            generations: vec![old.generation()],
+            _memory: Some(memory),
+        });
+        Ok(index.frozen.clone())
+    }
+
+    /// After `frozen`'s changes are durable in the base: deletes its logs,
+    /// oldest first, and drops it from the index. A failure leaves it
+    /// frozen (its logs not yet deleted are merged again, harmlessly).
+    pub(crate) fn finish(&self, frozen: &Arc<Frozen>) -> Result<(), StoreError> {
+        for &generation in &frozen.generations {
+            guard_log::remove(&self.dir, &self.stem, generation)
+                .map_err(io_err("deleting a merged guard log"))?;
+        }
+        let mut index = self.index.write();
+        if Arc::ptr_eq(&index.frozen, frozen) {
+            index.frozen = Arc::new(Frozen::none());
+        }
+        Ok(())
+    }
+
+    /// Deletes every change and every log, and begins a new log (the
+    /// storage's `clear`; its caller keeps merges out).
+    pub(crate) fn clear(&self) -> Result<(), StoreError> {
+        let mut log = self.writer.lock();
+        let frozen = self.index.read().frozen.clone();
+        let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
+            .map_err(io_err("creating the guard's differential file"))?;
+        let old = std::mem::replace(&mut *log, next);
+        for generation in frozen.generations.iter().copied().chain([old.generation()]) {
+            guard_log::remove(&self.dir, &self.stem, generation)
+                .map_err(io_err("deleting a guard log"))?;
+        }
+        let mut index = self.index.write();
+        index.active = new_changes();
+        index.active_memory = Reservation::none();
+        index.frozen = Arc::new(Frozen::none());
+        Ok(())
+    }
+}
