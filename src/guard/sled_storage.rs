@@ -281,6 +281,8 @@ impl Handle {
 
     /// Starts a background merge of what [`DiffLog::freeze`] gives, unless
     /// one runs (then, if `wait`, waits for it first and starts the next).
+    /// With `wait`, a merge that failed is not started again: its error is
+    /// returned (the log is full, and what it holds could not be merged).
     fn kick(&self, wait: bool) -> Result<(), StoreError> {
         let mut slot = self.merger.lock();
         if let Some(h) = slot.take() {
@@ -289,6 +291,15 @@ impl Handle {
             } else {
                 *slot = Some(h);
                 return Ok(());
+            }
+        }
+        if wait {
+            if let Some(e) = self.shared.failed.lock().clone() {
+                return Err(StoreError::storage(
+                    "writing the guard's differential file (nothing was written: its log is at \
+                     its size limit and its merge into the base failed; merge() retries it)",
+                    e,
+                ));
             }
         }
         let frozen = self.shared.log.freeze()?;
