@@ -91,7 +91,7 @@
 //! under it (a blob file whose name was not synced, skipped by sled's
 //! recovery while later records were applied), and the hop cost most of the
 //! store's speed. Opening a store of format 1 or 2 migrates it
-//! ([`legacy::migrate`], then [`migrate`]). Everything of the sled era
+//! ([`legacy::migrate`], then `open/migrate.rs`). Everything of the sled era
 //! lives in [`legacy`], apart from the live path of today's format
 //! ([`STORE_FORMAT_VERSION`]).
 //!
@@ -149,22 +149,16 @@ pub(crate) mod budget;
 pub mod catalog;
 mod cgroup;
 pub mod config;
-mod discard;
 pub(crate) mod disk;
 pub mod error;
 mod import;
-mod import_check;
-mod import_model;
 pub(crate) mod legacy;
-mod marker;
-mod migrate;
 mod open;
 pub mod regen;
 mod sealed;
 mod shared;
 pub mod table;
 mod tables;
-mod take_back;
 
 pub use batch::{Durability, WriteBatch};
 pub use catalog::{MAX_NAME_LEN, MAX_SEALED_TAG, STORE_FORMAT_VERSION};
@@ -175,8 +169,8 @@ pub use config::{
 pub use disk::log::MAX_RECORD_OPS;
 pub use error::{NameError, StoreError};
 pub use import::ExportKind;
-pub use marker::MARKER_FILE;
 pub use open::FilterStore;
+pub use open::MARKER_FILE;
 pub use regen::{HealthReport, RegenOptions, RegenReport, DEFAULT_HEADROOM};
 pub use sealed::{NewSealed, SealedBatch, SealedFilter, SealedInfo};
 pub use table::{Table, TableBloom, TableReader, TableStats};

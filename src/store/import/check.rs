@@ -60,7 +60,7 @@
 //! increments, about 100 keys, and the fill's 3,057 counters, about 940
 //! keys (0.5%) whose sum was made up by raising other counters.
 
-use super::import_model::{
+use super::model::{
     distinct_moments, fill_spread, min_region_mass, region_counters, saturation, REGION_FALSE_ALARM,
 };
 use crate::error::CodecError;

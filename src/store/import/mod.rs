@@ -22,28 +22,31 @@
 //! table until every check passed:
 //!
 //! * the file (frame, descriptor, lengths, padding, CRC: `docs/FORMAT.md` §7);
-//! * **the counters against `n`** ([`import_check`](super::import_check)):
+//! * **the counters against `n`** ([`check`](check)):
 //!   their sum, their fill, every block (a run of 512 counters in the
 //!   standard layout) and, in the split-block layout, every block's lanes,
 //!   against what `n` distinct keys make, with tolerances from the model's
 //!   spread. What no check of the counters can see without the keys is
 //!   stated there: the counters of `n` *other* keys, or a few keys missing.
 
-use super::budget;
-use super::catalog::{validate_name, TableMeta};
-use super::disk::chunks as pages;
-use super::disk::remove_files;
-use super::error::StoreError;
-use super::import_check::CounterCheck;
-use super::open::FilterStore;
-use super::table::Generation;
-use super::table::Table;
+mod check;
+mod model;
+
 use crate::codec::filter_file::{encode_bit_filter, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
 use crate::filter::counting::{CountingFilter, COUNTER_BLOCK_BYTES};
 use crate::filter::params::FilterParams;
+use crate::store::budget;
+use crate::store::catalog::{validate_name, TableMeta};
+use crate::store::disk::chunks as pages;
+use crate::store::disk::remove_files;
+use crate::store::error::StoreError;
+use crate::store::table::Generation;
+use crate::store::table::Table;
+use crate::store::FilterStore;
+use check::CounterCheck;
 use std::io::{Read, Write};
 
 /// Which filter [`Table::export`] writes.

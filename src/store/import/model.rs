@@ -1,5 +1,5 @@
 //! The statistics of the counters of `n` keys that an import checks
-//! ([`import_check`](super::import_check) states the checks): the number of
+//! ([`check`](super::check) states the checks): the number of
 //! distinct positions of a key, the fill, the saturated counters and what
 //! they lose, and the lightest region, each with its spread.
 
@@ -13,7 +13,7 @@ pub(super) const REGION_FALSE_ALARM: f64 = 1e-9;
 /// The counters of a region of the standard layout (no block structure).
 const STANDARD_REGION: u64 = 512;
 
-/// Counters per region ([`CounterCheck::add`](super::import_check::CounterCheck::add)).
+/// Counters per region ([`CounterCheck::add`](super::check::CounterCheck::add)).
 pub(super) fn region_counters(p: &FilterParams) -> u64 {
     match p.layout() {
         Layout::Blocked => BLOCK_BITS,
@@ -247,7 +247,7 @@ mod tests {
             for _ in 0..40 {
                 let mut c = crate::filter::counting::CountingFilter::new(p).unwrap();
                 for _ in 0..n {
-                    c.insert(&crate::store::import_check::tests::splitmix(&mut x).to_le_bytes());
+                    c.insert(&crate::store::import::check::tests::splitmix(&mut x).to_le_bytes());
                 }
                 let nz = (0..p.m()).filter(|&i| c.counter(i) != 0).count() as f64;
                 assert!(

@@ -3,7 +3,7 @@
 //! which formats 3 and later keep for one thing only, the guard's storage in
 //! `<store>/guard/` ([`guard_db`]). The live path of today's format
 //! (catalog, page files, logs) is the rest of `store/`: of this wing, only the open
-//! (`open.rs`, `marker.rs`: recognising, copying and migrating an old store;
+//! (`open/mod.rs`, `open/marker.rs`: recognising, copying and migrating an old store;
 //! the guard's database handle) and the guard's storage
 //! ([`SledDiffStorage`](crate::SledDiffStorage), over [`engine`]) use
 //! anything, and nothing here imports the open.
@@ -17,7 +17,7 @@
 //!   removed once migrated;
 //! * [`generation`] and [`migrate`]: reading a table generation of format 1
 //!   or 2, and the migration to format 3 (then
-//!   [`store::migrate`](crate::store::migrate) takes it to 4).
+//!   `store/open/migrate.rs` takes it on from there).
 
 mod blobkeep;
 pub(crate) mod engine;

@@ -3,11 +3,11 @@
 //! (invalid parameters, a filter file cut short), leaves the directory as it
 //! found it ([`FilterStore::discard_if_new`]).
 
-use super::error::StoreError;
-use super::open::FilterStore;
 use super::take_back::{
     holds_only_a_new_store, io, remove_lock_and_dirs, remove_store_files, Made,
 };
+use super::FilterStore;
+use crate::store::error::StoreError;
 use std::sync::Arc;
 
 impl FilterStore {

@@ -17,10 +17,10 @@
 //! ([`sled_dir::copy_store`]); one of format 3 or later reads the store's
 //! own files and writes nothing.
 
-use super::disk::catalog_file::{CATALOG_FILE, MAGIC};
-use super::disk::lock::LOCK_FILE;
-use super::error::StoreError;
-use super::legacy::sled_dir;
+use crate::store::disk::catalog_file::{CATALOG_FILE, MAGIC};
+use crate::store::disk::lock::LOCK_FILE;
+use crate::store::error::StoreError;
+use crate::store::legacy::sled_dir;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -130,7 +130,7 @@ pub(crate) fn write_marker(dir: &Path) -> Result<(), StoreError> {
     let path = dir.join(MARKER_FILE);
     let mut f = File::create(&path).map_err(io("writing the store marker"))?;
     f.write_all(MARKER)
-        .and_then(|()| super::disk::io::sync_all(&f))
+        .and_then(|()| crate::store::disk::io::sync_all(&f))
         .map_err(io("writing the store marker"))?;
-    super::disk::io::sync_dir(dir).map_err(io("syncing the database directory"))
+    crate::store::disk::io::sync_dir(dir).map_err(io("syncing the database directory"))
 }

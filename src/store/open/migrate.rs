@@ -1,5 +1,5 @@
 //! Store format migrations: bringing a store written by an older format
-//! version up to [`STORE_FORMAT_VERSION`](super::STORE_FORMAT_VERSION) when
+//! version up to [`STORE_FORMAT_VERSION`](crate::store::STORE_FORMAT_VERSION) when
 //! it is opened for writing.
 //!
 //! Formats 1 and 2 kept everything in sled; their migration to format 3
@@ -18,13 +18,13 @@
 //! fixtures it is tested on (`tests/store/fixture.rs`: those are bytes on
 //! users' disks, kept forever), and is compiled in by a `#[path]` include.
 
-#[path = "../../migrations/steps/v3_to_v4.rs"]
+#[path = "../../../migrations/steps/v3_to_v4.rs"]
 mod v3_to_v4;
-#[path = "../../migrations/steps/v4_to_v5.rs"]
+#[path = "../../../migrations/steps/v4_to_v5.rs"]
 mod v4_to_v5;
-#[path = "../../migrations/steps/v5_to_v6.rs"]
+#[path = "../../../migrations/steps/v5_to_v6.rs"]
 mod v5_to_v6;
-#[path = "../../migrations/steps/v6_to_v7.rs"]
+#[path = "../../../migrations/steps/v6_to_v7.rs"]
 mod v6_to_v7;
 
 pub(crate) use v3_to_v4::v3_to_v4;
@@ -36,9 +36,9 @@ use v6_to_v7::v6_to_v7;
 /// opened for writing), if it is 3 or later, to the current one.
 pub(crate) fn from_format_3(
     dir: &std::path::Path,
-    config: &super::config::StoreConfig,
-    catalog: &mut super::catalog::Catalog,
-) -> Result<(), super::error::StoreError> {
+    config: &crate::store::config::StoreConfig,
+    catalog: &mut crate::store::catalog::Catalog,
+) -> Result<(), crate::store::error::StoreError> {
     if catalog.header().format_version == 3 {
         v3_to_v4(dir, config, catalog)?;
     }

@@ -2,25 +2,33 @@
 //! ([`StoreInner`]), and opening a store directory: a new one, one of
 //! this format, one of an older format (migrated), or a read-only one.
 
-use super::budget;
-use super::catalog::{Catalog, STORE_FORMAT_VERSION};
-use super::config::StoreConfig;
-use super::disk::lock::{self, DirLock};
-use super::disk::{catalog_file, catalog_log, parse_pack_file, parse_table_file, TABLES_DIR};
-use super::error::{at_open, StoreError};
-use super::legacy::engine;
-use super::legacy::guard_db::GuardDb;
-use super::legacy::migrate::upgrade_legacy;
-use super::legacy::sled_dir::{self, has_sled, Scratch};
-use super::marker::{self, DirKind};
-use super::migrate;
-use super::shared::Shared;
-use super::table::TableInner;
-use super::take_back::{self, Made};
+mod discard;
+mod marker;
+mod migrate;
+mod take_back;
+
+pub use marker::MARKER_FILE;
+
+use crate::store::budget;
+use crate::store::catalog::{Catalog, STORE_FORMAT_VERSION};
+use crate::store::config::StoreConfig;
+use crate::store::disk::lock::{self, DirLock};
+use crate::store::disk::{
+    catalog_file, catalog_log, parse_pack_file, parse_table_file, TABLES_DIR,
+};
+use crate::store::error::{at_open, StoreError};
+use crate::store::legacy::engine;
+use crate::store::legacy::guard_db::GuardDb;
+use crate::store::legacy::migrate::upgrade_legacy;
+use crate::store::legacy::sled_dir::{self, has_sled, Scratch};
+use crate::store::shared::Shared;
+use crate::store::table::TableInner;
+use marker::DirKind;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
+use take_back::Made;
 
 /// How long an open waits for the directory's lock: a store dropped a
 /// moment ago in this process, or a process being reaped, lets go of it
@@ -62,20 +70,20 @@ impl StoreInner {
 /// directory for writing (it holds the directory's lock).
 ///
 /// # Where its methods live
-/// * `store/open.rs`: opening ([`open`](FilterStore::open),
+/// * `store/open/mod.rs`: opening ([`open`](FilterStore::open),
 ///   [`open_with`](FilterStore::open_with),
 ///   [`open_snapshot`](FilterStore::open_snapshot),
 ///   [`open_snapshot_with`](FilterStore::open_snapshot_with)),
 ///   [`config`](FilterStore::config),
 ///   [`is_read_only`](FilterStore::is_read_only),
 ///   [`size_on_disk`](FilterStore::size_on_disk);
-/// * `store/discard.rs`: [`discard_if_new`](FilterStore::discard_if_new);
+/// * `store/open/discard.rs`: [`discard_if_new`](FilterStore::discard_if_new);
 /// * `store/tables.rs`: [`create_table`](FilterStore::create_table),
 ///   [`open_table`](FilterStore::open_table),
 ///   [`open_or_create_table`](FilterStore::open_or_create_table),
 ///   [`list_tables`](FilterStore::list_tables),
 ///   [`drop_table`](FilterStore::drop_table), [`flush`](FilterStore::flush);
-/// * `store/import.rs`: [`import`](FilterStore::import),
+/// * `store/import/mod.rs`: [`import`](FilterStore::import),
 ///   [`import_from`](FilterStore::import_from),
 ///   [`import_counting`](FilterStore::import_counting);
 /// * `store/regen/health.rs`:
@@ -412,7 +420,7 @@ impl FilterStore {
 /// file before its rename (`disk::catalog_file::write`), and writes no
 /// other way. A failure refuses the open.
 fn sync_names(path: &Path) -> Result<(), StoreError> {
-    use super::disk::io::sync_dir;
+    use crate::store::disk::io::sync_dir;
     let op = "syncing the store's directories at open";
     sync_dir(path).map_err(io(op))?;
     let tables = path.join(TABLES_DIR);

@@ -4,13 +4,13 @@
 //! was refused ([`FilterStore::discard_if_new`](super::FilterStore::discard_if_new),
 //! in `discard.rs`).
 
-use super::disk::catalog_file::{CATALOG_FILE, NEW_FILE};
-use super::disk::catalog_log::{LOG_FILE, NEW_LOG_FILE};
-use super::disk::io::sync_dir;
-use super::disk::lock::{lock, LOCK_FILE};
-use super::disk::TABLES_DIR;
-use super::error::StoreError;
 use super::marker::MARKER_FILE;
+use crate::store::disk::catalog_file::{CATALOG_FILE, NEW_FILE};
+use crate::store::disk::catalog_log::{LOG_FILE, NEW_LOG_FILE};
+use crate::store::disk::io::sync_dir;
+use crate::store::disk::lock::{lock, LOCK_FILE};
+use crate::store::disk::TABLES_DIR;
+use crate::store::error::StoreError;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 

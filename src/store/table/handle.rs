@@ -90,7 +90,7 @@ pub struct TableStats {
 ///   [`fold`](Table::fold), [`stats`](Table::stats),
 ///   [`counting_snapshot`](Table::counting_snapshot), [`bloom`](Table::bloom);
 /// * `store/table/reader.rs`: [`reader`](Table::reader);
-/// * `store/import.rs`: [`export`](Table::export),
+/// * `store/import/mod.rs`: [`export`](Table::export),
 ///   [`export_to`](Table::export_to);
 /// * `store/regen/mod.rs`: [`regenerate`](Table::regenerate),
 ///   [`clear`](Table::clear); `store/regen/relayout.rs`:
