@@ -11,32 +11,16 @@
 //! the running system may hold it, and the caller stops the store's
 //! writes).
 
-use super::records::{Catalog, Record};
+use super::records::{Catalog, LogSlot, Record};
 use super::sealed::SealedMeta;
 use super::{sealed_key, table_key, StoreHeader, TableMeta, HEADER_KEY};
-use crate::store::disk::catalog_log::{CatalogLog, Op, Replay};
+use crate::store::disk::catalog_log::{CatalogLog, Op};
 use crate::store::disk::{catalog_file, CommitError};
 use crate::store::error::StoreError;
 
 /// The least size of the log at which a checkpoint may be due: below it the
 /// log is never folded into the file, however small the file.
 pub(crate) const CHECKPOINT_MIN_BYTES: u64 = 64 * 1024;
-
-/// How the catalog's changes are written.
-#[derive(Debug)]
-pub(crate) enum LogSlot {
-    /// Formats 3 to 5: every commit replaces the whole file.
-    Whole,
-    /// Format 6, as read: the file names log `id`, found on disk as
-    /// `replay` says (`None`: not read). Not open for appending (a
-    /// read-only open, or before [`Catalog::open_log`]).
-    Named { id: u64, replay: Option<Replay> },
-    /// Format 6: the file names log `id`, which must be made (empty) before
-    /// the next record is appended.
-    Missing(u64),
-    /// Format 6, open for appending.
-    Open(CatalogLog),
-}
 
 /// One change of an edit.
 #[derive(Debug)]

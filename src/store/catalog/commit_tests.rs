@@ -5,7 +5,8 @@
 //! outcome is unknown, and a reopen finds the catalog as it was before or
 //! after the change.
 
-use super::commit::{LogSlot, CHECKPOINT_MIN_BYTES};
+use super::commit::CHECKPOINT_MIN_BYTES;
+use super::records::LogSlot;
 use super::{Catalog, StoreHeader, TableMeta};
 use crate::filter::hash::HashSpec;
 use crate::filter::params::{FilterParams, Layout};

@@ -1,14 +1,13 @@
 //! The catalog in memory, and how it is read: the catalog file's entries,
 //! then (format 6) the records of the log the file names, applied in order.
 
-use super::commit::LogSlot;
 use super::sealed::{SealedMeta, SEALED_PREFIX};
 use super::{StoreHeader, TableMeta, HEADER_KEY, LOG_REF_KEY, STORE_FORMAT_VERSION, TABLE_PREFIX};
 use crate::codec::frame::{self, Kind};
 use crate::codec::meta;
 use crate::error::CodecError;
 use crate::store::disk::catalog_file;
-use crate::store::disk::catalog_log::{self, Op};
+use crate::store::disk::catalog_log::{self, CatalogLog, Op, Replay};
 use crate::store::error::StoreError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,6 +46,22 @@ impl LogRef {
         meta::encode_versioned(Kind::Catalog, &self, frame::VERSION_4)
             .map_err(|e| StoreError::encode("catalog log reference", e))
     }
+}
+
+/// How the catalog's changes are written.
+#[derive(Debug)]
+pub(crate) enum LogSlot {
+    /// Formats 3 to 5: every commit replaces the whole file.
+    Whole,
+    /// Format 6, as read: the file names log `id`, found on disk as
+    /// `replay` says (`None`: not read). Not open for appending (a
+    /// read-only open, or before [`Catalog::open_log`]).
+    Named { id: u64, replay: Option<Replay> },
+    /// Format 6: the file names log `id`, which must be made (empty) before
+    /// the next record is appended.
+    Missing(u64),
+    /// Format 6, open for appending.
+    Open(CatalogLog),
 }
 
 /// The catalog of a store of format 3 or later: in memory, and in its

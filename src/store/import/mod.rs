@@ -43,9 +43,9 @@ use crate::store::catalog::{validate_name, TableMeta};
 use crate::store::disk::chunks as pages;
 use crate::store::disk::remove_files;
 use crate::store::error::StoreError;
+use crate::store::open::FilterStore;
 use crate::store::table::Generation;
 use crate::store::table::Table;
-use crate::store::FilterStore;
 use check::CounterCheck;
 use std::io::{Read, Write};
 

@@ -51,36 +51,17 @@
 
 use super::fold::{fold_stretch, whole_span, Stretch};
 use super::generation::Generation;
-use super::state::Writer;
+use super::state::{Background, Done, Writer};
 use crate::filter::params::FilterParams;
 use crate::store::disk::log::Binding;
 use crate::store::disk::log_read::Span;
-use crate::store::disk::pagefile::{PageFile, Superblock};
+use crate::store::disk::pagefile::PageFile;
 use crate::store::disk::sys::punch_prefix;
 use crate::store::error::StoreError;
 use crate::store::shared::Shared;
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-
-/// A fold running on its own thread.
-pub(crate) struct Background {
-    handle: JoinHandle<Result<Done, StoreError>>,
-    cancel: Arc<AtomicBool>,
-}
-
-/// What a fold in the background committed.
-struct Done {
-    /// The superblock it committed.
-    sb: Superblock,
-    /// Operations it folded.
-    ops: u64,
-    /// Inserts minus removes it folded.
-    delta: i64,
-    /// Counters it saturated.
-    saturated: u64,
-}
 
 /// What the thread needs: its own handles, and what to fold.
 struct Job {

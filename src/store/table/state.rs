@@ -2,10 +2,13 @@
 //! lock ([`Writer`]), and the journal of a regeneration ([`Journal`]). The
 //! invariant that keeps lookups exact is stated in [`writer`](super::writer).
 
-use super::background::Background;
 use crate::store::disk::log::{LogFile, LogOp};
-use crate::store::disk::pagefile::PageFile;
+use crate::store::disk::pagefile::{PageFile, Superblock};
+use crate::store::error::StoreError;
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// Mutable state of the write path, behind the table's writer lock.
 pub(crate) struct Writer {
@@ -115,4 +118,23 @@ impl Writer {
     pub(super) fn set_dirty(&mut self, block: u64) {
         self.dirty[(block / 64) as usize] |= 1 << (block % 64);
     }
+}
+
+/// A fold running on its own thread (started and joined by
+/// [`background`](super::background)).
+pub(crate) struct Background {
+    pub(super) handle: JoinHandle<Result<Done, StoreError>>,
+    pub(super) cancel: Arc<AtomicBool>,
+}
+
+/// What a fold in the background committed.
+pub(super) struct Done {
+    /// The superblock it committed.
+    pub(super) sb: Superblock,
+    /// Operations it folded.
+    pub(super) ops: u64,
+    /// Inserts minus removes it folded.
+    pub(super) delta: i64,
+    /// Counters it saturated.
+    pub(super) saturated: u64,
 }
