@@ -8,8 +8,9 @@
 // under one path. Layers, from the bottom: `filter` (sizing, hashing, the
 // filters, drift policy) and `codec` (the byte formats of docs/FORMAT.md),
 // then `exchange` (messages between sites) and, with the `store` feature,
-// `store` (tables in the store's own files) and `guard` (the differential-file
-// pattern, its storage on sled);
+// `sled_engine` (sled behind its bounds, on the ground floor beside
+// `filter`), `store` (tables in the store's own files) and `guard` (the
+// differential-file pattern, its base on sled);
 // on top, `umbrella`, the one `Error` over every family. Data flows one way:
 // nothing below imports anything above it.
 mod codec;
@@ -18,6 +19,10 @@ mod exchange;
 mod filter;
 #[cfg(feature = "store")]
 mod guard;
+// sled 0.34.7 behind its bounds: the guard's base and the migration of
+// stores of format 1 and 2 (it knows no store type).
+#[cfg(feature = "store")]
+mod sled_engine;
 #[cfg(feature = "store")]
 mod store;
 mod umbrella;

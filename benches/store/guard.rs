@@ -82,7 +82,7 @@ pub fn guard_reads_goal(dir: &Path) -> Vec<String> {
     let value = [9u8; 64];
     let raw = sled::open(dir.join("raw-guard")).unwrap();
     let raw_base = raw.open_tree("base").unwrap();
-    // sled configured as the guard's database (`src/store/legacy/engine/
+    // sled configured as the guard's database (`src/sled_engine/
     // open.rs` and `mod.rs`: `GUARD_SEGMENT`, `flush_every_ms(None)`).
     let same = sled::Config::new()
         .path(dir.join("raw-guard-config"))

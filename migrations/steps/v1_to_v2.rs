@@ -9,8 +9,8 @@
 //! that a version-1 build, which would refuse the 32-byte record as corrupt,
 //! says "upgrade filterstore" instead.
 
+use crate::sled_engine as engine;
 use crate::store::error::StoreError;
-use crate::store::legacy::engine;
 
 /// Builds nothing; the switch is the header alone.
 pub(super) fn v1_to_v2(

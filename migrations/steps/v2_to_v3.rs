@@ -7,7 +7,7 @@
 //! written into a new page file (one fold, committed and synced) with an
 //! empty log. The guard storage's trees, if any, are copied into the
 //! guard's own database (`guard/`, sled with 16 MiB segments:
-//! `src/store/legacy/engine/mod.rs`). Then the catalog's pairs are written, as they
+//! `src/sled_engine/mod.rs`). Then the catalog's pairs are written, as they
 //! were, into the catalog file with the header's version raised to 3: that
 //! file is the switch. A crash before it leaves the version-2 store intact
 //! (files written so far are overwritten when the step runs again); after
@@ -15,10 +15,10 @@
 //! or by the next writing open).
 
 use super::{copy_guard_trees, write_table_files, StopAt};
+use crate::sled_engine as engine;
 use crate::store::catalog::{Catalog, StoreHeader};
 use crate::store::config::StoreConfig;
 use crate::store::error::{at_open, StoreError};
-use crate::store::legacy::engine;
 use std::path::Path;
 
 /// Builds the format-3 files and switches to them; returns the catalog in

@@ -4,7 +4,7 @@
 use super::diff_log::{DiffLog, Frozen};
 use super::value::{GuardValue, Repr};
 use super::{Change, DiffStorage};
-use crate::store::legacy::engine;
+use crate::sled_engine as engine;
 use crate::store::{FilterStore, StoreError};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use thiserror::Error;
 /// * **Merges**: when the log passes [`MERGE_AT`] bytes, a new log is
 ///   begun and a thread of the storage's own moves the old one's changes
 ///   into the base, in sled calls of at most eight items, each flushed
-///   (`src/store/legacy/engine/mod.rs` proves from sled's code why this
+///   (`src/sled_engine/mod.rs` proves from sled's code why this
 ///   keeps sled 0.34.7's writer deadlock from closing), then deletes the
 ///   old log. Writers never wait for it, except a writer that finds the
 ///   log at [`WAIT_AT`] bytes while a merge still runs: it waits for that

@@ -1,7 +1,7 @@
 //! [`GuardValue`]: a value as [`SledDiffStorage`](super::SledDiffStorage)
 //! reads it, the engine's buffer or a copy of our own.
 
-use crate::store::legacy::engine;
+use crate::sled_engine as engine;
 
 /// A value read through [`SledDiffStorage`](super::SledDiffStorage): a base record is the
 /// engine's own buffer, shared, not copied (a read of a key without a

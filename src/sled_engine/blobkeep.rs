@@ -17,7 +17,7 @@
 //! The fix keeps a second name for every blob file, a hard link in
 //! [`KEEP_DIR`], from the durability point after sled writes the file
 //! until the durability point after sled deletes it. A durability point
-//! ([`Db::flush`](super::engine::Db::flush)) runs, on the engine's worker
+//! ([`Db::flush`](super::Db::flush)) runs, on the engine's worker
 //! and so with no sled writes in between:
 //!
 //! 1. sled's flush: every log buffer and blob file is written;

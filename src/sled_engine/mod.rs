@@ -205,7 +205,7 @@
 //! (`pagecache/iobuf.rs` `write_to_log`), which is not durable. So
 //! [`Db::flush`] — called at the end of every operation of the guard's
 //! storage — also syncs, in this order: every new blob file with its
-//! directory ([`blobkeep`](super::blobkeep): none are made within the
+//! directory ([`blobkeep`]: none are made within the
 //! limits above, but a store of format 1 or 2 may hold some), then the log
 //! (`fdatasync`) and the database directory. sled never syncs its `conf`
 //! file, which it rewrites on every open (`config.rs` `write_config`); a
@@ -230,13 +230,14 @@
 //! Any I/O error, corruption or sled bug report marks the database failed
 //! too. A sled panic is caught on the worker and reported as an error.
 
+pub(crate) mod blobkeep;
 mod gate;
 mod open;
 #[cfg(test)]
 mod tests;
 mod worker;
 
-pub(crate) use open::open_with_retry;
+pub(crate) use open::{open_with_retry, OpenError};
 use open::{repair_conf, sync_conf};
 pub(crate) use sled::IVec;
 
@@ -289,10 +290,10 @@ impl Clone for Db {
 /// Steps 2 to 4 of a durability point, after sled's flush (module docs,
 /// "Power loss").
 fn sync_files(dir: &Path) -> std::io::Result<()> {
-    super::blobkeep::keep_new(dir)?;
+    blobkeep::keep_new(dir)?;
     std::fs::File::open(dir.join("db"))?.sync_data()?;
     std::fs::File::open(dir)?.sync_all()?;
-    super::blobkeep::release_deleted(dir)
+    blobkeep::release_deleted(dir)
 }
 
 impl Drop for Db {
@@ -311,7 +312,7 @@ impl Db {
         let config = config.path(path).flush_every_ms(None);
         let dir = path.to_path_buf();
         let inner = shared.call(move || {
-            super::blobkeep::restore(&dir).map_err(sled::Error::Io)?;
+            blobkeep::restore(&dir).map_err(sled::Error::Io)?;
             repair_conf(&dir);
             let db = config.open()?;
             sync_conf(&dir).map_err(sled::Error::Io)?;

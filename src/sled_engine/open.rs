@@ -10,12 +10,21 @@ use std::time::{Duration, Instant};
 /// that was just dropped in this process.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
-/// Opens sled in `path` with the store's configuration. sled releases its
+/// Why [`open_with_retry`] did not open sled.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// Another handle (or process) holds sled's lock, past [`LOCK_WAIT`].
+    Locked,
+    /// sled's own error.
+    Sled(sled::Error),
+}
+
+/// Opens sled in `path` with a cache of `cache_capacity` bytes, each write
+/// call given `io_timeout` (see [`Db::open`]). sled releases its
 /// directory lock only when the last of its background threads and
 /// epoch-deferred destructors lets go of the file, a few milliseconds after
 /// the `Db` is dropped; a reopen in the same process therefore retries for
-/// up to [`LOCK_WAIT`] before reporting
-/// [`StoreError::Locked`](crate::store::error::StoreError::Locked).
+/// up to [`LOCK_WAIT`] before reporting [`OpenError::Locked`].
 ///
 /// `segment_size` must be the one the database was created with (sled
 /// refuses another): [`LEGACY_SEGMENT`](super::LEGACY_SEGMENT) for the
@@ -23,38 +32,32 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// [`GUARD_SEGMENT`](super::GUARD_SEGMENT) for the guard's.
 pub(crate) fn open_with_retry(
     path: &Path,
-    config: &crate::store::config::StoreConfig,
+    cache_capacity: u64,
+    io_timeout: Duration,
     segment_size: usize,
-) -> Result<Db, crate::store::error::StoreError> {
+) -> Result<Db, OpenError> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
         let attempt = Db::open(
             path,
             sled::Config::new()
-                .cache_capacity(config.cache_capacity)
+                .cache_capacity(cache_capacity)
                 .segment_size(segment_size)
                 .mode(sled::Mode::HighThroughput),
-            config.io_timeout,
+            io_timeout,
         );
         match attempt {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                 if start.elapsed() >= LOCK_WAIT {
-                    return Err(crate::store::error::StoreError::Locked {
-                        path: path.to_path_buf(),
-                    });
+                    return Err(OpenError::Locked);
                 }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
             Err(sled::Error::Corruption { .. }) if remove_torn_snapshots(path) => {}
-            Err(other) => {
-                return Err(crate::store::error::StoreError::sled(
-                    "opening the database",
-                    other,
-                ))
-            }
+            Err(other) => return Err(OpenError::Sled(other)),
         }
     }
 }

@@ -154,7 +154,7 @@ impl StoreConfig {
     /// fold (see [`Durability`](super::Durability)); the guard's storage
     /// flushes every write that reaches sled at once, with sled's background
     /// flusher always off, because it is one of the threads that could
-    /// close sled 0.34.7's writer deadlock (`store::legacy::engine`, "The
+    /// close sled 0.34.7's writer deadlock (`sled_engine`, "The
     /// bounds").
     #[deprecated(
         note = "ignored: a table's writes are durable when its log is synced (Durability, flush)"
@@ -185,7 +185,7 @@ impl StoreConfig {
     /// call returns [`StoreError::Io`](super::StoreError::Io) of kind
     /// `TimedOut`, and that sled database is marked failed: its later
     /// writes fail at once (the tables keep working), and its handles are
-    /// leaked rather than dropped (`store::legacy::engine`, "Deadlines").
+    /// leaked rather than dropped (`sled_engine`, "Deadlines").
     /// Raise it for disks that legitimately stall longer (one call is at
     /// most eight guard items and their flush, or the open of the database).
     pub fn io_timeout(mut self, timeout: std::time::Duration) -> Self {

@@ -84,7 +84,7 @@
 //! only; a write takes its table's writer lock, and its system calls are
 //! its own. Nothing queues behind another table or another store. sled
 //! 0.34.7 is used only for the guard's storage ([`SledDiffStorage`]), opened
-//! on first use; [`legacy::engine`] bounds what remains of it (see there, and the
+//! on first use; [`sled_engine`](crate::sled_engine) bounds what remains of it (see there, and the
 //! argument from sled's code for why its reads run on the caller's thread).
 //! Store format 2 kept everything in sled behind one process-wide worker
 //! thread; the power-cut test showed that sled 0.34.7 loses durable keys

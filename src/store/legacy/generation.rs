@@ -4,7 +4,6 @@
 //! (`docs/FORMAT.md` §10 and §11 as they were, kept in §15). Only the
 //! migration to format 3 reads them ([`migrate`](super::migrate)).
 
-use super::engine;
 use crate::codec::frame::{self, Kind};
 use crate::codec::meta;
 use crate::codec::reader::ByteReader;
@@ -12,6 +11,7 @@ use crate::error::CodecError;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
 use crate::filter::hash::{positions, KeyHash};
 use crate::filter::params::FilterParams;
+use crate::sled_engine as engine;
 use crate::store::disk::chunks::{blocks_in_chunk, chunk_count, CHUNK_COUNTERS};
 use crate::store::error::StoreError;
 use serde::{Deserialize, Serialize};

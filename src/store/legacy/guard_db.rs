@@ -1,7 +1,7 @@
 //! The guard's sled database (`<store>/guard/`): the one use of sled left
 //! in store formats 3 and 4, opened on first use.
 
-use super::engine;
+use crate::sled_engine as engine;
 use crate::store::catalog::validate_name;
 use crate::store::error::StoreError;
 use crate::store::shared::Shared;
@@ -28,7 +28,7 @@ impl GuardDb {
         }
         let dir = shared.dir.join(engine::GUARD_DIR);
         std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
-        let db = engine::open_with_retry(&dir, &shared.config, engine::GUARD_SEGMENT)?;
+        let db = super::open_sled(&dir, &shared.config, engine::GUARD_SEGMENT)?;
         // The directory's name, durable before anything in it is: synced
         // whether or not this call made it, since a call before it may have
         // made it and failed at this sync (an error that changed nothing,

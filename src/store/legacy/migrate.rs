@@ -25,10 +25,10 @@
 //! crash at any point and the store still opens, as the version before the
 //! step or the one after.
 
-use super::engine;
 use super::generation as legacy;
 use super::sled_dir::remove_legacy_sled;
 use crate::filter::counting::counter_bytes;
+use crate::sled_engine as engine;
 use crate::store::budget;
 use crate::store::catalog::{Catalog, StoreHeader, CATALOG_TREE, HEADER_KEY, STORE_FORMAT_VERSION};
 use crate::store::config::StoreConfig;
@@ -90,7 +90,7 @@ pub(crate) fn upgrade_legacy_with(
     config: &StoreConfig,
     stop: StopAt,
 ) -> Result<Catalog, StoreError> {
-    let db = engine::open_with_retry(dir, config, engine::LEGACY_SEGMENT)?;
+    let db = super::open_sled(dir, config, engine::LEGACY_SEGMENT)?;
     let sled_err = |op| move |e| StoreError::sled(op, e);
     let names = db.tree_names().map_err(sled_err("reading the database"))?;
     if !names.iter().any(|n| n == CATALOG_TREE.as_bytes()) {
@@ -283,7 +283,7 @@ pub(crate) fn copy_guard_trees(
     if names.is_empty() {
         return Ok(());
     }
-    let new = engine::open_with_retry(&to, config, engine::GUARD_SEGMENT)?;
+    let new = super::open_sled(&to, config, engine::GUARD_SEGMENT)?;
     for name in names {
         let from = db
             .open_tree(&name)
@@ -384,7 +384,7 @@ mod tests {
         let _serial = engine::SERIAL.lock();
         let dir = v2_copy();
         let db =
-            engine::open_with_retry(dir.path(), &StoreConfig::default(), engine::LEGACY_SEGMENT)
+            super::super::open_sled(dir.path(), &StoreConfig::default(), engine::LEGACY_SEGMENT)
                 .unwrap();
         let tree = db.open_tree(CATALOG_TREE).unwrap();
         let h = StoreHeader::decode_any(&tree.get(HEADER_KEY).unwrap().unwrap()).unwrap();

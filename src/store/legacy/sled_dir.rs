@@ -108,7 +108,7 @@ pub(crate) fn copy_store(dir: &Path, wait: std::time::Duration) -> Result<Scratc
     };
     private_dir(&scratch.path).map_err(io("making a temporary copy of the store"))?;
     copy_tree(dir, &scratch.path)?;
-    super::blobkeep::copy_restored(dir, &scratch.path)
+    crate::sled_engine::blobkeep::copy_restored(dir, &scratch.path)
         .map_err(io("making a temporary copy of the store"))?;
     drop(db); // releases the lock
     Ok(scratch)
@@ -193,7 +193,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), StoreError> {
         let entry = entry.map_err(&copy)?;
         let kind = entry.file_type().map_err(&copy)?;
         let target = to.join(entry.file_name());
-        if entry.file_name() == super::blobkeep::KEEP_DIR {
+        if entry.file_name() == crate::sled_engine::blobkeep::KEEP_DIR {
             continue; // second names of blobs: `copy_restored` takes what is needed
         }
         if kind.is_dir() {

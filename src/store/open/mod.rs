@@ -9,6 +9,7 @@ mod take_back;
 
 pub use marker::MARKER_FILE;
 
+use crate::sled_engine as engine;
 use crate::store::budget;
 use crate::store::catalog::{Catalog, STORE_FORMAT_VERSION};
 use crate::store::config::StoreConfig;
@@ -17,7 +18,6 @@ use crate::store::disk::{
     catalog_file, catalog_log, parse_pack_file, parse_table_file, TABLES_DIR,
 };
 use crate::store::error::{at_open, StoreError};
-use crate::store::legacy::engine;
 use crate::store::legacy::guard_db::GuardDb;
 use crate::store::legacy::migrate::upgrade_legacy;
 use crate::store::legacy::sled_dir::{self, has_sled, Scratch};
