@@ -49,6 +49,11 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+/// The README's Rust examples, run as doc tests (its first one must compile and run).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod agg;
 mod cache;
 mod contains;
