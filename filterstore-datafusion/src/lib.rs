@@ -49,6 +49,11 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+/// The README's Rust examples, run as doc tests (its first one must compile and run).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod agg;
 mod cache;
 mod contains;
@@ -84,9 +89,11 @@ pub use session::{aggregate_udfs, register_functions, scalar_udfs, BloomStateBui
 
 /// Test seams: fault injection into one query's runtime filters and a
 /// count of waiting probe tasks (`tests/runtime/waits.rs`). Not a stable
-/// API; costs one atomic load per post and per probe batch when unused.
+/// API; compiled only with the `test-hooks` feature, so a build without it
+/// has none of them (no atomic load per post or per probe batch).
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::runtime::hooks;
     pub use crate::runtime::probe::waiting_probes;
-    pub use crate::runtime::tap::hooks;
 }

@@ -14,9 +14,12 @@
 //! written by arrow-rs).
 //!
 //! [`SbbfArrowWriter`] writes a Parquet file with arrow-rs's `ArrowWriter`
-//! and stores a split-block filter ([`ColumnSbbf`]) as the Bloom filter of
-//! a named column, which Parquet readers (DataFusion among them) then use to
-//! skip row groups; it refuses a batch holding a value the filter lacks.
+//! and stores split-block filters ([`ColumnSbbf`]) as the Bloom filters of
+//! named columns, which Parquet readers (DataFusion among them) then use to
+//! skip row groups: one filter you built for the whole file (it refuses a
+//! batch holding a value the filter lacks), or one per row group that it
+//! builds from the row group's values ([`SbbfGranularity`] says what each
+//! means for pruning).
 //!
 //! The other layouts (standard, blocked) hash with seeded XXH3-128 and place
 //! `k` bits in a 512-bit block or anywhere: a bit of theirs cannot be moved
@@ -36,7 +39,7 @@
 //! to that.
 
 mod writer;
-pub use writer::{ColumnSbbf, SbbfArrowWriter};
+pub use writer::{ColumnSbbf, SbbfArrowWriter, SbbfGranularity};
 
 use crate::error::{BloomUdfError, Result};
 use crate::keys::{self, KeyVisitor};

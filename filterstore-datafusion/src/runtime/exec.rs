@@ -32,7 +32,6 @@ use super::probe::{
 };
 use super::rendezvous::{self, FilterId};
 use super::scope::ScopeCell;
-use super::tap::hooks;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -284,6 +283,7 @@ impl ExecutionPlan for BloomFilterExec {
         let input = self.input.execute(partition, context)?;
         let m = MetricBuilder::new(&self.metrics);
         let probe = Probe {
+            #[cfg(feature = "test-hooks")]
             filter_id: self.filter,
             keys: self.keys.clone(),
             nulls_pass: self.nulls_pass,
@@ -313,9 +313,12 @@ impl ExecutionPlan for BloomFilterExec {
                     Err(e) => return Some((Err(e), (input, run, probe))),
                 };
                 probe.poll_late(&run);
-                let delay = hooks::of(probe.filter_id).probe_batch_delay;
-                if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
+                #[cfg(feature = "test-hooks")]
+                {
+                    let delay = super::hooks::of(probe.filter_id).probe_batch_delay;
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
                 }
                 let out = probe.filter(batch);
                 Some((Ok(out), (input, run, probe)))

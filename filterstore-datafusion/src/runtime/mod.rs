@@ -26,6 +26,8 @@ pub mod codec;
 pub mod config;
 pub mod decide;
 pub mod exec;
+#[cfg(feature = "test-hooks")]
+pub mod hooks;
 pub mod lineage;
 pub(crate) mod node;
 pub mod place;

@@ -144,6 +144,8 @@ pub(super) struct ProbeMetrics {
 
 /// One partition's filtering.
 pub(super) struct Probe {
+    /// For the test seams only ([`super::hooks`], [`waiting_probes`]).
+    #[cfg(feature = "test-hooks")]
     pub(super) filter_id: FilterId,
     pub(super) keys: Vec<Arc<dyn PhysicalExpr>>,
     pub(super) nulls_pass: bool,
@@ -162,8 +164,10 @@ impl Probe {
         }
         let deadline = tokio::time::Instant::from_std(run.deadline());
         let timer = self.metrics.wait.timer();
+        #[cfg(feature = "test-hooks")]
         let waiting = Waiting::enter(self.filter_id);
         let arrived = tokio::time::timeout_at(deadline, run.arrival.clone()).await;
+        #[cfg(feature = "test-hooks")]
         drop(waiting);
         timer.done();
         match arrived {
@@ -262,20 +266,24 @@ impl Probe {
 }
 
 /// Probe partitions of this process waiting for their filter now, by
-/// filter (for the tests of cancellation).
-pub(super) static WAITING: std::sync::LazyLock<Mutex<std::collections::HashMap<FilterId, usize>>> =
+/// filter (for the tests of cancellation; with the `test-hooks` feature).
+#[cfg(feature = "test-hooks")]
+static WAITING: std::sync::LazyLock<Mutex<std::collections::HashMap<FilterId, usize>>> =
     std::sync::LazyLock::new(|| Mutex::new(std::collections::HashMap::new()));
 
 /// Probe partitions of this process waiting for filter `id` now (for the
 /// tests of cancellation; not a stable API).
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub fn waiting_probes(id: FilterId) -> usize {
     WAITING.lock().get(&id).copied().unwrap_or(0)
 }
 
 /// Counts a waiting partition while it lives (a dropped wait counts out).
-pub(super) struct Waiting(FilterId);
+#[cfg(feature = "test-hooks")]
+struct Waiting(FilterId);
 
+#[cfg(feature = "test-hooks")]
 impl Waiting {
     fn enter(id: FilterId) -> Waiting {
         *WAITING.lock().entry(id).or_insert(0) += 1;
@@ -283,6 +291,7 @@ impl Waiting {
     }
 }
 
+#[cfg(feature = "test-hooks")]
 impl Drop for Waiting {
     fn drop(&mut self) {
         let mut w = WAITING.lock();

@@ -192,19 +192,32 @@ impl TapRun {
         if self.posted.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.post_with(body, hooks::of(self.id));
+        #[cfg(feature = "test-hooks")]
+        let Some(body) = self.injected(body) else {
+            return;
+        };
+        self.send(body);
     }
 
-    fn post_with(&self, body: PartialBody, faults: hooks::Faults) {
+    /// What the tests injected into this filter ([`super::hooks`]): the
+    /// body to send now, or `None` when it is dropped or sent later.
+    #[cfg(feature = "test-hooks")]
+    fn injected(&self, body: PartialBody) -> Option<PartialBody> {
+        use super::hooks::{self, TapFault};
+        let faults = hooks::of(self.id);
         let body = match (faults.tap, body) {
-            (hooks::TapFault::Fail, _) => PartialBody::Failed("injected failure".into()),
-            (hooks::TapFault::Never, _) => return,
-            (hooks::TapFault::None, body) => body,
+            (TapFault::Fail, _) => PartialBody::Failed("injected failure".into()),
+            (TapFault::Never, _) => return None,
+            (TapFault::None, body) => body,
         };
-        if !faults.post_delay.is_zero() {
-            self.post_later(body, faults.post_delay);
-            return;
+        if faults.post_delay.is_zero() {
+            return Some(body);
         }
+        self.post_later(body, faults.post_delay);
+        None
+    }
+
+    fn send(&self, body: PartialBody) {
         let post = Post {
             task: self.task,
             tasks: self.tasks,
@@ -231,8 +244,9 @@ impl TapRun {
         }
     }
 
-    /// [`Self::post`] after `delay` (a test hook: a build side slower than
+    /// [`Self::send`] after `delay` (a test hook: a build side slower than
     /// the probe side's deadline).
+    #[cfg(feature = "test-hooks")]
     fn post_later(&self, body: PartialBody, delay: std::time::Duration) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
@@ -253,7 +267,7 @@ impl TapRun {
         rt.spawn(async move {
             tokio::time::sleep(delay).await;
             run.posted.store(true, Ordering::Release);
-            run.post_with(body, hooks::Faults::default());
+            run.send(body);
         });
     }
 
@@ -446,69 +460,5 @@ impl Drop for TapStream {
             self.run
                 .fail("a build partition was dropped before its end".into());
         }
-    }
-}
-
-/// Fault injection for the tests of waiting, by filter: a test plans its
-/// query, takes the filter ids from the report, and injects faults into
-/// those filters only (other queries of the process are untouched). In
-/// effect where the taps and probe tasks run in this process (the in-memory
-/// cluster). Not a stable API.
-#[doc(hidden)]
-pub mod hooks {
-    use super::FilterId;
-    use parking_lot::Mutex;
-    use std::collections::HashMap;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::LazyLock;
-    use std::time::Duration;
-
-    /// What taps do when they would post.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-    pub enum TapFault {
-        /// Post as usual.
-        #[default]
-        None,
-        /// Post a failure instead of the filter.
-        Fail,
-        /// Never post.
-        Never,
-    }
-
-    /// The faults of one filter.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-    pub struct Faults {
-        /// What its taps do.
-        pub tap: TapFault,
-        /// How late its taps post.
-        pub post_delay: Duration,
-        /// A delay before each batch its probe partitions filter.
-        pub probe_batch_delay: Duration,
-    }
-
-    static ANY: AtomicBool = AtomicBool::new(false);
-    static FAULTS: LazyLock<Mutex<HashMap<FilterId, Faults>>> =
-        LazyLock::new(|| Mutex::new(HashMap::new()));
-
-    /// Injects `faults` into filter `id`.
-    pub fn inject(id: FilterId, faults: Faults) {
-        FAULTS.lock().insert(id, faults);
-        ANY.store(true, Ordering::SeqCst);
-    }
-
-    /// Removes filter `id`'s faults.
-    pub fn clear(id: FilterId) {
-        let mut f = FAULTS.lock();
-        f.remove(&id);
-        ANY.store(!f.is_empty(), Ordering::SeqCst);
-    }
-
-    /// Filter `id`'s faults (none, at the cost of one atomic load, when no
-    /// test injected any).
-    pub fn of(id: FilterId) -> Faults {
-        if !ANY.load(Ordering::Relaxed) {
-            return Faults::default();
-        }
-        FAULTS.lock().get(&id).copied().unwrap_or_default()
     }
 }

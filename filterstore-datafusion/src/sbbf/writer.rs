@@ -15,8 +15,31 @@ use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::{ParquetMetaData, ParquetMetaDataWriter};
 use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::parquet::schema::types::SchemaDescriptor;
-use filterstore::BloomRead;
+use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, KeyHash, Layout};
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Write};
+
+/// How many Bloom filters [`SbbfArrowWriter`] writes for a column, and so
+/// which row groups a reader can skip with them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum SbbfGranularity {
+    /// One filter for the whole file, a filter you built
+    /// ([`ColumnSbbf::new`]), written once and shared by every row group. A
+    /// key the file lacks skips every row group (bar a false positive); a
+    /// key the file holds skips none, not even the row groups without it.
+    PerFile,
+    /// One filter per row group ([`ColumnSbbf::per_row_group`]), built by the
+    /// writer from that row group's own values and sized for its distinct
+    /// values at false-positive rate `fpp`. A key skips every row group that
+    /// lacks it, bar about `fpp` of them (false positives), at the cost of a
+    /// filter per row group in the file.
+    PerRowGroup {
+        /// The false-positive rate each row group's filter is sized for.
+        fpp: f64,
+    },
+}
 
 /// A split-block filter bound for the Bloom filter of the Parquet column
 /// named `column` (see [`SbbfArrowWriter`]).
@@ -35,13 +58,23 @@ use std::io::{self, Write};
 #[derive(Debug, Clone)]
 pub struct ColumnSbbf {
     column: String,
-    sbbf: Sbbf,
+    source: Source,
+}
+
+/// Where a column's filters come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The caller's filter, for the whole file.
+    File(Sbbf),
+    /// Built by the writer, one per row group.
+    RowGroup { fpp: f64 },
 }
 
 impl ColumnSbbf {
-    /// Copies `filter`'s bits as the SBBF of `column`. Refused (before a
-    /// word of it is read) unless the filter is split-block and its bitset
-    /// is at most [`BITSET_MAX_LENGTH`] bytes.
+    /// Copies `filter`'s bits as the SBBF of `column`, one filter for the
+    /// whole file ([`SbbfGranularity::PerFile`]). Refused (before a word of
+    /// it is read) unless the filter is split-block and its bitset is at
+    /// most [`BITSET_MAX_LENGTH`] bytes.
     pub fn new(column: impl Into<String>, filter: &impl BloomRead) -> Result<Self> {
         let column = column.into();
         let len = sbbf_bytes(filter.params())?;
@@ -53,13 +86,53 @@ impl ColumnSbbf {
         }
         Ok(Self {
             column,
-            sbbf: export_bit_filter(filter)?,
+            source: Source::File(export_bit_filter(filter)?),
+        })
+    }
+
+    /// One filter per row group of `column` ([`SbbfGranularity::PerRowGroup`]):
+    /// the writer hashes each non-null value of the column as a Parquet
+    /// reader does (XXH64, seed 0, of its plain encoding: the bytes
+    /// [`crate::int_key`] gives) and, when the row group ends, writes a
+    /// split-block filter of that row group's distinct hashes, sized for
+    /// their number at false-positive rate `fpp` (at most
+    /// [`BITSET_MAX_LENGTH`] bytes; a row group with more distinct values
+    /// than that holds at `fpp` gets the largest filter and a higher rate).
+    /// Refused unless `0 < fpp < 1`.
+    ///
+    /// ```
+    /// use filterstore_datafusion::sbbf::{ColumnSbbf, SbbfGranularity};
+    ///
+    /// let c = ColumnSbbf::per_row_group("id", 0.01)?;
+    /// assert_eq!(c.granularity(), SbbfGranularity::PerRowGroup { fpp: 0.01 });
+    /// assert!(ColumnSbbf::per_row_group("id", 1.0).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn per_row_group(column: impl Into<String>, fpp: f64) -> Result<Self> {
+        let column = column.into();
+        if !(fpp.is_finite() && fpp > 0.0 && fpp < 1.0) {
+            return Err(BloomUdfError::Sbbf(format!(
+                "the false-positive rate of column `{column}`'s row-group filters must be above 0 and below 1, not {fpp}"
+            ))
+            .into());
+        }
+        Ok(Self {
+            column,
+            source: Source::RowGroup { fpp },
         })
     }
 
     /// The column the filter is for.
     pub fn column(&self) -> &str {
         &self.column
+    }
+
+    /// One filter for the file, or one per row group.
+    pub fn granularity(&self) -> SbbfGranularity {
+        match self.source {
+            Source::File(_) => SbbfGranularity::PerFile,
+            Source::RowGroup { fpp } => SbbfGranularity::PerRowGroup { fpp },
+        }
     }
 }
 
@@ -69,11 +142,65 @@ struct Target {
     field: usize,
     leaf: usize,
     data_type: DataType,
-    sbbf: Sbbf,
+    kind: Kind,
 }
 
-/// arrow-rs's [`ArrowWriter`] that stores a filterstore filter as the Bloom
-/// filter of one or more columns.
+/// A target's filter: the caller's, or the distinct hashes of the row
+/// group in progress, which become its filter when it ends.
+enum Kind {
+    File(Sbbf),
+    RowGroup { fpp: f64, hashes: Hashes },
+}
+
+/// XXH64 hashes, which need no hashing again.
+type Hashes = HashSet<u64, BuildHasherDefault<PassThrough>>;
+
+/// A [`Hasher`] that keeps the `u64` it is given (an XXH64 hash already).
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, h: u64) {
+        self.0 = h;
+    }
+}
+
+/// A filter written to the file: at byte `at`, `len` bytes, for column
+/// chunk `leaf` of row group `group`, or of every row group when `None`.
+struct Placed {
+    group: Option<usize>,
+    leaf: usize,
+    at: usize,
+    len: usize,
+}
+
+/// arrow-rs's [`ArrowWriter`] that stores filterstore filters as the Bloom
+/// filters of one or more columns: one filter per column for the whole file,
+/// or one per row group ([`SbbfGranularity`]).
+///
+/// **Granularity: which row groups a reader skips.** A reader probes a row
+/// group's filter for the key and skips the row group when the filter says
+/// absent.
+/// - *Per file* ([`ColumnSbbf::new`]): every row group points at the one
+///   filter of the whole column. An absent key skips every row group (bar a
+///   false positive); a present key skips none, not even the row groups
+///   without it. The file grows by one filter.
+/// - *Per row group* ([`ColumnSbbf::per_row_group`]): each row group's
+///   filter holds that row group's values only, so a present key skips the
+///   row groups that lack it, bar about `fpp` of them. The file grows by a
+///   filter per row group, sized for that row group's distinct values:
+///   1,360 bytes (bitset and header) per row group of 1,000 distinct keys at
+///   `fpp` 1%, where arrow-rs's own filter at 1% takes 2,064
+///   (`tests/sql/sbbf_row_groups.rs`: there DataFusion pruned 1,965 of the
+///   1,984 row groups lacking 64 present keys, and 0 with a filter per file).
 ///
 /// **Why a writer, not a rewrite of a finished file.** A Parquet reader
 /// that finds a Bloom filter trusts it: a value the filter lacks makes it
@@ -89,18 +216,23 @@ struct Target {
 /// guarantee, or go without it; and it would copy the file (or rewrite its
 /// tail in place, which a crash turns into a file no reader opens).
 ///
-/// **What is written.** Everything `ArrowWriter` writes, byte for byte, up
-/// to the end of the last row group; then, once per filtered column, the
-/// filter (Thrift header and bitset, as arrow-rs writes an `Sbbf`); then
-/// the page indexes and the footer `ArrowWriter` wrote, the footer with each
-/// filtered column chunk's `bloom_filter_offset` and `bloom_filter_length`
-/// pointing at that one copy. Every row group of the file shares it: the
-/// file grows by the filter once, not once per row group, and a reader
-/// skips a row group when the value is absent from the whole column, so the
-/// filter prunes whole files (all their row groups), not single row groups
-/// within one. arrow-rs's own filter for a filtered column is switched off
-/// (it would be written and never referenced); the other columns keep the
-/// writer properties' settings.
+/// A per-row-group filter is built by the writer, not given: it hashes each
+/// non-null value as readers do (XXH64, seed 0, of the plain encoding) into
+/// the set of the row group in progress, following `ArrowWriter`'s row
+/// groups however they end (rows, bytes, [`SbbfArrowWriter::flush`]), and
+/// when the row group ends writes a split-block filter of that set sized for
+/// its count, so it holds every value of its row group.
+///
+/// **What is written.** Everything `ArrowWriter` writes, in its order, with
+/// each row group followed by its per-row-group filters; after the last row
+/// group, once per per-file column, its filter (Thrift header and bitset,
+/// as arrow-rs writes an `Sbbf`); then the page indexes and the footer
+/// `ArrowWriter` wrote, the footer with each filtered column chunk's
+/// `bloom_filter_offset` and `bloom_filter_length` pointing at its filter
+/// (for a per-file column, every row group at the one copy). arrow-rs's own
+/// filter for a filtered column is switched off (it would be written and
+/// never referenced); the other columns keep the writer properties'
+/// settings.
 ///
 /// **Which columns.** A top-level column whose Parquet filter hashes the
 /// bytes this crate's keys hash ([`crate::int_key`]): `Int64` and `UInt64`
@@ -113,14 +245,17 @@ struct Target {
 /// [`BITSET_MAX_LENGTH`] (128 MiB) of bitset, the most arrow-rs writes and
 /// parquet-java reads.
 ///
-/// **Memory.** One copy of each filter (its `Sbbf`, held until the footer is
-/// written), and at close the tail of the file from the last row group on
-/// (the page indexes and the footer; with `BloomFilterPosition::End`, also
-/// the other columns' filters, which arrow-rs holds until then anyway).
+/// **Memory.** One copy of each per-file filter (its `Sbbf`, held until the
+/// footer is written); for each per-row-group column, the distinct hashes of
+/// the row group in progress (a hash set of 8-byte hashes) and, while a
+/// row group closes, its filter; and at close the tail of the file from the
+/// last row group on (the page indexes and the footer; with
+/// `BloomFilterPosition::End`, also the other columns' filters, which
+/// arrow-rs holds until then anyway).
 ///
 /// **Errors.** [`SbbfArrowWriter::write`] refuses a batch that does not
-/// match or holds a value a filter lacks with nothing written; the writer
-/// takes further batches. An error from `ArrowWriter` itself, or from
+/// match or holds a value a per-file filter lacks with nothing written; the
+/// writer takes further batches. An error from `ArrowWriter` itself, or from
 /// [`SbbfArrowWriter::close`], leaves an incomplete file, as with
 /// `ArrowWriter`: discard it.
 ///
@@ -163,11 +298,48 @@ struct Target {
 /// assert_eq!(sbbf.check(&8_i64), filter.contains(&int_key(8)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// One filter per row group, built from the values:
+///
+/// ```
+/// use datafusion::arrow::array::{Int64Array, RecordBatch};
+/// use datafusion::arrow::datatypes::{DataType, Field, Schema};
+/// use datafusion::parquet::bloom_filter::Sbbf;
+/// use datafusion::parquet::file::properties::WriterProperties;
+/// use filterstore_datafusion::sbbf::{ColumnSbbf, SbbfArrowWriter};
+/// use std::sync::Arc;
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+/// let props = WriterProperties::builder().set_max_row_group_row_count(Some(1_000)).build();
+/// let filters = vec![ColumnSbbf::per_row_group("id", 0.01)?];
+/// let mut file = Vec::new();
+/// let mut writer = SbbfArrowWriter::try_new(&mut file, schema.clone(), Some(props), filters)?;
+/// let ids = Int64Array::from_iter_values(0..2_000); // two row groups
+/// writer.write(&RecordBatch::try_new(schema, vec![Arc::new(ids)])?)?;
+/// let metadata = writer.close()?;
+///
+/// let filter = |rg: usize| {
+///     let chunk = metadata.row_group(rg).column(0);
+///     let at = chunk.bloom_filter_offset().unwrap() as usize;
+///     let len = chunk.bloom_filter_length().unwrap() as usize;
+///     Sbbf::from_bytes(&file[at..at + len])
+/// };
+/// let (first, second) = (filter(0)?, filter(1)?);
+/// assert!(first.check(&7_i64) && second.check(&1_007_i64));
+/// // Each holds its own row group's keys: of the other's, about 1% pass.
+/// let passing = (1_000..2_000_i64).filter(|k| first.check(k)).count();
+/// assert!(passing < 40, "{passing}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct SbbfArrowWriter<W: Write + Send> {
     writer: ArrowWriter<Tail<W>>,
     targets: Vec<Target>,
     columns: usize,
     write_path_in_schema: bool,
+    /// The row-group filters written so far.
+    placed: Vec<Placed>,
+    /// How many row groups have their row-group filters written.
+    filtered_groups: usize,
 }
 
 impl<W: Write + Send> SbbfArrowWriter<W> {
@@ -201,12 +373,16 @@ impl<W: Write + Send> SbbfArrowWriter<W> {
             targets,
             columns,
             write_path_in_schema,
+            placed: Vec::new(),
+            filtered_groups: 0,
         })
     }
 
-    /// Checks every non-null value of each filtered column against its
-    /// filter, then writes `batch` as [`ArrowWriter::write`] does. A batch
-    /// holding a value a filter lacks is refused with
+    /// Checks every non-null value of each per-file column against its
+    /// filter, then writes `batch` as [`ArrowWriter::write`] does, the values
+    /// of each per-row-group column going to the filters of their row groups
+    /// (the filters of the row groups it ends are written). A batch
+    /// holding a value a per-file filter lacks is refused with
     /// [`BloomUdfError::KeyNotInFilter`], and one whose filtered columns
     /// are not of the schema's types with [`BloomUdfError::ParquetColumn`]:
     /// nothing of it is written, and the writer takes further batches.
@@ -234,7 +410,9 @@ impl<W: Write + Send> SbbfArrowWriter<W> {
                     ),
                 ));
             }
-            if let Some(row) = first_missing(&t.sbbf, column)? {
+            if let Kind::File(sbbf) = &t.kind
+                && let Some(row) = first_missing(sbbf, column)?
+            {
                 return Err(BloomUdfError::KeyNotInFilter {
                     column: t.name.clone(),
                     row,
@@ -242,12 +420,17 @@ impl<W: Write + Send> SbbfArrowWriter<W> {
                 .into());
             }
         }
-        Ok(self.writer.write(batch)?)
+        let groups = self.writer.flushed_row_groups().len();
+        let open = self.writer.in_progress_rows();
+        self.writer.write(batch)?;
+        self.follow(batch, groups, open)
     }
 
-    /// Closes the row group in progress ([`ArrowWriter::flush`]).
+    /// Closes the row group in progress ([`ArrowWriter::flush`]) and writes
+    /// its row-group filters.
     pub fn flush(&mut self) -> Result<()> {
-        Ok(self.writer.flush()?)
+        self.writer.flush()?;
+        self.close_flushed()
     }
 
     /// Bytes written to the output so far ([`ArrowWriter::bytes_written`]).
@@ -266,17 +449,113 @@ impl<W: Write + Send> SbbfArrowWriter<W> {
         Ok(self.finish()?.0)
     }
 
+    /// Hashes the rows of `batch`, just written, into the row groups they
+    /// went to: `ArrowWriter` fills the row group in progress (`open` rows
+    /// of the `groups` flushed before) in row order, flushes it when full
+    /// (by rows or bytes) and goes on with the next, so the row groups it
+    /// flushed and the rows now in progress say where each row went. A
+    /// count that does not add up is an error: a filter missing rows of its
+    /// row group would make readers skip them.
+    fn follow(&mut self, batch: &RecordBatch, groups: usize, open: usize) -> Result<()> {
+        if !self
+            .targets
+            .iter()
+            .any(|t| matches!(t.kind, Kind::RowGroup { .. }))
+        {
+            self.filtered_groups = self.writer.flushed_row_groups().len();
+            return Ok(());
+        }
+        let flushed: Vec<usize> = self.writer.flushed_row_groups()[groups..]
+            .iter()
+            .map(|g| usize::try_from(g.num_rows()).unwrap_or(usize::MAX))
+            .collect();
+        let (mut start, mut open) = (0, open);
+        for rows in flushed {
+            let len = rows
+                .checked_sub(open)
+                .filter(|len| start + len <= batch.num_rows())
+                .ok_or_else(|| lost_rows(rows, open))?;
+            self.hash_rows(batch, start, len)?;
+            self.close_group()?;
+            start += len;
+            open = 0;
+        }
+        let rest = batch.num_rows() - start;
+        if self.writer.in_progress_rows() != open + rest {
+            return Err(lost_rows(self.writer.in_progress_rows(), open + rest));
+        }
+        self.hash_rows(batch, start, rest)
+    }
+
+    /// Adds rows `start..start + len` of `batch` to the hashes of the row
+    /// group in progress.
+    fn hash_rows(&mut self, batch: &RecordBatch, start: usize, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        for t in &mut self.targets {
+            if let Kind::RowGroup { hashes, .. } = &mut t.kind {
+                let column = batch.column(t.field).slice(start, len);
+                let mut v = Hash {
+                    hashes,
+                    nulls: column.logical_nulls(),
+                };
+                keys::visit("SbbfArrowWriter::write", &column, &mut v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the row-group filters of every row group flushed and not yet
+    /// given its filters (after [`ArrowWriter::flush`], at most one).
+    fn close_flushed(&mut self) -> Result<()> {
+        while self.filtered_groups < self.writer.flushed_row_groups().len() {
+            self.close_group()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the filter of each row-group target for the row group
+    /// `filtered_groups` (flushed, its rows hashed), through the writer so
+    /// that its byte count (the offsets it records) stays true.
+    fn close_group(&mut self) -> Result<()> {
+        let group = self.filtered_groups;
+        for t in &mut self.targets {
+            if let Kind::RowGroup { fpp, hashes } = &mut t.kind {
+                let sbbf = row_group_sbbf(hashes, *fpp)?;
+                hashes.clear();
+                let at = self.writer.bytes_written();
+                sbbf.write(Counted(&mut self.writer))?;
+                self.placed.push(Placed {
+                    group: Some(group),
+                    leaf: t.leaf,
+                    at,
+                    len: self.writer.bytes_written() - at,
+                });
+            }
+        }
+        self.filtered_groups += 1;
+        Ok(())
+    }
+
     fn finish(mut self) -> Result<(W, ParquetMetaData)> {
-        self.writer.flush()?;
-        // Each filter once, after the last row group, through the writer so
-        // that its byte count (the offsets it records) stays true. A file
-        // without row groups has no column chunk to point at one.
-        let mut placed = Vec::with_capacity(self.targets.len());
+        self.flush()?;
+        // Each whole-file filter once, after the last row group, through the
+        // writer. A file without row groups has no column chunk to point at
+        // one.
+        let mut placed = std::mem::take(&mut self.placed);
         if !self.writer.flushed_row_groups().is_empty() {
             for t in &self.targets {
-                let at = self.writer.bytes_written();
-                t.sbbf.write(Counted(&mut self.writer))?;
-                placed.push((t.leaf, at, self.writer.bytes_written() - at));
+                if let Kind::File(sbbf) = &t.kind {
+                    let at = self.writer.bytes_written();
+                    sbbf.write(Counted(&mut self.writer))?;
+                    placed.push(Placed {
+                        group: None,
+                        leaf: t.leaf,
+                        at,
+                        len: self.writer.bytes_written() - at,
+                    });
+                }
             }
         }
         // From here on ArrowWriter writes the file's tail; keep it back, to
@@ -292,6 +571,36 @@ impl<W: Write + Send> SbbfArrowWriter<W> {
         out.flush()?;
         Ok((out, metadata))
     }
+}
+
+/// `ArrowWriter` split a batch in a way the row counts do not explain.
+fn lost_rows(rows: usize, expected: usize) -> DataFusionError {
+    ParquetError::General(format!(
+        "SbbfArrowWriter lost track of the rows of its row groups ({rows} against {expected}): the file's row-group filters would not match their rows; discard it"
+    ))
+    .into()
+}
+
+/// A split-block filter of `hashes` (XXH64 of a row group's values), sized
+/// for their number at `fpp`, within [`BITSET_MAX_LENGTH`] bytes.
+fn row_group_sbbf(hashes: &Hashes, fpp: f64) -> Result<Sbbf> {
+    let sbbf_err = |e: filterstore::ParamError| BloomUdfError::Sbbf(e.to_string());
+    let n = (hashes.len() as u64).max(1);
+    let params = match FilterParams::for_capacity(n, fpp, Layout::SplitBlock, HashSpec::xxh64()) {
+        Ok(p) if p.m() / 8 <= BITSET_MAX_LENGTH as u64 => p,
+        _ => FilterParams::new(
+            Layout::SplitBlock,
+            8 * BITSET_MAX_LENGTH as u64,
+            8,
+            HashSpec::xxh64(),
+        )
+        .map_err(sbbf_err)?,
+    };
+    let mut filter = BitFilter::new(params).map_err(sbbf_err)?;
+    for &h in hashes {
+        filter.insert_hash_mut(KeyHash { h1: h, h2: 0 });
+    }
+    export_bit_filter(&filter)
 }
 
 fn refuse(column: &str, reason: String) -> DataFusionError {
@@ -345,12 +654,19 @@ fn target(schema: &Schema, descr: &SchemaDescriptor, f: ColumnSbbf) -> Result<Ta
             format!("a {data_type} column stored as Parquet {stored}, not {physical}"),
         ));
     }
+    let kind = match f.source {
+        Source::File(sbbf) => Kind::File(sbbf),
+        Source::RowGroup { fpp } => Kind::RowGroup {
+            fpp,
+            hashes: Hashes::default(),
+        },
+    };
     Ok(Target {
         name: f.column,
         field,
         leaf,
         data_type,
-        sbbf: f.sbbf,
+        kind,
     })
 }
 
@@ -406,6 +722,35 @@ impl FirstMissing<'_> {
     }
 }
 
+/// Adds the XXH64 hash (seed 0) of each valid row's key bytes to `hashes`:
+/// what [`Sbbf::insert`] would hash, and a reader's [`Sbbf::check`] too.
+struct Hash<'h> {
+    hashes: &'h mut Hashes,
+    nulls: Option<NullBuffer>,
+}
+
+impl Hash<'_> {
+    fn add(&mut self, len: usize, hash: impl Fn(usize) -> u64) {
+        let nulls = self.nulls.as_ref();
+        self.hashes.extend(
+            (0..len)
+                .filter(|&i| nulls.is_none_or(|n| n.is_valid(i)))
+                .map(hash),
+        );
+    }
+}
+
+impl KeyVisitor for Hash<'_> {
+    fn ints(&mut self, len: usize, get: impl Fn(usize) -> u64) {
+        let spec = HashSpec::xxh64();
+        self.add(len, |i| spec.hash(&keys::int_key(get(i))).h1);
+    }
+    fn bytes<'a>(&mut self, len: usize, get: impl Fn(usize) -> &'a [u8]) {
+        let spec = HashSpec::xxh64();
+        self.add(len, |i| spec.hash(get(i)).h1);
+    }
+}
+
 impl KeyVisitor for FirstMissing<'_> {
     fn ints(&mut self, len: usize, get: impl Fn(usize) -> u64) {
         let sbbf = self.sbbf;
@@ -417,24 +762,27 @@ impl KeyVisitor for FirstMissing<'_> {
     }
 }
 
-/// `metadata` with every row group's chunk of each placed column pointing
-/// at its filter: `(leaf, offset, length)`.
-fn with_filters(
-    metadata: ParquetMetaData,
-    placed: &[(usize, usize, usize)],
-) -> Result<ParquetMetaData> {
+/// `metadata` with each placed filter's column chunk (of its row group, or
+/// of every row group) pointing at it.
+fn with_filters(metadata: ParquetMetaData, placed: &[Placed]) -> Result<ParquetMetaData> {
     let mut b = metadata.into_builder();
     let mut groups = b.take_row_groups();
-    for group in &mut groups {
-        for &(leaf, at, len) in placed {
+    for p in placed {
+        let (at, len) = (p.at, p.len);
+        let offset =
+            i64::try_from(at).map_err(|_| ParquetError::General(format!("filter offset {at}")))?;
+        let length = i32::try_from(len)
+            .map_err(|_| ParquetError::General(format!("filter length {len}")))?;
+        let range = match p.group {
+            Some(g) if g < groups.len() => g..g + 1,
+            Some(g) => return Err(ParquetError::General(format!("no row group {g}")).into()),
+            None => 0..groups.len(),
+        };
+        for group in &mut groups[range] {
             let chunk = group
                 .columns_mut()
-                .get_mut(leaf)
-                .ok_or_else(|| ParquetError::General(format!("no column chunk {leaf}")))?;
-            let offset = i64::try_from(at)
-                .map_err(|_| ParquetError::General(format!("filter offset {at}")))?;
-            let length = i32::try_from(len)
-                .map_err(|_| ParquetError::General(format!("filter length {len}")))?;
+                .get_mut(p.leaf)
+                .ok_or_else(|| ParquetError::General(format!("no column chunk {}", p.leaf)))?;
             *chunk = chunk
                 .clone()
                 .into_builder()

@@ -4,7 +4,8 @@
 //! side whose filter never comes, and unions and repeated subplans: every
 //! answer as single-node DataFusion's, no query hangs.
 //!
-//! The faults are injected by filter (`runtime::tap::hooks`): each test
+//! The faults are injected by filter (`runtime::hooks`, built with the
+//! `test-hooks` feature, as this module is): each test
 //! plans its query, injects faults into that query's filters only, and runs
 //! it on the in-memory cluster, whose taps and probe tasks run in this
 //! process. Other tests running at the same time are untouched.

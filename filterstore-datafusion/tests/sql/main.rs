@@ -6,5 +6,6 @@ mod contains_exact;
 mod index;
 mod message_errors;
 mod sbbf;
+mod sbbf_row_groups;
 mod sbbf_write;
 mod sbbf_write_file;

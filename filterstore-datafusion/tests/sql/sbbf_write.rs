@@ -135,7 +135,7 @@ fn interleaved(schema: &SchemaRef, g: i64) -> RecordBatch {
 }
 
 /// `(pruned, matched)` of DataFusion's `row_groups_pruned_bloom_filter`.
-fn bloom_pruning(plan: &dyn ExecutionPlan) -> (usize, usize) {
+pub(crate) fn bloom_pruning(plan: &dyn ExecutionPlan) -> (usize, usize) {
     let mut acc = (0, 0);
     for m in plan.metrics().iter().flat_map(|m| m.iter()) {
         if let MetricValue::PruningMetrics {
@@ -156,7 +156,7 @@ fn bloom_pruning(plan: &dyn ExecutionPlan) -> (usize, usize) {
 }
 
 /// Rows answered, and the bloom-filter pruning of the scan.
-async fn run(ctx: &SessionContext, sql: &str) -> (usize, (usize, usize)) {
+pub(crate) async fn run(ctx: &SessionContext, sql: &str) -> (usize, (usize, usize)) {
     let df = ctx.sql(sql).await.unwrap();
     let plan = df.create_physical_plan().await.unwrap();
     let rows = collect(plan.clone(), ctx.task_ctx()).await.unwrap();
