@@ -1,8 +1,11 @@
 //! The guard's sled database (`<store>/guard/`): the one use of sled left
-//! in store formats 3 and 4, opened on first use.
+//! since store format 3 (the guard's base), opened on first use; and
+//! [`open_sled`], sled opened with a store's configuration (also by the
+//! migration of stores of format 1 and 2).
 
-use crate::sled_engine as engine;
+use crate::sled_engine::{self as engine, OpenError};
 use crate::store::catalog::validate_name;
+use crate::store::config::StoreConfig;
 use crate::store::error::StoreError;
 use crate::store::shared::Shared;
 use parking_lot::Mutex;
@@ -28,7 +31,7 @@ impl GuardDb {
         }
         let dir = shared.dir.join(engine::GUARD_DIR);
         std::fs::create_dir_all(&dir).map_err(io("creating the guard's database"))?;
-        let db = super::open_sled(&dir, &shared.config, engine::GUARD_SEGMENT)?;
+        let db = open_sled(&dir, &shared.config, engine::GUARD_SEGMENT)?;
         // The directory's name, durable before anything in it is: synced
         // whether or not this call made it, since a call before it may have
         // made it and failed at this sync (an error that changed nothing,
@@ -64,4 +67,22 @@ impl GuardDb {
         }
         Ok(())
     }
+}
+
+/// Opens sled in `path` with the cache size and the write deadline of
+/// `config` ([`engine::open_with_retry`]); a lock still held after the wait
+/// is [`StoreError::Locked`].
+pub(crate) fn open_sled(
+    path: &std::path::Path,
+    config: &StoreConfig,
+    segment_size: usize,
+) -> Result<engine::Db, StoreError> {
+    engine::open_with_retry(path, config.cache_capacity, config.io_timeout, segment_size).map_err(
+        |e| match e {
+            OpenError::Locked => StoreError::Locked {
+                path: path.to_path_buf(),
+            },
+            OpenError::Sled(e) => StoreError::sled("opening the database", e),
+        },
+    )
 }

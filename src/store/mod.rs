@@ -83,17 +83,18 @@
 //! Every table operation runs on the caller's thread: a lookup reads memory
 //! only; a write takes its table's writer lock, and its system calls are
 //! its own. Nothing queues behind another table or another store. sled
-//! 0.34.7 is used only for the guard's storage ([`SledDiffStorage`]), opened
-//! on first use; [`sled_engine`](crate::sled_engine) bounds what remains of it (see there, and the
-//! argument from sled's code for why its reads run on the caller's thread).
+//! 0.34.7 is used only for the guard's base ([`SledDiffStorage`]), opened
+//! on first use (`guard_db.rs`); `src/sled_engine/` bounds what remains of
+//! it (see there, and the argument from sled's code for why its reads run
+//! on the caller's thread).
 //! Store format 2 kept everything in sled behind one process-wide worker
 //! thread; the power-cut test showed that sled 0.34.7 loses durable keys
 //! under it (a blob file whose name was not synced, skipped by sled's
 //! recovery while later records were applied), and the hop cost most of the
 //! store's speed. Opening a store of format 1 or 2 migrates it
-//! ([`legacy::migrate`], then `open/migrate.rs`). Everything of the sled era
-//! lives in [`legacy`], apart from the live path of today's format
-//! ([`STORE_FORMAT_VERSION`]).
+//! (`open/migrate/from_sled.rs`, then the steps of `open/migrate/`): the
+//! sled era's code lives with the migrations, and recognising an old
+//! store's directory with the open (`open/sled_dir.rs`).
 //!
 //! [`SledDiffStorage`]: crate::SledDiffStorage
 //!
@@ -151,8 +152,8 @@ mod cgroup;
 pub mod config;
 pub(crate) mod disk;
 pub mod error;
+pub(crate) mod guard_db;
 mod import;
-pub(crate) mod legacy;
 mod open;
 pub mod regen;
 mod sealed;

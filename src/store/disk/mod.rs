@@ -17,7 +17,7 @@
 //! <store>/tables/<id>.pack             the bit filters of a batch of sealed filters (format 6)
 //! <store>/guard-logs/<hex name>-<gen>.log  a guard storage's differential file (format 7)
 //! <store>/guard/                       sled 0.34.7: only the guard's bases, opened on first use
-//!                                      (`store::legacy`; formats 1 and 2 kept all in sled here)
+//!                                      (`store/guard_db.rs`; formats 1 and 2 kept all in sled here)
 //! ```
 
 pub(crate) mod catalog_file;

@@ -17,10 +17,10 @@
 //! ([`sled_dir::copy_store`]); one of format 3 or later reads the store's
 //! own files and writes nothing.
 
+use super::sled_dir;
 use crate::store::disk::catalog_file::{CATALOG_FILE, MAGIC};
 use crate::store::disk::lock::LOCK_FILE;
 use crate::store::error::StoreError;
-use crate::store::legacy::sled_dir;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::Path;

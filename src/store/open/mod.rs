@@ -5,6 +5,7 @@
 mod discard;
 mod marker;
 mod migrate;
+pub(crate) mod sled_dir;
 mod take_back;
 
 pub use marker::MARKER_FILE;
@@ -18,13 +19,13 @@ use crate::store::disk::{
     catalog_file, catalog_log, parse_pack_file, parse_table_file, TABLES_DIR,
 };
 use crate::store::error::{at_open, StoreError};
-use crate::store::legacy::guard_db::GuardDb;
-use crate::store::legacy::migrate::upgrade_legacy;
-use crate::store::legacy::sled_dir::{self, has_sled, Scratch};
+use crate::store::guard_db::GuardDb;
 use crate::store::shared::Shared;
 use crate::store::table::TableInner;
 use marker::DirKind;
+use migrate::upgrade_legacy;
 use parking_lot::Mutex;
+use sled_dir::{has_sled, Scratch};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};

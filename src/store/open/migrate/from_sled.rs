@@ -25,8 +25,7 @@
 //! crash at any point and the store still opens, as the version before the
 //! step or the one after.
 
-use super::generation as legacy;
-use super::sled_dir::remove_legacy_sled;
+use super::sled_generation as legacy;
 use crate::filter::counting::counter_bytes;
 use crate::sled_engine as engine;
 use crate::store::budget;
@@ -35,6 +34,7 @@ use crate::store::config::StoreConfig;
 use crate::store::disk::chunks::{self as pages, CHUNK_COUNTERS};
 use crate::store::disk::create_files;
 use crate::store::error::{at_open, StoreError};
+use crate::store::open::sled_dir::remove_legacy_sled;
 use crate::store::shared::Shared;
 use crate::store::table::commit_chunks;
 use std::path::Path;
@@ -49,9 +49,9 @@ pub(crate) struct Step {
     pub build: fn(&engine::Db, &engine::Tree) -> Result<engine::Batch, StoreError>,
 }
 
-#[path = "../../../migrations/steps/v1_to_v2.rs"]
+#[path = "../../../../migrations/steps/v1_to_v2.rs"]
 mod v1_to_v2;
-#[path = "../../../migrations/steps/v2_to_v3.rs"]
+#[path = "../../../../migrations/steps/v2_to_v3.rs"]
 mod v2_to_v3;
 
 /// The steps inside sled, in order of `from`.
@@ -90,7 +90,7 @@ pub(crate) fn upgrade_legacy_with(
     config: &StoreConfig,
     stop: StopAt,
 ) -> Result<Catalog, StoreError> {
-    let db = super::open_sled(dir, config, engine::LEGACY_SEGMENT)?;
+    let db = crate::store::guard_db::open_sled(dir, config, engine::LEGACY_SEGMENT)?;
     let sled_err = |op| move |e| StoreError::sled(op, e);
     let names = db.tree_names().map_err(sled_err("reading the database"))?;
     if !names.iter().any(|n| n == CATALOG_TREE.as_bytes()) {
@@ -283,7 +283,7 @@ pub(crate) fn copy_guard_trees(
     if names.is_empty() {
         return Ok(());
     }
-    let new = super::open_sled(&to, config, engine::GUARD_SEGMENT)?;
+    let new = crate::store::guard_db::open_sled(&to, config, engine::GUARD_SEGMENT)?;
     for name in names {
         let from = db
             .open_tree(&name)
@@ -383,9 +383,12 @@ mod tests {
     fn versions_without_a_path_or_impossible_ones_are_refused() {
         let _serial = engine::SERIAL.lock();
         let dir = v2_copy();
-        let db =
-            super::super::open_sled(dir.path(), &StoreConfig::default(), engine::LEGACY_SEGMENT)
-                .unwrap();
+        let db = crate::store::guard_db::open_sled(
+            dir.path(),
+            &StoreConfig::default(),
+            engine::LEGACY_SEGMENT,
+        )
+        .unwrap();
         let tree = db.open_tree(CATALOG_TREE).unwrap();
         let h = StoreHeader::decode_any(&tree.get(HEADER_KEY).unwrap().unwrap()).unwrap();
         let at = |v| StoreHeader {

@@ -3,7 +3,7 @@
 //! it is opened for writing.
 //!
 //! Formats 1 and 2 kept everything in sled; their migration to format 3
-//! lives in the sled-era wing ([`legacy::migrate`](super::legacy)). Formats
+//! lives in [`from_sled`]. Formats
 //! 3 and 4 keep the catalog and the tables in the store's own files; 4
 //! binds each log record to its table and generation; 5 has each page
 //! file's superblock say where its log starts. The 3 → 4 step, here,
@@ -18,13 +18,18 @@
 //! fixtures it is tested on (`tests/store/fixture.rs`: those are bytes on
 //! users' disks, kept forever), and is compiled in by a `#[path]` include.
 
-#[path = "../../../migrations/steps/v3_to_v4.rs"]
+pub(crate) mod from_sled;
+mod sled_generation;
+
+pub(crate) use from_sled::upgrade_legacy;
+
+#[path = "../../../../migrations/steps/v3_to_v4.rs"]
 mod v3_to_v4;
-#[path = "../../../migrations/steps/v4_to_v5.rs"]
+#[path = "../../../../migrations/steps/v4_to_v5.rs"]
 mod v4_to_v5;
-#[path = "../../../migrations/steps/v5_to_v6.rs"]
+#[path = "../../../../migrations/steps/v5_to_v6.rs"]
 mod v5_to_v6;
-#[path = "../../../migrations/steps/v6_to_v7.rs"]
+#[path = "../../../../migrations/steps/v6_to_v7.rs"]
 mod v6_to_v7;
 
 pub(crate) use v3_to_v4::v3_to_v4;

@@ -2,7 +2,7 @@
 //! everything in sled: the counter chunks, the log records and the state
 //! record of each generation in the generation's own tree
 //! (`docs/FORMAT.md` §10 and §11 as they were, kept in §15). Only the
-//! migration to format 3 reads them ([`migrate`](super::migrate)).
+//! migration to format 3 reads them ([`from_sled`](super::from_sled)).
 
 use crate::codec::frame::{self, Kind};
 use crate::codec::meta;
