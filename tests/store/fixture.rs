@@ -265,6 +265,23 @@ pub(super) mod v3 {
 }
 
 /// Copies the files and directories under `from` into `to`.
+/// Writes a store fixture into `to` with `write` if `to` is missing and
+/// `FILTERSTORE_WRITE_FIXTURES` is set: every file the store holds, its
+/// folders included, but its lock.
+pub(super) fn write_tree_fixture_if_asked(
+    to: &std::path::Path,
+    write: impl FnOnce(&std::path::Path),
+) {
+    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || to.exists() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path());
+    std::fs::create_dir_all(to).unwrap();
+    copy_tree(tmp.path(), to);
+    std::fs::remove_file(to.join("LOCK")).unwrap();
+}
+
 pub(super) fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).expect("the fixture is missing") {

@@ -8,7 +8,7 @@
 //! `new <i>`. Those bytes are on users' disks: every later build reads the
 //! same values through a guard, after migrating, and keeps writing.
 
-use super::fixture::copy_tree;
+use super::fixture::{copy_tree, write_tree_fixture_if_asked};
 use crate::common;
 use crate::store_fixture_common::dir_size;
 use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec};
@@ -61,15 +61,7 @@ fn write(to: &Path) {
 /// `FILTERSTORE_WRITE_FIXTURES` is set: the files a store holds, not its
 /// lock.
 fn write_if_asked() {
-    let to = fixture("store-v7");
-    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || to.exists() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path());
-    std::fs::create_dir_all(&to).unwrap();
-    copy_tree(tmp.path(), &to);
-    std::fs::remove_file(to.join("LOCK")).unwrap();
+    write_tree_fixture_if_asked(&fixture("store-v7"), write);
 }
 
 /// Opens a copy of fixture `name` for writing and checks every key through

@@ -6,7 +6,7 @@
 //! the store was made. Those bytes are on users' disks: they are read, as
 //! they are and for writing, by every later build.
 
-use super::fixture::copy_tree;
+use super::fixture::{copy_tree, write_tree_fixture_if_asked};
 use crate::common;
 use crate::store_fixture_common::dir_size;
 use filterstore::{
@@ -71,15 +71,7 @@ fn write(to: &Path) {
 /// `FILTERSTORE_WRITE_FIXTURES` is set: the files a store holds, not its
 /// lock.
 fn write_if_asked() {
-    let to = dir();
-    if std::env::var_os("FILTERSTORE_WRITE_FIXTURES").is_none() || to.exists() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path());
-    std::fs::create_dir_all(&to).unwrap();
-    copy_tree(tmp.path(), &to);
-    std::fs::remove_file(to.join("LOCK")).unwrap();
+    write_tree_fixture_if_asked(&dir(), write);
 }
 
 /// The fixture's tables and sealed filters, as written.
