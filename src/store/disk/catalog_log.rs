@@ -111,11 +111,23 @@ pub(crate) fn encode_record_from<'a, I>(seq: u64, ops: I) -> Vec<u8>
 where
     I: ExactSizeIterator<Item = (bool, &'a [u8], &'a [u8])> + Clone,
 {
+    let mut out = Vec::new();
+    encode_record_into(&mut out, seq, ops);
+    out
+}
+
+/// [`encode_record_from`] into `out` (emptied first; its allocation is
+/// reused).
+pub(crate) fn encode_record_into<'a, I>(out: &mut Vec<u8>, seq: u64, ops: I)
+where
+    I: ExactSizeIterator<Item = (bool, &'a [u8], &'a [u8])> + Clone,
+{
     let body_len: usize = 4 + ops
         .clone()
         .map(|(_, k, v)| 7 + k.len() + v.len())
         .sum::<usize>();
-    let mut out = Vec::with_capacity(RECORD_HEAD + body_len);
+    out.clear();
+    out.reserve(RECORD_HEAD + body_len);
     out.extend_from_slice(&(body_len as u32).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&seq.to_le_bytes());
@@ -129,7 +141,6 @@ where
     }
     let crc = crc32fast::hash(&out[8..]);
     out[4..8].copy_from_slice(&crc.to_le_bytes());
-    out
 }
 
 /// Decodes a record's body; `None` if it is not a well-formed one.

@@ -25,7 +25,7 @@
 //! a cut interrupted before its sync returned (nothing was ever appended to
 //! it) only if it is no longer than a header; a longer one is damage too.
 
-use super::catalog_log::{self, decode_with, encode_record_from, header_with, Replay, HEADER};
+use super::catalog_log::{self, decode_with, encode_record_into, header_with, Replay, HEADER};
 use super::io::{self, le_u32, le_u64, sync_dir, write_all_at};
 use super::CommitError;
 use std::fs::File;
@@ -138,7 +138,13 @@ pub(crate) struct GuardLog {
     next_seq: u64,
     /// A write or sync failed: no more appends (see the module docs).
     failed: bool,
+    /// The last record's bytes: its allocation is reused by the next one
+    /// (up to [`KEEP_BUFFER`] bytes).
+    buf: Vec<u8>,
 }
+
+/// The largest record buffer a log keeps between appends.
+const KEEP_BUFFER: usize = 1 << 20;
 
 impl GuardLog {
     /// Creates the empty log of generation `generation` of `stem` in `dir`:
@@ -168,6 +174,7 @@ impl GuardLog {
             end: HEADER as u64,
             next_seq: 0,
             failed: false,
+            buf: Vec::new(),
         })
     }
 
@@ -204,8 +211,14 @@ impl GuardLog {
                  changes until the storage is opened again",
             )));
         }
-        let record = encode_record_from(self.next_seq, ops);
-        if let Err(e) = write_all_at(&self.file, &record, self.end) {
+        let mut record = std::mem::take(&mut self.buf);
+        encode_record_into(&mut record, self.next_seq, ops);
+        let written = write_all_at(&self.file, &record, self.end);
+        let len = record.len() as u64;
+        if record.capacity() <= KEEP_BUFFER {
+            self.buf = record;
+        }
+        if let Err(e) = written {
             self.failed = true;
             return Err(CommitError::Before(e));
         }
@@ -213,7 +226,7 @@ impl GuardLog {
             self.failed = true;
             return Err(CommitError::After(e));
         }
-        self.end += record.len() as u64;
+        self.end += len;
         self.next_seq += 1;
         Ok(())
     }
