@@ -31,7 +31,8 @@
 //! loads whole with every key of its batch, each reported removed is gone,
 //! each whose batch was cut is wholly there or not), `migration` (from the
 //! store-format-2 fixture, with guard storage), `guard` (the guard's
-//! storage through `Guard`), `new_store` (the store created in a fresh
+//! storage through `Guard`: writes, merges, and reopens whose recovery
+//! merges the logs in the background), `new_store` (the store created in a fresh
 //! subdirectory, cut during its creation and right after), `eio` (a sync
 //! fails with EIO, its pages are dropped, later syncs succeed; the store
 //! must not report durable what the next cut loses) and `eio_reopen` (the

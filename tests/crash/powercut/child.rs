@@ -59,6 +59,10 @@ pub enum Op {
     DropOther,
     GuardWrite,
     GuardMerge,
+    /// The guard and its storage dropped and opened again: the storage's
+    /// recovery merges its logs in the background, while the next
+    /// operations (and cuts) go on.
+    GuardReopen,
     /// A batch of one to three new sealed filters, each holding a batch.
     Seal,
     /// A batch removing one or two sealed filters.
@@ -155,6 +159,7 @@ impl Child {
             Op::DropOther => self.drop_other(&[table]),
             Op::GuardWrite => self.guard_write(),
             Op::GuardMerge => self.guard_merge(),
+            Op::GuardReopen => self.guard_reopen(),
             Op::Seal => self.seal(),
             Op::Unseal => self.unseal(),
         }
@@ -568,5 +573,21 @@ impl Child {
         let guard = self.guard.take().unwrap();
         self.step("merge", GUARD_STORAGE, "-", |_| guard.merge().map_err(msg));
         self.guard = Some(guard);
+    }
+
+    /// Drops the guard and its storage (which waits for a merge running in
+    /// the background) and opens them again ([`Op::GuardReopen`]).
+    pub fn guard_reopen(&mut self) {
+        if !self.guard_open() {
+            return;
+        }
+        self.step("greopen", GUARD_STORAGE, "-", |c| {
+            c.guard = None;
+            if c.guard_open() {
+                Ok(())
+            } else {
+                Err("the guard does not open again".to_string())
+            }
+        });
     }
 }

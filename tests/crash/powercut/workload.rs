@@ -294,7 +294,12 @@ impl Workload {
             Workload::ChangeLayout => &[(2, Remove), (2, Write), (4, Relayout), (8, Insert)],
             Workload::Tables => &[(4, CreateOther), (4, DropOther), (1, Remove), (7, Insert)],
             Workload::Sealed => &[(5, Seal), (3, Unseal), (1, Remove), (7, Insert)],
-            Workload::Guard => &[(3, GuardMerge), (2, Fold), (11, GuardWrite)],
+            Workload::Guard => &[
+                (2, GuardMerge),
+                (2, GuardReopen),
+                (2, Fold),
+                (10, GuardWrite),
+            ],
             // More flushes: a flush after a failed sync is where a store
             // would say durable what it lost.
             Workload::Eio | Workload::EioReopen => &[
