@@ -197,7 +197,7 @@ impl ExecutionPlan for IndexedScanExec {
         options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (input, properties) =
-            crate::runtime::node::one_child(NAME, children, &options, &self.properties)?;
+            crate::node::one_child(NAME, children, &options, &self.properties)?;
         Ok(Arc::new(IndexedScanExec {
             input,
             properties,

@@ -25,11 +25,11 @@ use std::sync::Arc;
 const NAME: &str = "BloomReportExec";
 
 /// The `plan_type` of the appended row.
-pub const REPORT_ROW: &str = "Runtime filters";
+pub(super) const REPORT_ROW: &str = "Runtime filters";
 
 /// Appends the decisions to an analyze node's output.
 #[derive(Debug)]
-pub struct BloomReportExec {
+pub(super) struct BloomReportExec {
     input: Arc<dyn ExecutionPlan>,
     report: RuntimeFilterReport,
 }
@@ -38,7 +38,7 @@ impl BloomReportExec {
     /// `analyze` with `report` appended, or `analyze` itself when its output
     /// is not the two string columns of an analyze node (nothing to append
     /// to, and nothing changed).
-    pub fn wrap(
+    pub(super) fn wrap(
         analyze: Arc<dyn ExecutionPlan>,
         report: RuntimeFilterReport,
     ) -> Arc<dyn ExecutionPlan> {

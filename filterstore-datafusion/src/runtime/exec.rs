@@ -26,12 +26,12 @@
 //! `key_error_rows`, `wait_time`, `message_bytes`, and per-partition flags
 //! `deadline_missed`, `pass_all`, `stopped_checking`.
 
-use super::node;
 use super::probe::{
     receive, Probe, ProbeMetrics, ProbePolicy, ProbeRun, Runs, Source, State, NAME,
 };
 use super::rendezvous::{self, FilterId};
 use super::scope::ScopeCell;
+use crate::node;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};

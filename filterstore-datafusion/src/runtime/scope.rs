@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Name of the node in plans.
-pub const NAME: &str = "BloomRuntimeFiltersExec";
+pub(super) const NAME: &str = "BloomRuntimeFiltersExec";
 
 /// The current execution's scope of one plan (see the module documentation).
 #[derive(Debug, Default)]

@@ -14,9 +14,9 @@
 //!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
-use super::node;
-use super::rendezvous::{self, frame, service, FilterId, PartialBody, Post, Scope};
+use super::rendezvous::{self, FilterId, PartialBody, Post, Scope};
 use super::scope::ScopeCell;
+use crate::node;
 use crate::rowkey::{insert_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -43,7 +43,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 /// Name of the node in plans and metrics.
-pub const NAME: &str = "BloomTapExec";
+pub(super) const NAME: &str = "BloomTapExec";
 
 /// The tap of one runtime filter (see the module documentation).
 #[derive(Debug, Clone)]
@@ -239,7 +239,7 @@ impl TapRun {
         // deadline either way.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = service::post_remote(&url, frame).await;
+                let _ = rendezvous::post_remote(&url, frame).await;
             });
         }
     }
@@ -284,7 +284,7 @@ impl TapRun {
             }
             _ => post,
         };
-        frame::encode_post(self.id, self.scope, &post)
+        rendezvous::encode_post(self.id, self.scope, &post)
     }
 }
 

@@ -10,7 +10,7 @@ use datafusion::physical_plan::{
 use std::sync::Arc;
 
 /// Visits `keys` in order until `f` says stop.
-pub fn apply_keys(
+pub(crate) fn apply_keys(
     keys: &[Arc<dyn PhysicalExpr>],
     f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
 ) -> Result<TreeNodeRecursion> {
@@ -26,7 +26,7 @@ pub fn apply_keys(
 /// it: its own (`Keep`, the child changed only by nodes that keep their
 /// input's), or the child's (`Recompute`; both nodes pass rows through in
 /// order).
-pub fn one_child(
+pub(crate) fn one_child(
     name: &str,
     mut children: Vec<Arc<dyn ExecutionPlan>>,
     options: &ReplaceChildrenOptions,
