@@ -46,20 +46,20 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The SQL name.
-pub const NAME: &str = "bloom_agg";
+pub(crate) const NAME: &str = "bloom_agg";
 /// The hash every `bloom_agg` filter uses: XXH3-128, seed "fstr-agg".
 pub const AGG_HASH: HashSpec = HashSpec {
     algo: filterstore::HashAlgo::Xxh3_128,
     seed: 0x6673_7472_2d61_6767,
 };
 /// Default target false-positive rate.
-pub const DEFAULT_FP: f64 = 0.01;
+pub(crate) const DEFAULT_FP: f64 = 0.01;
 /// Default byte budget of one message: 1 MiB, about a million keys at 1%.
-pub const DEFAULT_BUDGET: u64 = 1 << 20;
+pub(crate) const DEFAULT_BUDGET: u64 = 1 << 20;
 /// Distinct keys the exact mode holds (16 bytes each: 64 MiB).
-pub const MAX_EXACT_KEYS: usize = 4 << 20;
+pub(crate) const MAX_EXACT_KEYS: usize = 4 << 20;
 /// Default FP rate from which a filter is not worth sending.
-pub const DEFAULT_MAX_USEFUL_FP: f64 = 0.5;
+pub(crate) const DEFAULT_MAX_USEFUL_FP: f64 = 0.5;
 
 /// The `bloom_agg` aggregate function.
 #[derive(Debug, PartialEq, Eq, Hash)]

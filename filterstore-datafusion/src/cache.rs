@@ -31,7 +31,7 @@ pub const DEFAULT_CACHE_BUDGET: u64 = 256 << 20;
 
 /// A decoded message: the filter and the key count its sender declared.
 #[derive(Debug)]
-pub struct DecodedFilter {
+pub(crate) struct DecodedFilter {
     /// The filter, owned, queryable from any thread.
     pub filter: BitFilter,
 }
@@ -127,13 +127,13 @@ impl Cache {
 
 /// The decoded filter of `bytes`, from the cache or decoded once and cached.
 /// Errors: unreadable message, delta message, or a filter over the budget.
-pub fn decoded(function: &'static str, bytes: &[u8]) -> Result<Arc<DecodedFilter>> {
+pub(crate) fn decoded(function: &'static str, bytes: &[u8]) -> Result<Arc<DecodedFilter>> {
     decoded_keyed(function, xxh3_128(bytes), bytes)
 }
 
 /// [`decoded`] for a caller that already holds the message's 128-bit XXH3
 /// (`key`), as a plan node that looks its filter up once per partition.
-pub fn decoded_keyed(
+pub(crate) fn decoded_keyed(
     function: &'static str,
     key: u128,
     bytes: &[u8],
@@ -175,7 +175,7 @@ pub fn decoded_keyed(
 
 /// Decodes a message without the cache, refusing filters over `budget` bytes
 /// before anything is allocated.
-pub fn decode(function: &'static str, bytes: &[u8], budget: u64) -> Result<DecodedFilter> {
+pub(crate) fn decode(function: &'static str, bytes: &[u8], budget: u64) -> Result<DecodedFilter> {
     let max_bits = budget.saturating_mul(8);
     let msg = decode_message_with_limit(bytes, max_bits).map_err(|e| match e {
         ExchangeError::TooLarge { m, .. } => BloomUdfError::OverBudget {

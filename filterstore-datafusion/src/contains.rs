@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
 use std::sync::Arc;
 
 /// The SQL name.
-pub const NAME: &str = "bloom_contains";
+pub(crate) const NAME: &str = "bloom_contains";
 
 /// The `bloom_contains` scalar function.
 #[derive(Debug, PartialEq, Eq, Hash)]

@@ -113,4 +113,4 @@ impl From<BloomUdfError> for DataFusionError {
 }
 
 /// This crate's result type (DataFusion's error, which carries ours inside).
-pub type Result<T> = std::result::Result<T, DataFusionError>;
+pub(crate) type Result<T> = std::result::Result<T, DataFusionError>;

@@ -38,7 +38,7 @@ use filterstore::{BloomRead, HashSpec, KeyHash};
 /// Keys looked up per batched call: enough for the core's prefetching
 /// pipeline (16 keys in flight) to overlap its misses, small enough for the
 /// keys and answers to stay on the stack (2 KiB for integers).
-pub const CHUNK: usize = 256;
+pub(crate) const CHUNK: usize = 256;
 
 /// The 8 bytes an integer key hashes as: the value widened to 64 bits
 /// (sign-extended for signed types, zero-extended for unsigned), little-endian.
@@ -61,7 +61,7 @@ pub fn int_key(widened: u64) -> [u8; 8] {
 }
 
 /// Whether `data_type` has a documented encoding.
-pub fn is_supported(data_type: &DataType) -> bool {
+pub(crate) fn is_supported(data_type: &DataType) -> bool {
     use DataType::*;
     matches!(
         data_type,
@@ -84,7 +84,7 @@ pub fn is_supported(data_type: &DataType) -> bool {
 
 /// Receives a key column as either widened integers or byte strings. The
 /// accessors take a row index and are only called for rows `< len`.
-pub trait KeyVisitor {
+pub(crate) trait KeyVisitor {
     /// An integer column: `get(i)` is row `i` widened to 64 bits.
     fn ints(&mut self, len: usize, get: impl Fn(usize) -> u64);
     /// A byte-string column: `get(i)` is row `i`'s bytes.
@@ -92,7 +92,7 @@ pub trait KeyVisitor {
 }
 
 /// Dispatches `array` to `visitor` by type; refuses types without an encoding.
-pub fn visit(
+pub(crate) fn visit(
     function: &'static str,
     array: &ArrayRef,
     visitor: &mut impl KeyVisitor,
@@ -189,7 +189,7 @@ fn visit_ints<T: Copy>(visitor: &mut impl KeyVisitor, values: &[T], widen: impl 
 /// Answers `filter.contains(key)` for every row of a key column; null keys
 /// give null. Batched through the core's prefetching lookup, with the keys of
 /// each chunk on the stack.
-pub fn contains_array(filter: &impl BloomRead, keys: &ArrayRef) -> Result<BooleanArray> {
+pub(crate) fn contains_array(filter: &impl BloomRead, keys: &ArrayRef) -> Result<BooleanArray> {
     let mut v = ContainsVisitor {
         filter,
         out: BooleanBufferBuilder::new(keys.len()),
@@ -236,7 +236,7 @@ impl<F: BloomRead> KeyVisitor for ContainsVisitor<'_, F> {
 }
 
 /// Calls `f` with the hash of every non-null key of a column.
-pub fn for_each_hash(
+pub(crate) fn for_each_hash(
     function: &'static str,
     keys: &ArrayRef,
     spec: HashSpec,

@@ -47,6 +47,7 @@
 //! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 /// The README's Rust examples, run as doc tests (its first one must compile and run).
@@ -62,6 +63,7 @@ mod estimate;
 mod index;
 mod keys;
 mod metrics;
+mod node;
 mod rowkey;
 mod runtime;
 pub mod sbbf;
@@ -95,5 +97,5 @@ pub use session::{aggregate_udfs, register_functions, scalar_udfs, BloomStateBui
 #[doc(hidden)]
 pub mod __private {
     pub use crate::runtime::hooks;
-    pub use crate::runtime::probe::waiting_probes;
+    pub use crate::runtime::waiting_probes;
 }

@@ -46,7 +46,7 @@ use datafusion::error::{DataFusionError, Result};
 use std::sync::Arc;
 
 /// Why keys of `data_type` cannot be encoded, or `None` when they can.
-pub fn unsupported(data_type: &DataType) -> Option<String> {
+pub(crate) fn unsupported(data_type: &DataType) -> Option<String> {
     use DataType::*;
     match data_type {
         Int8
@@ -85,7 +85,7 @@ pub fn unsupported(data_type: &DataType) -> Option<String> {
 
 /// Whether two key columns of these types, equal by the join, always give
 /// equal bytes (the same type, or types [`unsupported`] encodes alike).
-pub fn same_encoding(a: &DataType, b: &DataType) -> bool {
+pub(crate) fn same_encoding(a: &DataType, b: &DataType) -> bool {
     family(a).is_some() && family(a) == family(b)
 }
 
@@ -286,7 +286,7 @@ fn unsupported_error(data_type: &DataType) -> DataFusionError {
 }
 
 /// The key columns of one batch, with dictionaries unpacked to their values.
-pub struct KeyColumns {
+pub(crate) struct KeyColumns {
     arrays: Vec<ArrayRef>,
     nulls: Option<NullBuffer>,
     len: usize,
@@ -294,7 +294,7 @@ pub struct KeyColumns {
 
 impl KeyColumns {
     /// The key of each row of `columns` (all of one length, at least one).
-    pub fn new(columns: &[ArrayRef]) -> Result<KeyColumns> {
+    pub(crate) fn new(columns: &[ArrayRef]) -> Result<KeyColumns> {
         let len = columns.first().map_or(0, |c| c.len());
         let mut arrays = Vec::with_capacity(columns.len());
         let mut nulls: Option<NullBuffer> = None;
@@ -315,12 +315,12 @@ impl KeyColumns {
     }
 
     /// Rows in the batch.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// A reader of the rows' keys.
-    pub fn rows(&self) -> Result<RowKeys<'_>> {
+    pub(crate) fn rows(&self) -> Result<RowKeys<'_>> {
         let cols = self
             .arrays
             .iter()
@@ -335,7 +335,7 @@ impl KeyColumns {
 }
 
 /// Reads the key of each row into a caller's buffer.
-pub struct RowKeys<'a> {
+pub(crate) struct RowKeys<'a> {
     cols: Vec<Col<'a>>,
     nulls: Option<&'a NullBuffer>,
     prefixed: bool,
@@ -344,7 +344,7 @@ pub struct RowKeys<'a> {
 impl RowKeys<'_> {
     /// Row `i`'s key bytes, appended to a cleared `buf`; `None` when a key
     /// column is null in that row.
-    pub fn key<'b>(&self, i: usize, buf: &'b mut Vec<u8>) -> Option<&'b [u8]> {
+    pub(crate) fn key<'b>(&self, i: usize, buf: &'b mut Vec<u8>) -> Option<&'b [u8]> {
         if self.nulls.is_some_and(|n| n.is_null(i)) {
             return None;
         }
@@ -391,7 +391,7 @@ fn int_keys(columns: &KeyColumns) -> Result<Option<IntKeys>> {
 
 /// Whether each row may join, by `filter`'s answer for its key; a row with a
 /// null key answers `nulls_pass`. Never null itself.
-pub fn contains_rows(
+pub(crate) fn contains_rows(
     filter: &impl filterstore::BloomRead,
     columns: &KeyColumns,
     nulls_pass: bool,
@@ -445,7 +445,7 @@ pub fn contains_rows(
 
 /// Inserts every non-null key of the batch into `filter`; returns the rows
 /// inserted (nulls skipped).
-pub fn insert_rows(filter: &filterstore::BitFilter, columns: &KeyColumns) -> Result<u64> {
+pub(crate) fn insert_rows(filter: &filterstore::BitFilter, columns: &KeyColumns) -> Result<u64> {
     if let Some((keys, _)) = int_keys(columns)? {
         filter.insert_many(&keys);
         return Ok(keys.len() as u64);

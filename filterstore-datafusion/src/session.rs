@@ -80,7 +80,7 @@ impl BloomStateBuilderExt for SessionStateBuilder {
 
     fn with_bloom_runtime_filters(self, config: RuntimeFilterConfig) -> Self {
         let mut b = self.with_bloom_functions().with_distributed_planner();
-        let last = Arc::new(runtime::planner::LastReport::default());
+        let last = Arc::new(runtime::LastReport::default());
         let cfg = b.config().get_or_insert_default();
         cfg.set_extension(Arc::clone(&last));
         let inner = b.query_planner().take();

@@ -10,6 +10,7 @@
 //! index, Parquet's Bloom filters) then applies to the files that remain.
 
 use super::files::ReadReason;
+use crate::node::one_child_plan;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
@@ -19,11 +20,10 @@ use datafusion::physical_plan::execution_plan::CardinalityEffect;
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterDescription, FilterPushdownPhase, FilterPushdownPropagation,
 };
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{
-    ChildStats, DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties,
-    ReplaceChildrenOptions, Statistics, StatisticsArgs,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, ReplaceChildrenOptions,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -164,25 +164,7 @@ impl DisplayAs for IndexedScanExec {
 }
 
 impl ExecutionPlan for IndexedScanExec {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false]
-    }
+    one_child_plan!(own_properties(NAME));
 
     fn apply_expressions(
         &self,
@@ -197,24 +179,12 @@ impl ExecutionPlan for IndexedScanExec {
         options: ReplaceChildrenOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let (input, properties) =
-            crate::runtime::node::one_child(NAME, children, &options, &self.properties)?;
+            crate::node::one_child(NAME, children, &options, &self.properties)?;
         Ok(Arc::new(IndexedScanExec {
             input,
             properties,
             ..self.as_ref().clone()
         }))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(
-                datafusion::physical_plan::ChildrenPropertiesMode::Recompute,
-            ),
-        )
     }
 
     fn execute(
@@ -230,24 +200,7 @@ impl ExecutionPlan for IndexedScanExec {
         self.input.execute(partition, context)
     }
 
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
-    }
-
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        _args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        Ok(input_stats
-            .first()
-            .cloned()
-            .unwrap_or_else(|| Arc::new(Statistics::new_unknown(&self.schema()))))
-    }
+    one_child_plan!(input_statistics);
 
     fn supports_limit_pushdown(&self) -> bool {
         true

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The expected number of files a lookup of one key reads although they do
 /// not hold it, whatever the number of files ([`IndexOptions::false_files`]).
-pub const DEFAULT_FALSE_FILES: f64 = 0.1;
+pub(super) const DEFAULT_FALSE_FILES: f64 = 0.1;
 
 /// How a table's index is kept.
 #[derive(Clone, Debug, PartialEq)]

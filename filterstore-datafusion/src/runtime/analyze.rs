@@ -9,14 +9,13 @@
 //! on the coordinator only, above them, and is never sent to a worker.
 
 use super::report::RuntimeFilterReport;
+use crate::node::{self, one_child_plan};
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::StreamExt;
 use std::fmt;
 use std::sync::Arc;
@@ -25,11 +24,11 @@ use std::sync::Arc;
 const NAME: &str = "BloomReportExec";
 
 /// The `plan_type` of the appended row.
-pub const REPORT_ROW: &str = "Runtime filters";
+pub(super) const REPORT_ROW: &str = "Runtime filters";
 
 /// Appends the decisions to an analyze node's output.
 #[derive(Debug)]
-pub struct BloomReportExec {
+pub(super) struct BloomReportExec {
     input: Arc<dyn ExecutionPlan>,
     report: RuntimeFilterReport,
 }
@@ -38,7 +37,7 @@ impl BloomReportExec {
     /// `analyze` with `report` appended, or `analyze` itself when its output
     /// is not the two string columns of an analyze node (nothing to append
     /// to, and nothing changed).
-    pub fn wrap(
+    pub(super) fn wrap(
         analyze: Arc<dyn ExecutionPlan>,
         report: RuntimeFilterReport,
     ) -> Arc<dyn ExecutionPlan> {
@@ -74,40 +73,14 @@ impl DisplayAs for BloomReportExec {
 }
 
 impl ExecutionPlan for BloomReportExec {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        // No expressions of its own.
-        Ok(TreeNodeRecursion::Continue)
-    }
+    one_child_plan!(input_properties(NAME));
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "{NAME} takes one child, got {}",
-                children.len()
-            )));
-        }
-        Ok(BloomReportExec::wrap(
-            children.swap_remove(0),
-            self.report.clone(),
-        ))
+        let input = node::only_child(NAME, children)?;
+        Ok(BloomReportExec::wrap(input, self.report.clone()))
     }
 
     fn execute(

@@ -54,7 +54,7 @@ const MAGIC: &[u8; 4] = b"FSRF";
 const TAP_MAGIC: &[u8; 4] = b"FSRT";
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
-pub const MAX_PARTIAL_BITS: u64 = 1 << 33;
+pub(super) const MAX_PARTIAL_BITS: u64 = 1 << 33;
 const VERSION: u8 = 2;
 const NULLS_PASS: u8 = 1;
 const FORCE: u8 = 2;

@@ -48,7 +48,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use std::sync::Arc;
 
 /// A probe side to filter.
-pub struct ProbePlan {
+pub(super) struct ProbePlan {
     /// Where the filter goes on the probe side.
     pub points: Vec<Point>,
     /// The build side's key expressions (the tap's).
@@ -68,7 +68,7 @@ pub struct ProbePlan {
 }
 
 /// Whether the probe side of a join of this type may be filtered.
-pub fn probe_allowed(join: &HashJoinExec) -> std::result::Result<(), SkipReason> {
+pub(super) fn probe_allowed(join: &HashJoinExec) -> std::result::Result<(), SkipReason> {
     use JoinType::*;
     if join.null_aware {
         return Err(SkipReason::JoinType("null-aware join (NOT IN)".into()));
@@ -82,7 +82,7 @@ pub fn probe_allowed(join: &HashJoinExec) -> std::result::Result<(), SkipReason>
 }
 
 /// The decision for the probe side of `join` (see the module documentation).
-pub fn decide(
+pub(super) fn decide(
     join: &HashJoinExec,
     cfg: &RuntimeFilterConfig,
     stats: &Stats,
@@ -212,7 +212,7 @@ type Range = (
 );
 
 /// Whether the key columns encode alike on both sides.
-pub fn key_types(
+pub(super) fn key_types(
     a: &Keys,
     a_plan: &Arc<dyn ExecutionPlan>,
     b: &Keys,
@@ -240,7 +240,7 @@ pub fn key_types(
 /// division or remainder (by zero), a cast that can fail (a narrowing or a
 /// parse), anything but columns, literals, safe casts and `+ - *`. `None`
 /// when the expression cannot fail.
-pub fn fallible(key: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<String> {
+pub(super) fn fallible(key: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<String> {
     let mut found = None;
     let _ = key.apply(|e| {
         let safe = e.is::<Column>()

@@ -26,24 +26,20 @@
 //! `key_error_rows`, `wait_time`, `message_bytes`, and per-partition flags
 //! `deadline_missed`, `pass_all`, `stopped_checking`.
 
-use super::node;
 use super::probe::{
     receive, Probe, ProbeMetrics, ProbePolicy, ProbeRun, Runs, Source, State, NAME,
 };
 use super::rendezvous::{self, FilterId};
 use super::scope::ScopeCell;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use crate::node::one_child_plan;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::CardinalityEffect;
-use datafusion::physical_plan::metrics::{
-    BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
-};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    ChildStats, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
-    PlanProperties, ReplaceChildrenOptions, Statistics, StatisticsArgs,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
 };
 use filterstore::FilterParams;
 use futures::StreamExt;
@@ -222,57 +218,9 @@ impl DisplayAs for BloomFilterExec {
 }
 
 impl ExecutionPlan for BloomFilterExec {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false]
-    }
-
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        node::apply_keys(&self.keys, f)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-        options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let (input, properties) = node::one_child(NAME, children, &options, &self.properties)?;
-        Ok(Arc::new(BloomFilterExec {
-            input,
-            properties,
-            metrics: ExecutionPlanMetricsSet::new(),
-            runs: Arc::default(),
-            ..self.as_ref().clone()
-        }))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
+    one_child_plan!(own_properties(NAME));
+    one_child_plan!(key_expressions);
+    one_child_plan!(fresh_children(NAME));
 
     fn execute(
         &self,
@@ -325,14 +273,6 @@ impl ExecutionPlan for BloomFilterExec {
             },
         );
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
     }
 
     fn statistics_from_inputs(

@@ -47,10 +47,10 @@ use super::exec::BloomFilterExec;
 use super::tap::BloomTapExec;
 
 /// Key expressions over some node's output schema.
-pub type Keys = Vec<Arc<dyn PhysicalExpr>>;
+pub(super) type Keys = Vec<Arc<dyn PhysicalExpr>>;
 
 /// One step of the walk.
-pub enum Step {
+pub(super) enum Step {
     /// The key passes into these children (index, key over that child).
     Into(Vec<(usize, Keys)>),
     /// The key stops here; the reason names the operator.
@@ -58,12 +58,12 @@ pub enum Step {
 }
 
 /// Whether `node` moves rows between tasks (a stage boundary).
-pub fn is_boundary(node: &Arc<dyn ExecutionPlan>) -> bool {
+pub(super) fn is_boundary(node: &Arc<dyn ExecutionPlan>) -> bool {
     node.as_ref().is_network_boundary()
 }
 
 /// Maps `keys` (over `node`'s output) one operator down.
-pub fn step(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Step> {
+pub(super) fn step(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Step> {
     let children = node.children();
     if node.fetch().is_some() {
         // Rows dropped below a limit change which rows it keeps.
@@ -120,7 +120,7 @@ pub fn step(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Step> {
 /// anything the lineage stops at short of a scan. Then a filter of these
 /// keys holds all of the table's keys: a foreign key into that table passes
 /// it whole.
-pub fn keeps_every_key(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<bool> {
+pub(super) fn keeps_every_key(node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<bool> {
     match step(node, keys)? {
         Step::Stop(_) => {
             let line = datafusion::physical_plan::displayable(node.as_ref())
@@ -345,7 +345,7 @@ fn same_key_other_side(j: &HashJoinExec, side: JoinSide, keys: &Keys) -> Option<
 /// join's child), on the key `keys` (over that node's output), below
 /// `depth` network boundaries.
 #[derive(Clone)]
-pub struct Point {
+pub(super) struct Point {
     /// Child indexes from the join's child to the node.
     pub path: Vec<usize>,
     /// The key over the node's output.
@@ -356,7 +356,7 @@ pub struct Point {
 
 /// Where the key of one join side can be filtered, and where its lineage
 /// stopped.
-pub struct Reach {
+pub(super) struct Reach {
     /// Every place to filter; together they cut every row of the side whose
     /// key is not in the filter, below as many shuffles as possible.
     pub points: Vec<Point>,
@@ -370,7 +370,7 @@ pub struct Reach {
 /// stage that only drop rows (so they run first, and the filter sees fewer
 /// rows). A place directly below a network boundary (a stage's root, whose
 /// type the boundary requires) is never chosen.
-pub fn reach(root: &Arc<dyn ExecutionPlan>, keys: Keys) -> Result<Reach> {
+pub(super) fn reach(root: &Arc<dyn ExecutionPlan>, keys: Keys) -> Result<Reach> {
     let mut stops = Vec::new();
     let points = walk(root, Vec::new(), keys, 0, false, &mut stops)?;
     Ok(Reach { points, stops })

@@ -21,33 +21,35 @@
 //! it cannot prove is skipped with a reason ([`SkipReason`]), visible in
 //! `EXPLAIN` and in [`RuntimeFilterReport`].
 
-pub mod analyze;
-pub mod codec;
-pub mod config;
-pub mod decide;
-pub mod exec;
+mod analyze;
+mod codec;
+mod config;
+mod decide;
+mod exec;
 #[cfg(feature = "test-hooks")]
 pub mod hooks;
-pub mod lineage;
-pub(crate) mod node;
-pub mod place;
-pub mod planner;
-pub mod probe;
-pub mod rendezvous;
-pub mod report;
-pub mod rule;
-pub mod scope;
-pub mod stats;
-pub mod tap;
+mod lineage;
+mod place;
+mod planner;
+mod probe;
+mod rendezvous;
+mod report;
+mod rule;
+mod scope;
+mod stats;
+mod tap;
 
 pub use codec::BloomCodec;
 pub use config::RuntimeFilterConfig;
 pub use exec::BloomFilterExec;
 pub use planner::{last_report, BloomRuntimeFilterPlanner, LastReport};
 pub use probe::ProbePolicy;
-pub use rendezvous::service::RendezvousServer;
 pub use rendezvous::FilterOutcome;
+pub use rendezvous::RendezvousServer;
 pub use report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};
 pub use rule::BloomRuntimeFilterRule;
 pub use scope::BloomQueryExec;
 pub use tap::BloomTapExec;
+
+#[cfg(feature = "test-hooks")]
+pub use probe::waiting_probes;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 const SEED: u64 = 0x6673_7472_2d72_7466;
 
 /// Keys a filter is sized for when statistics do not count the build side.
-pub const UNKNOWN_BUILD_KEYS: u64 = 1 << 20;
+pub(super) const UNKNOWN_BUILD_KEYS: u64 = 1 << 20;
 
 /// The filter's shape: sized for `keys`, an upper bound of the build side's
 /// distinct keys ([`capacity`]), at the target rate, within the byte budget.
@@ -29,7 +29,7 @@ pub const UNKNOWN_BUILD_KEYS: u64 = 1 << 20;
 /// per key): `FilterParams::for_capacity`'s exact search over the blocked
 /// layout's Poisson mixture costs ~0.4 ms, most of the rule's time per join,
 /// for a filter that lives one query.
-pub fn plan_params(cfg: &RuntimeFilterConfig, keys: u64) -> Result<FilterParams> {
+pub(super) fn plan_params(cfg: &RuntimeFilterConfig, keys: u64) -> Result<FilterParams> {
     let hash = HashSpec::xxh3(SEED);
     let n = keys.max(1);
     let err = |e: filterstore::ParamError| DataFusionError::External(Box::new(e));
@@ -53,7 +53,7 @@ pub fn plan_params(cfg: &RuntimeFilterConfig, keys: u64) -> Result<FilterParams>
 /// Headroom over the build side's estimated rows: DataFusion estimates a
 /// predicate it cannot read at 20% selectivity, so a filter sized for the
 /// estimate alone is too full whenever the truth is higher.
-pub const HEADROOM: u64 = 4;
+pub(super) const HEADROOM: u64 = 4;
 
 /// The keys to size a filter for: [`HEADROOM`] times the build side's
 /// estimated rows, but never more than the rows of the table the build key
@@ -61,7 +61,7 @@ pub const HEADROOM: u64 = 4;
 /// the other is unknown, else [`UNKNOWN_BUILD_KEYS`]. A filter larger than
 /// its keys costs little on the wire (it is entropy-coded) and has fewer
 /// false positives; one smaller than its keys passes every row.
-pub fn capacity(source_rows: Option<u64>, build_rows: Option<u64>) -> u64 {
+pub(super) fn capacity(source_rows: Option<u64>, build_rows: Option<u64>) -> u64 {
     let padded = build_rows.map(|r| r.saturating_mul(HEADROOM).max(1024));
     match (source_rows, padded) {
         (Some(s), Some(b)) => s.min(b),
@@ -70,7 +70,7 @@ pub fn capacity(source_rows: Option<u64>, build_rows: Option<u64>) -> u64 {
 }
 
 /// `build` under a tap that feeds `slot`'s filter.
-pub fn tap(
+pub(super) fn tap(
     build: &Arc<dyn ExecutionPlan>,
     keys: Keys,
     slot: &Slot,
@@ -89,7 +89,7 @@ pub fn tap(
 
 /// `root` with a [`BloomFilterExec`] above the node at each point (each
 /// numbered, for plans and reports).
-pub fn probe(
+pub(super) fn probe(
     root: &Arc<dyn ExecutionPlan>,
     points: &[(usize, Point)],
     spec: &ProbeSpec,

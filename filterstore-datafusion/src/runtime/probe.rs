@@ -6,7 +6,7 @@
 //! partition waits (at most to the deadline), then checks, passes or stops
 //! checking batch by batch, and counts what it did in the node's metrics.
 
-use super::rendezvous::{self, service, Delivery, FilterId};
+use super::rendezvous::{self, Delivery, FilterId};
 use crate::cache;
 use crate::rowkey::{contains_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Name of the node in plans and metrics.
-pub const NAME: &str = "BloomFilterExec";
+pub(super) const NAME: &str = "BloomFilterExec";
 
 /// How a probe task waits for its filter and when it stops checking it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,7 +86,7 @@ pub(super) struct Source {
 pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> ArrivalFuture {
     async move {
         let delivery = match &source.rendezvous {
-            Some(url) => service::fetch_remote(url, source.id, source.scope).await,
+            Some(url) => rendezvous::fetch_remote(url, source.id, source.scope).await,
             None => match rendezvous::subscribe(source.id, source.scope) {
                 Some(rx) => rendezvous::delivery(rx).await,
                 None => Delivery::PassAll("no such filter in this process".into()),

@@ -14,12 +14,11 @@
 //! runs: a post or fetch names its scope.
 
 use super::rendezvous::{new_filter_id, Scope, Slot};
+use crate::node::{self, one_child_plan};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::error::{DataFusionError, Result};
+use datafusion::error::Result;
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::{Stream, StreamExt};
 use std::fmt;
 use std::pin::Pin;
@@ -28,7 +27,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Name of the node in plans.
-pub const NAME: &str = "BloomRuntimeFiltersExec";
+pub(super) const NAME: &str = "BloomRuntimeFiltersExec";
 
 /// The current execution's scope of one plan (see the module documentation).
 #[derive(Debug, Default)]
@@ -78,37 +77,15 @@ impl DisplayAs for BloomQueryExec {
 }
 
 impl ExecutionPlan for BloomQueryExec {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
+    one_child_plan!(input_properties(NAME));
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != 1 {
-            return Err(DataFusionError::Internal(format!(
-                "{NAME} takes one child, got {}",
-                children.len()
-            )));
-        }
+        let input = node::only_child(NAME, children)?;
         Ok(Arc::new(BloomQueryExec {
-            input: children.swap_remove(0),
+            input,
             cell: Arc::clone(&self.cell),
             slots: self.slots.clone(),
         }))

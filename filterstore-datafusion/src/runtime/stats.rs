@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// as long as the cache: an address is never reused for another node while
 /// its entry lives.
 #[derive(Default)]
-pub struct Stats {
+pub(super) struct Stats {
     ctx: StatisticsContext,
     keep: std::cell::RefCell<Vec<Arc<dyn ExecutionPlan>>>,
 }
@@ -29,12 +29,16 @@ impl Stats {
     }
 
     /// Estimated rows `plan` produces.
-    pub fn rows(&self, plan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
+    pub(super) fn rows(&self, plan: &Arc<dyn ExecutionPlan>) -> Option<u64> {
         self.of(plan)?.num_rows.get_value().map(|n| *n as u64)
     }
 
     /// Estimated rows reaching the places, summed; `None` when one is unknown.
-    pub fn points_rows(&self, root: &Arc<dyn ExecutionPlan>, points: &[Point]) -> Option<u64> {
+    pub(super) fn points_rows(
+        &self,
+        root: &Arc<dyn ExecutionPlan>,
+        points: &[Point],
+    ) -> Option<u64> {
         points
             .iter()
             .map(|p| node_at(root, &p.path).and_then(|n| self.rows(&n)))
@@ -43,7 +47,11 @@ impl Stats {
 
     /// Rows of what produces the key (a scan, typically), the smallest if
     /// several branches produce it.
-    pub fn source_rows(&self, node: &Arc<dyn ExecutionPlan>, keys: &Keys) -> Result<Option<u64>> {
+    pub(super) fn source_rows(
+        &self,
+        node: &Arc<dyn ExecutionPlan>,
+        keys: &Keys,
+    ) -> Result<Option<u64>> {
         let mut best: Option<u64> = None;
         for (n, _) in sources(node, keys)? {
             if let Some(r) = self.rows(&n) {
@@ -55,7 +63,7 @@ impl Stats {
 
     /// The range of a one-column key's values where it is produced, as
     /// (min, max), when statistics give both on its only branch.
-    pub fn key_range(
+    pub(super) fn key_range(
         &self,
         node: &Arc<dyn ExecutionPlan>,
         keys: &Keys,
@@ -86,7 +94,10 @@ impl Stats {
 }
 
 /// The node at `path` (child indexes) below `root`.
-pub fn node_at(root: &Arc<dyn ExecutionPlan>, path: &[usize]) -> Option<Arc<dyn ExecutionPlan>> {
+pub(super) fn node_at(
+    root: &Arc<dyn ExecutionPlan>,
+    path: &[usize],
+) -> Option<Arc<dyn ExecutionPlan>> {
     let mut node = Arc::clone(root);
     for &i in path {
         let next = Arc::clone(node.children().get(i)?);
@@ -117,13 +128,16 @@ fn sources(
 }
 
 /// Whether range `inner` lies within `outer` (both of one type).
-pub fn within(inner: &(ScalarValue, ScalarValue), outer: &(ScalarValue, ScalarValue)) -> bool {
+pub(super) fn within(
+    inner: &(ScalarValue, ScalarValue),
+    outer: &(ScalarValue, ScalarValue),
+) -> bool {
     let ge = |a: &ScalarValue, b: &ScalarValue| a.partial_cmp(b).is_some_and(|o| o.is_ge());
     ge(&inner.0, &outer.0) && ge(&outer.1, &inner.1)
 }
 
 /// An upper bound of the distinct values of an integer range.
-pub fn range_size(range: &(ScalarValue, ScalarValue)) -> Option<f64> {
+pub(super) fn range_size(range: &(ScalarValue, ScalarValue)) -> Option<f64> {
     let as_i128 = |v: &ScalarValue| -> Option<i128> {
         let v = v
             .cast_to(&datafusion::arrow::datatypes::DataType::Int64)

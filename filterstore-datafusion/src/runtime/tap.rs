@@ -14,24 +14,18 @@
 //!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
-use super::node;
-use super::rendezvous::{self, frame, service, FilterId, PartialBody, Post, Scope};
+use super::rendezvous::{self, FilterId, PartialBody, Post, Scope};
 use super::scope::ScopeCell;
+use crate::node::one_child_plan;
 use crate::rowkey::{insert_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::CardinalityEffect;
-use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
-};
-use datafusion::physical_plan::{
-    ChildStats, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan,
-    PlanProperties, ReplaceChildrenOptions, Statistics, StatisticsArgs,
-};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion_distributed::DistributedTaskContext;
 use filterstore::{encode_message, BitFilter, CodecChoice, FilterParams};
 use futures::{Stream, StreamExt};
@@ -43,7 +37,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 /// Name of the node in plans and metrics.
-pub const NAME: &str = "BloomTapExec";
+pub(super) const NAME: &str = "BloomTapExec";
 
 /// The tap of one runtime filter (see the module documentation).
 #[derive(Debug, Clone)]
@@ -239,7 +233,7 @@ impl TapRun {
         // deadline either way.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = service::post_remote(&url, frame).await;
+                let _ = rendezvous::post_remote(&url, frame).await;
             });
         }
     }
@@ -284,7 +278,7 @@ impl TapRun {
             }
             _ => post,
         };
-        frame::encode_post(self.id, self.scope, &post)
+        rendezvous::encode_post(self.id, self.scope, &post)
     }
 }
 
@@ -303,57 +297,9 @@ impl DisplayAs for BloomTapExec {
 }
 
 impl ExecutionPlan for BloomTapExec {
-    fn name(&self) -> &str {
-        NAME
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false]
-    }
-
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        node::apply_keys(&self.keys, f)
-    }
-
-    fn replace_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-        options: ReplaceChildrenOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let (input, properties) = node::one_child(NAME, children, &options, &self.properties)?;
-        Ok(Arc::new(BloomTapExec {
-            input,
-            properties,
-            metrics: ExecutionPlanMetricsSet::new(),
-            runs: Arc::default(),
-            ..self.as_ref().clone()
-        }))
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.replace_children(
-            children,
-            ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
-        )
-    }
+    one_child_plan!(own_properties(NAME));
+    one_child_plan!(key_expressions);
+    one_child_plan!(fresh_children(NAME));
 
     fn execute(
         &self,
@@ -373,24 +319,7 @@ impl ExecutionPlan for BloomTapExec {
         }))
     }
 
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
-
-    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
-        vec![ChildStats::At(partition)]
-    }
-
-    fn statistics_from_inputs(
-        &self,
-        input_stats: &[Arc<Statistics>],
-        _args: &StatisticsArgs,
-    ) -> Result<Arc<Statistics>> {
-        Ok(input_stats
-            .first()
-            .cloned()
-            .unwrap_or_else(|| Arc::new(Statistics::new_unknown(&self.schema()))))
-    }
+    one_child_plan!(input_statistics);
 
     fn cardinality_effect(&self) -> CardinalityEffect {
         CardinalityEffect::Equal

@@ -37,12 +37,12 @@ const FETCH_BODY: usize = 24;
 
 /// The largest frame read: a filter message of the largest partial the
 /// codec accepts (1 GiB of bits), with room for the headers.
-pub const MAX_FRAME_BYTES: usize = (1 << 30) + 4096;
+pub(super) const MAX_FRAME_BYTES: usize = (1 << 30) + 4096;
 
 /// Why a frame was refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[non_exhaustive]
-pub enum FrameError {
+pub(super) enum FrameError {
     /// Fewer bytes than the header or the body length says.
     #[error("runtime-filter frame truncated: {needed} bytes needed, {got} present")]
     Truncated {
@@ -146,7 +146,7 @@ fn utf8(bytes: &[u8]) -> Result<String, FrameError> {
 }
 
 /// The unit frame of `delivery`.
-pub fn encode_unit(delivery: &Delivery) -> Vec<u8> {
+pub(super) fn encode_unit(delivery: &Delivery) -> Vec<u8> {
     match delivery {
         Delivery::Message(m) => encode(UNIT, KIND_MESSAGE, &[m]),
         Delivery::PassAll(why) => encode(UNIT, KIND_NONE, &[why.as_bytes()]),
@@ -154,7 +154,7 @@ pub fn encode_unit(delivery: &Delivery) -> Vec<u8> {
 }
 
 /// The delivery a unit frame carries.
-pub fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
+pub(super) fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
     let (kind, body) = decode(bytes, UNIT, "unit")?;
     Ok(if kind == KIND_MESSAGE {
         Delivery::Message(Arc::new(body.to_vec()))
@@ -166,7 +166,7 @@ pub fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
 /// The post frame of one task's partial (as a filter message) or failure.
 /// A `PartialBody::Filter` must be encoded by the caller first: it is
 /// refused here (`None`).
-pub fn encode_post(id: FilterId, scope: Scope, post: &Post) -> Option<Vec<u8>> {
+pub(crate) fn encode_post(id: FilterId, scope: Scope, post: &Post) -> Option<Vec<u8>> {
     let mut head = Vec::with_capacity(POST_HEAD);
     head.extend_from_slice(&id.to_le_bytes());
     head.extend_from_slice(&scope.to_le_bytes());
@@ -181,7 +181,7 @@ pub fn encode_post(id: FilterId, scope: Scope, post: &Post) -> Option<Vec<u8>> {
 }
 
 /// The filter id, scope and post of a post frame.
-pub fn decode_post(bytes: &[u8]) -> Result<(FilterId, Scope, Post), FrameError> {
+pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, Scope, Post), FrameError> {
     let (kind, body) = decode(bytes, POST, "post")?;
     if body.len() < POST_HEAD {
         return Err(FrameError::Truncated {
@@ -221,7 +221,7 @@ fn id_scope(body: &[u8]) -> (FilterId, Scope) {
 }
 
 /// The fetch frame of filter `id`'s run of `scope`.
-pub fn encode_fetch(id: FilterId, scope: Scope) -> Vec<u8> {
+pub(super) fn encode_fetch(id: FilterId, scope: Scope) -> Vec<u8> {
     encode(
         FETCH,
         KIND_MESSAGE,
@@ -230,7 +230,7 @@ pub fn encode_fetch(id: FilterId, scope: Scope) -> Vec<u8> {
 }
 
 /// The filter id and scope of a fetch frame.
-pub fn decode_fetch(bytes: &[u8]) -> Result<(FilterId, Scope), FrameError> {
+pub(super) fn decode_fetch(bytes: &[u8]) -> Result<(FilterId, Scope), FrameError> {
     let (kind, body) = decode(bytes, FETCH, "fetch")?;
     if kind != KIND_MESSAGE {
         return Err(FrameError::Header { kind, reserved: 0 });

@@ -33,8 +33,12 @@
 //! [`FilterOutcome::PassAll`], and so does a run whose query ended or whose
 //! plan was dropped: every waiting probe task then passes every row.
 
-pub mod frame;
-pub mod service;
+mod frame;
+mod service;
+
+pub(super) use frame::encode_post;
+pub use service::RendezvousServer;
+pub(super) use service::{fetch_remote, post_remote};
 
 use filterstore::{
     decode_message_with_limit, encode_message, BitFilter, BloomRead, CodecChoice, FilterParams,
@@ -50,14 +54,14 @@ use tokio::sync::watch;
 
 /// The most tasks one stage may report (a count read from a post is checked
 /// against it before anything is sized by it).
-pub const MAX_TASKS: usize = 1 << 16;
+pub(super) const MAX_TASKS: usize = 1 << 16;
 
 /// A filter's identity: random, so that a stray or hostile post names no
 /// slot (and a post can only ever add keys or end the slot as pass-all).
-pub type FilterId = u128;
+pub(super) type FilterId = u128;
 
 /// A fresh, random filter id.
-pub fn new_filter_id() -> FilterId {
+pub(super) fn new_filter_id() -> FilterId {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     static KEYS: LazyLock<(RandomState, RandomState)> =
         LazyLock::new(|| (RandomState::new(), RandomState::new()));
@@ -146,7 +150,7 @@ impl std::fmt::Display for FilterOutcome {
 
 /// What a probe task receives: the filter's message, or why there is none.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Delivery {
+pub(super) enum Delivery {
     /// The compressed filter message.
     Message(Arc<Vec<u8>>),
     /// Pass every row, and why.
@@ -176,7 +180,7 @@ pub struct Post {
 }
 
 /// An execution's scope (see the module documentation).
-pub type Scope = u64;
+pub(super) type Scope = u64;
 
 /// Scopes a slot remembers; an older one's waiters pass every row.
 const SCOPES_KEPT: usize = 4;
@@ -191,7 +195,7 @@ pub struct Slot {
 }
 
 /// What a run decided: the outcome, and what probe tasks receive.
-pub type Decided = Option<(FilterOutcome, Delivery)>;
+pub(super) type Decided = Option<(FilterOutcome, Delivery)>;
 
 /// One execution's merge.
 #[derive(Debug)]
@@ -214,14 +218,14 @@ static SLOTS: LazyLock<Mutex<HashMap<FilterId, Weak<Slot>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// The slot of `id` in this process, if its plan is still alive.
-pub fn lookup(id: FilterId) -> Option<Arc<Slot>> {
+pub(super) fn lookup(id: FilterId) -> Option<Arc<Slot>> {
     SLOTS.lock().get(&id).and_then(Weak::upgrade)
 }
 
 /// Posts to filter `id`'s run of `scope` in this process; `false` when no
 /// live plan of this process has that filter (the post is dropped: a probe
 /// side without its filter passes every row).
-pub fn post_local(id: FilterId, scope: Scope, post: Post) -> bool {
+pub(super) fn post_local(id: FilterId, scope: Scope, post: Post) -> bool {
     match lookup(id) {
         Some(slot) => {
             slot.run(scope).post(&slot.params, slot.policy, post);
@@ -234,12 +238,12 @@ pub fn post_local(id: FilterId, scope: Scope, post: Post) -> bool {
 /// What filter `id`'s run of `scope` decides, as a receiver that does not
 /// keep the slot alive: when the plan is dropped it closes, and a waiter
 /// passes every row. `None` when this process has no such filter.
-pub fn subscribe(id: FilterId, scope: Scope) -> Option<watch::Receiver<Decided>> {
+pub(super) fn subscribe(id: FilterId, scope: Scope) -> Option<watch::Receiver<Decided>> {
     lookup(id).map(|slot| slot.run(scope).decided.subscribe())
 }
 
 /// Waits for what `rx` decides; "pass every row" if its plan is dropped.
-pub async fn delivery(mut rx: watch::Receiver<Decided>) -> Delivery {
+pub(super) async fn delivery(mut rx: watch::Receiver<Decided>) -> Delivery {
     match rx.wait_for(Option::is_some).await {
         Ok(d) => d
             .as_ref()

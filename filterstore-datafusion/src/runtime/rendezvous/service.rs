@@ -37,13 +37,13 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
 /// The Flight action type of a post.
-pub const POST_ACTION: &str = "filterstore.runtime_filter.post";
+pub(super) const POST_ACTION: &str = "filterstore.runtime_filter.post";
 
 /// The Flight action type of a fetch.
-pub const FETCH_ACTION: &str = "filterstore.runtime_filter.fetch";
+pub(super) const FETCH_ACTION: &str = "filterstore.runtime_filter.fetch";
 
 /// How long a worker tries to deliver one post.
-pub const POST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A running rendezvous service; stops when dropped.
 #[derive(Debug)]
@@ -133,7 +133,7 @@ async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
 }
 
 /// Sends a post frame to the coordinator at `url`, within [`POST_TIMEOUT`].
-pub async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String> {
+pub(crate) async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String> {
     tokio::time::timeout(POST_TIMEOUT, call(url, POST_ACTION, frame))
         .await
         .map_err(|_| format!("no answer from the coordinator at {url} in {POST_TIMEOUT:?}"))?
@@ -143,7 +143,7 @@ pub async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String> {
 /// Fetches filter `id`'s run of `scope` from the coordinator at `url`:
 /// waits until it is decided (the caller bounds the wait); any failure is
 /// "pass every row".
-pub async fn fetch_remote(url: &str, id: FilterId, scope: Scope) -> Delivery {
+pub(crate) async fn fetch_remote(url: &str, id: FilterId, scope: Scope) -> Delivery {
     match call(url, FETCH_ACTION, encode_fetch(id, scope)).await {
         Ok(bytes) => decode_unit(&bytes).unwrap_or_else(|e| Delivery::PassAll(e.to_string())),
         Err(e) => Delivery::PassAll(format!("fetching the filter failed: {e}")),
