@@ -726,4 +726,49 @@ mod seam {
             }
         })
     }
+
+    /// A merge whose new log cannot be made (a failed sync or directory
+    /// sync at its creation) or whose merged log cannot be deleted durably
+    /// (a failed directory sync after the base was written): an error,
+    /// every change still read the same, and the next merge completes.
+    #[test]
+    fn a_merge_stopped_by_a_failed_sync_loses_nothing_and_the_next_one_completes() {
+        use filterstore::{Change, DiffStorage, SledDiffStorage};
+        common::with_timeout(common::TEST_LIMIT, || {
+            for (op, skip) in [(Op::Sync, 0), (Op::SyncDir, 0), (Op::SyncDir, 1)] {
+                let what = format!("{op:?} {skip}");
+                let dir = tempfile::tempdir().unwrap();
+                let store = FilterStore::open(dir.path()).unwrap();
+                let st = SledDiffStorage::open(&store, "g").unwrap();
+                let changes: Vec<_> = (0..40u32)
+                    .map(|i| (format!("k{i}").into_bytes(), Change::Put(vec![i as u8; 8])))
+                    .collect();
+                st.write_diff(&changes).unwrap();
+                let read_all = |st: &SledDiffStorage| -> Vec<Option<Vec<u8>>> {
+                    changes
+                        .iter()
+                        .map(|(k, _)| match st.read_diff(k).unwrap() {
+                            Some(Change::Put(v)) => Some(v),
+                            Some(Change::Delete) => None,
+                            None => st.read_base(k).unwrap().map(Vec::from),
+                        })
+                        .collect()
+                };
+                let want: Vec<_> = (0..40u32).map(|i| Some(vec![i as u8; 8])).collect();
+                fault::fail_after(op, skip, EIO);
+                let r = st.merge();
+                assert!(fault::clear(), "{what}: the plan did not fire");
+                assert!(r.is_err(), "{what}: {r:?}");
+                assert_eq!(read_all(&st), want, "{what}: after the failed merge");
+                st.merge().unwrap();
+                assert_eq!(st.diff_len().unwrap(), 0, "{what}");
+                assert_eq!(read_all(&st), want, "{what}: after the merge");
+                drop(st);
+                drop(store);
+                let store = common::reopen(dir.path(), &what);
+                let st = SledDiffStorage::open(&store, "g").unwrap();
+                assert_eq!(read_all(&st), want, "{what}: after a reopen");
+            }
+        })
+    }
 }
