@@ -27,36 +27,27 @@
 //! the next merge: applying a change is idempotent, and the logs left are
 //! the newest ones, so the base ends with the newest change of every key.
 //!
-//! The index's memory (keys, values and about 64 bytes per entry) is
+//! Each part keeps its logs' records as they were appended and maps every
+//! changed key to its newest change in them (`diff_index.rs`). The index's
+//! memory (the records, and [`ENTRY_OVERHEAD`] bytes per change) is
 //! reserved in the store's memory budget before a change is written; a
 //! write over the budget is refused and nothing is written.
 
+use super::diff_index::{key_hash, ChangeRef, Part, ENTRY_OVERHEAD};
 use super::{Change, SledDiffError};
 use crate::store::budget::{self, Reservation};
-use crate::store::disk::catalog_log::Op;
+use crate::store::disk::catalog_log::{encode_record_into, Op};
 use crate::store::disk::guard_log::{self, GuardLog, ReadError, MAX_RECORD};
 use crate::store::disk::CommitError;
 use crate::store::StoreError;
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Bytes an index entry is charged beyond its key and value: the map's
-/// slot, the key's and the value's headers, and the allocator's rounding.
-const ENTRY_OVERHEAD: u64 = 64;
-
-/// Changes by key.
-type Changes = HashMap<Box<[u8]>, Change, KeyHashing>;
-
-fn new_changes() -> Changes {
-    HashMap::with_hasher(KeyHashing::new())
-}
 
 /// The changes a merge moves into the base: those of the logs
 /// `generations`.
 pub(crate) struct Frozen {
-    changes: Changes,
+    changes: Part,
     generations: Vec<u64>,
     _memory: Option<Reservation>,
 }
@@ -65,15 +56,15 @@ impl Frozen {
     /// Nothing frozen.
     fn none() -> Frozen {
         Frozen {
-            changes: new_changes(),
+            changes: Part::default(),
             generations: Vec::new(),
             _memory: None,
         }
     }
 
     /// The changes to merge.
-    pub(crate) fn changes(&self) -> impl Iterator<Item = (&[u8], &Change)> {
-        self.changes.iter().map(|(k, c)| (&**k, c))
+    pub(crate) fn changes(&self) -> impl Iterator<Item = (&[u8], ChangeRef<'_>)> {
+        self.changes.iter().map(|(_, k, c)| (k, c))
     }
 
     /// Whether there is nothing to merge (and no log to delete).
@@ -83,9 +74,29 @@ impl Frozen {
 }
 
 struct Index {
-    active: Changes,
+    active: Part,
     active_memory: Reservation,
     frozen: Arc<Frozen>,
+}
+
+impl Index {
+    /// The newest change of `key` (hash `hash`): the active part's, else
+    /// the frozen part's.
+    fn find(&self, hash: u64, key: &[u8]) -> Option<Change> {
+        self.active
+            .get(hash, key)
+            .or_else(|| self.frozen.changes.get(hash, key))
+            .map(ChangeRef::to_change)
+    }
+
+    /// The keys changed in the frozen part only.
+    fn frozen_only(&self) -> impl Iterator<Item = &[u8]> {
+        self.frozen
+            .changes
+            .iter()
+            .filter(|(hash, k, _)| !self.active.contains(*hash, k))
+            .map(|(_, k, _)| k)
+    }
 }
 
 /// A guard storage's differential file (module docs).
@@ -96,6 +107,9 @@ pub(crate) struct DiffLog {
     /// The log appended to; appends and freezes are serialised here.
     writer: Mutex<GuardLog>,
     index: RwLock<Index>,
+    /// The seed of the index's key hashes, drawn per index: a host's keys
+    /// cannot be chosen to collide without knowing it.
+    seed: u64,
 }
 
 fn io_err(op: &'static str) -> impl Fn(std::io::Error) -> StoreError {
@@ -112,49 +126,18 @@ fn ops_of(
     })
 }
 
-/// Hashes the index's keys: XXH3-64 under a seed drawn per index (a host's
-/// keys cannot be chosen to collide without knowing it), one call per key.
-#[derive(Clone)]
-struct KeyHashing(u64);
-
-impl KeyHashing {
-    fn new() -> KeyHashing {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(0x6775_6172_642d_6c6f);
-        KeyHashing(h.finish())
-    }
+/// A seed for an index's key hashes, from the process's random state.
+fn new_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x6775_6172_642d_6c6f);
+    h.finish()
 }
 
-impl std::hash::BuildHasher for KeyHashing {
-    type Hasher = KeyHasher;
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher(self.0)
-    }
-}
-
-/// The state of one key's hash ([`KeyHashing`]).
-struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 ^= (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// What the index is charged for the change `c` of a `key_len`-byte key.
-fn entry_charge(key_len: usize, c: &Change) -> u64 {
-    let v = match c {
-        Change::Put(v) => v.len(),
-        Change::Delete => 0,
-    };
-    (key_len + v) as u64 + ENTRY_OVERHEAD
+/// What the index is charged for a record of `record_len` bytes holding
+/// `changes` changes.
+fn record_charge(record_len: usize, changes: usize) -> u64 {
+    record_len as u64 + changes as u64 * ENTRY_OVERHEAD
 }
 
 impl DiffLog {
@@ -170,7 +153,9 @@ impl DiffLog {
         let stem: String = name.bytes().map(|b| format!("{b:02x}")).collect();
         let generations = guard_log::generations(&dir, &stem)
             .map_err(io_err("listing the guard's differential file"))?;
-        let mut changes = new_changes();
+        let seed = new_seed();
+        let mut changes = Part::default();
+        let mut bytes = 0;
         for &generation in &generations {
             let replay = guard_log::read(&dir, &stem, generation).map_err(|e| match e {
                 ReadError::Io(source) => StoreError::Io {
@@ -184,15 +169,20 @@ impl DiffLog {
                 ),
             })?;
             for ops in replay.records {
-                for op in ops {
-                    match op {
-                        Op::Put(k, v) => changes.insert(k.into(), Change::Put(v)),
-                        Op::Remove(k) => changes.insert(k.into(), Change::Delete),
-                    };
-                }
+                // Encoded again as the append made it: the index's form.
+                let mut record = Vec::new();
+                encode_record_into(
+                    &mut record,
+                    0,
+                    ops.iter().map(|op| match op {
+                        Op::Put(k, v) => (true, k.as_slice(), v.as_slice()),
+                        Op::Remove(k) => (false, k.as_slice(), &[][..]),
+                    }),
+                );
+                bytes += record_charge(record.len(), ops.len());
+                changes.push(seed, record);
             }
         }
-        let bytes: u64 = changes.iter().map(|(k, c)| entry_charge(k.len(), c)).sum();
         let memory = budget::reserve(
             || format!("the differential file of guard storage {name:?}"),
             bytes,
@@ -206,7 +196,7 @@ impl DiffLog {
             name: name.to_string(),
             writer: Mutex::new(log),
             index: RwLock::new(Index {
-                active: new_changes(),
+                active: Part::default(),
                 active_memory: Reservation::none(),
                 frozen: Arc::new(Frozen {
                     changes,
@@ -214,57 +204,35 @@ impl DiffLog {
                     _memory: Some(memory),
                 }),
             }),
+            seed,
         })
     }
 
     /// The change recorded for `key`, if any.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Change> {
         let index = self.index.read();
-        index
-            .active
-            .get(key)
-            .or_else(|| index.frozen.changes.get(key))
-            .cloned()
+        index.find(key_hash(self.seed, key), key)
     }
 
     /// The changes recorded for `keys`, in order.
     pub(crate) fn get_many(&self, keys: &[&[u8]]) -> Vec<Option<Change>> {
         let index = self.index.read();
         keys.iter()
-            .map(|k| {
-                index
-                    .active
-                    .get(*k)
-                    .or_else(|| index.frozen.changes.get(*k))
-                    .cloned()
-            })
+            .map(|k| index.find(key_hash(self.seed, k), k))
             .collect()
     }
 
     /// Keys with a change.
     pub(crate) fn len(&self) -> usize {
         let index = self.index.read();
-        let frozen_only = index
-            .frozen
-            .changes
-            .keys()
-            .filter(|k| !index.active.contains_key(*k))
-            .count();
-        index.active.len() + frozen_only
+        index.active.len() + index.frozen_only().count()
     }
 
     /// The keys with a change.
     pub(crate) fn keys(&self) -> Vec<Vec<u8>> {
         let index = self.index.read();
-        let mut keys: Vec<Vec<u8>> = index.active.keys().map(|k| k.to_vec()).collect();
-        keys.extend(
-            index
-                .frozen
-                .changes
-                .keys()
-                .filter(|k| !index.active.contains_key(*k))
-                .map(|k| k.to_vec()),
-        );
+        let mut keys: Vec<Vec<u8>> = index.active.iter().map(|(_, k, _)| k.to_vec()).collect();
+        keys.extend(index.frozen_only().map(<[u8]>::to_vec));
         keys
     }
 
@@ -302,10 +270,10 @@ impl DiffLog {
         }
         let memory = budget::reserve(
             || format!("the differential file of guard storage {:?}", self.name),
-            changes.iter().map(|(k, c)| entry_charge(k.len(), c)).sum(),
+            record_charge(record, changes.len()),
         )?;
         let mut log = self.writer.lock();
-        log.append(ops_of(changes)).map_err(|e| match e {
+        let bytes = log.append(ops_of(changes)).map_err(|e| match e {
             CommitError::Before(source) => SledDiffError::Store(StoreError::Io {
                 op: "writing the guard's differential file (nothing was written)",
                 source,
@@ -313,9 +281,7 @@ impl DiffLog {
             CommitError::After(source) => SledDiffError::OutcomeUnknown { source },
         })?;
         let mut index = self.index.write();
-        for (k, c) in changes {
-            index.active.insert(k.as_slice().into(), c.clone());
-        }
+        index.active.push(self.seed, bytes);
         index.active_memory.join(memory);
         Ok(log.len())
     }
@@ -336,7 +302,7 @@ impl DiffLog {
             .map_err(io_err("creating the guard's differential file"))?;
         let old = std::mem::replace(&mut *log, next);
         let mut index = self.index.write();
-        let changes = std::mem::replace(&mut index.active, new_changes());
+        let changes = std::mem::take(&mut index.active);
         let memory = std::mem::replace(&mut index.active_memory, Reservation::none());
         index.frozen = Arc::new(Frozen {
             changes,
@@ -374,7 +340,7 @@ impl DiffLog {
                 .map_err(io_err("deleting a guard log"))?;
         }
         let mut index = self.index.write();
-        index.active = new_changes();
+        index.active = Part::default();
         index.active_memory = Reservation::none();
         index.frozen = Arc::new(Frozen::none());
         Ok(())

@@ -44,6 +44,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
+mod diff_index;
 mod diff_log;
 mod sled_storage;
 mod value;

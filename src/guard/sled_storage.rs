@@ -1,6 +1,7 @@
 //! [`SledDiffStorage`]: the guard's host side inside the filter store's
 //! directory, on sled.
 
+use super::diff_index::ChangeRef;
 use super::diff_log::{DiffLog, Frozen};
 use super::value::{GuardValue, Repr};
 use super::{Change, DiffStorage};
@@ -332,13 +333,13 @@ impl Shared {
     /// Returns the keys merged.
     fn merge_frozen(&self, frozen: &Arc<Frozen>) -> Result<u64, SledDiffError> {
         let _one = self.merging.lock();
-        let changes: Vec<(&[u8], &Change)> = frozen.changes().collect();
+        let changes: Vec<(&[u8], ChangeRef<'_>)> = frozen.changes().collect();
         for group in changes.chunks(GUARD_GROUP) {
             let mut batch = engine::Batch::default();
             for (key, change) in group {
                 match change {
-                    Change::Put(v) => batch.insert(*key, v.as_slice()),
-                    Change::Delete => batch.remove(*key),
+                    ChangeRef::Put(v) => batch.insert(*key, *v),
+                    ChangeRef::Delete => batch.remove(*key),
                 }
             }
             self.base

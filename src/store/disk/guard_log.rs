@@ -138,13 +138,7 @@ pub(crate) struct GuardLog {
     next_seq: u64,
     /// A write or sync failed: no more appends (see the module docs).
     failed: bool,
-    /// The last record's bytes: its allocation is reused by the next one
-    /// (up to [`KEEP_BUFFER`] bytes).
-    buf: Vec<u8>,
 }
-
-/// The largest record buffer a log keeps between appends.
-const KEEP_BUFFER: usize = 1 << 20;
 
 impl GuardLog {
     /// Creates the empty log of generation `generation` of `stem` in `dir`:
@@ -174,7 +168,6 @@ impl GuardLog {
             end: HEADER as u64,
             next_seq: 0,
             failed: false,
-            buf: Vec::new(),
         })
     }
 
@@ -197,11 +190,12 @@ impl GuardLog {
     }
 
     /// Appends the record of the ops `(put, key, value)` (a remove's value
-    /// empty) and syncs it: the commit point. A failed
+    /// empty) and syncs it: the commit point. Returns the record's bytes
+    /// (the differential file's index keeps them). A failed
     /// write is [`CommitError::Before`] (recovery stops before the record);
     /// a failed sync is [`CommitError::After`] (the record may or may not
     /// be durable). After either, every later append fails at once.
-    pub(crate) fn append<'a, I>(&mut self, ops: I) -> Result<(), CommitError>
+    pub(crate) fn append<'a, I>(&mut self, ops: I) -> Result<Vec<u8>, CommitError>
     where
         I: ExactSizeIterator<Item = (bool, &'a [u8], &'a [u8])> + Clone,
     {
@@ -211,14 +205,9 @@ impl GuardLog {
                  changes until the storage is opened again",
             )));
         }
-        let mut record = std::mem::take(&mut self.buf);
+        let mut record = Vec::new();
         encode_record_into(&mut record, self.next_seq, ops);
-        let written = write_all_at(&self.file, &record, self.end);
-        let len = record.len() as u64;
-        if record.capacity() <= KEEP_BUFFER {
-            self.buf = record;
-        }
-        if let Err(e) = written {
+        if let Err(e) = write_all_at(&self.file, &record, self.end) {
             self.failed = true;
             return Err(CommitError::Before(e));
         }
@@ -226,9 +215,9 @@ impl GuardLog {
             self.failed = true;
             return Err(CommitError::After(e));
         }
-        self.end += len;
+        self.end += record.len() as u64;
         self.next_seq += 1;
-        Ok(())
+        Ok(record)
     }
 }
 
