@@ -73,6 +73,22 @@ impl Frozen {
     }
 }
 
+/// A record written to the active log, readable once a sync made it
+/// durable.
+struct Unpublished {
+    /// Records are numbered in the order they were written (across logs).
+    ticket: u64,
+    record: Vec<u8>,
+    memory: Reservation,
+}
+
+/// The records written and not yet readable, oldest first.
+#[derive(Default)]
+struct Pending {
+    next_ticket: u64,
+    records: std::collections::VecDeque<Unpublished>,
+}
+
 struct Index {
     active: Part,
     active_memory: Reservation,
@@ -106,6 +122,10 @@ pub(crate) struct DiffLog {
     name: String,
     /// The log appended to; appends and freezes are serialised here.
     writer: Mutex<GuardLog>,
+    /// Records written and not yet readable: each waits for a sync
+    /// (group commit, `store::disk::guard_log`). Locked after `writer`
+    /// and before `index`.
+    pending: Mutex<Pending>,
     index: RwLock<Index>,
     /// The seed of the index's key hashes, drawn per index: a host's keys
     /// cannot be chosen to collide without knowing it.
@@ -195,6 +215,7 @@ impl DiffLog {
             stem,
             name: name.to_string(),
             writer: Mutex::new(log),
+            pending: Mutex::new(Pending::default()),
             index: RwLock::new(Index {
                 active: Part::default(),
                 active_memory: Reservation::none(),
@@ -250,9 +271,13 @@ impl DiffLog {
     /// Appends `changes` as one record, durable when this returns, then
     /// makes them readable; returns the active log's length. Refused before
     /// anything is written when the record would pass [`MAX_RECORD`] bytes
-    /// or the index's memory the budget. A failed write changed nothing; a
-    /// failed sync leaves the outcome unknown (said in the error), and the
-    /// log takes no more changes until the storage is opened again.
+    /// or the index's memory the budget. The record is written under the
+    /// writer lock and synced outside it, one `fdatasync` for every writer
+    /// waiting (group commit); records become readable in the order they
+    /// were written, whichever writer's sync made them durable. A failed
+    /// write changed nothing; a failed sync leaves the outcome unknown (said
+    /// in the error), and the log takes no more changes until the storage
+    /// is opened again.
     pub(crate) fn append(&self, changes: &[(Vec<u8>, Change)]) -> Result<u64, SledDiffError> {
         let record = GuardLog::record_len(ops_of(changes));
         if record > MAX_RECORD {
@@ -272,18 +297,61 @@ impl DiffLog {
             || format!("the differential file of guard storage {:?}", self.name),
             record_charge(record, changes.len()),
         )?;
-        let mut log = self.writer.lock();
-        let bytes = log.append(ops_of(changes)).map_err(|e| match e {
-            CommitError::Before(source) => SledDiffError::Store(StoreError::Io {
-                op: "writing the guard's differential file (nothing was written)",
-                source,
-            }),
-            CommitError::After(source) => SledDiffError::OutcomeUnknown { source },
-        })?;
+        let (ticket, sync, pos, len) = {
+            let mut log = self.writer.lock();
+            let (record, pos) = log.write(ops_of(changes)).map_err(|e| match e {
+                CommitError::Before(source) => SledDiffError::Store(StoreError::Io {
+                    op: "writing the guard's differential file (nothing was written)",
+                    source,
+                }),
+                CommitError::After(source) => SledDiffError::OutcomeUnknown { source },
+            })?;
+            let mut pending = self.pending.lock();
+            let ticket = pending.next_ticket;
+            pending.next_ticket += 1;
+            pending.records.push_back(Unpublished {
+                ticket,
+                record,
+                memory,
+            });
+            (ticket, log.sync().clone(), pos, log.len())
+        };
+        sync.sync_to(pos)
+            .map_err(|source| SledDiffError::OutcomeUnknown { source })?;
+        self.publish_through(ticket);
+        Ok(len)
+    }
+
+    /// Makes the records written up to `ticket` (durable now) readable, in
+    /// order (a record a later writer's sync covered may already be).
+    fn publish_through(&self, ticket: u64) {
+        let mut pending = self.pending.lock();
+        if pending.records.front().is_none_or(|r| r.ticket > ticket) {
+            return;
+        }
         let mut index = self.index.write();
-        index.active.push(self.seed, bytes);
-        index.active_memory.join(memory);
-        Ok(log.len())
+        while let Some(r) = pending.records.pop_front_if(|r| r.ticket <= ticket) {
+            index.active.push(self.seed, r.record);
+            index.active_memory.join(r.memory);
+        }
+    }
+
+    /// Before `log` is left for a new one: its records written and not
+    /// yet readable are made durable and readable, or, if its sync failed,
+    /// dropped (their writers are told the outcome is unknown: the failure
+    /// of a [`LogSync`](crate::store::disk::log_sync::LogSync) is sticky).
+    fn settle(&self, log: &GuardLog) {
+        let durable = log.sync().sync_to(log.len()).is_ok();
+        let mut pending = self.pending.lock();
+        if !durable {
+            pending.records.clear();
+            return;
+        }
+        let mut index = self.index.write();
+        for r in pending.records.drain(..) {
+            index.active.push(self.seed, r.record);
+            index.active_memory.join(r.memory);
+        }
     }
 
     /// What a merge must move into the base: the frozen part if there is
@@ -300,6 +368,7 @@ impl DiffLog {
         }
         let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
             .map_err(io_err("creating the guard's differential file"))?;
+        self.settle(&log);
         let old = std::mem::replace(&mut *log, next);
         let mut index = self.index.write();
         let changes = std::mem::take(&mut index.active);
@@ -334,6 +403,7 @@ impl DiffLog {
         let frozen = self.index.read().frozen.clone();
         let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
             .map_err(io_err("creating the guard's differential file"))?;
+        self.settle(&log);
         let old = std::mem::replace(&mut *log, next);
         for generation in frozen.generations.iter().copied().chain([old.generation()]) {
             guard_log::remove(&self.dir, &self.stem, generation)
@@ -346,3 +416,7 @@ impl DiffLog {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "diff_log_tests.rs"]
+mod tests;

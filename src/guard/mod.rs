@@ -21,7 +21,10 @@
 //!   and [`Guard::open`] finishes the job by clearing the filter when it finds
 //!   the differential file empty.
 //!
-//! Writers (and the merge) are serialised by the guard; readers never wait.
+//! A merge waits for the writes in flight and holds new ones back; writers
+//! take turns only for their filter inserts, then commit their changes to
+//! the differential file side by side (a storage may group their syncs, as
+//! [`SledDiffStorage`] does); readers never wait.
 //!
 //! # When it pays
 //! The guard saves a differential-file read for every key without a change,
@@ -40,7 +43,7 @@
 //! saturation.
 
 use crate::store::{Durability, StoreError, Table, WriteBatch};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
@@ -77,7 +80,10 @@ pub trait DiffStorage {
     fn read_base(&self, key: &[u8]) -> Result<Option<Self::Value>, Self::Error>;
     /// Reads the change recorded for `key` in the differential file.
     fn read_diff(&self, key: &[u8]) -> Result<Option<Change>, Self::Error>;
-    /// Commits changes to the differential file, durably, all or none.
+    /// Commits changes to the differential file, durably, all or none. A
+    /// guard calls it from several threads at once (never during a
+    /// [`merge`](DiffStorage::merge)); calls that overlap may commit in
+    /// either order.
     fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), Self::Error>;
     /// Applies every change to the base and empties the differential file,
     /// atomically and durably. Returns the number of changes merged.
@@ -164,7 +170,11 @@ pub struct GuardStats {
 pub struct Guard<S: DiffStorage> {
     storage: S,
     table: Table,
-    writers: Mutex<()>,
+    /// Shared by writes in flight, taken alone by a merge.
+    writers: RwLock<()>,
+    /// Writers' filter inserts, one writer at a time: a key a writer finds
+    /// in the filter was put there by an insert already durable.
+    filter_inserts: Mutex<()>,
     counters: Box<[Counters; COUNTER_SLOTS]>,
 }
 
@@ -247,7 +257,8 @@ impl<S: DiffStorage> Guard<S> {
         Ok(Guard {
             storage,
             table,
-            writers: Mutex::new(()),
+            writers: RwLock::new(()),
+            filter_inserts: Mutex::new(()),
             counters: Box::default(),
         })
     }
@@ -365,17 +376,24 @@ impl<S: DiffStorage> Guard<S> {
     }
 
     /// Records changes: filter inserts made durable first, then the changes
-    /// committed to the differential file.
+    /// committed to the differential file. Writes from several threads
+    /// take turns for their filter inserts only: their differential-file
+    /// commits run side by side (a key found in the filter was put there by
+    /// an insert that was durable before the turn passed on, so no commit
+    /// is ever readable before its key's filter bits are durable).
     pub fn write(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), GuardError<S::Error>> {
-        let _w = self.writers.lock();
-        let mut batch = WriteBatch::new();
-        for (key, _) in changes {
-            if !self.table.contains(key) {
-                batch.insert(key);
+        let _w = self.writers.read();
+        {
+            let _turn = self.filter_inserts.lock();
+            let mut batch = WriteBatch::new();
+            for (key, _) in changes {
+                if !self.table.contains(key) {
+                    batch.insert(key);
+                }
             }
-        }
-        if !batch.is_empty() {
-            self.table.apply(&batch, Durability::Durable)?;
+            if !batch.is_empty() {
+                self.table.apply(&batch, Durability::Durable)?;
+            }
         }
         self.storage
             .write_diff(changes)
@@ -385,7 +403,7 @@ impl<S: DiffStorage> Guard<S> {
     /// Merges the differential file into the base, then clears the filter.
     /// Returns the number of changes merged.
     pub fn merge(&self) -> Result<u64, GuardError<S::Error>> {
-        let _w = self.writers.lock();
+        let _w = self.writers.write();
         let n = self.storage.merge().map_err(GuardError::Storage)?;
         self.table.clear()?;
         Ok(n)

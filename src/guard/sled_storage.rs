@@ -22,9 +22,11 @@ use thiserror::Error;
 /// a [`StoreError`].
 ///
 /// * **Writes** ([`write_diff`](DiffStorage::write_diff)) append one
-///   checksummed record and `fdatasync` it: one sync per call, whatever its
-///   size, all or none of it durable (a record is whole or not there).
-///   Calls are serialised.
+///   checksummed record and `fdatasync` it: at most one sync per call,
+///   whatever its size, all or none of it durable (a record is whole or not
+///   there). Records are written one at a time and synced outside that
+///   turn: writers that arrive while a sync runs share the next one (group
+///   commit).
 /// * **Reads** of the differential file look in the index (a read lock, no
 ///   I/O); reads of the base are sled gets on the caller's thread.
 /// * **Merges**: when the log passes [`MERGE_AT`] bytes, a new log is
