@@ -36,11 +36,11 @@
 use super::diff_index::{key_hash, ChangeRef, Part, ENTRY_OVERHEAD};
 use super::{Change, SledDiffError};
 use crate::store::budget::{self, Reservation};
-use crate::store::disk::catalog_log::{encode_record_into, Op};
+use crate::store::disk::catalog_log::{encode_ops_into, encode_record_into, Op, RECORD_HEAD};
 use crate::store::disk::guard_log::{self, GuardLog, ReadError, MAX_RECORD};
 use crate::store::disk::CommitError;
 use crate::store::StoreError;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -73,20 +73,37 @@ impl Frozen {
     }
 }
 
-/// A record written to the active log, readable once a sync made it
-/// durable.
-struct Unpublished {
-    /// Records are numbered in the order they were written (across logs).
+/// A write waiting for the record that will hold it.
+struct Queued {
+    /// Writes are numbered in the order they were queued.
     ticket: u64,
-    record: Vec<u8>,
+    /// Room for a record's head and op count, then the write's ops
+    /// (`catalog_log::encode_ops_into`).
+    ops: Vec<u8>,
+    count: u32,
     memory: Reservation,
 }
 
-/// The records written and not yet readable, oldest first.
+/// What a write's group came to: the active log's length, or why not.
+type Outcome = Result<u64, (Failure, std::io::ErrorKind, String)>;
+
+/// How a group's record failed.
+#[derive(Clone, Copy)]
+enum Failure {
+    /// Nothing written (the log's write failed, or an earlier one did).
+    Before,
+    /// Its sync failed: the outcome is unknown.
+    After,
+}
+
+/// The writes waiting, and the outcomes not yet taken by their writers.
 #[derive(Default)]
-struct Pending {
+struct Queue {
     next_ticket: u64,
-    records: std::collections::VecDeque<Unpublished>,
+    waiting: std::collections::VecDeque<Queued>,
+    done: std::collections::HashMap<u64, Outcome>,
+    /// A writer is committing a group.
+    leading: bool,
 }
 
 struct Index {
@@ -122,10 +139,11 @@ pub(crate) struct DiffLog {
     name: String,
     /// The log appended to; appends and freezes are serialised here.
     writer: Mutex<GuardLog>,
-    /// Records written and not yet readable: each waits for a sync
-    /// (group commit, `store::disk::guard_log`). Locked after `writer`
-    /// and before `index`.
-    pending: Mutex<Pending>,
+    /// Writes waiting for a record (group commit). Never locked while
+    /// waiting for `writer`.
+    queue: Mutex<Queue>,
+    /// Signalled when a group's outcome is known.
+    served: Condvar,
     index: RwLock<Index>,
     /// The seed of the index's key hashes, drawn per index: a host's keys
     /// cannot be chosen to collide without knowing it.
@@ -215,7 +233,8 @@ impl DiffLog {
             stem,
             name: name.to_string(),
             writer: Mutex::new(log),
-            pending: Mutex::new(Pending::default()),
+            queue: Mutex::new(Queue::default()),
+            served: Condvar::new(),
             index: RwLock::new(Index {
                 active: Part::default(),
                 active_memory: Reservation::none(),
@@ -268,16 +287,16 @@ impl DiffLog {
         self.writer.lock().len()
     }
 
-    /// Appends `changes` as one record, durable when this returns, then
-    /// makes them readable; returns the active log's length. Refused before
-    /// anything is written when the record would pass [`MAX_RECORD`] bytes
-    /// or the index's memory the budget. The record is written under the
-    /// writer lock and synced outside it, one `fdatasync` for every writer
-    /// waiting (group commit); records become readable in the order they
-    /// were written, whichever writer's sync made them durable. A failed
-    /// write changed nothing; a failed sync leaves the outcome unknown (said
-    /// in the error), and the log takes no more changes until the storage
-    /// is opened again.
+    /// Appends `changes`, durable when this returns, then makes them
+    /// readable; returns the active log's length. Refused before anything
+    /// is written when its record would pass [`MAX_RECORD`] bytes or the
+    /// index's memory the budget. Group commit: the writes queued while a
+    /// record is written and synced go into the next record together (in
+    /// the order queued), one write and one `fdatasync` for all of them,
+    /// committed by one of their writers; a record is written only after
+    /// the one before it was synced. A failed write changed nothing; a
+    /// failed sync leaves the outcome unknown (said in the error), and the
+    /// log takes no more changes until the storage is opened again.
     pub(crate) fn append(&self, changes: &[(Vec<u8>, Change)]) -> Result<u64, SledDiffError> {
         let record = GuardLog::record_len(ops_of(changes));
         if record > MAX_RECORD {
@@ -297,61 +316,87 @@ impl DiffLog {
             || format!("the differential file of guard storage {:?}", self.name),
             record_charge(record, changes.len()),
         )?;
-        let (ticket, sync, pos, len) = {
-            let mut log = self.writer.lock();
-            let (record, pos) = log.write(ops_of(changes)).map_err(|e| match e {
-                CommitError::Before(source) => SledDiffError::Store(StoreError::Io {
-                    op: "writing the guard's differential file (nothing was written)",
-                    source,
-                }),
-                CommitError::After(source) => SledDiffError::OutcomeUnknown { source },
-            })?;
-            let mut pending = self.pending.lock();
-            let ticket = pending.next_ticket;
-            pending.next_ticket += 1;
-            pending.records.push_back(Unpublished {
-                ticket,
-                record,
-                memory,
-            });
-            (ticket, log.sync().clone(), pos, log.len())
+        let mut ops = Vec::with_capacity(record);
+        ops.resize(RECORD_HEAD + 4, 0);
+        encode_ops_into(&mut ops, ops_of(changes));
+        let mut queue = self.queue.lock();
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push_back(Queued {
+            ticket,
+            ops,
+            count: changes.len() as u32,
+            memory,
+        });
+        loop {
+            if let Some(outcome) = queue.done.remove(&ticket) {
+                return outcome.map_err(|(failure, kind, what)| {
+                    let source = std::io::Error::new(kind, what);
+                    match failure {
+                        Failure::Before => SledDiffError::Store(StoreError::Io {
+                            op: "writing the guard's differential file (nothing was written)",
+                            source,
+                        }),
+                        Failure::After => SledDiffError::OutcomeUnknown { source },
+                    }
+                });
+            }
+            if queue.leading {
+                self.served.wait(&mut queue);
+                continue;
+            }
+            queue.leading = true;
+            drop(queue);
+            let outcomes = self.commit_group();
+            queue = self.queue.lock();
+            queue.leading = false;
+            queue.done.extend(outcomes);
+            self.served.notify_all();
+        }
+    }
+
+    /// Commits the writes queued (as many as one record holds, at least
+    /// one) as one record of the active log, and makes them readable if it
+    /// is durable; returns each one's outcome. Takes the group once the log
+    /// is free, so that the writes queued meanwhile join it.
+    fn commit_group(&self) -> Vec<(u64, Outcome)> {
+        let mut log = self.writer.lock();
+        let group = {
+            let mut queue = self.queue.lock();
+            let mut bytes = 0;
+            let mut taken = 0;
+            for q in &queue.waiting {
+                bytes += q.ops.len() - RECORD_HEAD - 4;
+                if taken > 0 && bytes + RECORD_HEAD + 4 > MAX_RECORD {
+                    break;
+                }
+                taken += 1;
+            }
+            queue.waiting.drain(..taken).collect::<Vec<_>>()
         };
-        sync.sync_to(pos)
-            .map_err(|source| SledDiffError::OutcomeUnknown { source })?;
-        self.publish_through(ticket);
-        Ok(len)
-    }
-
-    /// Makes the records written up to `ticket` (durable now) readable, in
-    /// order (a record a later writer's sync covered may already be).
-    fn publish_through(&self, ticket: u64) {
-        let mut pending = self.pending.lock();
-        if pending.records.front().is_none_or(|r| r.ticket > ticket) {
-            return;
+        let mut group = group.into_iter();
+        let Some(first) = group.next() else {
+            return Vec::new();
+        };
+        let (mut record, mut count, mut memory) = (first.ops, first.count, first.memory);
+        let mut tickets = vec![first.ticket];
+        for q in group {
+            record.extend_from_slice(&q.ops[RECORD_HEAD + 4..]);
+            count += q.count;
+            memory.join(q.memory);
+            tickets.push(q.ticket);
         }
-        let mut index = self.index.write();
-        while let Some(r) = pending.records.pop_front_if(|r| r.ticket <= ticket) {
-            index.active.push(self.seed, r.record);
-            index.active_memory.join(r.memory);
-        }
-    }
-
-    /// Before `log` is left for a new one: its records written and not
-    /// yet readable are made durable and readable, or, if its sync failed,
-    /// dropped (their writers are told the outcome is unknown: the failure
-    /// of a [`LogSync`](crate::store::disk::log_sync::LogSync) is sticky).
-    fn settle(&self, log: &GuardLog) {
-        let durable = log.sync().sync_to(log.len()).is_ok();
-        let mut pending = self.pending.lock();
-        if !durable {
-            pending.records.clear();
-            return;
-        }
-        let mut index = self.index.write();
-        for r in pending.records.drain(..) {
-            index.active.push(self.seed, r.record);
-            index.active_memory.join(r.memory);
-        }
+        let outcome: Outcome = match log.commit(&mut record, count) {
+            Ok(()) => {
+                let mut index = self.index.write();
+                index.active.push(self.seed, record);
+                index.active_memory.join(memory);
+                Ok(log.len())
+            }
+            Err(CommitError::Before(e)) => Err((Failure::Before, e.kind(), e.to_string())),
+            Err(CommitError::After(e)) => Err((Failure::After, e.kind(), e.to_string())),
+        };
+        tickets.into_iter().map(|t| (t, outcome.clone())).collect()
     }
 
     /// What a merge must move into the base: the frozen part if there is
@@ -368,7 +413,6 @@ impl DiffLog {
         }
         let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
             .map_err(io_err("creating the guard's differential file"))?;
-        self.settle(&log);
         let old = std::mem::replace(&mut *log, next);
         let mut index = self.index.write();
         let changes = std::mem::take(&mut index.active);
@@ -403,7 +447,6 @@ impl DiffLog {
         let frozen = self.index.read().frozen.clone();
         let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
             .map_err(io_err("creating the guard's differential file"))?;
-        self.settle(&log);
         let old = std::mem::replace(&mut *log, next);
         for generation in frozen.generations.iter().copied().chain([old.generation()]) {
             guard_log::remove(&self.dir, &self.stem, generation)

@@ -128,10 +128,18 @@ where
         .sum::<usize>();
     out.clear();
     out.reserve(RECORD_HEAD + body_len);
-    out.extend_from_slice(&(body_len as u32).to_le_bytes());
-    out.extend_from_slice(&[0u8; 4]);
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    out.resize(RECORD_HEAD + 4, 0);
+    let count = ops.len() as u32;
+    encode_ops_into(out, ops);
+    seal_record(out, seq, count);
+}
+
+/// Appends the ops `(put, key, value)` to `out` as a record's body holds
+/// them (after its head and op count).
+pub(crate) fn encode_ops_into<'a, I>(out: &mut Vec<u8>, ops: I)
+where
+    I: Iterator<Item = (bool, &'a [u8], &'a [u8])>,
+{
     for (put, key, value) in ops {
         out.push(if put { PUT } else { REMOVE });
         out.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -139,8 +147,18 @@ where
         out.extend_from_slice(key);
         out.extend_from_slice(value);
     }
-    let crc = crc32fast::hash(&out[8..]);
-    out[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Makes `record` (its first [`RECORD_HEAD`] + 4 bytes room for the head
+/// and the op count, then `count` ops: [`encode_ops_into`]) whole: its
+/// length, sequence number `seq`, op count and checksum.
+pub(crate) fn seal_record(record: &mut [u8], seq: u64, count: u32) {
+    let body_len = (record.len() - RECORD_HEAD) as u32;
+    record[0..4].copy_from_slice(&body_len.to_le_bytes());
+    record[8..16].copy_from_slice(&seq.to_le_bytes());
+    record[RECORD_HEAD..RECORD_HEAD + 4].copy_from_slice(&count.to_le_bytes());
+    let crc = crc32fast::hash(&record[8..]);
+    record[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Decodes a record's body; `None` if it is not a well-formed one.

@@ -13,19 +13,12 @@
 //! reused: a new one is created for every generation, and a merged one is
 //! deleted.
 //!
-//! # Group commit
-//! A record is written under the storage's writer lock
-//! ([`GuardLog::write`]) and made durable outside it
-//! ([`LogSync::sync_to`], the table logs' group commit): writers that
-//! arrive while one `fdatasync` runs write their records meanwhile and
-//! share the next one. A write is acknowledged only when a sync that began
-//! after it returned, so every acknowledged record is followed only by
-//! records written before the last sync, or after it.
-//!
 //! # What a read of a log can say
-//! Records are written in order, and after a failed write or sync the log
-//! takes no more. So only records after the last acknowledged one can be
-//! missing, and recovery takes the longest prefix of
+//! Records are written one at a time, each synced before the next is
+//! written (writers that arrive meanwhile are grouped into the next
+//! record: `guard::diff_log`); after a failed write or sync the log takes
+//! no more. So at most the last record can be unacknowledged, and recovery
+//! takes the longest prefix of
 //! whole records numbered in order ([`catalog_log::decode_with`]). A whole
 //! record found *after* the prefix with a number at or past the prefix's
 //! next one cannot come from a torn tail: it says an acknowledged record
@@ -34,15 +27,11 @@
 //! a cut interrupted before its sync returned (nothing was ever appended to
 //! it) only if it is no longer than a header; a longer one is damage too.
 
-use super::catalog_log::{self, decode_with, encode_record_into, header_with, Replay, HEADER};
+use super::catalog_log::{self, decode_with, header_with, seal_record, Replay, HEADER};
 use super::io::{self, le_u32, le_u64, sync_dir, write_all_at};
-use super::log_sync::LogSync;
 use super::CommitError;
-use parking_lot::Mutex;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// The first bytes of a guard log.
 const MAGIC: [u8; 4] = *b"FSGL";
@@ -145,15 +134,14 @@ fn record_past(bytes: &[u8], from: usize, next_seq: u64) -> Option<usize> {
 /// A log open for appends.
 #[derive(Debug)]
 pub(crate) struct GuardLog {
-    /// The file, and which of its bytes are written and synced (positions
-    /// are byte offsets in the file).
-    sync: Arc<LogSync>,
+    file: File,
     generation: u64,
     end: u64,
     next_seq: u64,
-    /// A write failed: no more appends (see the module docs; a failed
-    /// sync says so in `sync`).
+    /// A write or sync failed: no more appends (see the module docs).
     failed: bool,
+    /// `fdatasync`s of records.
+    syncs: u64,
 }
 
 impl GuardLog {
@@ -178,22 +166,13 @@ impl GuardLog {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
-        let end = HEADER as u64;
         Ok(GuardLog {
-            sync: Arc::new(LogSync {
-                file: Arc::new(file),
-                written: AtomicU64::new(end),
-                written_seq: AtomicU64::new(0),
-                synced: AtomicU64::new(end),
-                synced_seq: AtomicU64::new(0),
-                lock: Mutex::new(()),
-                failed: AtomicBool::new(false),
-                syncs: AtomicU64::new(0),
-            }),
+            file,
             generation,
-            end,
+            end: HEADER as u64,
             next_seq: 0,
             failed: false,
+            syncs: 0,
         })
     }
 
@@ -215,55 +194,53 @@ impl GuardLog {
         catalog_log::RECORD_HEAD + 4 + ops.map(|(_, k, v)| 7 + k.len() + v.len()).sum::<usize>()
     }
 
-    /// The log's durability bookkeeping: [`LogSync::sync_to`] a position
-    /// [`write`](GuardLog::write) returned makes its record durable.
-    pub(crate) fn sync(&self) -> &Arc<LogSync> {
-        &self.sync
+    /// `fdatasync`s of records so far.
+    #[cfg(test)]
+    pub(crate) fn syncs(&self) -> u64 {
+        self.syncs
     }
 
-    /// Writes the record of the ops `(put, key, value)` (a remove's value
-    /// empty), not synced: returns the record's bytes (the differential
-    /// file's index keeps them) and the position after it, which
-    /// [`LogSync::sync_to`] makes durable (the commit point). A failed
-    /// write is [`CommitError::Before`] (recovery stops before the record),
-    /// and every later write fails at once, as after a failed sync.
-    pub(crate) fn write<'a, I>(&mut self, ops: I) -> Result<(Vec<u8>, u64), CommitError>
-    where
-        I: ExactSizeIterator<Item = (bool, &'a [u8], &'a [u8])> + Clone,
-    {
-        if self.failed || self.sync.failed.load(Ordering::Acquire) {
-            return Err(CommitError::Before(std::io::Error::other(
-                "an earlier write or sync of this guard log failed: it takes no more \
-                 changes until the storage is opened again",
-            )));
-        }
-        let mut record = Vec::new();
-        encode_record_into(&mut record, self.next_seq, ops);
-        if let Err(e) = write_all_at(&self.sync.file, &record, self.end) {
-            self.failed = true;
-            return Err(CommitError::Before(e));
-        }
-        self.end += record.len() as u64;
-        self.next_seq += 1;
-        self.sync.written.store(self.end, Ordering::Release);
-        self.sync
-            .written_seq
-            .store(self.next_seq, Ordering::Release);
-        Ok((record, self.end))
-    }
-
-    /// [`write`](GuardLog::write), then the sync that makes it durable (the
-    /// tests' one-call append): a
-    /// failed sync is [`CommitError::After`] (the record may or may not be
-    /// durable).
+    /// Appends the record of the ops `(put, key, value)` (a remove's value
+    /// empty) and syncs it ([`commit`](GuardLog::commit)); returns the
+    /// record's bytes.
     #[cfg(test)]
     pub(crate) fn append<'a, I>(&mut self, ops: I) -> Result<Vec<u8>, CommitError>
     where
         I: ExactSizeIterator<Item = (bool, &'a [u8], &'a [u8])> + Clone,
     {
-        let (record, pos) = self.write(ops)?;
-        self.sync.sync_to(pos).map_err(CommitError::After)?;
+        let mut record = Vec::new();
+        catalog_log::encode_record_into(&mut record, self.next_seq, ops);
+        let count = u32::from_le_bytes([record[16], record[17], record[18], record[19]]);
+        self.commit(&mut record, count)?;
         Ok(record)
+    }
+
+    /// Appends `record` (room for a record's head and op count, then
+    /// `count` ops: `catalog_log::encode_ops_into`), made whole with the
+    /// log's next sequence number, and syncs it: the commit point. A failed
+    /// write is [`CommitError::Before`] (recovery stops before the record);
+    /// a failed sync is [`CommitError::After`] (the record may or may not
+    /// be durable). After either, every later append fails at once.
+    pub(crate) fn commit(&mut self, record: &mut [u8], count: u32) -> Result<(), CommitError> {
+        if self.failed {
+            return Err(CommitError::Before(std::io::Error::other(
+                "an earlier write or sync of this guard log failed: it takes no more \
+                 changes until the storage is opened again",
+            )));
+        }
+        seal_record(record, self.next_seq, count);
+        if let Err(e) = write_all_at(&self.file, record, self.end) {
+            self.failed = true;
+            return Err(CommitError::Before(e));
+        }
+        self.syncs += 1;
+        if let Err(e) = io::sync_data(&self.file) {
+            self.failed = true;
+            return Err(CommitError::After(e));
+        }
+        self.end += record.len() as u64;
+        self.next_seq += 1;
+        Ok(())
     }
 }
 

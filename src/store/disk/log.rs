@@ -298,7 +298,6 @@ impl LogFile {
                 synced_seq: AtomicU64::new(durable),
                 lock: Mutex::new(()),
                 failed: AtomicBool::new(false),
-                syncs: AtomicU64::new(0),
             }),
             file,
             binding,

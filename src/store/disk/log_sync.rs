@@ -29,8 +29,6 @@ pub(crate) struct LogSync {
     pub(super) lock: Mutex<()>,
     /// A sync failed: set under `lock`, never cleared (see [`LogSync::sync_to`]).
     pub(super) failed: AtomicBool,
-    /// `fdatasync`s begun.
-    pub(super) syncs: AtomicU64,
 }
 
 impl LogSync {
@@ -67,7 +65,6 @@ impl LogSync {
         // position read next (`append` stores the position, then the number).
         let target_seq = self.written_seq.load(Ordering::Acquire);
         let target = self.written.load(Ordering::Acquire);
-        self.syncs.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = super::io::sync_data(&self.file) {
             self.failed.store(true, Ordering::Release);
             return Err(e);
@@ -75,19 +72,6 @@ impl LogSync {
         self.synced.fetch_max(target, Ordering::AcqRel);
         self.synced_seq.fetch_max(target_seq, Ordering::AcqRel);
         Ok(())
-    }
-
-    /// `fdatasync`s begun so far (one for every group of callers).
-    #[cfg(test)]
-    pub(crate) fn syncs(&self) -> u64 {
-        self.syncs.load(Ordering::Relaxed)
-    }
-
-    /// Tests: holds the sync back (the lock that one sync at a time
-    /// takes) until the guard is dropped, so that callers pile up behind it.
-    #[cfg(test)]
-    pub(crate) fn hold(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.lock.lock()
     }
 
     /// Position up to which records are written.

@@ -58,6 +58,9 @@ pub enum Op {
     CreateOther,
     DropOther,
     GuardWrite,
+    /// Three batches written through the guard by three threads at once:
+    /// the differential file groups them into shared records.
+    GuardWrites,
     GuardMerge,
     /// The guard and its storage dropped and opened again: the storage's
     /// recovery merges its logs in the background, while the next
@@ -158,6 +161,7 @@ impl Child {
             Op::CreateOther => self.create_other(),
             Op::DropOther => self.drop_other(&[table]),
             Op::GuardWrite => self.guard_write(),
+            Op::GuardWrites => self.guard_writes(),
             Op::GuardMerge => self.guard_merge(),
             Op::GuardReopen => self.guard_reopen(),
             Op::Seal => self.seal(),
@@ -562,6 +566,40 @@ impl Child {
         let guard = self.guard.take().unwrap();
         self.step("gwrite", GUARD_STORAGE, &encode(&[b]), |_| {
             guard.write(&changes).map_err(msg)
+        });
+        self.guard = Some(guard);
+    }
+
+    /// [`Op::GuardWrites`]: done when all three returned (each keeps its
+    /// own keys; a key two of them change may end with either's change).
+    pub fn guard_writes(&mut self) {
+        if !self.guard_open() {
+            return;
+        }
+        let batches = [self.next_batch(), self.next_batch(), self.next_batch()];
+        let writes: Vec<Vec<_>> = batches
+            .iter()
+            .map(|&b| {
+                guard_write(b)
+                    .into_iter()
+                    .map(|(i, c)| (guard_key(i), c))
+                    .collect()
+            })
+            .collect();
+        let guard = self.guard.take().unwrap();
+        self.step("gwrites", GUARD_STORAGE, &encode(&batches), |_| {
+            let guard = &guard;
+            std::thread::scope(|s| {
+                let threads: Vec<_> = writes
+                    .iter()
+                    .map(|changes| s.spawn(move || guard.write(changes).map_err(msg)))
+                    .collect();
+                let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+                outcomes
+                    .into_iter()
+                    .collect::<Result<Vec<()>, _>>()
+                    .map(drop)
+            })
         });
         self.guard = Some(guard);
     }

@@ -198,7 +198,9 @@ impl Model {
             _ => return,
         };
         match (verb, stage) {
-            ("start" | "done", "base" | "gwrite") => self.apply_guard(verb == "done", stage, arg),
+            ("start" | "done", "base" | "gwrite" | "gwrites") => {
+                self.apply_guard(verb == "done", stage, arg)
+            }
             ("start" | "done", "seal" | "unseal") => self.apply_sealed(verb == "done", stage, arg),
             ("start" | "done", _) => self.apply_table(verb == "done", stage, table, arg),
             // An error: the operation may or may not have happened, which
@@ -277,9 +279,16 @@ impl Model {
                 .collect()
         };
         let g = self.guard.get_or_insert_with(BTreeMap::new);
+        // Once done, a key's change is one of this step's for it: the last
+        // of one write's, or, of writes made side by side ("gwrites"),
+        // any of theirs.
+        let mut cleared = BTreeSet::new();
         for (i, value) in changes {
             let allowed = g.entry(i).or_insert_with(|| vec![None]);
-            if done {
+            if done && cleared.insert(i) {
+                allowed.clear();
+            }
+            if done && stage != "gwrites" {
                 allowed.clear();
             }
             allowed.push(value);

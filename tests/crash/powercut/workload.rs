@@ -196,7 +196,8 @@ impl Workload {
                     1.25
                 },
             },
-            Workload::Guard if r < 3 => inside("gwrite", rng),
+            Workload::Guard if r < 2 => inside("gwrite", rng),
+            Workload::Guard if r < 3 => inside("gwrites", rng),
             Workload::Guard if r < 5 => inside("merge", rng),
             Workload::Guard if r < 6 && chain_start => Plan::Inside {
                 stage: "base",
@@ -298,7 +299,8 @@ impl Workload {
                 (2, GuardMerge),
                 (2, GuardReopen),
                 (2, Fold),
-                (10, GuardWrite),
+                (6, GuardWrite),
+                (4, GuardWrites),
             ],
             // More flushes: a flush after a failed sync is where a store
             // would say durable what it lost.
