@@ -20,8 +20,8 @@
 //!   (on the VM's disk, and `.fast_sync` on ext4 on a tmpfs-backed loop
 //!   device that the bench mounts itself as root, `store/fastfs.rs`),
 //!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`,
-//!   `guard.writes_vs_fsync_bound`, `guard.merge_keys_per_s` (the last
-//!   three also `.fast_sync`).
+//!   `guard.writes_vs_fsync_bound`, `guard.merge_keys_per_s`,
+//!   `guard.group_commit_4_writers_vs_1` (the last four also `.fast_sync`).
 //!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
 //!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures
 //!   (`guard-writes`: only its writes' figures).
@@ -493,10 +493,12 @@ fn main() {
 /// bytes and the sync weighs as it would there).
 fn guard_writes(dir: &std::path::Path) -> Vec<String> {
     let mut results = guard::guard_writes_goal(dir, "");
+    results.extend(guard::guard_group_goal(dir, ""));
     match fastfs::FastFs::mount() {
         Ok(fs) => {
             println!("(g) fast-sync file system: {}", fs.describe());
             results.extend(guard::guard_writes_goal(&fs.path(), ".fast_sync"));
+            results.extend(guard::guard_group_goal(&fs.path(), ".fast_sync"));
         }
         Err(why) => println!(
             "(g) no RESULT guard.writes_vs_fsync_bound.fast_sync: cannot mount the fast-sync \

@@ -29,6 +29,10 @@
 //!   adds to it, this one does not.
 //! * `guard.merge_keys_per_s`: the merge of every change written above into
 //!   the sled base (keys per second; what a background merge sustains).
+//! * `guard.group_commit_4_writers_vs_1`: four threads each calling
+//!   `write_diff` with batches of 100 changes, in keys per second, over one
+//!   thread doing the same, interleaved round by round: what group commit
+//!   gives (with one sync per call it would be about 1).
 
 use super::clock::Tick;
 use super::goals::{key16, load1, spread, Total};
@@ -361,4 +365,62 @@ pub fn guard_writes_goal(dir: &Path, suffix: &str) -> Vec<String> {
         format!("RESULT guard.writes_vs_fsync_bound{suffix} {bound:.3} x"),
         format!("RESULT guard.merge_keys_per_s{suffix} {merge_rate:.0} keys/s"),
     ]
+}
+
+/// Rounds of the group-commit figure, and 100-change batches per writer
+/// and round.
+const GROUP_ROUNDS: usize = 7;
+const GROUP_BATCHES: u64 = 40;
+
+/// Keys per second of `writers` threads each writing `GROUP_BATCHES`
+/// batches of 100 new changes through `storage`; `next` numbers batches.
+fn group_rate(storage: &SledDiffStorage, writers: u64, next: &mut u64) -> (f64, Duration) {
+    let first = *next;
+    *next += writers * GROUP_BATCHES;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for w in 0..writers {
+            s.spawn(move || {
+                for b in 0..GROUP_BATCHES {
+                    let n = first + w * GROUP_BATCHES + b;
+                    let batch: Vec<_> = (0..100)
+                        .map(|i| (key16(n * 100 + i, 11).to_vec(), Change::Put(vec![3u8; 64])))
+                        .collect();
+                    storage.write_diff(&batch).unwrap();
+                }
+            });
+        }
+    });
+    let d = t0.elapsed();
+    ((writers * GROUP_BATCHES * 100) as f64 / d.as_secs_f64(), d)
+}
+
+/// `guard.group_commit_4_writers_vs_1` (module docs).
+pub fn guard_group_goal(dir: &Path, suffix: &str) -> Vec<String> {
+    let store = FilterStore::open(dir.join("guard-group")).unwrap();
+    let storage = SledDiffStorage::open(&store, "g").unwrap();
+    let mut next = 0u64;
+    let mut totals = [Total::default(); 2];
+    let mut ratios = Vec::new();
+    for round in 0..GROUP_ROUNDS {
+        let mut rates = [0.0; 2];
+        for j in 0..2 {
+            let which = (round + j) % 2;
+            let (_, d) = group_rate(&storage, [1, 4][which], &mut next);
+            let keys = [1.0, 4.0][which] * (GROUP_BATCHES * 100) as f64;
+            rates[which] = totals[which].add(keys, d);
+        }
+        ratios.push(rates[1] / rates[0]);
+    }
+    let (lo, med, hi) = spread(&mut ratios);
+    let ratio = totals[1].rate() / totals[0].rate();
+    println!(
+        "(g) group commit{suffix}, batches of 100 changes, {GROUP_ROUNDS} rounds: 4 writers {:.0} keys/s, 1 writer {:.0} keys/s: {ratio:.3}x (rounds {lo:.2}-{hi:.2}, median {med:.2}); load1 {}",
+        totals[1].rate(),
+        totals[0].rate(),
+        load1()
+    );
+    vec![format!(
+        "RESULT guard.group_commit_4_writers_vs_1{suffix} {ratio:.3} x"
+    )]
 }
