@@ -12,7 +12,7 @@
 //! drawn per index, so a host cannot choose them) are both kept, in a slot
 //! of several places.
 
-use super::Change;
+use super::storage::Change;
 use crate::store::disk::catalog_log::RECORD_HEAD;
 use std::collections::HashMap;
 

@@ -34,7 +34,8 @@
 //! write over the budget is refused and nothing is written.
 
 use super::diff_index::{key_hash, ChangeRef, Part, ENTRY_OVERHEAD};
-use super::{Change, SledDiffError};
+use super::sled_error::SledDiffError;
+use super::storage::Change;
 use crate::store::budget::{self, Reservation};
 use crate::store::disk::catalog_log::{encode_ops_into, encode_record_into, Op, RECORD_HEAD};
 use crate::store::disk::guard_log::{self, GuardLog, ReadError, MAX_RECORD};
