@@ -107,6 +107,9 @@ struct Shared {
     /// Why the last background merge failed, if it did (its changes stay
     /// in the index and the logs; the next merge tries again).
     failed: Mutex<Option<String>>,
+    /// Unit tests: [`MERGE_AT`] and [`WAIT_AT`] made smaller.
+    #[cfg(test)]
+    limits: Mutex<(u64, u64)>,
 }
 
 /// Refuses a record over the limits, before anything is written.
@@ -166,6 +169,8 @@ impl SledDiffStorage {
                 log,
                 merging: Mutex::new(()),
                 failed: Mutex::new(None),
+                #[cfg(test)]
+                limits: Mutex::new((MERGE_AT, WAIT_AT)),
             });
             let handle = Arc::new(Handle {
                 shared,
@@ -319,6 +324,18 @@ impl Handle {
 }
 
 impl Shared {
+    /// The log's bytes past which a write starts a merge, and at which it
+    /// waits for one: [`MERGE_AT`] and [`WAIT_AT`].
+    #[cfg(not(test))]
+    fn limits(&self) -> (u64, u64) {
+        (MERGE_AT, WAIT_AT)
+    }
+
+    #[cfg(test)]
+    fn limits(&self) -> (u64, u64) {
+        *self.limits.lock()
+    }
+
     fn flush(&self) -> Result<(), SledDiffError> {
         self.store.flush_storage().map_err(SledDiffError::Store)
     }
@@ -328,6 +345,8 @@ impl Shared {
     /// Returns the keys merged.
     fn merge_frozen(&self, frozen: &Arc<Frozen>) -> Result<u64, SledDiffError> {
         let _one = self.merging.lock();
+        #[cfg(test)]
+        tests::injected_merge_failure(&self.name)?;
         let changes: Vec<(&[u8], ChangeRef<'_>)> = frozen.changes().collect();
         for group in changes.chunks(GUARD_GROUP) {
             let mut batch = engine::Batch::default();
@@ -432,10 +451,11 @@ impl DiffStorage for SledDiffStorage {
             return Ok(());
         }
         let log = &self.shared().log;
-        if log.active_len() >= WAIT_AT {
+        let (merge_at, wait_at) = self.shared().limits();
+        if log.active_len() >= wait_at {
             self.handle.kick(true)?;
         }
-        if log.append(changes)? >= MERGE_AT {
+        if log.append(changes)? >= merge_at {
             self.handle.kick(false)?;
         }
         Ok(())
@@ -485,3 +505,7 @@ impl DiffStorage for SledDiffStorage {
         Ok(Some(self.shared().log.keys()))
     }
 }
+
+#[cfg(test)]
+#[path = "sled_storage_tests.rs"]
+mod tests;
