@@ -93,3 +93,40 @@ fn a_full_log_whose_merge_failed_refuses_writes_and_loses_nothing() {
         Change::Delete => unreachable!(),
     }
 }
+
+/// `clear` stopped by a failed write, sync or directory sync at each of
+/// its first steps: an error, then a second `clear` empties everything,
+/// in memory and after a reopen, and the storage takes writes.
+#[test]
+fn a_clear_stopped_by_an_io_error_is_finished_by_the_next() {
+    use crate::store::disk::io::fault;
+    for op in [fault::Op::Write, fault::Op::Sync, fault::Op::SyncDir] {
+        for skip in 0..4 {
+            let dir = tempfile::tempdir().unwrap();
+            let name = "cleared";
+            {
+                let store = FilterStore::open(dir.path()).unwrap();
+                let storage = SledDiffStorage::open(&store, name).unwrap();
+                storage
+                    .load_base((0..20u8).map(|i| (vec![i], vec![i; 3])))
+                    .unwrap();
+                storage.write_diff(&batch(0)).unwrap();
+                storage.merge().unwrap();
+                storage.write_diff(&batch(1)).unwrap();
+                fault::fail_after(op, skip, fault::EIO);
+                let first = storage.clear();
+                let fired = fault::clear();
+                assert_eq!(first.is_err(), fired, "{op:?} {skip}: {first:?}");
+                storage.clear().unwrap();
+                assert_eq!(storage.diff_len().unwrap(), 0);
+                assert_eq!(storage.base_len().unwrap(), 0);
+                storage.write_diff(&batch(2)).unwrap();
+                storage.clear().unwrap();
+            }
+            let store = FilterStore::open(dir.path()).unwrap();
+            let storage = SledDiffStorage::open(&store, name).unwrap();
+            assert_eq!(storage.diff_len().unwrap(), 0, "{op:?} {skip}");
+            assert_eq!(storage.base_len().unwrap(), 0, "{op:?} {skip}");
+        }
+    }
+}
