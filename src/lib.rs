@@ -1,6 +1,10 @@
 #![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+// `pub` marks the face only (rooms use `pub(crate)` / `pub(super)`). The
+// items that are reachable only through `__internals` allow the lint
+// without feature `test-internals`, where they are not.
+#![warn(unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 

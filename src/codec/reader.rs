@@ -11,30 +11,30 @@ use crate::error::CodecError;
 
 /// A cursor over borrowed bytes with bounds-checked little-endian reads.
 #[derive(Clone, Copy, Debug)]
-pub struct ByteReader<'a> {
+pub(crate) struct ByteReader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> ByteReader<'a> {
     /// A reader positioned at the start of `bytes`.
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         ByteReader { bytes, pos: 0 }
     }
 
     /// Bytes consumed so far.
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
     /// Bytes not yet consumed.
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
 
     /// The next `len` bytes, borrowed. `len` comes straight from the input and
     /// is checked against the bytes remaining before anything else is done.
-    pub fn take(&mut self, len: u64) -> Result<&'a [u8], CodecError> {
+    pub(crate) fn take(&mut self, len: u64) -> Result<&'a [u8], CodecError> {
         let remaining = self.remaining() as u64;
         if len > remaining {
             return Err(CodecError::Truncated {
@@ -49,34 +49,34 @@ impl<'a> ByteReader<'a> {
     }
 
     /// The next `N` bytes as an array.
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N as u64)?);
         Ok(out)
     }
 
     /// One byte.
-    pub fn u8(&mut self) -> Result<u8, CodecError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, CodecError> {
         Ok(self.array::<1>()?[0])
     }
 
     /// A little-endian `u16`.
-    pub fn u16(&mut self) -> Result<u16, CodecError> {
+    pub(crate) fn u16(&mut self) -> Result<u16, CodecError> {
         self.array().map(u16::from_le_bytes)
     }
 
     /// A little-endian `u32`.
-    pub fn u32(&mut self) -> Result<u32, CodecError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, CodecError> {
         self.array().map(u32::from_le_bytes)
     }
 
     /// A little-endian `u64`.
-    pub fn u64(&mut self) -> Result<u64, CodecError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, CodecError> {
         self.array().map(u64::from_le_bytes)
     }
 
     /// Reads `N` reserved bytes and refuses them unless all are zero.
-    pub fn reserved<const N: usize>(&mut self) -> Result<(), CodecError> {
+    pub(crate) fn reserved<const N: usize>(&mut self) -> Result<(), CodecError> {
         if self.array::<N>()? != [0u8; N] {
             return Err(CodecError::ReservedNotZero);
         }
@@ -84,7 +84,7 @@ impl<'a> ByteReader<'a> {
     }
 
     /// Succeeds only if every byte was consumed.
-    pub fn finish(self) -> Result<(), CodecError> {
+    pub(crate) fn finish(self) -> Result<(), CodecError> {
         match self.remaining() {
             0 => Ok(()),
             extra => Err(CodecError::TrailingBytes {

@@ -29,13 +29,13 @@ use thiserror::Error;
 /// Largest number of hash functions considered. Beyond ~20 a filter's
 /// lookup cost dominates; 32 covers the plain optimum `k = (m/n)·ln 2` up to
 /// 46 bits per key, i.e. false-positive rates down to ~10^-10.
-pub const MAX_K: u32 = 32;
+pub(crate) const MAX_K: u32 = 32;
 
 /// Largest array size considered, in bits per key. Compressed filters want
 /// sparse arrays (the paper's tables go up to 93 bits per key); 256 leaves
 /// room for `k = 1` filters aiming at `f` ≈ 0.4%, while keeping the array,
 /// which the receiver holds uncompressed, within 32 bytes per key.
-pub const MAX_BITS_PER_KEY: f64 = 256.0;
+pub(crate) const MAX_BITS_PER_KEY: f64 = 256.0;
 
 /// A filter configuration and its expected performance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -95,7 +95,7 @@ pub enum OptimizeError {
 /// `H(p) = −p·log2 p − (1 − p)·log2(1 − p)`, the entropy in bits of a bit
 /// that is one with probability `p`; 0 at `p ∈ {0, 1}` (and outside).
 #[must_use]
-pub fn binary_entropy(p: f64) -> f64 {
+pub(crate) fn binary_entropy(p: f64) -> f64 {
     if p <= 0.0 || p >= 1.0 {
         0.0
     } else {
@@ -117,7 +117,7 @@ pub fn transmit_bits_per_key(m_over_n: f64, k: u32) -> f64 {
 /// filter with `k` hash functions (the paper's `f`, §2); e.g. `(8, 6)`
 /// gives 0.0216.
 #[must_use]
-pub fn fp(m_over_n: f64, k: u32) -> f64 {
+pub(crate) fn fp(m_over_n: f64, k: u32) -> f64 {
     let power = i32::try_from(k).unwrap_or(i32::MAX);
     (1.0 - zero_fraction(m_over_n, k)).powi(power)
 }

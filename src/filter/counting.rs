@@ -38,25 +38,25 @@ use crate::filter::split::split_lane_bit;
 pub const COUNTER_MAX: u8 = 15;
 
 /// Bytes of counters per 512-bit block.
-pub const COUNTER_BLOCK_BYTES: usize = 256;
+pub(crate) const COUNTER_BLOCK_BYTES: usize = 256;
 
 /// Bytes of counters per 256-bit block of the split-block layout.
-pub const SPLIT_COUNTER_BYTES: usize = 128;
+pub(crate) const SPLIT_COUNTER_BYTES: usize = 128;
 
 /// Operations on packed 4-bit counters, shared by the in-memory filter and the
 /// store's counter pages.
-pub mod nibble {
+pub(crate) mod nibble {
     use super::COUNTER_MAX;
 
     /// Counter `i` of `bytes`.
     #[inline]
-    pub fn get(bytes: &[u8], i: usize) -> u8 {
+    pub(crate) fn get(bytes: &[u8], i: usize) -> u8 {
         (bytes[i / 2] >> ((i % 2) * 4)) & 0x0f
     }
 
     /// Sets counter `i` of `bytes` to `v` (`v ≤ 15`).
     #[inline]
-    pub fn set(bytes: &mut [u8], i: usize, v: u8) {
+    pub(crate) fn set(bytes: &mut [u8], i: usize, v: u8) {
         let shift = (i % 2) * 4;
         let b = &mut bytes[i / 2];
         *b = (*b & !(0x0f << shift)) | ((v & 0x0f) << shift);
@@ -64,7 +64,7 @@ pub mod nibble {
 
     /// Increments counter `i` unless it is saturated. Returns the new value.
     #[inline]
-    pub fn inc(bytes: &mut [u8], i: usize) -> u8 {
+    pub(crate) fn inc(bytes: &mut [u8], i: usize) -> u8 {
         let v = get(bytes, i);
         if v < COUNTER_MAX {
             set(bytes, i, v + 1);
@@ -77,7 +77,7 @@ pub mod nibble {
     /// Decrements counter `i` unless it is saturated (sticky) or zero. Returns
     /// the new value.
     #[inline]
-    pub fn dec(bytes: &mut [u8], i: usize) -> u8 {
+    pub(crate) fn dec(bytes: &mut [u8], i: usize) -> u8 {
         let v = get(bytes, i);
         if v > 0 && v < COUNTER_MAX {
             set(bytes, i, v - 1);
@@ -117,7 +117,7 @@ pub mod nibble {
     }
 
     /// Number of saturated counters in `bytes`.
-    pub fn count_saturated(bytes: &[u8]) -> u64 {
+    pub(crate) fn count_saturated(bytes: &[u8]) -> u64 {
         bytes
             .iter()
             .map(|b| (b & 0x0f == 0x0f) as u64 + (b >> 4 == 0x0f) as u64)
@@ -127,7 +127,7 @@ pub mod nibble {
     /// The 64-bit word of "counter > 0" bits for counters `64·w .. 64·w + 64`,
     /// read from the 32 bytes that hold them.
     #[inline]
-    pub fn nonzero_word(bytes32: &[u8]) -> u64 {
+    pub(crate) fn nonzero_word(bytes32: &[u8]) -> u64 {
         let mut w = 0u64;
         for (j, b) in bytes32.iter().enumerate() {
             w |= (((b & 0x0f) != 0) as u64) << (2 * j);

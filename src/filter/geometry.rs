@@ -8,9 +8,9 @@ use crate::error::ParamError;
 /// Bits in one block of the blocked layout: one 64-byte cache line.
 pub const BLOCK_BITS: u64 = 512;
 /// Bits in one storage word.
-pub const WORD_BITS: u64 = 64;
+pub(crate) const WORD_BITS: u64 = 64;
 /// Words in one block.
-pub const WORDS_PER_BLOCK: usize = (BLOCK_BITS / WORD_BITS) as usize;
+pub(crate) const WORDS_PER_BLOCK: usize = (BLOCK_BITS / WORD_BITS) as usize;
 /// The largest number of hash functions accepted. Optimal `k` reaches 22 at 32
 /// bits per key (Summary Cache Table 1); beyond 32 every lookup only gets slower.
 pub const MAX_K: u32 = 32;

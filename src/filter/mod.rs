@@ -2,15 +2,15 @@
 //! filters in their three layouts, and the drift policy. Nothing here knows about
 //! storage or the wire.
 
-pub mod bloom;
-pub mod counting;
-pub mod drift;
-pub mod geometry;
-pub mod hash;
+pub(crate) mod bloom;
+pub(crate) mod counting;
+pub(crate) mod drift;
+pub(crate) mod geometry;
+pub(crate) mod hash;
 #[allow(unsafe_code)]
-pub mod pages;
-pub mod params;
+pub(crate) mod pages;
+pub(crate) mod params;
 #[allow(unsafe_code)]
 pub(crate) mod simd;
-pub mod split;
+pub(crate) mod split;
 mod xxh64;

@@ -40,7 +40,7 @@
 //!   counters ([`counter_overflow_bound`]).
 
 use crate::error::ParamError;
-pub use crate::filter::geometry::{
+pub(crate) use crate::filter::geometry::{
     Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS, WORDS_PER_BLOCK,
 };
 use crate::filter::geometry::{MAX_SPLIT_BLOCKS, SPLIT_BLOCK_BITS, SPLIT_K};

@@ -46,7 +46,7 @@ pub fn split_block_index(h: u64, blocks: u64) -> u64 {
 /// The bit (`0..32`) of lane `i` (`< 8`) for the lower 32 bits `x` of a
 /// key's hash.
 #[inline(always)]
-pub fn split_lane_bit(x: u32, i: usize) -> u32 {
+pub(crate) fn split_lane_bit(x: u32, i: usize) -> u32 {
     x.wrapping_mul(SPLIT_SALTS[i % SPLIT_SALTS.len()]) >> 27
 }
 
@@ -61,7 +61,7 @@ pub fn split_masks(x: u32) -> [u32; SPLIT_K as usize] {
 /// `2w` in the low half of word `w`, lane `2w + 1` in the high half: the
 /// little-endian byte order of the bitset).
 #[inline(always)]
-pub fn split_word_masks(x: u32) -> [u64; 4] {
+pub(crate) fn split_word_masks(x: u32) -> [u64; 4] {
     let m = split_masks(x);
     std::array::from_fn(|w| u64::from(m[2 * w]) | u64::from(m[2 * w + 1]) << 32)
 }

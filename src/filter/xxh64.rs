@@ -23,7 +23,7 @@ const P5: u64 = 0x27D4_EB2F_1656_67C5;
 /// XXH64 of `input` with `seed`. Inlined: a key's length, when the caller
 /// knows it, unrolls the tail loops.
 #[inline(always)]
-pub fn xxh64(input: &[u8], seed: u64) -> u64 {
+pub(super) fn xxh64(input: &[u8], seed: u64) -> u64 {
     let (mut h, mut rest) = if input.len() >= 32 {
         long_prefix(input, seed)
     } else {

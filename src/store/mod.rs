@@ -145,20 +145,20 @@
 //! not with the number of operations the table has seen. No snapshot of the
 //! bits is persisted: the counters are the single source of truth.
 
-pub mod batch;
+pub(crate) mod batch;
 pub(crate) mod budget;
-pub mod catalog;
+pub(crate) mod catalog;
 mod cgroup;
-pub mod config;
+pub(crate) mod config;
 pub(crate) mod disk;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod guard_db;
 mod import;
 mod open;
-pub mod regen;
+pub(crate) mod regen;
 mod sealed;
 mod shared;
-pub mod table;
+pub(crate) mod table;
 mod tables;
 
 pub use batch::{Durability, WriteBatch};

@@ -11,7 +11,7 @@ use crate::filter::params::{FilterParams, Layout};
 /// Size of [`DescriptorV1`] in bytes. With the 24-byte frame header in front,
 /// the payload starts at byte 72 of a file: 8-byte aligned, so a memory-mapped
 /// file could be read as words.
-pub const DESCRIPTOR_LEN: usize = 48;
+pub(crate) const DESCRIPTOR_LEN: usize = 48;
 
 /// What each position of the payload holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -265,7 +265,7 @@ fn param_error(e: ParamError) -> CodecError {
 
 /// Bytes of a raw payload: `num_words · 8` for a bit filter, 256 per 512-bit
 /// block for a counting filter. Computed in `u64`; `m ≤ 2^40` keeps it exact.
-pub fn raw_payload_len(params: &FilterParams, width: CounterWidth) -> u64 {
+pub(super) fn raw_payload_len(params: &FilterParams, width: CounterWidth) -> u64 {
     match width {
         CounterWidth::Bit => params.bit_bytes(),
         CounterWidth::Four => params.num_blocks() * COUNTER_BLOCK_BYTES as u64,

@@ -24,7 +24,8 @@ mod tests;
 
 pub use decode::{decode_filter, CounterView, DecodedFilter, FilterBody};
 pub(crate) use descriptor::params_version;
-pub use descriptor::{Codec, CounterWidth, DescriptorV1, DESCRIPTOR_LEN};
+pub(crate) use descriptor::DESCRIPTOR_LEN;
+pub use descriptor::{Codec, CounterWidth, DescriptorV1};
 pub use encode::{encode_bit_filter, encode_counting_filter};
 pub use inspect::{inspect, Inspection};
 

@@ -273,6 +273,7 @@ pub struct KeyHash {
 
 /// Multiply-high range reduction: maps `x` uniformly onto `[0, n)`.
 #[inline(always)]
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub fn map_to_range(x: u64, n: u64) -> u64 {
     ((x as u128 * n as u128) >> 64) as u64
 }
@@ -280,7 +281,7 @@ pub fn map_to_range(x: u64, n: u64) -> u64 {
 /// Odd multipliers for the in-block positions of the blocked layout: the first
 /// 32 outputs of SplitMix64 seeded with 0x0B10_0F11_7E25, forced odd; pinned here
 /// (and by the golden test) because changing them changes every blocked filter.
-pub const BLOCK_SALTS: [u64; MAX_K as usize] = [
+pub(crate) const BLOCK_SALTS: [u64; MAX_K as usize] = [
     0x89b0b159d666f075,
     0x13b42b663a61e25d,
     0x7c4c638638cc6ff5,
@@ -317,7 +318,7 @@ pub const BLOCK_SALTS: [u64; MAX_K as usize] = [
 
 /// Position (0..512) of the `i`-th probe of a key inside its block.
 #[inline(always)]
-pub fn in_block_position(h2: u64, i: usize) -> u32 {
+pub(crate) fn in_block_position(h2: u64, i: usize) -> u32 {
     (h2.wrapping_mul(BLOCK_SALTS[i]) >> 55) as u32
 }
 
@@ -327,7 +328,7 @@ pub fn in_block_position(h2: u64, i: usize) -> u32 {
 /// by [`for_each_standard_position`] and by the lookups that peel probes off
 /// one at a time.
 #[derive(Clone, Copy, Debug)]
-pub struct StandardProbes {
+pub(crate) struct StandardProbes {
     x: u64,
     y: u64,
     i: u64,
@@ -337,7 +338,7 @@ pub struct StandardProbes {
 impl StandardProbes {
     /// The probes of `h` in a filter of `m` bits.
     #[inline(always)]
-    pub fn new(h: KeyHash, m: u64) -> Self {
+    pub(crate) fn new(h: KeyHash, m: u64) -> Self {
         StandardProbes {
             x: h.h1,
             y: h.h2,
@@ -348,7 +349,7 @@ impl StandardProbes {
 
     /// The next position. A key uses the first `k` of the sequence.
     #[inline(always)]
-    pub fn next_position(&mut self) -> u64 {
+    pub(crate) fn next_position(&mut self) -> u64 {
         let pos = map_to_range(self.x, self.m);
         self.x = self.x.wrapping_add(self.y);
         self.y = self.y.wrapping_add(self.i);
@@ -358,7 +359,7 @@ impl StandardProbes {
 
     /// How many positions [`StandardProbes::next_position`] has returned.
     #[inline(always)]
-    pub fn taken(&self) -> u64 {
+    pub(crate) fn taken(&self) -> u64 {
         self.i
     }
 }
@@ -368,7 +369,7 @@ impl StandardProbes {
 /// The scalar reference of the inserts' `simd::block_masks` (which may
 /// take its positions from the AVX2 probe), used by [`positions`].
 #[inline(always)]
-pub fn in_block_masks(h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+pub(crate) fn in_block_masks(h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     let mut masks = [0u64; WORDS_PER_BLOCK];
     for i in 0..(k as usize).min(MAX_K as usize) {
         let pos = in_block_position(h2, i);
@@ -381,7 +382,12 @@ pub fn in_block_masks(h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
 /// standard layout, in probe order, until `f` returns `false`. Positions may
 /// repeat.
 #[inline(always)]
-pub fn for_each_standard_position(h: KeyHash, m: u64, k: u32, mut f: impl FnMut(u64) -> bool) {
+pub(crate) fn for_each_standard_position(
+    h: KeyHash,
+    m: u64,
+    k: u32,
+    mut f: impl FnMut(u64) -> bool,
+) {
     let mut probes = StandardProbes::new(h, m);
     for _ in 0..k {
         if !f(probes.next_position()) {

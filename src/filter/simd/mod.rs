@@ -169,6 +169,7 @@ pub(crate) trait Probe: Copy {
 /// The reference split-block probe (also the fallback): every lane tested,
 /// accumulated without a branch.
 #[inline(always)]
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub fn scalar_split_has_all(lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
     let mut all = true;
     for (lane, mask) in lanes.iter().zip(split_masks(x)) {
@@ -315,6 +316,7 @@ impl Probe for Scalar {
 /// The reference block probe (also the fallback): branch-free, all `k`
 /// probes read, accumulated in a register.
 #[inline(always)]
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub fn scalar_block_has_all(words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
     let mut acc = 1u64;
     // `k ≤ MAX_K` by construction; the min lets the salt lookups go unchecked.
@@ -401,6 +403,7 @@ pub(crate) fn dispatch<J: Job>(job: J) -> J::Out {
 /// with [`scalar_block_has_all`]; lookups run whole lookups compiled for
 /// the probe instead: `LookupFn`, and `Job`s for batches).
 #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub fn block_has_all(words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
     struct One<'a>(&'a [u64; WORDS_PER_BLOCK], u64, u32);
     impl Job for One<'_> {
@@ -416,6 +419,7 @@ pub fn block_has_all(words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
 /// The dispatched split-block probe of a block's lanes on its own (for the
 /// tests that compare it with [`scalar_split_has_all`]).
 #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub fn split_has_all(lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
     struct One<'a>(&'a [u32; SPLIT_K as usize], u32);
     impl Job for One<'_> {
@@ -430,6 +434,7 @@ pub fn split_has_all(lanes: &[u32; SPLIT_K as usize], x: u32) -> bool {
 
 /// Whether this process probes with AVX2.
 #[cfg_attr(not(feature = "test-internals"), allow(dead_code))]
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub fn uses_avx2() -> bool {
     Isa::detect() == Isa::Avx2
 }

@@ -73,7 +73,7 @@ fn now_unix_s() -> u64 {
 }
 
 /// Checks a table name (rules in [`NameError`]).
-pub fn validate_name(name: &str) -> Result<(), StoreError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), StoreError> {
     let bad = |source| StoreError::InvalidName {
         name: name.chars().take(MAX_NAME_LEN + 8).collect(),
         source,
@@ -126,7 +126,7 @@ impl StoreHeader {
 /// A table's catalog record: everything needed to rebuild its filter's
 /// parameters, and which generation of its data is in force.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TableMeta {
+pub(crate) struct TableMeta {
     /// Store-unique id; never reused, so a dropped and re-created table never
     /// meets the old one's data.
     pub id: u64,
@@ -179,7 +179,7 @@ impl TableMeta {
 
     /// The filter parameters, validated (a record that does not describe a
     /// valid filter is corrupt).
-    pub fn params(&self) -> Result<FilterParams, StoreError> {
+    pub(crate) fn params(&self) -> Result<FilterParams, StoreError> {
         let corrupt = |reason: String| {
             StoreError::corrupt(
                 format!("catalog record of table {:?}", self.name),

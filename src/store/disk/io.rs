@@ -153,6 +153,7 @@ pub(crate) fn rename(from: &Path, to: &Path) -> io::Result<()> {
 /// (whose pages the kernel may then drop: the store must treat them as
 /// lost), a rename that is refused. Without `cfg(test)` or the feature,
 /// its check is an empty inline function.
+#[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]
 pub mod fault {
     use std::io;
     use std::path::Path;

@@ -149,4 +149,4 @@ impl TableInner {
 /// Trials per epoch of the observed false-positive window (see
 /// [`ObservedFp`]): at a 1% target, 65,536 trials expect 655 false positives
 /// (σ ≈ 25), enough to tell 1.25% from 1% by 10σ.
-pub const OBSERVED_WINDOW: u64 = 1 << 16;
+pub(super) const OBSERVED_WINDOW: u64 = 1 << 16;
