@@ -53,7 +53,7 @@ use super::fold::{fold_stretch, whole_span, Stretch};
 use super::generation::Generation;
 use super::state::{Background, Done, Writer};
 use crate::filter::params::FilterParams;
-use crate::store::disk::log::Binding;
+use crate::store::disk::log::{Binding, LogSync};
 use crate::store::disk::log_read::Span;
 use crate::store::disk::pagefile::PageFile;
 use crate::store::disk::sys::punch_prefix;
@@ -70,6 +70,7 @@ struct Job {
     shared: Arc<Shared>,
     pages: PageFile,
     log: File,
+    sync: Arc<LogSync>,
     binding: Binding,
     span: Span,
     end: u64,
@@ -78,12 +79,15 @@ struct Job {
 
 impl Job {
     fn run(mut self, cancel: &AtomicBool) -> Result<Done, StoreError> {
+        #[cfg(test)]
+        gate::wait(&self.shared.dir);
         let stretch = Stretch {
             file: &self.log,
             binding: self.binding,
             span: self.span,
             end: self.end,
             ops: self.ops,
+            sync: &self.sync,
         };
         let folded = fold_stretch(
             &mut self.pages,
@@ -124,6 +128,7 @@ impl Generation {
                 shared: Arc::clone(&self.shared),
                 pages: w.pages.try_clone()?,
                 log: w.log.file().try_clone()?,
+                sync: Arc::clone(w.log.sync()),
                 binding: w.log.binding(),
                 span: whole_span(w),
                 end: w.log.end(),
@@ -192,6 +197,37 @@ impl Generation {
         w.saturated += done.saturated;
         if !matches!(punch_prefix(w.log.file(), start), Ok(true)) {
             w.fold_here = true;
+        }
+    }
+}
+
+/// Unit tests: holds the next fold in the background of a store before it
+/// reads the log, until the test lets it go (keyed by store directory, so
+/// that tests running side by side do not meet).
+#[cfg(test)]
+pub(super) mod gate {
+    use std::path::{Path, PathBuf};
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::sync::Mutex;
+
+    static GATES: Mutex<Vec<(PathBuf, Receiver<()>)>> = Mutex::new(Vec::new());
+
+    /// Holds the next fold in the background of the store at `dir` until
+    /// the sender returned sends, or is dropped.
+    pub(crate) fn close(dir: &Path) -> Sender<()> {
+        let (tx, rx) = channel();
+        GATES.lock().unwrap().push((dir.to_path_buf(), rx));
+        tx
+    }
+
+    pub(super) fn wait(dir: &Path) {
+        let rx = {
+            let mut gates = GATES.lock().unwrap();
+            let at = gates.iter().position(|(d, _)| d == dir);
+            at.map(|i| gates.swap_remove(i).1)
+        };
+        if let Some(rx) = rx {
+            let _ = rx.recv();
         }
     }
 }
