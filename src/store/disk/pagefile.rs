@@ -18,6 +18,14 @@
 //! whose chunks were synced before it was written. Opening picks the valid
 //! copy with the higher fold number.
 //!
+//! A superblock also says how far the table's log was durable
+//! (`durable_seq`): every fold claims the log records whose sync returned
+//! before its superblock is written ([`Fold::commit_claiming`]), and a
+//! clean close commits one more copy that changes only that claim
+//! ([`PageFile::claim_durable`]: no chunk written, so a cut in it leaves the
+//! copy in force). A log that ends before the claim in force lost durable
+//! records (`docs/FORMAT.md` § 10, § 11).
+//!
 //! The superblock's fields and bytes: [`superblock`](super::superblock).
 //! The bytes: `docs/FORMAT.md` §10. A chunk that no superblock names is all
 //! zeros and was never written, so creating a table writes only its

@@ -26,8 +26,11 @@
 //! The fold commits like any other (`docs/FORMAT.md` § 11): the chunks
 //! synced, then the superblock copy not in force, naming the new slots,
 //! `folded_seq = until_seq` and `log_start = end` (where record `until_seq`
-//! starts), synced. A cut before that leaves the old superblock in force,
-//! with the whole log from its `log_start`. A cut after it leaves the new
+//! starts), and claiming the records that the writer's syncs had made
+//! durable when it is written (`durable_seq`: among them those appended
+//! after `end` while the fold ran, which a cut leaves in the log), synced.
+//! A cut before that leaves the old superblock in force, with the whole log
+//! from its `log_start`. A cut after it leaves the new
 //! one: a reader starts at byte `end`, at record `until_seq`, and takes the
 //! records the writer appended after the fold started, which are there as
 //! far as they were written and synced (the log's own durability rules,

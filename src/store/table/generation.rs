@@ -245,7 +245,9 @@ impl Generation {
     /// records and the records not known durable written back, synced),
     /// unless what lies past the prefix says that records the log had made
     /// durable are lost, or belong to another log
-    /// ([`log_read::check_tail`]): then nothing is written (every later
+    /// ([`log_read::check_tail`]), or the prefix ends before the record
+    /// the superblock in force says the log was durable up to (a log cut
+    /// short: [`short_of_claim`]): then nothing is written (every later
     /// open must find the same evidence), and the generation is
     /// *damaged*: its bit filter has every bit set, so that every lookup
     /// answers "maybe" (never a false negative for a key whose record was
