@@ -14,7 +14,7 @@ pub const MAGIC: [u8; 4] = *b"FSTR";
 /// § 13). Each frame is written with the lowest version that describes its
 /// bytes: version 1 unless it holds something § 15 lists under a later
 /// version, so that older readers keep reading everything they can.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
 /// Format version 1: the version, and the min reader version, of every
@@ -35,6 +35,12 @@ pub const VERSION_3: u16 = 3;
 /// § 9a) and the catalog's reference to its log (§ 8), written by a store of
 /// format 6. Version 4, min reader 4 in both.
 pub const VERSION_4: u16 = 4;
+/// Format version 5 (`docs/FORMAT.md` § 15): a page file's superblock that
+/// says how far its log was durable (`durable_seq`, § 11), written by a
+/// store of format 8 as version 5, min reader 5. Only the store writes it
+/// (feature `store`).
+#[cfg_attr(not(feature = "store"), allow(dead_code))]
+pub const VERSION_5: u16 = 5;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -471,9 +477,9 @@ mod tests {
         // A newer writer that older readers may still read is accepted.
         let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
         assert_eq!(decode(&f).unwrap().version, 9);
-        // Versions 2, 3 and 4 are read; version 5 is not (yet).
+        // Versions 2 to 5 are read; version 6 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
-        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 4));
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 5));
         let f = encode_versioned(FrameKind::TableState, 0, b"", 3, 3);
         assert_eq!(decode(&f).unwrap().version, 3);
         let f = encode_versioned(FrameKind::BitFilter, 0, b"", 4, 4);
@@ -485,13 +491,15 @@ mod tests {
         );
         let f = encode_versioned(FrameKind::SealedMeta, 0, b"", 4, 4);
         assert_eq!(decode(&f).unwrap().version, 4);
-        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 5, 5);
+        let f = encode_versioned(FrameKind::TableState, 0, b"", 5, 5);
+        assert_eq!(decode(&f).unwrap().version, 5);
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 6, 6);
         assert_eq!(
             decode(&f),
             Err(CodecError::UnsupportedVersion {
-                found: 5,
-                min_reader: 5,
-                supported: 4
+                found: 6,
+                min_reader: 6,
+                supported: 5
             })
         );
     }

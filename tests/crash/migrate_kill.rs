@@ -1,9 +1,10 @@
 //! kill -9 across the whole migration, from every old store fixture
-//! (`migrations/fixtures/v1/store`, `store-v2` … `store-v6`, `store-v6-guard`):
+//! (`migrations/fixtures/v1/store`, `store-v2` … `store-v7`, `store-v6-guard`):
 //! a child process (this binary in child mode) opens a fresh copy of the
 //! fixture for writing, which migrates it to today's format (and, where the
 //! fixture has a guard storage, opens that, which moves format 6's
-//! differential file into the base), and the parent kills it at
+//! differential file into the base, or replays format 7's log), and the
+//! parent kills it at
 //! a random moment between "ready" (just before the open) and a little past
 //! the time an uncut migration of that fixture takes. A round kills one to
 //! three children in turn on the same copy (each resuming what the one
@@ -43,7 +44,7 @@ pub(crate) const TESTS: &[(&str, fn(), Duration)] = &[(
 )];
 
 /// The fixtures of every store format before today's, under `migrations/`.
-const FIXTURES: [&str; 7] = [
+const FIXTURES: [&str; 8] = [
     "fixtures/v1/store",
     "fixtures/store-v2",
     "fixtures/store-v3",
@@ -51,6 +52,7 @@ const FIXTURES: [&str; 7] = [
     "fixtures/store-v5",
     "fixtures/store-v6",
     "fixtures/store-v6-guard",
+    "fixtures/store-v7",
 ];
 
 /// The guard storage of `store-v6-guard`, and the keys its check reads.

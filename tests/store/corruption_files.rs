@@ -16,7 +16,7 @@
 use crate::common;
 
 use filterstore::{
-    DriftReason, Durability, FilterStore, RegenOptions, StoreError, TableSpec, WriteBatch,
+    DriftReason, Durability, FilterStore, RegenOptions, StoreError, Table, TableSpec, WriteBatch,
 };
 use std::path::{Path, PathBuf};
 
@@ -24,9 +24,28 @@ fn key(i: u32) -> Vec<u8> {
     format!("key-{i:05}").into_bytes()
 }
 
-/// A store with tables "a" (folded, then 200 keys in its log) and "b".
+/// A store with tables "a" (folded, then 200 keys in its log) and "b",
+/// closed cleanly: each table's close commits a superblock copy that claims
+/// its log's 200 keys (`docs/FORMAT.md` § 11).
 fn make(dir: &Path) {
+    drop(make_open(dir));
+}
+
+/// The store of [`make`] as a crash leaves it: its files copied while it
+/// and its tables are open (no close, so no claim: the fold's superblock
+/// copy is in force).
+fn make_crashed(dir: &Path) {
+    let open = tempfile::tempdir().unwrap();
+    let store = make_open(open.path());
+    copy_dir(open.path(), dir);
+    drop(store);
+}
+
+/// The writes of [`make`], the store and its tables left open (a table's
+/// last handle dropped closes it).
+fn make_open(dir: &Path) -> (FilterStore, Vec<Table>) {
     let store = FilterStore::open(dir).unwrap();
+    let mut tables = Vec::new();
     for name in ["a", "b"] {
         let t = store
             .create_table(name, TableSpec::new(20_000, 0.01).seed(9))
@@ -42,7 +61,9 @@ fn make(dir: &Path) {
             w.insert(&key(i));
         }
         t.apply(&w, Durability::Durable).unwrap();
+        tables.push(t);
     }
+    (store, tables)
 }
 
 fn sampled(len: usize) -> Vec<usize> {
@@ -107,6 +128,16 @@ fn flip_each(
     range: impl Fn(usize) -> std::ops::Range<usize>,
     word: &str,
 ) -> usize {
+    flip_each_of(make, file, range, word)
+}
+
+/// [`flip_each`] in a store made by `make`.
+fn flip_each_of(
+    make: fn(&Path),
+    file: impl Fn(&Path) -> PathBuf,
+    range: impl Fn(usize) -> std::ops::Range<usize>,
+    word: &str,
+) -> usize {
     let base = tempfile::tempdir().unwrap();
     make(base.path());
     let bytes = std::fs::read(file(base.path())).unwrap();
@@ -157,27 +188,37 @@ fn every_damaged_byte_of_the_catalog_file_is_refused() {
 #[test]
 fn a_damaged_superblock_in_force_is_refused() {
     common::with_timeout(common::TEST_LIMIT, || {
-        // Table "a" made one fold: copy 1 holds fold 1, in force; copy 0
-        // holds fold 0 (its creation), whose log records the fold emptied
-        // away. Damage to copy 1 leaves copy 0 valid but stale, and the log
-        // that starts past it says so. Copy 0 is not read: flips there are
-        // harmless.
-        // (The frame of a copy is 28 + 72 + 2 bytes here; the rest of its
+        // As a crash leaves table "a" after its fold: copy 1 holds fold 1,
+        // in force; copy 0 holds fold 0 (its creation), whose log records
+        // the fold emptied away. Damage to copy 1 leaves copy 0 valid but
+        // stale, and the log that starts past it says so. Copy 0 is not
+        // read: flips there are harmless.
+        // (The frame of a copy is 28 + 80 + 2 bytes here; the rest of its
         // 4 KiB is never read.)
-        let n = flip_each(
-            |d| file_of_a(d, "pages"),
-            |_| 4096..4096 + 102,
-            "superblock",
-        );
+        let pages = |d: &Path| file_of_a(d, "pages");
+        let n = flip_each_of(make_crashed, pages, |_| 4096..4096 + 110, "superblock");
         assert_eq!(
             n,
-            sampled(102).len(),
+            sampled(110).len(),
             "a flip of the superblock in force was accepted"
         );
         assert_eq!(
-            flip_each(|d| file_of_a(d, "pages"), |_| 0..102, "superblock"),
+            flip_each_of(make_crashed, pages, |_| 0..110, "superblock"),
             0
         );
+    })
+}
+
+/// After a clean close, copy 0 holds the close's claim (fold 2: the fold's
+/// copy with `durable_seq` past its log's 200 keys), in force, and copy 1
+/// the fold. Damage to the claim brings back the fold's copy, whose log is
+/// all there: every key answers. Damage to copy 1 is not read.
+#[test]
+fn a_damaged_claim_of_a_clean_close_falls_back_to_the_fold_losing_nothing() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        let pages = |d: &Path| file_of_a(d, "pages");
+        assert_eq!(flip_each(pages, |_| 0..110, "superblock"), 0);
+        assert_eq!(flip_each(pages, |_| 4096..4096 + 110, "superblock"), 0);
     })
 }
 
@@ -223,8 +264,9 @@ fn a_truncated_page_file_is_refused() {
 fn a_split_block_superblock_relabelled_as_version_1_is_refused() {
     // The superblock names the table's layout and hash: a split-block
     // table's needs a reader of version 2 at least (docs/FORMAT.md § 11,
-    // § 13; it is written as version 3, which says where the log starts),
-    // and one that says version 1 (its CRC made to hold) is corrupt.
+    // § 13; it is written as version 5, which says where the log starts
+    // and how far it was durable), and one that says version 1 (its CRC
+    // made to hold) is corrupt.
     use filterstore::Layout;
     let dir = tempfile::tempdir().unwrap();
     {
@@ -234,8 +276,8 @@ fn a_split_block_superblock_relabelled_as_version_1_is_refused() {
     }
     let path = file_of_a(dir.path(), "pages");
     let mut bytes = std::fs::read(&path).unwrap();
-    // Copy 0, the one in force (no fold yet), framed 3/3.
-    assert_eq!(&bytes[4..8], &[3, 0, 3, 0]);
+    // Copy 0, the one in force (no fold yet), framed 5/5.
+    assert_eq!(&bytes[4..8], &[5, 0, 5, 0]);
     let body = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
     bytes[4..8].copy_from_slice(&[1, 0, 1, 0]);
     let crc = crc32fast::hash(&bytes[..24 + body]);

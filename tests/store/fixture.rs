@@ -59,7 +59,7 @@ fn v1_store_fixture_reads_with_every_key_and_exact_exports_body() {
         // v5 raises the header's version only, v5 → v6 gives the catalog
         // its log, v6 → v7 raises the header's version only).
         assert_eq!(stats.format_version, filterstore::STORE_FORMAT_VERSION);
-        assert_eq!(stats.format_version, 7);
+        assert_eq!(stats.format_version, 8);
         assert!(stats.saturated_counters >= 1, "{name}: {stats:?}");
         // Exports equal the files of an in-memory filter fed the same
         // operations: same counters, same bits, same bytes.
@@ -172,7 +172,7 @@ fn v2_store_fixture_with_a_fold_cut_short_migrates_exact() {
                 counting.as_bytes() == v2::model(t.params()).as_bytes(),
                 "{name}: counters differ from the model"
             );
-            assert_eq!(t.stats().unwrap().format_version, 7);
+            assert_eq!(t.stats().unwrap().format_version, 8);
         }
         // The migrated store is a format-3 store: the old sled database is
         // gone, its files are there.
@@ -327,7 +327,7 @@ fn v3_store_fixture_reads_with_every_key_and_exact_counters() {
 /// Every table of the v3 fixture in `store`: keys, count, counters, with
 /// `pending` operations still in its log.
 fn v3_check(store: &FilterStore, pending: u64) {
-    let want = if store.is_read_only() { 3 } else { 7 };
+    let want = if store.is_read_only() { 3 } else { 8 };
     fixture_check(store, pending, want);
 }
 

@@ -80,7 +80,7 @@ fn check_fixture(name: &str) {
     );
     let store = FilterStore::open(tmp.path()).unwrap();
     let table = store.open_table("accounts-changed").unwrap();
-    assert_eq!(table.stats().unwrap().format_version, 7, "{name}");
+    assert_eq!(table.stats().unwrap().format_version, 8, "{name}");
     let guard = Guard::open(SledDiffStorage::open(&store, "accounts").unwrap(), table).unwrap();
     for i in 0..1_300u32 {
         assert_eq!(

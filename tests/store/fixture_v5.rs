@@ -53,7 +53,7 @@ fn v5_store_fixture_with_logs_that_start_past_byte_0_reads_exact() {
         assert_eq!(dir_size(tmp.path()), dir_size(&dir()), "read-only wrote");
         // Opened for writing: migrated to format 6 (the catalog's log).
         let store = FilterStore::open(tmp.path()).unwrap();
-        fixture_check(&store, 200, 7);
+        fixture_check(&store, 200, 8);
         let t = store.open_table("blocked").unwrap();
         t.insert(b"after").unwrap();
         t.flush().unwrap();

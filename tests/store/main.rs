@@ -29,6 +29,7 @@ mod fixture;
 mod fixture_guard;
 mod fixture_v5;
 mod fixture_v6;
+mod fixture_v8;
 mod golden;
 mod host_embedding;
 mod import;

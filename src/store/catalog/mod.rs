@@ -47,10 +47,11 @@ use serde::{Deserialize, Serialize};
 /// the background; version 6: the catalog's changes are appended to a
 /// log, and sealed filters (immutable bit filters, packed) have records of
 /// their own; version 7: a guard storage's differential file is a log of
-/// the store's own format (`docs/FORMAT.md` §8-§11, §15). A store of
-/// version 3 to 6 is migrated when opened for writing and read as it is
-/// when opened read-only.
-pub const STORE_FORMAT_VERSION: u32 = 7;
+/// the store's own format; version 8: each page file's superblock says how
+/// far its log was durable, so that a log cut short opens damaged
+/// (`docs/FORMAT.md` §8-§11, §15). A store of version 3 to 7 is migrated
+/// when opened for writing and read as it is when opened read-only.
+pub const STORE_FORMAT_VERSION: u32 = 8;
 /// The longest table name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 

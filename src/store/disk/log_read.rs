@@ -181,8 +181,13 @@ const TAIL_WINDOW: usize = 1 << 16;
 ///
 /// What this cannot see: a record that rots after the last sync that
 /// covered it when no record appended after that sync survives (the log
-/// then ends, as a torn tail would, before it). A clean close appends one
-/// ([`LogFile::seal`]).
+/// then ends, as a torn tail would, before it), and a log cut short at a
+/// record boundary. A clean close appends a record that covers the first
+/// ([`LogFile::seal`]), and the
+/// page file's superblock says how far the log was durable when it was
+/// written (`Superblock::durable_seq`, by every fold and a clean close):
+/// a prefix that ends before that is damage too
+/// (`store::table::replay::short_of_claim`).
 pub(crate) fn check_tail(
     file: &File,
     scanned: &Scanned,

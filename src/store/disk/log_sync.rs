@@ -74,6 +74,13 @@ impl LogSync {
         Ok(())
     }
 
+    /// Every record numbered below this is durable: a sync that covered it
+    /// returned (or a fold put it in the page file). What a superblock may
+    /// claim (`Superblock::durable_seq`), read before it is written.
+    pub(crate) fn synced_seq(&self) -> u64 {
+        self.synced_seq.load(Ordering::Acquire)
+    }
+
     /// Position up to which records are written.
     pub(crate) fn written(&self) -> u64 {
         self.written.load(Ordering::Acquire)

@@ -31,6 +31,7 @@ pub(crate) mod log_read;
 pub(crate) mod log_sync;
 pub(crate) mod pack;
 pub(crate) mod pagefile;
+pub(crate) mod superblock;
 #[allow(unsafe_code)]
 pub(crate) mod sys;
 

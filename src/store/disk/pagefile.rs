@@ -18,12 +18,23 @@
 //! whose chunks were synced before it was written. Opening picks the valid
 //! copy with the higher fold number.
 //!
+//! A superblock also says how far the table's log was durable
+//! (`durable_seq`): every fold claims the log records whose sync returned
+//! before its superblock is written ([`Fold::commit_claiming`]), and a
+//! clean close commits one more copy that changes only that claim
+//! ([`PageFile::claim_durable`]: no chunk written, so a cut in it leaves the
+//! copy in force). A log that ends before the claim in force lost durable
+//! records (`docs/FORMAT.md` § 10, § 11).
+//!
+//! The superblock's fields and bytes: [`superblock`](super::superblock).
 //! The bytes: `docs/FORMAT.md` §10. A chunk that no superblock names is all
 //! zeros and was never written, so creating a table writes only its
 //! superblock (the file is sparse).
 
 use super::chunks::{blocks_in_chunk, chunk_count, CHUNK_BLOCKS};
 use super::io::{read_exact_at, sync_dir, write_all_at};
+use super::superblock::{frame_len, has_durable_seq, sb_bytes};
+pub(crate) use super::superblock::{Owner, Slot, Superblock};
 pub(crate) use super::CommitError;
 use crate::codec::frame::{self, Kind};
 use crate::codec::reader::ByteReader;
@@ -34,69 +45,10 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-/// Bytes of the superblock body before the slot map.
-const SB_FIXED: usize = 72;
 /// Bytes of a chunk slot's body before the counters.
 const SLOT_HEADER: usize = 24;
-/// The alignment of superblock copies.
-const SB_ALIGN: u64 = 4096;
 /// The alignment of chunk slots.
 const SLOT_ALIGN: u64 = 64;
-
-/// Which slot of a chunk holds its counters (two bits per chunk in the
-/// superblock).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Slot {
-    /// Never written: all zeros.
-    None = 0,
-    First = 1,
-    Second = 2,
-}
-
-impl Slot {
-    fn from_bits(b: u8) -> Option<Slot> {
-        match b {
-            0 => Some(Slot::None),
-            1 => Some(Slot::First),
-            2 => Some(Slot::Second),
-            _ => None,
-        }
-    }
-
-    /// The slot a new version of the chunk goes to.
-    pub(crate) fn other(self) -> Slot {
-        match self {
-            Slot::None | Slot::Second => Slot::First,
-            Slot::First => Slot::Second,
-        }
-    }
-}
-
-/// Who a page file belongs to: checked against every superblock read, so a
-/// file cannot be taken for another table's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Owner {
-    pub table_id: u64,
-    pub generation: u64,
-}
-
-/// The superblock: what is in force.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Superblock {
-    /// Folds committed so far (the copy in force is `fold % 2`).
-    pub fold: u64,
-    /// The number of the first log record not folded into the chunks.
-    pub folded_seq: u64,
-    /// Inserts minus removes folded into the chunks.
-    pub live_keys: i64,
-    /// The byte of the log file where record `folded_seq` starts (0 in a
-    /// superblock of frame version 1 or 2, which has no such field; a fold
-    /// in the background leaves the records after the ones it folded where
-    /// they are: `docs/FORMAT.md` § 11).
-    pub log_start: u64,
-    /// The slot of each chunk.
-    pub slots: Vec<Slot>,
-}
 
 /// A table generation's page file (module docs).
 #[derive(Debug)]
@@ -111,12 +63,6 @@ pub(crate) struct PageFile {
 /// Byte offset of superblock copy `copy` (0 or 1).
 fn sb_offset(copy: u64, params: &FilterParams) -> u64 {
     copy * sb_bytes(params)
-}
-
-/// Bytes reserved for one superblock copy.
-fn sb_bytes(params: &FilterParams) -> u64 {
-    let map = chunk_count(params).div_ceil(4);
-    (frame::OVERHEAD as u64 + SB_FIXED as u64 + map).next_multiple_of(SB_ALIGN)
 }
 
 /// Bytes between two slots.
@@ -140,153 +86,8 @@ fn file_bytes(params: &FilterParams) -> u64 {
     slot_offset(params, chunk_count(params), Slot::First)
 }
 
-/// The lowest frame version a superblock of a table of `p` may have been
-/// written with: that of its parameters (`docs/FORMAT.md` § 13: 2 for the
-/// split-block layout and its XXH64 hash, 4 for the XXH3-64 hash, else 1).
-/// Every superblock is written as version 3 (its field at byte 64 is
-/// `log_start`, § 11), or 4 for a table whose parameters need it.
-fn frame_version(p: &FilterParams) -> u16 {
-    crate::codec::filter_file::params_version(p)
-}
-
 fn corrupt(field: &'static str, reason: String) -> CodecError {
     CodecError::InvalidField { field, reason }
-}
-
-impl Superblock {
-    fn encode(&self, owner: Owner, p: &FilterParams) -> Vec<u8> {
-        let mut body = Vec::with_capacity(SB_FIXED + self.slots.len().div_ceil(4));
-        body.extend_from_slice(&owner.table_id.to_le_bytes());
-        body.extend_from_slice(&owner.generation.to_le_bytes());
-        body.extend_from_slice(&p.m().to_le_bytes());
-        body.extend_from_slice(&p.k().to_le_bytes());
-        body.push(p.layout().id());
-        body.push(p.hash().algo.id());
-        body.extend_from_slice(&[0u8; 2]);
-        body.extend_from_slice(&p.hash().seed.to_le_bytes());
-        body.extend_from_slice(&self.fold.to_le_bytes());
-        body.extend_from_slice(&self.folded_seq.to_le_bytes());
-        body.extend_from_slice(&self.live_keys.to_le_bytes());
-        body.extend_from_slice(&self.log_start.to_le_bytes());
-        let mut map = vec![0u8; self.slots.len().div_ceil(4)];
-        for (c, s) in self.slots.iter().enumerate() {
-            map[c / 4] |= (*s as u8) << (2 * (c % 4));
-        }
-        body.extend_from_slice(&map);
-        let version = frame_version(p).max(frame::VERSION_3);
-        frame::encode_versioned(Kind::TableState, 0, &body, version, version)
-    }
-
-    /// Decodes a superblock copy (`bytes` may run past the frame), checking
-    /// it against the table it must belong to.
-    fn decode(bytes: &[u8], owner: Owner, p: &FilterParams) -> Result<Superblock, CodecError> {
-        let len = frame_len(bytes)?;
-        let f = frame::decode_kind(&bytes[..len], Kind::TableState)?;
-        if f.version < frame_version(p) {
-            return Err(corrupt(
-                "page file version",
-                format!(
-                    "a superblock of version {} names the {} layout",
-                    f.version,
-                    p.layout()
-                ),
-            ));
-        }
-        let mut r = ByteReader::new(f.body);
-        check_identity(&mut r, owner, p)?;
-        let (fold, folded_seq) = (r.u64()?, r.u64()?);
-        let live_keys = r.u64()? as i64;
-        // Version 3 keeps `log_start` where versions 1 and 2 kept the chunk
-        // count (which the table's parameters give).
-        let (log_start, chunks) = if f.version >= frame::VERSION_3 {
-            (r.u64()?, chunk_count(p))
-        } else {
-            (0, r.u64()?)
-        };
-        if chunks != chunk_count(p) {
-            return Err(corrupt(
-                "page file chunk count",
-                format!("{chunks}, the table has {}", chunk_count(p)),
-            ));
-        }
-        let map = r.take(chunks.div_ceil(4))?;
-        r.finish()?;
-        let slots = decode_slot_map(map, chunks)?;
-        Ok(Superblock {
-            fold,
-            folded_seq,
-            live_keys,
-            log_start,
-            slots,
-        })
-    }
-}
-
-/// Reads a superblock body's first 40 bytes (§ 11: table id, generation,
-/// `m`, `k`, layout, hash, seed) and refuses a superblock of another table,
-/// generation or filter.
-fn check_identity(
-    r: &mut ByteReader<'_>,
-    owner: Owner,
-    p: &FilterParams,
-) -> Result<(), CodecError> {
-    let (id, generation, m, k) = (r.u64()?, r.u64()?, r.u64()?, r.u32()?);
-    let (layout, algo) = (r.u8()?, r.u8()?);
-    r.reserved::<2>()?;
-    let seed = r.u64()?;
-    if (id, generation) != (owner.table_id, owner.generation) {
-        return Err(corrupt(
-            "page file owner",
-            format!("table {id} generation {generation}, expected {owner:?}"),
-        ));
-    }
-    if (m, k, layout, algo, seed)
-        != (
-            p.m(),
-            p.k(),
-            p.layout().id(),
-            p.hash().algo.id(),
-            p.hash().seed,
-        )
-    {
-        return Err(corrupt(
-            "page file parameters",
-            format!(
-                "m {m} k {k} layout {layout} hash {algo} seed {seed:#x} differ from the table's"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// The slot of each of `chunks` chunks, 2 bits each in `map` (§ 11).
-fn decode_slot_map(map: &[u8], chunks: u64) -> Result<Vec<Slot>, CodecError> {
-    (0..chunks as usize)
-        .map(|c| {
-            let bits = (map[c / 4] >> (2 * (c % 4))) & 3;
-            Slot::from_bits(bits)
-                .ok_or_else(|| corrupt("slot map", format!("chunk {c} names slot {bits}")))
-        })
-        .collect()
-}
-
-/// The length of the frame that `bytes` starts with, checked to fit.
-fn frame_len(bytes: &[u8]) -> Result<usize, CodecError> {
-    if bytes.len() < frame::HEADER_LEN {
-        return Err(CodecError::Truncated {
-            needed: frame::HEADER_LEN as u64,
-            found: bytes.len() as u64,
-        });
-    }
-    let body = super::io::le_u64(bytes, 12);
-    let total = body.saturating_add(frame::OVERHEAD as u64);
-    if total > bytes.len() as u64 {
-        return Err(CodecError::Truncated {
-            needed: total,
-            found: bytes.len() as u64,
-        });
-    }
-    Ok(total as usize)
 }
 
 /// Encodes chunk `idx` as written by fold `fold`.
@@ -377,6 +178,7 @@ impl PageFile {
             folded_seq: first_seq,
             live_keys: 0,
             log_start: 0,
+            durable_seq: first_seq,
             slots: vec![Slot::None; chunk_count(&params) as usize],
         };
         write_all_at(&file, &sb.encode(owner, &params), sb_offset(0, &params))?;
@@ -500,6 +302,23 @@ impl PageFile {
         Ok(())
     }
 
+    /// Commits a superblock that changes nothing but its claim: every log
+    /// record below `seq` is durable (the caller read `seq` after the sync
+    /// that made them so returned). A fold that writes no chunk, so a cut
+    /// in it leaves the copy in force as it is. Nothing is written when the
+    /// claim would not grow, or the superblock has no room for it
+    /// ([`has_durable_seq`]).
+    pub(crate) fn claim_durable(&mut self, seq: u64) -> Result<(), CommitError> {
+        if seq <= self.sb.durable_seq || !has_durable_seq(&self.params) {
+            return Ok(());
+        }
+        let (folded_seq, live_keys, log_start) =
+            (self.sb.folded_seq, self.sb.live_keys, self.sb.log_start);
+        let mut fold = self.begin_fold();
+        fold.claim_durable(seq);
+        fold.commit(folded_seq, live_keys, log_start)
+    }
+
     /// Starts the next fold: chunks written through it go to their other
     /// slot, and nothing is in force until [`Fold::commit`].
     pub(crate) fn begin_fold(&mut self) -> Fold<'_> {
@@ -540,6 +359,13 @@ impl Fold<'_> {
         self.file.read_chunk(idx, out)
     }
 
+    /// Has the fold's superblock say that every log record below `seq`
+    /// was durable (it says at least `folded_seq`): the caller read `seq`
+    /// after the log's sync that made them durable had returned.
+    pub(crate) fn claim_durable(&mut self, seq: u64) {
+        self.next.durable_seq = seq;
+    }
+
     /// Commits the fold with `folded_seq`, `live_keys` and the log's first
     /// record at byte `log_start`: syncs the chunks,
     /// writes the superblock copy not in force, syncs it. An error before
@@ -548,16 +374,33 @@ impl Fold<'_> {
     /// leaves unknown which copy the disk holds ([`CommitError::After`]):
     /// nothing may be written to the file any more.
     pub(crate) fn commit(
+        self,
+        folded_seq: u64,
+        live_keys: i64,
+        log_start: u64,
+    ) -> Result<(), CommitError> {
+        self.commit_claiming(folded_seq, live_keys, log_start, || 0)
+    }
+
+    /// [`commit`](Fold::commit), the superblock also claiming that every
+    /// log record below `durable()` was durable: read after the chunks'
+    /// sync returned, right before the superblock is written, so that it
+    /// counts every log sync that returned while the fold ran (and none
+    /// that had not: a cut after the superblock finds them all).
+    pub(crate) fn commit_claiming(
         mut self,
         folded_seq: u64,
         live_keys: i64,
         log_start: u64,
+        durable: impl FnOnce() -> u64,
     ) -> Result<(), CommitError> {
         self.next.folded_seq = folded_seq;
         self.next.live_keys = live_keys;
         self.next.log_start = log_start;
         let f = &mut *self.file;
         super::io::sync_data(&f.file).map_err(CommitError::Before)?;
+        let claim = self.next.durable_seq.max(durable()).max(folded_seq);
+        self.next.durable_seq = claim;
         let bytes = self.next.encode(f.owner, &f.params);
         write_all_at(&f.file, &bytes, sb_offset(self.next.fold % 2, &f.params))
             .and_then(|()| super::io::sync_data(&f.file))

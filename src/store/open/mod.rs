@@ -505,11 +505,11 @@ fn tidy(path: &Path, catalog: &Catalog, legacy_marker: bool) -> Result<(), Store
 }
 
 /// Whether this build opens a store of format `found` (after the
-/// migrations of a writing open): the current one, or, read-only, 3 to 6
+/// migrations of a writing open): the current one, or, read-only, 3 to 7
 /// as they are (format 3's logs with the format-3 reader; nothing is
 /// written). Else a newer format is refused, an older one has no migration.
 fn check_format(found: u32, write: bool) -> Result<(), StoreError> {
-    if found == STORE_FORMAT_VERSION || (!write && (3..=6).contains(&found)) {
+    if found == STORE_FORMAT_VERSION || (!write && (3..=7).contains(&found)) {
         return Ok(());
     }
     Err(if found > STORE_FORMAT_VERSION {

@@ -26,8 +26,11 @@
 //! The fold commits like any other (`docs/FORMAT.md` § 11): the chunks
 //! synced, then the superblock copy not in force, naming the new slots,
 //! `folded_seq = until_seq` and `log_start = end` (where record `until_seq`
-//! starts), synced. A cut before that leaves the old superblock in force,
-//! with the whole log from its `log_start`. A cut after it leaves the new
+//! starts), and claiming the records that the writer's syncs had made
+//! durable when it is written (`durable_seq`: among them those appended
+//! after `end` while the fold ran, which a cut leaves in the log), synced.
+//! A cut before that leaves the old superblock in force, with the whole log
+//! from its `log_start`. A cut after it leaves the new
 //! one: a reader starts at byte `end`, at record `until_seq`, and takes the
 //! records the writer appended after the fold started, which are there as
 //! far as they were written and synced (the log's own durability rules,
@@ -53,7 +56,7 @@ use super::fold::{fold_stretch, whole_span, Stretch};
 use super::generation::Generation;
 use super::state::{Background, Done, Writer};
 use crate::filter::params::FilterParams;
-use crate::store::disk::log::Binding;
+use crate::store::disk::log::{Binding, LogSync};
 use crate::store::disk::log_read::Span;
 use crate::store::disk::pagefile::PageFile;
 use crate::store::disk::sys::punch_prefix;
@@ -70,6 +73,7 @@ struct Job {
     shared: Arc<Shared>,
     pages: PageFile,
     log: File,
+    sync: Arc<LogSync>,
     binding: Binding,
     span: Span,
     end: u64,
@@ -78,12 +82,15 @@ struct Job {
 
 impl Job {
     fn run(mut self, cancel: &AtomicBool) -> Result<Done, StoreError> {
+        #[cfg(test)]
+        gate::wait(&self.shared.dir);
         let stretch = Stretch {
             file: &self.log,
             binding: self.binding,
             span: self.span,
             end: self.end,
             ops: self.ops,
+            sync: &self.sync,
         };
         let folded = fold_stretch(
             &mut self.pages,
@@ -124,6 +131,7 @@ impl Generation {
                 shared: Arc::clone(&self.shared),
                 pages: w.pages.try_clone()?,
                 log: w.log.file().try_clone()?,
+                sync: Arc::clone(w.log.sync()),
                 binding: w.log.binding(),
                 span: whole_span(w),
                 end: w.log.end(),
@@ -192,6 +200,37 @@ impl Generation {
         w.saturated += done.saturated;
         if !matches!(punch_prefix(w.log.file(), start), Ok(true)) {
             w.fold_here = true;
+        }
+    }
+}
+
+/// Unit tests: holds the next fold in the background of a store before it
+/// reads the log, until the test lets it go (keyed by store directory, so
+/// that tests running side by side do not meet).
+#[cfg(test)]
+pub(super) mod gate {
+    use std::path::{Path, PathBuf};
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::sync::Mutex;
+
+    static GATES: Mutex<Vec<(PathBuf, Receiver<()>)>> = Mutex::new(Vec::new());
+
+    /// Holds the next fold in the background of the store at `dir` until
+    /// the sender returned sends, or is dropped.
+    pub(crate) fn close(dir: &Path) -> Sender<()> {
+        let (tx, rx) = channel();
+        GATES.lock().unwrap().push((dir.to_path_buf(), rx));
+        tx
+    }
+
+    pub(super) fn wait(dir: &Path) {
+        let rx = {
+            let mut gates = GATES.lock().unwrap();
+            let at = gates.iter().position(|(d, _)| d == dir);
+            at.map(|i| gates.swap_remove(i).1)
+        };
+        if let Some(rx) = rx {
+            let _ = rx.recv();
         }
     }
 }

@@ -27,7 +27,7 @@ use super::state::Writer;
 use crate::filter::counting::nibble;
 use crate::filter::params::FilterParams;
 use crate::store::disk::chunks::{self as pages, MAX_PASS_OPS};
-use crate::store::disk::log::{self, Binding};
+use crate::store::disk::log::{self, Binding, LogSync};
 use crate::store::disk::log_read::{self, Span};
 use crate::store::disk::pagefile::{CommitError, Fold, PageFile};
 use crate::store::disk::{io_err, page_err};
@@ -54,6 +54,9 @@ pub(super) struct Stretch<'a> {
     pub(super) span: Span,
     pub(super) end: u64,
     pub(super) ops: u64,
+    /// The log's durability bookkeeping: the fold's superblock claims the
+    /// records it says are durable ([`Fold::claim_durable`]).
+    pub(super) sync: &'a LogSync,
 }
 
 /// The span of the whole log of the writer `w`: from the superblock's first
@@ -82,6 +85,7 @@ pub(super) fn fold_log(
         ops: w.log_ops,
         file: w.log.file(),
         binding: w.log.binding(),
+        sync: w.log.sync(),
     };
     let folded = fold_stretch(&mut w.pages, &stretch, params, table, shared, 0, None)?;
     // Committed. A failure to empty the file leaves records that the
@@ -151,7 +155,7 @@ pub(super) fn fold_stretch(
         fold.write_chunk(chunk, &buf)
             .map_err(io_err("writing folded counter pages"))?;
     }
-    commit(fold, (next_seq, live, log_start), shared)?;
+    commit(fold, (next_seq, live, log_start), stretch.sync, shared)?;
     Ok(Folded { delta, saturated })
 }
 
@@ -182,14 +186,18 @@ fn scan_log(
 
 /// Commits a fold whose chunks are written: the log's records up to
 /// `next_seq` are then in the pages, with `live` live keys, and the log's
-/// next record starts at byte `log_start`.
+/// next record starts at byte `log_start`. The superblock also claims the
+/// log's records that `sync` says are durable, read right before it is
+/// written ([`Fold::commit_claiming`]): only records whose sync returned,
+/// all of them in the log past `log_start` (a cut leaves them there).
 fn commit(
     fold: Fold<'_>,
     (next_seq, live, log_start): (u64, i64, u64),
+    sync: &LogSync,
     shared: &Shared,
 ) -> Result<(), StoreError> {
     crash_point()?;
-    match fold.commit(next_seq, live, log_start) {
+    match fold.commit_claiming(next_seq, live, log_start, || sync.synced_seq()) {
         Ok(()) => Ok(()),
         Err(CommitError::Before(e)) => Err(io_err("syncing folded counter pages")(e)),
         Err(CommitError::After(e)) => Err(shared.failed_with(io_err("committing a fold")(e))),

@@ -2,6 +2,7 @@
 //! opened from disk or built by a regeneration, and retired by the next.
 
 use super::fold::scan_chunks;
+use super::replay::{replay_log, short_of_claim};
 use super::state::{Journal, Writer};
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
@@ -9,10 +10,10 @@ use crate::filter::params::FilterParams;
 use crate::store::budget::{self, Reservation};
 use crate::store::catalog::TableMeta;
 use crate::store::disk::chunks::store_block_words;
-use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS, MAX_PASS_OPS};
-use crate::store::disk::log::{Binding, LogFile, LogSync};
+use crate::store::disk::chunks::{self as pages, CHUNK_BLOCKS};
+use crate::store::disk::log::{LogFile, LogSync};
 use crate::store::disk::log_read;
-use crate::store::disk::pagefile::{Owner, PageFile, Superblock};
+use crate::store::disk::pagefile::{Owner, PageFile};
 use crate::store::disk::table_files;
 use crate::store::disk::{create_files, io_err, page_err};
 use crate::store::error::StoreError;
@@ -199,108 +200,6 @@ fn missing(table: &str, what: &'static str, e: std::io::Error) -> StoreError {
     }
 }
 
-/// What an open learnt from the log.
-struct Replayed {
-    /// The budget reservation of `entries`.
-    _memory: Reservation,
-    entries: Vec<pages::Entry>,
-    delta: i64,
-    scanned: log_read::Scanned,
-}
-
-/// Refuses a log whose superblock in force `sb` finds no record where the
-/// log should start while a record of this log numbered above `folded_seq`
-/// starts at `log_start` or at byte 0: a newer superblock copy committed a
-/// fold and emptied the log (a fold on the writer's thread restarts it at
-/// byte 0 whatever the copy before said), and that copy was damaged since,
-/// bringing back this one (`docs/FORMAT.md` § 11). Opening on it would lose
-/// the records the damaged copy had folded.
-fn check_newer_copy(
-    file: &File,
-    binding: Binding,
-    sb: &Superblock,
-    table: &str,
-) -> Result<(), StoreError> {
-    let corrupt = |e| StoreError::corrupt(format!("log of table {table:?}"), e);
-    for at in [sb.log_start, 0] {
-        let Some(seq) = log_read::first_seq(file, at, binding).map_err(corrupt)? else {
-            continue;
-        };
-        if seq > sb.folded_seq {
-            return Err(StoreError::corrupt(
-                format!("page file superblock of table {table:?}"),
-                crate::error::CodecError::InvalidField {
-                    field: "superblock",
-                    reason: format!(
-                        "the copy in force expects log record {} at byte {}, the log holds \
-                         record {seq} at byte {at}: a newer copy was damaged",
-                        sb.folded_seq, sb.log_start
-                    ),
-                },
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Reads the log (bound by `binding`) of a generation whose page file's
-/// superblock `sb` expects record `sb.folded_seq` first, at byte
-/// `sb.log_start`, turning its operations into position entries (unsorted).
-fn replay_log(
-    file: &File,
-    binding: Binding,
-    params: &FilterParams,
-    sb: &Superblock,
-    table: &str,
-) -> Result<Replayed, StoreError> {
-    let (at, first_seq) = (sb.log_start, sb.folded_seq);
-    let corrupt = |e| StoreError::corrupt(format!("log of table {table:?}"), e);
-    // At most one operation per 17 bytes of log: the entries' memory,
-    // reserved under the budget before the file is read.
-    let len = file
-        .metadata()
-        .map_err(io_err("reading a table's log"))?
-        .len();
-    let memory = budget::reserve(
-        || format!("the log replay of table {table:?}"),
-        super::fold::entry_bytes(params, len.saturating_sub(at) / 17),
-    )?;
-    let mut entries = Vec::new();
-    let mut delta = 0i64;
-    let mut n = 0u64;
-    let span = log_read::Span {
-        at,
-        first_seq,
-        until_seq: u64::MAX,
-    };
-    let scanned = log_read::scan_from(file, binding, span, MAX_PASS_OPS, |op| {
-        pages::push_entries(params, n, op, &mut entries);
-        n += 1;
-        delta += if op.insert { 1 } else { -1 };
-    })
-    .map_err(corrupt)?;
-    if scanned.ops == 0 && scanned.end == at {
-        check_newer_copy(file, binding, sb, table)?;
-    }
-    if scanned.stopped {
-        // Every fold empties the log, and a log reaches at most one fold
-        // threshold plus one batch (both bounded by MAX_PASS_OPS / 2).
-        return Err(StoreError::corrupt(
-            format!("log of table {table:?}"),
-            crate::error::CodecError::InvalidField {
-                field: "log length",
-                reason: format!("more than {MAX_PASS_OPS} operations"),
-            },
-        ));
-    }
-    Ok(Replayed {
-        _memory: memory,
-        entries,
-        delta,
-        scanned,
-    })
-}
-
 /// Derives `bits` from the chunks of `pages` with the sorted log
 /// `entries` applied; returns the saturated counters a writing store counts
 /// (what its chunks hold: a fold adds what the log saturates when it applies
@@ -346,7 +245,9 @@ impl Generation {
     /// records and the records not known durable written back, synced),
     /// unless what lies past the prefix says that records the log had made
     /// durable are lost, or belong to another log
-    /// ([`log_read::check_tail`]): then nothing is written (every later
+    /// ([`log_read::check_tail`]), or the prefix ends before the record
+    /// the superblock in force says the log was durable up to (a log cut
+    /// short: [`short_of_claim`]): then nothing is written (every later
     /// open must find the same evidence), and the generation is
     /// *damaged*: its bit filter has every bit set, so that every lookup
     /// answers "maybe" (never a false negative for a key whose record was
@@ -361,7 +262,8 @@ impl Generation {
         let sb = pages.superblock().clone();
         let mut replayed = replay_log(&log_file, binding, &params, &sb, &name)?;
         let damaged = log_read::check_tail(&log_file, &replayed.scanned, binding)
-            .map_err(|e| StoreError::corrupt(format!("log of table {name:?}"), e))?;
+            .map_err(|e| StoreError::corrupt(format!("log of table {name:?}"), e))?
+            .or_else(|| short_of_claim(&sb, &replayed.scanned));
         let s = replayed.scanned;
         // What a reader or a damaged generation (which never appends) takes
         // as durable: what the records say, or the page file holds.
@@ -597,8 +499,14 @@ impl Generation {
 impl Drop for Generation {
     /// Appends buffered writes to the log (no sync): they survive the
     /// process, not a power cut. Durability is promised only by a flush or
-    /// a durable apply. Then seals the log ([`LogFile::seal`]: a record that
-    /// says how far it was durable), unless nothing may be written.
+    /// a durable apply. Then, unless nothing may be written, says how far
+    /// the log was durable where a truncation of the log cannot erase it:
+    /// the page file's superblock, if records were synced since the one in
+    /// force was written ([`PageFile::claim_durable`]: a commit that changes
+    /// nothing else; a cut in it leaves the copy in force, which claims
+    /// less); and seals the log ([`LogFile::seal`]: a record that says the
+    /// same, so that a record synced last that rots is not taken for a
+    /// torn tail).
     fn drop(&mut self) {
         {
             // A fold in the background stops at its next chunk; what it
@@ -611,7 +519,12 @@ impl Drop for Generation {
             && self.damaged.is_none()
             && !self.dropped.load(Ordering::Acquire)
         {
-            let _ = self.writer.get_mut().log.seal();
+            let w = self.writer.get_mut();
+            // Read before the superblock is written: every record it
+            // counts was synced before.
+            let synced = w.log.sync().synced_seq();
+            let _ = w.pages.claim_durable(synced);
+            let _ = w.log.seal();
         }
     }
 }

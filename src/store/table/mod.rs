@@ -3,7 +3,8 @@
 //! ([`inner`]), the state of one generation ([`generation`]), its writer
 //! state, write path and log fold ([`state`], [`writer`], [`fold`]), folds
 //! in the background ([`background`]), bulk loads ([`bulk`]), the filter a
-//! handle lends out ([`bloom`]) and lookups for one thread ([`reader`]).
+//! handle lends out ([`bloom`]) and lookups for one thread ([`reader`]), reading the log at open
+//! ([`replay`]).
 
 mod background;
 #[cfg(test)]
@@ -17,7 +18,10 @@ mod generation;
 mod handle;
 mod inner;
 mod reader;
+mod replay;
 mod state;
+#[cfg(test)]
+mod truncation_tests;
 mod writer;
 
 pub use bloom::TableBloom;

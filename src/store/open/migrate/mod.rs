@@ -12,7 +12,10 @@
 //! The 4 → 5 step only switches the header (format-4 superblocks read as
 //! logs that start at byte 0); 5 → 6 writes the catalog file with a
 //! reference to its new log, and makes the log; 6 → 7 switches the header
-//! (guard storages keep their differential file as a log from then on).
+//! (guard storages keep their differential file as a log from then on);
+//! 7 → 8 switches the header (format-7 superblocks read as claiming no
+//! durable log record past their chunks; each table's next fold or close
+//! writes the claim).
 //!
 //! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the
 //! fixtures it is tested on (`tests/store/fixture.rs`: those are bytes on
@@ -31,11 +34,14 @@ mod v4_to_v5;
 mod v5_to_v6;
 #[path = "../../../../migrations/steps/v6_to_v7.rs"]
 mod v6_to_v7;
+#[path = "../../../../migrations/steps/v7_to_v8.rs"]
+mod v7_to_v8;
 
 pub(crate) use v3_to_v4::v3_to_v4;
 use v4_to_v5::v4_to_v5;
 use v5_to_v6::v5_to_v6;
 use v6_to_v7::v6_to_v7;
+use v7_to_v8::v7_to_v8;
 
 /// Runs every step from the version of `catalog` (of the store in `dir`,
 /// opened for writing), if it is 3 or later, to the current one.
@@ -55,6 +61,9 @@ pub(crate) fn from_format_3(
     }
     if catalog.header().format_version == 6 {
         v6_to_v7(catalog)?;
+    }
+    if catalog.header().format_version == 7 {
+        v7_to_v8(catalog)?;
     }
     Ok(())
 }
