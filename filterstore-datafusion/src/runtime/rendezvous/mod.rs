@@ -560,3 +560,5 @@ impl Part {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_remote;
