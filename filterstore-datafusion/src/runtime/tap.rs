@@ -233,12 +233,13 @@ impl TapRun {
         };
         self.partial_bytes.add(frame.len());
         let url = url.clone();
+        let run = (self.id, self.key);
         // Without a runtime (a plan executed outside tokio) nothing can be
         // sent; undelivered, the probe side passes every row at its
         // deadline either way.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = rendezvous::post_remote(&url, frame).await;
+                let _ = rendezvous::post_remote(&url, run, frame).await;
             });
         }
     }

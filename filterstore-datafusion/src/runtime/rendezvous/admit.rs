@@ -1,10 +1,13 @@
 //! What the rendezvous checks before a frame from another process touches a
-//! run (see the module documentation of [`super`]): the filter, the run its
-//! scope names, the token, and for a post the size its slot allows, all
-//! from the frame's fixed head, before its body is read or copied.
+//! run (see the module documentation of [`super`]). First the request's
+//! headers ([`admit_request`]: its filter, run and token, in a gRPC
+//! metadata entry), before the transport reads or buffers its body; then
+//! the frame: the filter, the run its scope names, the token, and for a
+//! post the size its slot allows, all from the frame's fixed head, before
+//! its body is read or copied.
 
 use super::frame::{decode_fetch, decode_post, peek_post, FrameError, PostHead};
-use super::{lookup, max_post_body, Decided, Post, Run, Slot};
+use super::{lookup, max_post_body, Decided, FilterId, Post, Run, RunKey, Slot};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -38,7 +41,7 @@ impl std::fmt::Display for Refusal {
             Refusal::Frame(e) => write!(f, "{e}"),
             Refusal::UnknownFilter => write!(f, "no such runtime filter on the coordinator"),
             Refusal::UnknownRun => write!(f, "no such execution of the runtime filter"),
-            Refusal::Token => write!(f, "the frame's token is not its execution's"),
+            Refusal::Token => write!(f, "no token, or not its execution's"),
             Refusal::TooLarge { declared, cap } => write!(
                 f,
                 "a post body of {declared} bytes, over the {cap} its filter can take"
@@ -46,6 +49,49 @@ impl std::fmt::Display for Refusal {
             Refusal::Taken(task) => write!(f, "build task {task} has already posted"),
         }
     }
+}
+
+/// The gRPC metadata entry naming a request's filter and run: the filter
+/// id, the scope and the token in lowercase hex (32 + 16 + 32 characters).
+pub(super) const RUN_HEADER: &str = "x-filterstore-run";
+
+/// The value of [`RUN_HEADER`] for filter `id`'s run of `key`.
+pub(super) fn run_header(id: FilterId, key: RunKey) -> String {
+    use std::fmt::Write;
+    let mut s = format!("{id:032x}{:016x}", key.scope);
+    for b in key.token {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn parse_run_header(v: &str) -> Option<(FilterId, RunKey)> {
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
+    if v.len() != 80 || !hex(v) {
+        return None;
+    }
+    let id = u128::from_str_radix(&v[..32], 16).ok()?;
+    let scope = u64::from_str_radix(&v[32..48], 16).ok()?;
+    let mut token = [0u8; 16];
+    for (i, t) in token.iter_mut().enumerate() {
+        *t = u8::from_str_radix(&v[48 + 2 * i..50 + 2 * i], 16).ok()?;
+    }
+    Some((id, RunKey { scope, token }))
+}
+
+/// Whether a request whose [`RUN_HEADER`] is `header` may be read: it
+/// names a live filter and a run of it, with that run's token. Called on
+/// the request's headers, before the transport reads or buffers its body
+/// (a peer without the token cannot make the coordinator allocate for
+/// it); a refusal for a known filter is counted on its slot.
+pub(super) fn admit_request(header: Option<&str>) -> Result<(), Refusal> {
+    let (id, key) = header.and_then(parse_run_header).ok_or(Refusal::Token)?;
+    let slot = lookup(id).ok_or(Refusal::UnknownFilter)?;
+    if slot.find(key.scope).is_some_and(|r| r.admits(&key.token)) {
+        return Ok(());
+    }
+    slot.note_refused();
+    Err(Refusal::Token)
 }
 
 /// The slot, run and post of a post frame, once the frame has shown it

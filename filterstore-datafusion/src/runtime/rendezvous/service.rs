@@ -21,9 +21,10 @@
 //! lets workers reach the coordinator needs nothing new, and the crate is
 //! already in the build.
 
-use super::admit::{admit_fetch, admit_post, Refusal};
+use super::admit::{admit_fetch, admit_post, admit_request, run_header, Refusal, RUN_HEADER};
 use super::frame::{decode_unit, encode_fetch, encode_unit, MAX_FRAME_BYTES};
 use super::{Delivery, FilterId, RunKey};
+use crate::runtime::RuntimeFilterConfig;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
@@ -37,6 +38,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -62,11 +64,17 @@ pub struct RendezvousServer {
 pub struct RendezvousStats {
     /// Posts taken into a run.
     pub posts_taken: u64,
-    /// Posts refused: unknown filter or execution, wrong or missing token,
-    /// larger than their filter, damaged, or a task posting again.
+    /// Posts refused after their body was read: unknown filter or
+    /// execution, wrong token in the frame, larger than their filter,
+    /// damaged, or a task posting again.
     pub posts_refused: u64,
-    /// Fetches refused: damaged, unknown execution, or wrong token.
+    /// Fetches refused after their body was read: damaged, unknown
+    /// execution, or wrong token in the frame.
     pub fetches_refused: u64,
+    /// Requests refused from their headers alone, their body never read:
+    /// no run header, or one naming an unknown filter or execution, or
+    /// without that execution's token.
+    pub refused_unread: u64,
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +82,7 @@ struct Counters {
     posts_taken: AtomicU64,
     posts_refused: AtomicU64,
     fetches_refused: AtomicU64,
+    refused_unread: AtomicU64,
 }
 
 impl RendezvousServer {
@@ -82,6 +91,16 @@ impl RendezvousServer {
     /// the largest partial filter a plan may have).
     pub async fn start(addr: SocketAddr) -> std::io::Result<RendezvousServer> {
         Self::start_with_max_request(addr, MAX_FRAME_BYTES).await
+    }
+
+    /// [`Self::start`], the transport refusing any request larger than the
+    /// largest filter `config` may plan (its `max_filter_bytes`, 4 MiB by
+    /// default) can post, before it is buffered.
+    pub async fn start_for(
+        addr: SocketAddr,
+        config: &RuntimeFilterConfig,
+    ) -> std::io::Result<RendezvousServer> {
+        Self::start_with_max_request(addr, max_request_for(config.max_filter_bytes)).await
     }
 
     /// [`Self::start`], with the transport refusing any request of more than
@@ -106,6 +125,19 @@ impl RendezvousServer {
         let service = FlightServiceServer::new(rendezvous)
             .max_decoding_message_size(max_request.min(MAX_FRAME_BYTES))
             .max_encoding_message_size(MAX_FRAME_BYTES);
+        // The run header is checked before the transport reads the body.
+        let unread = Arc::clone(&counters);
+        let check = move |request: Request<()>| -> Result<Request<()>, Status> {
+            let header = request.metadata().get(RUN_HEADER);
+            match admit_request(header.and_then(|v| v.to_str().ok())) {
+                Ok(()) => Ok(request),
+                Err(r) => {
+                    unread.refused_unread.fetch_add(1, Ordering::Relaxed);
+                    Err(status(&r))
+                }
+            }
+        };
+        let service = InterceptedService::new(service, check);
         tokio::spawn(async move {
             let _ = Server::builder()
                 .add_service(service)
@@ -128,6 +160,7 @@ impl RendezvousServer {
             posts_taken: c.posts_taken.load(Ordering::Relaxed),
             posts_refused: c.posts_refused.load(Ordering::Relaxed),
             fetches_refused: c.fetches_refused.load(Ordering::Relaxed),
+            refused_unread: c.refused_unread.load(Ordering::Relaxed),
         }
     }
 
@@ -161,9 +194,25 @@ fn channel(url: &str) -> Result<Channel, String> {
     Ok(c)
 }
 
-/// Calls action `kind` with `body` on the coordinator at `url`; the first
-/// result's body.
-async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
+/// The most bytes a rendezvous request may have for filters planned under
+/// a budget of `max_filter_bytes` (`RuntimeFilterConfig::max_filter_bytes`:
+/// no planned filter's message is larger), with room for the frame's and
+/// the action's headers.
+fn max_request_for(max_filter_bytes: u64) -> usize {
+    usize::try_from(max_filter_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(64 << 10)
+        .min(MAX_FRAME_BYTES)
+}
+
+/// Calls action `kind` with `body` on the coordinator at `url`, with `run`
+/// as the [`RUN_HEADER`]; the first result's body.
+pub(super) async fn call(
+    url: &str,
+    kind: &str,
+    body: Vec<u8>,
+    run: Option<&str>,
+) -> Result<Vec<u8>, String> {
     let mut client = FlightServiceClient::new(channel(url)?)
         .max_encoding_message_size(MAX_FRAME_BYTES)
         .max_decoding_message_size(MAX_FRAME_BYTES);
@@ -171,8 +220,15 @@ async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
         r#type: kind.to_string(),
         body: body.into(),
     };
+    let mut request = Request::new(action);
+    if let Some(run) = run {
+        let value = run
+            .parse()
+            .map_err(|_| format!("{url}: a run header that is not ASCII"))?;
+        request.metadata_mut().insert(RUN_HEADER, value);
+    }
     let mut answers = client
-        .do_action(Request::new(action))
+        .do_action(request)
         .await
         .map_err(|s| format!("{url}: {}", s.message()))?
         .into_inner();
@@ -183,9 +239,15 @@ async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
     Ok(first.map(|r| r.body.to_vec()).unwrap_or_default())
 }
 
-/// Sends a post frame to the coordinator at `url`, within [`POST_TIMEOUT`].
-pub(crate) async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String> {
-    tokio::time::timeout(POST_TIMEOUT, call(url, POST_ACTION, frame))
+/// Sends a post frame for filter `id`'s run of `key` to the coordinator at
+/// `url`, within [`POST_TIMEOUT`].
+pub(crate) async fn post_remote(
+    url: &str,
+    (id, key): (FilterId, RunKey),
+    frame: Vec<u8>,
+) -> Result<(), String> {
+    let run = run_header(id, key);
+    tokio::time::timeout(POST_TIMEOUT, call(url, POST_ACTION, frame, Some(&run)))
         .await
         .map_err(|_| format!("no answer from the coordinator at {url} in {POST_TIMEOUT:?}"))?
         .map(|_| ())
@@ -195,7 +257,8 @@ pub(crate) async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String>
 /// waits until it is decided (the caller bounds the wait); any failure is
 /// "pass every row".
 pub(crate) async fn fetch_remote(url: &str, id: FilterId, key: RunKey) -> Delivery {
-    match call(url, FETCH_ACTION, encode_fetch(id, key)).await {
+    let run = run_header(id, key);
+    match call(url, FETCH_ACTION, encode_fetch(id, key), Some(&run)).await {
         Ok(bytes) => decode_unit(&bytes).unwrap_or_else(|e| Delivery::PassAll(e.to_string())),
         Err(e) => Delivery::PassAll(format!("fetching the filter failed: {e}")),
     }

@@ -84,21 +84,26 @@ async fn a_forged_post_changes_no_answer_and_is_counted() {
     for (i, forged) in forged_keys.into_iter().enumerate() {
         let p = post(0, 1, PartialBody::Message(empty.clone()));
         let bytes = encode_post(slot.id(), forged, &p).unwrap();
-        let sent = within(post_remote(&server.url(), bytes)).await;
+        let sent = within(post_remote(&server.url(), (slot.id(), forged), bytes)).await;
         assert!(sent.is_err(), "forged post {i} taken");
         let failed = encode_post(
             slot.id(),
             forged,
             &post(0, 1, PartialBody::Failed("x".into())),
         );
-        assert!(within(post_remote(&server.url(), failed.unwrap()))
-            .await
-            .is_err());
+        assert!(within(post_remote(
+            &server.url(),
+            (slot.id(), forged),
+            failed.unwrap()
+        ))
+        .await
+        .is_err());
     }
     assert_eq!(slot.outcome(), None, "a forged post decided the run");
     assert_eq!(slot.refused_posts(), 6);
+    // Refused from their headers, their bodies never read.
     let stats = server.stats();
-    assert_eq!((stats.posts_refused, stats.posts_taken), (6, 0));
+    assert_eq!((stats.refused_unread, stats.posts_taken), (6, 0));
     // A fetch without the token learns nothing, and is counted.
     let Delivery::PassAll(why) =
         within(fetch_remote(&server.url(), slot.id(), forged_keys[1])).await
@@ -106,11 +111,13 @@ async fn a_forged_post_changes_no_answer_and_is_counted() {
         panic!("a fetch without the token got the filter")
     };
     assert!(why.contains("token"), "{why}");
-    assert_eq!(server.stats().fetches_refused, 1);
+    assert_eq!(server.stats().refused_unread, 7);
     // The run's own tasks decide it, with every key.
     for (task, keys) in [(0, 0..1000), (1, 1000..2000)] {
         let bytes = post_frame(slot.id(), key, task, 2, keys);
-        within(post_remote(&server.url(), bytes)).await.unwrap();
+        within(post_remote(&server.url(), (slot.id(), key), bytes))
+            .await
+            .unwrap();
     }
     assert!(holds(&server.url(), &slot, key, 0..2000).await);
     assert_eq!(server.stats().posts_taken, 2);
@@ -124,22 +131,32 @@ async fn a_replayed_post_changes_no_answer() {
     let url = server.url();
     let (slot, a) = live();
     let first = post_frame(slot.id(), a, 0, 2, 0..1000);
-    within(post_remote(&url, first.clone())).await.unwrap();
-    assert!(within(post_remote(&url, first.clone())).await.is_err());
+    within(post_remote(&url, (slot.id(), a), first.clone()))
+        .await
+        .unwrap();
+    assert!(within(post_remote(&url, (slot.id(), a), first.clone()))
+        .await
+        .is_err());
     assert_eq!((slot.outcome(), slot.refused_posts()), (None, 1));
     // A later execution of the plan (another key); the replay names
-    // execution `a`'s scope, or `b`'s with `a`'s token: refused either way.
+    // execution `a`'s scope, or `b`'s with `a`'s token: refused either way
+    // (sent with `a`'s run header, as captured).
     let b = RunKey::fresh(a.scope + 1).unwrap();
     slot.open(b);
     let mut moved = first.clone();
     moved[HEAD + 16..HEAD + 24].copy_from_slice(&b.scope.to_le_bytes());
     let moved = reseal(moved);
     assert!(matches!(admit_post(&moved), Err(Refusal::Token)));
-    assert!(within(post_remote(&url, moved)).await.is_err());
-    assert!(within(post_remote(&url, first.clone())).await.is_err());
+    assert!(within(post_remote(&url, (slot.id(), a), moved))
+        .await
+        .is_err());
+    assert!(within(post_remote(&url, (slot.id(), a), first.clone()))
+        .await
+        .is_err());
     // Each execution is decided by its own posts alone.
     within(post_remote(
         &url,
+        (slot.id(), b),
         post_frame(slot.id(), b, 0, 1, 5000..6000),
     ))
     .await
@@ -147,6 +164,7 @@ async fn a_replayed_post_changes_no_answer() {
     assert!(holds(&url, &slot, b, 5000..6000).await);
     within(post_remote(
         &url,
+        (slot.id(), a),
         post_frame(slot.id(), a, 1, 2, 1000..2000),
     ))
     .await
@@ -154,7 +172,9 @@ async fn a_replayed_post_changes_no_answer() {
     assert!(holds(&url, &slot, a, 0..2000).await);
     // After the decision a replay is still refused and changes nothing.
     let decided = within(fetch_remote(&url, slot.id(), a)).await;
-    assert!(within(post_remote(&url, first)).await.is_err());
+    assert!(within(post_remote(&url, (slot.id(), a), first))
+        .await
+        .is_err());
     assert_eq!(within(fetch_remote(&url, slot.id(), a)).await, decided);
     // Refused on the slot: four sent, one checked directly (`admit_post`).
     assert_eq!(slot.refused_posts(), 5);
@@ -184,12 +204,19 @@ async fn a_truncated_post_is_refused_and_changes_no_answer() {
         n - 1,
     ];
     for cut in cuts {
-        let sent = within(post_remote(&server.url(), whole[..cut].to_vec())).await;
+        let sent = within(post_remote(
+            &server.url(),
+            (slot.id(), key),
+            whole[..cut].to_vec(),
+        ))
+        .await;
         assert!(sent.is_err(), "a post cut at {cut} of {n} bytes was taken");
         assert_eq!(slot.outcome(), None, "cut at {cut}");
     }
     assert_eq!(server.stats().posts_refused, cuts.len() as u64);
-    within(post_remote(&server.url(), whole)).await.unwrap();
+    within(post_remote(&server.url(), (slot.id(), key), whole))
+        .await
+        .unwrap();
     assert!(holds(&server.url(), &slot, key, 0..1000).await);
 }
 
@@ -227,13 +254,15 @@ async fn an_oversized_post_is_refused_before_its_body_is_read() {
     let m = encode_message(&f, 1, 0, CodecChoice::Plain).unwrap();
     let bytes = encode_post(slot.id(), key, &post(0, 1, PartialBody::Message(m))).unwrap();
     assert!(bytes.len() > cap);
-    let sent = within(post_remote(&server.url(), bytes)).await;
+    let sent = within(post_remote(&server.url(), (slot.id(), key), bytes)).await;
     assert!(sent.is_err_and(|e| e.contains("over the")));
     assert_eq!((slot.outcome(), slot.refused_posts()), (None, 4));
     // A full plain partial of the slot's own size is within the cap.
     let own = encode_message(partial(0..10).as_ref(), 10, 0, CodecChoice::Plain).unwrap();
     let bytes = encode_post(slot.id(), key, &post(0, 1, PartialBody::Message(own))).unwrap();
-    within(post_remote(&server.url(), bytes)).await.unwrap();
+    within(post_remote(&server.url(), (slot.id(), key), bytes))
+        .await
+        .unwrap();
     assert!(holds(&server.url(), &slot, key, 0..10).await);
 }
 
@@ -248,13 +277,52 @@ async fn the_transport_limit_refuses_a_larger_request() {
     let (slot, key) = live();
     let bytes = post_frame(slot.id(), key, 0, 1, 0..1000);
     assert!(bytes.len() > 1024);
-    assert!(within(post_remote(&server.url(), bytes)).await.is_err());
+    assert!(within(post_remote(&server.url(), (slot.id(), key), bytes))
+        .await
+        .is_err());
     assert_eq!(slot.outcome(), None);
     let small = encode_post(slot.id(), key, &post(0, 1, PartialBody::Failed("x".into())));
-    within(post_remote(&server.url(), small.unwrap()))
+    within(post_remote(&server.url(), (slot.id(), key), small.unwrap()))
         .await
         .unwrap();
     assert!(!slot.outcome().unwrap().is_built());
+}
+
+/// A request without the run header, or with one that is not its run's,
+/// is refused from its headers: its body (here a whole, valid post of
+/// 2 MiB with the right token inside) is never read or decoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_its_run_header_is_refused_unread() {
+    let server = server().await;
+    let url = server.url();
+    let (slot, key) = live();
+    let mut m = encode_message(partial(0..10).as_ref(), 10, 0, CodecChoice::Plain).unwrap();
+    m.resize(2 << 20, 0);
+    let bytes = encode_post(slot.id(), key, &post(0, 1, PartialBody::Message(m))).unwrap();
+    let other = RunKey::fresh(key.scope).unwrap();
+    let headers = [
+        None,
+        Some("not a run header".to_string()),
+        Some(super::admit::run_header(slot.id(), other)),
+        Some(super::admit::run_header(new_filter_id(), key)),
+    ];
+    for (i, h) in headers.iter().enumerate() {
+        let sent = service::call(&url, service::POST_ACTION, bytes.clone(), h.as_deref());
+        assert!(within(sent).await.is_err(), "header {i}");
+    }
+    let stats = server.stats();
+    assert_eq!(
+        (stats.refused_unread, stats.posts_refused),
+        (4, 0),
+        "{stats:?}"
+    );
+    assert_eq!(slot.outcome(), None);
+    // Its own header lets the same bytes in: the frame is then refused
+    // from its declared size, the run unchanged.
+    let sent = post_remote(&url, (slot.id(), key), bytes);
+    assert!(within(sent).await.is_err_and(|e| e.contains("over the")));
+    assert_eq!(server.stats().posts_refused, 1);
+    assert_eq!(slot.outcome(), None);
 }
 
 /// Frame heads and whole frames never panic on any cut or flipped byte.
