@@ -56,6 +56,15 @@ async fn holds(url: &str, slot: &Slot, key: RunKey, mut keys: Range<u32>) -> boo
     keys.all(|k| f.contains(&k.to_le_bytes()))
 }
 
+/// Keys a forger may try for `key`'s run: no token (zeros), a random one,
+/// and the right one with its last bit flipped.
+fn forged(key: RunKey) -> [RunKey; 3] {
+    let mut off_by_one = key.token;
+    off_by_one[15] ^= 1;
+    [[0; 16], RunKey::fresh(key.scope).unwrap().token, off_by_one]
+        .map(|token| RunKey { token, ..key })
+}
+
 /// Issue 35: "task 0 of 1" with an empty filter, posted by a peer that can
 /// reach the port but has no token, once decided the run alone and the
 /// query lost every row. Now it is refused and counted, and the run is
@@ -66,21 +75,7 @@ async fn a_forged_post_changes_no_answer_and_is_counted() {
     let (slot, key) = live();
     let empty = encode_message(&BitFilter::new(params()).unwrap(), 0, 0, CodecChoice::Auto);
     let empty = empty.unwrap();
-    let forged_keys = [
-        RunKey {
-            token: [0; 16],
-            ..key
-        },
-        RunKey::fresh(key.scope).unwrap(),
-        RunKey {
-            token: {
-                let mut t = key.token;
-                t[15] ^= 1;
-                t
-            },
-            ..key
-        },
-    ];
+    let forged_keys = forged(key);
     for (i, forged) in forged_keys.into_iter().enumerate() {
         let p = post(0, 1, PartialBody::Message(empty.clone()));
         let bytes = encode_post(slot.id(), forged, &p).unwrap();
