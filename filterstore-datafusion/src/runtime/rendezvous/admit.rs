@@ -31,7 +31,8 @@ pub(super) enum Refusal {
         /// The most the slot takes.
         cap: usize,
     },
-    /// The post's task had already posted: a replay, nothing changed.
+    /// The post's task had already posted: a replay, idempotent (see
+    /// [`Slot::take`]); it decided nothing.
     Taken(usize),
 }
 
@@ -46,7 +47,10 @@ impl std::fmt::Display for Refusal {
                 f,
                 "a post body of {declared} bytes, over the {cap} its filter can take"
             ),
-            Refusal::Taken(task) => write!(f, "build task {task} has already posted"),
+            Refusal::Taken(task) => write!(
+                f,
+                "build task {task} has already posted (a replay decides nothing)"
+            ),
         }
     }
 }

@@ -35,7 +35,10 @@
 //! ([`max_post_body`]), checked before its body is read. Anything else is
 //! refused and counted ([`Slot::refused_posts`],
 //! [`RendezvousServer::stats`]), and changes nothing. A task index is taken
-//! once: a second post for it (a replay) is refused and counted too.
+//! once: a second post for it (a replay) decides nothing and is counted; its
+//! partial is OR-ed in if the run has not decided (idempotent: a replay
+//! adds no key, a task run again adds only its own, none is ever lost) and
+//! ignored once it has.
 //!
 //! Nothing here can drop a row that joins: a run that cannot account for
 //! every task's keys (a failed or cancelled task, partials of another
@@ -357,8 +360,9 @@ impl Slot {
             .map(|(_, r)| Arc::clone(r))
     }
 
-    /// Takes `post` into `run`; `false` (and counted as refused) when its
-    /// task had already posted: the run is unchanged.
+    /// Takes `post` into `run`; `false` (and counted) when its task had
+    /// already posted: a replay, OR-ed in before the run decides (adding no
+    /// key it does not hold) and ignored after; it decides nothing.
     pub(super) fn take(&self, run: &Run, post: Post) -> bool {
         let taken = run.post(&self.params, self.policy, post);
         if !taken {
@@ -435,7 +439,8 @@ impl Run {
         }
     }
 
-    /// `Ok(false)`: a replay, refused; `Err`: the run passes every row.
+    /// `Ok(false)`: a replay (idempotent, counted); `Err`: the run passes
+    /// every row.
     fn merge(&self, params: &FilterParams, policy: SlotPolicy, post: Post) -> Result<bool, String> {
         let Post {
             task,
@@ -465,16 +470,19 @@ impl Run {
         if s.posted.is_empty() {
             s.posted = vec![false; tasks];
         }
-        // A task index is taken once: a second post for it is a replay
-        // (or a task run again, with the same keys), refused unread.
-        if std::mem::replace(&mut s.posted[task], true) {
-            return Ok(false);
-        }
+        // A task index counts once. A second post for it (a replay, or a
+        // task run again) is OR-ed in all the same: idempotent for a
+        // replay (its keys are already there), and a task run again can
+        // only add keys, so no key is ever lost; it decides nothing.
+        let replay = std::mem::replace(&mut s.posted[task], true);
         if s.merged.is_none() {
             s.merged = Some(BitFilter::new(*params).map_err(|e| e.to_string())?);
         }
         let merged = s.merged.as_ref().ok_or("no filter")?;
         part.or_into(merged, params)?;
+        if replay {
+            return Ok(false);
+        }
         s.rows = s.rows.saturating_add(rows);
         if s.posted.iter().all(|&p| p) {
             let filter = s.merged.take().ok_or("no filter")?;

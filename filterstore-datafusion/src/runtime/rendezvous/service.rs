@@ -66,7 +66,8 @@ pub struct RendezvousStats {
     pub posts_taken: u64,
     /// Posts refused after their body was read: unknown filter or
     /// execution, wrong token in the frame, larger than their filter,
-    /// damaged, or a task posting again.
+    /// damaged, or a task posting again (a replay: idempotent, it decides
+    /// nothing).
     pub posts_refused: u64,
     /// Fetches refused after their body was read: damaged, unknown
     /// execution, or wrong token in the frame.
