@@ -155,7 +155,7 @@ pub async fn remote_cluster(
             let server = match cfg.rendezvous {
                 Some(_) => None,
                 None => {
-                    let s = RendezvousServer::start(rendezvous_addr)
+                    let s = RendezvousServer::start_for(rendezvous_addr, &cfg)
                         .await
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
                     cfg.rendezvous = Some(s.url());

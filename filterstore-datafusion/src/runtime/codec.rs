@@ -10,28 +10,32 @@
 //! | bytes | field |
 //! |---|---|
 //! | 4 | magic `FSRF` |
-//! | 1 | version, 2 |
+//! | 1 | version, 3 |
 //! | 1 | flags: bit 0 = null keys pass; bit 1 = force; other bits zero |
 //! | 4 + n | label, UTF-8 |
 //! | 4 | number of key expressions (≥ 1) |
 //! | per key: 4 + n | the expression as DataFusion's `PhysicalExprNode` protobuf |
 //! | 22 | the filter's shape: layout id (1), `m` (8), `k` (4), hash algorithm id (1), seed (8) |
-//! | 16 + 8 | filter id, execution scope |
+//! | 16 + 8 + 16 | filter id, execution scope, execution token |
 //! | 4 + n | the coordinator's rendezvous address, UTF-8 (empty: the coordinator's process) |
 //! | 4 | probe place number |
 //! | 8 + 8 + 8 | wait (ms), check window (rows), minimum drop share (f64 bits) |
 //!
-//! A [`BloomTapExec`]: magic `FSRT`, version 2, flags (zero), label, keys,
-//! the filter's shape, filter id and scope, and the rendezvous address. The shape is checked by
+//! A [`BloomTapExec`]: magic `FSRT`, version 3, flags (zero), label, keys,
+//! the filter's shape, filter id, scope and token, and the rendezvous
+//! address. The token is the execution's secret: the rendezvous takes a
+//! post or fetch only with it (`super::rendezvous`). The shape is checked by
 //! `FilterParams::new` and capped at [`MAX_PARTIAL_BITS`] before a tap
 //! allocates its filter.
 //!
 //! Coordinator and workers run the same build within one query; a version
 //! this build does not read is refused with a message saying so. Version 1
-//! (a message inside the node, a creation side run at planning) is gone.
+//! (a message inside the node, a creation side run at planning) and version
+//! 2 (no token) are gone.
 
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::probe::ProbePolicy;
+use super::rendezvous::RunKey;
 use super::scope::ScopeCell;
 use super::tap::BloomTapExec;
 use datafusion::arrow::datatypes::Schema;
@@ -55,7 +59,7 @@ const TAP_MAGIC: &[u8; 4] = b"FSRT";
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
 pub(super) const MAX_PARTIAL_BITS: u64 = 1 << 33;
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 const NULLS_PASS: u8 = 1;
 const FORCE: u8 = 2;
 
@@ -84,7 +88,10 @@ impl PhysicalExtensionCodec for BloomCodec {
         let keys = decode_keys(&mut r, &input.schema(), ctx, proto_converter)?;
         let params = decode_params(&mut r)?;
         let filter = u128::from_le_bytes(r.array()?);
-        let scope = ScopeCell::fixed(u64::from_le_bytes(r.array()?));
+        let scope = ScopeCell::fixed(RunKey {
+            scope: u64::from_le_bytes(r.array()?),
+            token: r.array()?,
+        });
         let url = String::from_utf8(r.sized()?.to_vec()).map_err(|_| bad("address not UTF-8"))?;
         let url = (!url.is_empty()).then_some(url);
         if is_tap {
@@ -131,7 +138,7 @@ impl PhysicalExtensionCodec for BloomCodec {
             encode_keys(buf, t.keys(), proto_converter)?;
             encode_params(buf, t.params());
             buf.extend_from_slice(&t.filter_id().to_le_bytes());
-            buf.extend_from_slice(&t.scope().to_le_bytes());
+            put_key(buf, t.run_key());
             put_sized(buf, t.rendezvous().unwrap_or("").as_bytes())?;
             return Ok(());
         }
@@ -153,7 +160,7 @@ impl PhysicalExtensionCodec for BloomCodec {
         encode_keys(buf, node.keys(), proto_converter)?;
         encode_params(buf, node.params());
         buf.extend_from_slice(&node.filter_id().to_le_bytes());
-        buf.extend_from_slice(&node.scope().to_le_bytes());
+        put_key(buf, node.run_key());
         put_sized(buf, node.rendezvous().unwrap_or("").as_bytes())?;
         put_len(buf, node.point())?;
         let wait = u64::try_from(p.wait.as_millis()).unwrap_or(u64::MAX);
@@ -267,6 +274,11 @@ fn decode_params(r: &mut Reader<'_>) -> Result<FilterParams> {
         )));
     }
     FilterParams::new(layout, m, k, HashSpec { algo, seed }).map_err(|e| bad(e.to_string()))
+}
+
+fn put_key(buf: &mut Vec<u8>, key: RunKey) {
+    buf.extend_from_slice(&key.scope.to_le_bytes());
+    buf.extend_from_slice(&key.token);
 }
 
 fn put_len(buf: &mut Vec<u8>, len: usize) -> Result<()> {

@@ -170,6 +170,11 @@ impl BloomFilterExec {
         self.scope.get()
     }
 
+    /// The execution's scope and token now (for the codec).
+    pub(crate) fn run_key(&self) -> rendezvous::RunKey {
+        self.scope.key()
+    }
+
     /// The input.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
@@ -187,7 +192,7 @@ impl BloomFilterExec {
         let bytes = MetricBuilder::new(&self.metrics).global_counter("message_bytes");
         let source = Source {
             id: self.filter,
-            scope: self.scope.get(),
+            key: self.scope.key(),
             rendezvous: self.rendezvous.clone(),
         };
         let arrival = receive(source, self.params, bytes);

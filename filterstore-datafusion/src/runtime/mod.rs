@@ -45,7 +45,7 @@ pub use exec::BloomFilterExec;
 pub use planner::{last_report, BloomRuntimeFilterPlanner, LastReport};
 pub use probe::ProbePolicy;
 pub use rendezvous::FilterOutcome;
-pub use rendezvous::RendezvousServer;
+pub use rendezvous::{RendezvousServer, RendezvousStats};
 pub use report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};
 pub use rule::BloomRuntimeFilterRule;
 pub use scope::BloomQueryExec;

@@ -77,7 +77,7 @@ impl ProbeRun {
 /// Where a task's filter comes from.
 pub(super) struct Source {
     pub(super) id: FilterId,
-    pub(super) scope: rendezvous::Scope,
+    pub(super) key: rendezvous::RunKey,
     pub(super) rendezvous: Option<String>,
 }
 
@@ -86,8 +86,8 @@ pub(super) struct Source {
 pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> ArrivalFuture {
     async move {
         let delivery = match &source.rendezvous {
-            Some(url) => rendezvous::fetch_remote(url, source.id, source.scope).await,
-            None => match rendezvous::subscribe(source.id, source.scope) {
+            Some(url) => rendezvous::fetch_remote(url, source.id, source.key).await,
+            None => match rendezvous::subscribe(source.id, source.key.scope) {
                 Some(rx) => rendezvous::delivery(rx).await,
                 None => Delivery::PassAll("no such filter in this process".into()),
             },

@@ -106,6 +106,14 @@ impl FilterHandle {
     pub fn outcome(&self) -> Option<FilterOutcome> {
         self.0.outcome()
     }
+
+    /// Posts and fetches the coordinator refused for this filter, over its
+    /// executions: without the execution's token, for no live execution,
+    /// larger than the filter, damaged, or from a task that had already
+    /// posted. None of them changed an outcome.
+    pub fn refused_posts(&self) -> u64 {
+        self.0.refused_posts()
+    }
 }
 
 impl PartialEq for FilterHandle {
@@ -207,6 +215,12 @@ impl RuntimeFilterReport {
         self.filters()
             .filter(|f| f.outcome().is_some_and(|o| o.is_built()))
             .count()
+    }
+
+    /// Posts and fetches refused for the placed filters (see
+    /// [`FilterHandle::refused_posts`]).
+    pub fn refused_posts(&self) -> u64 {
+        self.filters().map(FilterHandle::refused_posts).sum()
     }
 
     /// The placed filters.

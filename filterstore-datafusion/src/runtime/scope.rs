@@ -11,41 +11,49 @@
 //! then passes every row at once.
 //!
 //! So a plan that runs twice (a cached plan) never mixes the keys of two
-//! runs: a post or fetch names its scope.
+//! runs: a post or fetch names its scope. With the scope it draws the
+//! execution's secret token (a [`RunKey`], carried in the task plans):
+//! the rendezvous takes a frame from another process only with that token.
 
-use super::rendezvous::{new_filter_id, Scope, Slot};
+use super::rendezvous::{new_filter_id, RunKey, Scope, Slot};
 use crate::node::{self, one_child_plan};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Name of the node in plans.
 pub(super) const NAME: &str = "BloomRuntimeFiltersExec";
 
-/// The current execution's scope of one plan (see the module documentation).
+/// The current execution's scope and token of one plan (see the module
+/// documentation).
 #[derive(Debug, Default)]
-pub struct ScopeCell(AtomicU64);
+pub struct ScopeCell(Mutex<RunKey>);
 
 impl ScopeCell {
-    /// A cell holding `scope` (a worker's node, decoded from its plan).
-    pub fn fixed(scope: Scope) -> Arc<ScopeCell> {
-        Arc::new(ScopeCell(AtomicU64::new(scope)))
+    /// A cell holding `key` (a worker's node, decoded from its plan).
+    pub(crate) fn fixed(key: RunKey) -> Arc<ScopeCell> {
+        Arc::new(ScopeCell(Mutex::new(key)))
     }
 
     /// The scope now.
     pub fn get(&self) -> Scope {
-        self.0.load(Ordering::Acquire)
+        self.0.lock().scope
     }
 
-    fn set(&self, scope: Scope) {
-        self.0.store(scope, Ordering::Release);
+    /// The scope and token now (read together: never of two executions).
+    pub(crate) fn key(&self) -> RunKey {
+        *self.0.lock()
+    }
+
+    fn set(&self, key: RunKey) {
+        *self.0.lock() = key;
     }
 }
 
@@ -99,9 +107,10 @@ impl ExecutionPlan for BloomQueryExec {
         // Never 0: a decoded node with scope 0 would be a plan that was
         // never given one.
         let scope = (new_filter_id() as u64).max(1);
-        self.cell.set(scope);
+        let key = RunKey::fresh(scope).map_err(DataFusionError::Execution)?;
+        self.cell.set(key);
         for s in &self.slots {
-            s.run(scope);
+            s.open(key);
         }
         let input = self.input.execute(partition, context)?;
         Ok(Box::pin(Scoped {

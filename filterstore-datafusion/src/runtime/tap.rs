@@ -14,7 +14,7 @@
 //!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
-use super::rendezvous::{self, FilterId, PartialBody, Post, Scope};
+use super::rendezvous::{self, FilterId, PartialBody, Post, RunKey, Scope};
 use super::scope::ScopeCell;
 use crate::node::one_child_plan;
 use crate::rowkey::{insert_rows, KeyColumns};
@@ -122,6 +122,11 @@ impl BloomTapExec {
         self.scope.get()
     }
 
+    /// The execution's scope and token now (for the codec).
+    pub(crate) fn run_key(&self) -> RunKey {
+        self.scope.key()
+    }
+
     fn run(&self, ctx: &Arc<TaskContext>) -> Result<Arc<TapRun>> {
         let mut runs = self.runs.0.lock();
         runs.retain(|(c, _)| c.strong_count() > 0);
@@ -143,7 +148,7 @@ impl BloomTapExec {
             task: task.task_index,
             tasks: task.task_count,
             id: self.filter,
-            scope: self.scope.get(),
+            key: self.scope.key(),
             rendezvous: self.rendezvous.clone(),
             partial_bytes: MetricBuilder::new(&self.metrics).global_counter("partial_bytes"),
         });
@@ -163,7 +168,7 @@ struct TapRun {
     task: usize,
     tasks: usize,
     id: FilterId,
-    scope: Scope,
+    key: RunKey,
     rendezvous: Option<String>,
     partial_bytes: Count,
 }
@@ -220,7 +225,7 @@ impl TapRun {
         };
         let Some(url) = &self.rendezvous else {
             // The coordinator's process: the merge happens here, now.
-            rendezvous::post_local(self.id, self.scope, post);
+            rendezvous::post_local(self.id, self.key.scope, post);
             return;
         };
         let Some(frame) = self.remote_frame(post) else {
@@ -228,12 +233,13 @@ impl TapRun {
         };
         self.partial_bytes.add(frame.len());
         let url = url.clone();
+        let run = (self.id, self.key);
         // Without a runtime (a plan executed outside tokio) nothing can be
         // sent; undelivered, the probe side passes every row at its
         // deadline either way.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = rendezvous::post_remote(&url, frame).await;
+                let _ = rendezvous::post_remote(&url, run, frame).await;
             });
         }
     }
@@ -254,7 +260,7 @@ impl TapRun {
             task: self.task,
             tasks: self.tasks,
             id: self.id,
-            scope: self.scope,
+            key: self.key,
             rendezvous: self.rendezvous.clone(),
             partial_bytes: self.partial_bytes.clone(),
         };
@@ -278,7 +284,7 @@ impl TapRun {
             }
             _ => post,
         };
-        rendezvous::encode_post(self.id, self.scope, &post)
+        rendezvous::encode_post(self.id, self.key, &post)
     }
 }
 

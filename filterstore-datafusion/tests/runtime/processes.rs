@@ -67,6 +67,8 @@ async fn body() {
             panic!("q{q} on worker processes differs from single-node DataFusion: {d}");
         }
         let report = last_report(ctx).unwrap();
+        // Every post and fetch of the query's own tasks carried its token.
+        assert_eq!(report.refused_posts(), 0, "q{q}\n{report}");
         for f in report.filters() {
             if let Some(FilterOutcome::Built { partials, .. }) = f.outcome() {
                 assert_eq!(partials, 3, "q{q}: one partial per join task\n{report}");
@@ -79,6 +81,9 @@ async fn body() {
         dropped += rows_in - rows_out;
     }
     assert!(built >= 4, "{built} filters built across processes");
+    let stats = coordinator.rendezvous.as_ref().unwrap().stats();
+    assert_eq!((stats.posts_refused, stats.fetches_refused), (0, 0));
+    assert!(stats.posts_taken >= 3 * built as u64, "{stats:?}");
     assert!(
         dropped > 0,
         "the filters dropped no row in the worker processes"

@@ -7,7 +7,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 4 | magic: `FSRP` (post), `FSRQ` (fetch) or `FSRU` (unit) |
-//! | 1 | version, 1 |
+//! | 1 | version, 2 |
 //! | 1 | kind: 1 = filter message, 2 = pass-all (unit) / failed (post) |
 //! | 2 | reserved, zero |
 //! | 4 | body length `n` (little-endian) |
@@ -15,25 +15,34 @@
 //! | 4 | CRC32 (IEEE) of every byte before it |
 //!
 //! A post's body starts with the filter id (16 bytes), the execution's
-//! scope (8), the task index (4), the stage's task count (4) and the build
-//! rows the task saw (8), then the partial's filter message or the failure
-//! as UTF-8. A fetch's body is the filter id and the scope (kind 1). A
-//! unit's body is the filter message (docs/FORMAT.md § 12), or the reason
-//! as UTF-8. The body length is checked against the bytes present before
-//! anything is sliced, and a frame is at most [`MAX_FRAME_BYTES`].
+//! scope (8) and token (16, [`super::token`]), the task index (4), the
+//! stage's task count (4) and the build rows the task saw (8), then the
+//! partial's filter message or the failure as UTF-8. A fetch's body is the
+//! filter id, the scope and the token (kind 1). A unit's body is the filter
+//! message (docs/FORMAT.md § 12), or the reason as UTF-8. The body length
+//! is checked against the bytes present before anything is sliced, and a
+//! frame is at most [`MAX_FRAME_BYTES`]; [`peek_post`] reads a post's fixed
+//! head alone, so that the rendezvous checks the token and the scope's cap
+//! before the body is looked at or copied.
+//!
+//! Version 1 (no token) is not read: frames live only while one query runs,
+//! between processes of one build.
 
-use super::{Delivery, FilterId, PartialBody, Post, Scope};
+use super::token::{RunKey, Token};
+use super::{Delivery, FilterId, PartialBody, Post};
 use std::sync::Arc;
 
 const UNIT: &[u8; 4] = b"FSRU";
 const POST: &[u8; 4] = b"FSRP";
 const FETCH: &[u8; 4] = b"FSRQ";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const KIND_MESSAGE: u8 = 1;
 const KIND_NONE: u8 = 2;
-const HEAD: usize = 12;
-const POST_HEAD: usize = 40;
-const FETCH_BODY: usize = 24;
+/// A frame's header: magic, version, kind, reserved, body length.
+pub(super) const HEAD: usize = 12;
+/// A post's fixed head: filter id, scope, token, task, tasks, rows.
+pub(super) const POST_HEAD: usize = 56;
+const FETCH_BODY: usize = 40;
 
 /// The largest frame read: a filter message of the largest partial the
 /// codec accepts (1 GiB of bits), with room for the headers.
@@ -55,7 +64,7 @@ pub(super) enum FrameError {
     #[error("not a runtime-filter {0} frame (bad magic)")]
     Magic(&'static str),
     /// A version this build does not read.
-    #[error("runtime-filter frame version {0}, this build reads 1: run one filterstore-datafusion build on the coordinator and every worker")]
+    #[error("runtime-filter frame version {0}, this build reads 2: run one filterstore-datafusion build on the coordinator and every worker")]
     Version(u8),
     /// Unknown kind or non-zero reserved bytes.
     #[error("runtime-filter frame with kind {kind} and reserved bytes {reserved:#06x}")]
@@ -111,18 +120,7 @@ fn decode<'a>(
             got: bytes.len(),
         });
     }
-    if &bytes[..4] != magic {
-        return Err(FrameError::Magic(what));
-    }
-    if bytes[4] != VERSION {
-        return Err(FrameError::Version(bytes[4]));
-    }
-    let kind = bytes[5];
-    let reserved = u16::from_le_bytes([bytes[6], bytes[7]]);
-    if reserved != 0 || !(kind == KIND_MESSAGE || kind == KIND_NONE) {
-        return Err(FrameError::Header { kind, reserved });
-    }
-    let n = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+    let (kind, n) = check_header(bytes, magic, what)?;
     let end = HEAD.saturating_add(n);
     let needed = end.saturating_add(4);
     if bytes.len() < needed {
@@ -139,6 +137,30 @@ fn decode<'a>(
         return Err(FrameError::Checksum);
     }
     Ok((kind, &bytes[HEAD..end]))
+}
+
+/// (kind, body length) of the [`HEAD`] bytes at the start of `bytes` (at
+/// least that many: the caller checks).
+fn check_header(
+    bytes: &[u8],
+    magic: &[u8; 4],
+    what: &'static str,
+) -> Result<(u8, usize), FrameError> {
+    if &bytes[..4] != magic {
+        return Err(FrameError::Magic(what));
+    }
+    if bytes[4] != VERSION {
+        return Err(FrameError::Version(bytes[4]));
+    }
+    let kind = bytes[5];
+    let reserved = u16::from_le_bytes([bytes[6], bytes[7]]);
+    if reserved != 0 || !(kind == KIND_MESSAGE || kind == KIND_NONE) {
+        return Err(FrameError::Header { kind, reserved });
+    }
+    Ok((
+        kind,
+        u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+    ))
 }
 
 fn utf8(bytes: &[u8]) -> Result<String, FrameError> {
@@ -166,10 +188,11 @@ pub(super) fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
 /// The post frame of one task's partial (as a filter message) or failure.
 /// A `PartialBody::Filter` must be encoded by the caller first: it is
 /// refused here (`None`).
-pub(crate) fn encode_post(id: FilterId, scope: Scope, post: &Post) -> Option<Vec<u8>> {
+pub(crate) fn encode_post(id: FilterId, key: RunKey, post: &Post) -> Option<Vec<u8>> {
     let mut head = Vec::with_capacity(POST_HEAD);
     head.extend_from_slice(&id.to_le_bytes());
-    head.extend_from_slice(&scope.to_le_bytes());
+    head.extend_from_slice(&key.scope.to_le_bytes());
+    head.extend_from_slice(&key.token);
     head.extend_from_slice(&u32::try_from(post.task).ok()?.to_le_bytes());
     head.extend_from_slice(&u32::try_from(post.tasks).ok()?.to_le_bytes());
     head.extend_from_slice(&post.rows.to_le_bytes());
@@ -180,8 +203,37 @@ pub(crate) fn encode_post(id: FilterId, scope: Scope, post: &Post) -> Option<Vec
     })
 }
 
-/// The filter id, scope and post of a post frame.
-pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, Scope, Post), FrameError> {
+/// What a post frame says before its body: enough to find its run, check
+/// its token and its size against the scope's cap.
+#[derive(Debug, PartialEq)]
+pub(super) struct PostHead {
+    /// The filter posted to.
+    pub(super) id: FilterId,
+    /// The execution's scope and the token the post carries.
+    pub(super) key: RunKey,
+    /// The body length the frame declares (the fixed head included), not
+    /// yet checked against the bytes present.
+    pub(super) body_len: usize,
+}
+
+/// The head of a post frame: its header and the fixed head of its body
+/// (the first [`HEAD`] + [`POST_HEAD`] bytes), nothing past them read,
+/// nothing allocated. The whole frame is checked by [`decode_post`].
+pub(super) fn peek_post(bytes: &[u8]) -> Result<PostHead, FrameError> {
+    let needed = HEAD + POST_HEAD;
+    let Some(head) = bytes.get(..needed) else {
+        return Err(FrameError::Truncated {
+            needed: needed + 4,
+            got: bytes.len(),
+        });
+    };
+    let (_, body_len) = check_header(head, POST, "post")?;
+    let (id, key) = id_key(&head[HEAD..]);
+    Ok(PostHead { id, key, body_len })
+}
+
+/// The filter id, run key and post of a post frame.
+pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, RunKey, Post), FrameError> {
     let (kind, body) = decode(bytes, POST, "post")?;
     if body.len() < POST_HEAD {
         return Err(FrameError::Truncated {
@@ -190,10 +242,10 @@ pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, Scope, Post), Frame
         });
     }
     let (head, rest) = body.split_at(POST_HEAD);
-    let (id, scope) = id_scope(head);
+    let (id, key) = id_key(head);
     let u32_at = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
     let mut rows = [0u8; 8];
-    rows.copy_from_slice(&head[32..40]);
+    rows.copy_from_slice(&head[48..56]);
     let body = if kind == KIND_MESSAGE {
         PartialBody::Message(rest.to_vec())
     } else {
@@ -201,36 +253,43 @@ pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, Scope, Post), Frame
     };
     Ok((
         id,
-        scope,
+        key,
         Post {
-            task: u32_at(24) as usize,
-            tasks: u32_at(28) as usize,
+            task: u32_at(40) as usize,
+            tasks: u32_at(44) as usize,
             rows: u64::from_le_bytes(rows),
             body,
         },
     ))
 }
 
-/// The id and scope at the start of a post's or fetch's body (24 bytes).
-fn id_scope(body: &[u8]) -> (FilterId, Scope) {
+/// The id, scope and token at the start of a post's or fetch's body (40
+/// bytes; the caller has checked they are there).
+fn id_key(body: &[u8]) -> (FilterId, RunKey) {
     let mut id = [0u8; 16];
     id.copy_from_slice(&body[..16]);
     let mut scope = [0u8; 8];
     scope.copy_from_slice(&body[16..24]);
-    (u128::from_le_bytes(id), u64::from_le_bytes(scope))
+    let mut token = Token::default();
+    token.copy_from_slice(&body[24..40]);
+    let key = RunKey {
+        scope: u64::from_le_bytes(scope),
+        token,
+    };
+    (u128::from_le_bytes(id), key)
 }
 
-/// The fetch frame of filter `id`'s run of `scope`.
-pub(super) fn encode_fetch(id: FilterId, scope: Scope) -> Vec<u8> {
+/// The fetch frame of filter `id`'s run of `key`.
+pub(super) fn encode_fetch(id: FilterId, key: RunKey) -> Vec<u8> {
     encode(
         FETCH,
         KIND_MESSAGE,
-        &[&id.to_le_bytes(), &scope.to_le_bytes()],
+        &[&id.to_le_bytes(), &key.scope.to_le_bytes(), &key.token],
     )
 }
 
-/// The filter id and scope of a fetch frame.
-pub(super) fn decode_fetch(bytes: &[u8]) -> Result<(FilterId, Scope), FrameError> {
+/// The filter id and run key of a fetch frame.
+pub(super) fn decode_fetch(bytes: &[u8]) -> Result<(FilterId, RunKey), FrameError> {
     let (kind, body) = decode(bytes, FETCH, "fetch")?;
     if kind != KIND_MESSAGE {
         return Err(FrameError::Header { kind, reserved: 0 });
@@ -241,5 +300,5 @@ pub(super) fn decode_fetch(bytes: &[u8]) -> Result<(FilterId, Scope), FrameError
             got: bytes.len(),
         });
     }
-    Ok(id_scope(body))
+    Ok(id_key(body))
 }

@@ -27,28 +27,45 @@
 //! workers, and the nodes carry it in their bytes), and a slot keeps one
 //! [`Run`] per scope: a post or fetch of one execution never meets another's.
 //!
+//! **Who may post.** Each execution also draws a secret token
+//! ([`token`]), carried with its scope in the task plans; a post or fetch
+//! from another process is taken only when it names a run that exists and
+//! carries that run's token (compared in constant time), and a post only
+//! when its frame is no larger than the filter its slot expects
+//! ([`max_post_body`]), checked before its body is read. Anything else is
+//! refused and counted ([`Slot::refused_posts`],
+//! [`RendezvousServer::stats`]), and changes nothing. A task index is taken
+//! once: a second post for it (a replay) decides nothing and is counted; its
+//! partial is OR-ed in if the run has not decided (idempotent: a replay
+//! adds no key, a task run again adds only its own, none is ever lost) and
+//! ignored once it has.
+//!
 //! Nothing here can drop a row that joins: a run that cannot account for
-//! every task's keys (a failed, cancelled or duplicated task, partials of
-//! another shape, an inconsistent task count) ends as
-//! [`FilterOutcome::PassAll`], and so does a run whose query ended or whose
-//! plan was dropped: every waiting probe task then passes every row.
+//! every task's keys (a failed or cancelled task, partials of another
+//! shape, an inconsistent task count) ends as [`FilterOutcome::PassAll`],
+//! and so does a run whose query ended or whose plan was dropped: every
+//! waiting probe task then passes every row.
 
+mod admit;
 mod frame;
 mod service;
+mod token;
 
 pub(super) use frame::encode_post;
-pub use service::RendezvousServer;
 pub(super) use service::{fetch_remote, post_remote};
+pub use service::{RendezvousServer, RendezvousStats};
+pub(super) use token::RunKey;
 
 use filterstore::{
     decode_message_with_limit, encode_message, BitFilter, BloomRead, CodecChoice, FilterParams,
+    BUILD_STATS_LEN, MESSAGE_OVERHEAD,
 };
 use parking_lot::Mutex;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -192,6 +209,8 @@ pub struct Slot {
     params: FilterParams,
     policy: SlotPolicy,
     runs: Mutex<Vec<(Scope, Arc<Run>)>>,
+    /// Posts and fetches refused (see the module documentation).
+    refused: AtomicU64,
 }
 
 /// What a run decided: the outcome, and what probe tasks receive.
@@ -202,6 +221,9 @@ pub(super) type Decided = Option<(FilterOutcome, Delivery)>;
 pub struct Run {
     state: Mutex<State>,
     decided: watch::Sender<Decided>,
+    /// The execution's token, set when [`BloomQueryExec`](super::scope::BloomQueryExec)
+    /// opens the run; a run without one takes no frame from another process.
+    token: OnceLock<token::Token>,
 }
 
 #[derive(Debug)]
@@ -228,11 +250,24 @@ pub(super) fn lookup(id: FilterId) -> Option<Arc<Slot>> {
 pub(super) fn post_local(id: FilterId, scope: Scope, post: Post) -> bool {
     match lookup(id) {
         Some(slot) => {
-            slot.run(scope).post(&slot.params, slot.policy, post);
+            let run = slot.run(scope);
+            slot.take(&run, post);
             true
         }
         None => false,
     }
+}
+
+/// The most bytes a post's body (its fixed head included) may have for a
+/// filter of `params`: the head and the filter's message written plain
+/// with build statistics (an entropy-coded message is never larger, and a
+/// failure's reason is far shorter). A larger post is refused before its
+/// body is read.
+pub(super) fn max_post_body(params: &FilterParams) -> usize {
+    let bits = usize::try_from(params.bit_bytes()).unwrap_or(usize::MAX);
+    frame::POST_HEAD
+        .saturating_add(MESSAGE_OVERHEAD + BUILD_STATS_LEN)
+        .saturating_add(bits)
 }
 
 /// What filter `id`'s run of `scope` decides, as a receiver that does not
@@ -262,6 +297,7 @@ impl Slot {
             params,
             policy,
             runs: Mutex::new(Vec::new()),
+            refused: AtomicU64::new(0),
         });
         let mut slots = SLOTS.lock();
         slots.retain(|_, w| w.strong_count() > 0);
@@ -297,6 +333,7 @@ impl Slot {
                 done: false,
             }),
             decided,
+            token: OnceLock::new(),
         });
         runs.push((scope, Arc::clone(&run)));
         if runs.len() > SCOPES_KEPT {
@@ -304,6 +341,46 @@ impl Slot {
             old.pass_all("a later execution of the plan replaced this one".into());
         }
         run
+    }
+
+    /// The run of `key`'s scope, created on first use, that takes frames
+    /// from other processes carrying `key`'s token (the first token given
+    /// to a run stays).
+    pub(crate) fn open(&self, key: RunKey) -> Arc<Run> {
+        let run = self.run(key.scope);
+        let _ = run.token.set(key.token);
+        run
+    }
+
+    /// The run of `scope`, if there is one (never creates it).
+    pub(super) fn find(&self, scope: Scope) -> Option<Arc<Run>> {
+        let runs = self.runs.lock();
+        runs.iter()
+            .find(|(s, _)| *s == scope)
+            .map(|(_, r)| Arc::clone(r))
+    }
+
+    /// Takes `post` into `run`; `false` (and counted) when its task had
+    /// already posted: a replay, OR-ed in before the run decides (adding no
+    /// key it does not hold) and ignored after; it decides nothing.
+    pub(super) fn take(&self, run: &Run, post: Post) -> bool {
+        let taken = run.post(&self.params, self.policy, post);
+        if !taken {
+            self.note_refused();
+        }
+        taken
+    }
+
+    /// Counts one refused post or fetch.
+    pub(super) fn note_refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Posts and fetches refused so far, over every execution: a wrong or
+    /// missing token, an unknown scope, a frame over the filter's size or
+    /// unreadable, or a task that had already posted.
+    pub fn refused_posts(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// The outcome of the latest execution, once decided.
@@ -317,13 +394,7 @@ impl Slot {
     /// Ends `scope`'s run as pass-all if it is not decided (its query ended
     /// or was cancelled: any probe task still waiting stops waiting).
     pub fn close(&self, scope: Scope) {
-        let run = self
-            .runs
-            .lock()
-            .iter()
-            .find(|(s, _)| *s == scope)
-            .map(|(_, r)| Arc::clone(r));
-        if let Some(run) = run {
+        if let Some(run) = self.find(scope) {
             run.pass_all("the query ended before the filter was ready".into());
         }
     }
@@ -347,15 +418,30 @@ impl Run {
             .send_replace(Some((outcome, Delivery::PassAll(reason))));
     }
 
+    /// Whether a frame carrying `token` comes from this run's execution
+    /// (constant time; never for a run opened without a token).
+    pub(super) fn admits(&self, token: &token::Token) -> bool {
+        self.token
+            .get()
+            .is_some_and(|mine| token::tokens_match(mine, token))
+    }
+
     /// Takes one task's post (see the module documentation). Never fails:
-    /// anything wrong ends the run as pass-all.
-    pub fn post(&self, params: &FilterParams, policy: SlotPolicy, post: Post) {
-        if let Err(reason) = self.merge(params, policy, post) {
-            self.pass_all(reason);
+    /// anything wrong ends the run as pass-all. `false` when the post was
+    /// refused because its task had already posted (the run unchanged).
+    pub fn post(&self, params: &FilterParams, policy: SlotPolicy, post: Post) -> bool {
+        match self.merge(params, policy, post) {
+            Ok(taken) => taken,
+            Err(reason) => {
+                self.pass_all(reason);
+                true
+            }
         }
     }
 
-    fn merge(&self, params: &FilterParams, policy: SlotPolicy, post: Post) -> Result<(), String> {
+    /// `Ok(false)`: a replay (idempotent, counted); `Err`: the run passes
+    /// every row.
+    fn merge(&self, params: &FilterParams, policy: SlotPolicy, post: Post) -> Result<bool, String> {
         let Post {
             task,
             tasks,
@@ -372,7 +458,8 @@ impl Run {
         };
         let mut s = self.state.lock();
         if s.done {
-            return Ok(());
+            // Decided: nothing changes it; a task posting again is a replay.
+            return Ok(!s.posted.get(task).is_some_and(|&p| p));
         }
         let expected = *s.expected.get_or_insert(tasks);
         if expected != tasks {
@@ -383,14 +470,19 @@ impl Run {
         if s.posted.is_empty() {
             s.posted = vec![false; tasks];
         }
-        if std::mem::replace(&mut s.posted[task], true) {
-            return Err(format!("build task {task} posted twice"));
-        }
+        // A task index counts once. A second post for it (a replay, or a
+        // task run again) is OR-ed in all the same: idempotent for a
+        // replay (its keys are already there), and a task run again can
+        // only add keys, so no key is ever lost; it decides nothing.
+        let replay = std::mem::replace(&mut s.posted[task], true);
         if s.merged.is_none() {
             s.merged = Some(BitFilter::new(*params).map_err(|e| e.to_string())?);
         }
         let merged = s.merged.as_ref().ok_or("no filter")?;
         part.or_into(merged, params)?;
+        if replay {
+            return Ok(false);
+        }
         s.rows = s.rows.saturating_add(rows);
         if s.posted.iter().all(|&p| p) {
             let filter = s.merged.take().ok_or("no filter")?;
@@ -398,7 +490,7 @@ impl Run {
             drop(s);
             self.finish(filter, policy, rows, expected, started);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Decides on the merged filter and publishes the outcome.
@@ -476,3 +568,5 @@ impl Part {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_remote;

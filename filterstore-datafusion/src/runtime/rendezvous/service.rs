@@ -4,11 +4,15 @@
 //!
 //! Two actions ([`super::frame`] has the bytes):
 //! - [`POST_ACTION`], a post frame; the answer is one empty result. A post
-//!   for a filter this process does not know (its query ended, or a stray
-//!   request) is accepted and dropped.
+//!   is refused with an error status, counted and dropped ([`super::admit`])
+//!   when its filter is unknown (its query ended, or a stray request), its
+//!   scope names no run, its token is not the run's, its frame is larger
+//!   than the filter can be or is damaged, or its task has already posted.
 //! - [`FETCH_ACTION`], a fetch frame; the answer is one result holding a
 //!   unit frame, sent when the filter's run has decided, or "pass every
-//!   row" at once when the filter is unknown or its query has ended.
+//!   row" at once when the filter is unknown or its query has ended. A
+//!   fetch with a wrong token, or for a run that does not exist, is refused
+//!   (the filter would tell which keys the build side holds).
 //!
 //! Every other Flight call answers "unimplemented".
 //!
@@ -17,10 +21,10 @@
 //! lets workers reach the coordinator needs nothing new, and the crate is
 //! already in the build.
 
-use super::frame::{
-    decode_fetch, decode_post, decode_unit, encode_fetch, encode_unit, MAX_FRAME_BYTES,
-};
-use super::{Delivery, FilterId, Scope};
+use super::admit::{admit_fetch, admit_post, admit_request, run_header, Refusal, RUN_HEADER};
+use super::frame::{decode_unit, encode_fetch, encode_unit, MAX_FRAME_BYTES};
+use super::{Delivery, FilterId, RunKey};
+use crate::runtime::RuntimeFilterConfig;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::flight_service_server::{FlightService, FlightServiceServer};
 use arrow_flight::{
@@ -31,8 +35,10 @@ use futures::stream::BoxStream;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -50,22 +56,89 @@ pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct RendezvousServer {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    counters: Arc<Counters>,
+}
+
+/// What a rendezvous service took and refused since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RendezvousStats {
+    /// Posts taken into a run.
+    pub posts_taken: u64,
+    /// Posts refused after their body was read: unknown filter or
+    /// execution, wrong token in the frame, larger than their filter,
+    /// damaged, or a task posting again (a replay: idempotent, it decides
+    /// nothing).
+    pub posts_refused: u64,
+    /// Fetches refused after their body was read: damaged, unknown
+    /// execution, or wrong token in the frame.
+    pub fetches_refused: u64,
+    /// Requests refused from their headers alone, their body never read:
+    /// no run header, or one naming an unknown filter or execution, or
+    /// without that execution's token.
+    pub refused_unread: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    posts_taken: AtomicU64,
+    posts_refused: AtomicU64,
+    fetches_refused: AtomicU64,
+    refused_unread: AtomicU64,
 }
 
 impl RendezvousServer {
     /// Serves on `addr` (port 0 picks a free port) on the current tokio
-    /// runtime.
+    /// runtime, reading requests of up to [`MAX_FRAME_BYTES`] (the frame of
+    /// the largest partial filter a plan may have).
     pub async fn start(addr: SocketAddr) -> std::io::Result<RendezvousServer> {
+        Self::start_with_max_request(addr, MAX_FRAME_BYTES).await
+    }
+
+    /// [`Self::start`], the transport refusing any request larger than the
+    /// largest filter `config` may plan (its `max_filter_bytes`, 4 MiB by
+    /// default) can post, before it is buffered.
+    pub async fn start_for(
+        addr: SocketAddr,
+        config: &RuntimeFilterConfig,
+    ) -> std::io::Result<RendezvousServer> {
+        Self::start_with_max_request(addr, max_request_for(config.max_filter_bytes)).await
+    }
+
+    /// [`Self::start`], with the transport refusing any request of more than
+    /// `max_request` bytes before it is buffered: a deployment whose filters
+    /// are smaller bounds what any peer can make the coordinator read
+    /// (each post is also checked against its own filter's size).
+    pub async fn start_with_max_request(
+        addr: SocketAddr,
+        max_request: usize,
+    ) -> std::io::Result<RendezvousServer> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let counters = Arc::new(Counters::default());
         // Answers carry whole filter messages: capped as what they answer
         // is (a cap of 1 MiB once turned every larger filter into "pass
         // every row" on the workers).
-        let service = FlightServiceServer::new(Rendezvous)
-            .max_decoding_message_size(MAX_FRAME_BYTES)
+        let rendezvous = Rendezvous {
+            counters: Arc::clone(&counters),
+        };
+        let service = FlightServiceServer::new(rendezvous)
+            .max_decoding_message_size(max_request.min(MAX_FRAME_BYTES))
             .max_encoding_message_size(MAX_FRAME_BYTES);
+        // The run header is checked before the transport reads the body.
+        let unread = Arc::clone(&counters);
+        let check = move |request: Request<()>| -> Result<Request<()>, Status> {
+            let header = request.metadata().get(RUN_HEADER);
+            match admit_request(header.and_then(|v| v.to_str().ok())) {
+                Ok(()) => Ok(request),
+                Err(r) => {
+                    unread.refused_unread.fetch_add(1, Ordering::Relaxed);
+                    Err(status(&r))
+                }
+            }
+        };
+        let service = InterceptedService::new(service, check);
         tokio::spawn(async move {
             let _ = Server::builder()
                 .add_service(service)
@@ -77,7 +150,19 @@ impl RendezvousServer {
         Ok(RendezvousServer {
             addr,
             stop: Some(stop),
+            counters,
         })
+    }
+
+    /// What the service took and refused so far.
+    pub fn stats(&self) -> RendezvousStats {
+        let c = &self.counters;
+        RendezvousStats {
+            posts_taken: c.posts_taken.load(Ordering::Relaxed),
+            posts_refused: c.posts_refused.load(Ordering::Relaxed),
+            fetches_refused: c.fetches_refused.load(Ordering::Relaxed),
+            refused_unread: c.refused_unread.load(Ordering::Relaxed),
+        }
     }
 
     /// The address workers post to, as `http://host:port`.
@@ -110,9 +195,25 @@ fn channel(url: &str) -> Result<Channel, String> {
     Ok(c)
 }
 
-/// Calls action `kind` with `body` on the coordinator at `url`; the first
-/// result's body.
-async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
+/// The most bytes a rendezvous request may have for filters planned under
+/// a budget of `max_filter_bytes` (`RuntimeFilterConfig::max_filter_bytes`:
+/// no planned filter's message is larger), with room for the frame's and
+/// the action's headers.
+fn max_request_for(max_filter_bytes: u64) -> usize {
+    usize::try_from(max_filter_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(64 << 10)
+        .min(MAX_FRAME_BYTES)
+}
+
+/// Calls action `kind` with `body` on the coordinator at `url`, with `run`
+/// as the [`RUN_HEADER`]; the first result's body.
+pub(super) async fn call(
+    url: &str,
+    kind: &str,
+    body: Vec<u8>,
+    run: Option<&str>,
+) -> Result<Vec<u8>, String> {
     let mut client = FlightServiceClient::new(channel(url)?)
         .max_encoding_message_size(MAX_FRAME_BYTES)
         .max_decoding_message_size(MAX_FRAME_BYTES);
@@ -120,8 +221,15 @@ async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
         r#type: kind.to_string(),
         body: body.into(),
     };
+    let mut request = Request::new(action);
+    if let Some(run) = run {
+        let value = run
+            .parse()
+            .map_err(|_| format!("{url}: a run header that is not ASCII"))?;
+        request.metadata_mut().insert(RUN_HEADER, value);
+    }
     let mut answers = client
-        .do_action(Request::new(action))
+        .do_action(request)
         .await
         .map_err(|s| format!("{url}: {}", s.message()))?
         .into_inner();
@@ -132,26 +240,85 @@ async fn call(url: &str, kind: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
     Ok(first.map(|r| r.body.to_vec()).unwrap_or_default())
 }
 
-/// Sends a post frame to the coordinator at `url`, within [`POST_TIMEOUT`].
-pub(crate) async fn post_remote(url: &str, frame: Vec<u8>) -> Result<(), String> {
-    tokio::time::timeout(POST_TIMEOUT, call(url, POST_ACTION, frame))
+/// Sends a post frame for filter `id`'s run of `key` to the coordinator at
+/// `url`, within [`POST_TIMEOUT`].
+pub(crate) async fn post_remote(
+    url: &str,
+    (id, key): (FilterId, RunKey),
+    frame: Vec<u8>,
+) -> Result<(), String> {
+    let run = run_header(id, key);
+    tokio::time::timeout(POST_TIMEOUT, call(url, POST_ACTION, frame, Some(&run)))
         .await
         .map_err(|_| format!("no answer from the coordinator at {url} in {POST_TIMEOUT:?}"))?
         .map(|_| ())
 }
 
-/// Fetches filter `id`'s run of `scope` from the coordinator at `url`:
+/// Fetches filter `id`'s run of `key` from the coordinator at `url`:
 /// waits until it is decided (the caller bounds the wait); any failure is
 /// "pass every row".
-pub(crate) async fn fetch_remote(url: &str, id: FilterId, scope: Scope) -> Delivery {
-    match call(url, FETCH_ACTION, encode_fetch(id, scope)).await {
+pub(crate) async fn fetch_remote(url: &str, id: FilterId, key: RunKey) -> Delivery {
+    let run = run_header(id, key);
+    match call(url, FETCH_ACTION, encode_fetch(id, key), Some(&run)).await {
         Ok(bytes) => decode_unit(&bytes).unwrap_or_else(|e| Delivery::PassAll(e.to_string())),
         Err(e) => Delivery::PassAll(format!("fetching the filter failed: {e}")),
     }
 }
 
 /// The service.
-struct Rendezvous;
+struct Rendezvous {
+    counters: Arc<Counters>,
+}
+
+impl Rendezvous {
+    /// Takes a post frame into its run, or refuses it (counted).
+    async fn post(&self, body: &[u8]) -> Result<(), Status> {
+        let refused = |r: Refusal| {
+            self.counters.posts_refused.fetch_add(1, Ordering::Relaxed);
+            status(&r)
+        };
+        let (slot, run, post) = admit_post(body).map_err(refused)?;
+        let task = post.task;
+        // The merge decodes and ORs up to a few MiB: off the I/O threads.
+        let taken = tokio::task::spawn_blocking(move || slot.take(&run, post))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        if !taken {
+            return Err(refused(Refusal::Taken(task)));
+        }
+        self.counters.posts_taken.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The unit frame answering a fetch frame, once its run has decided.
+    async fn fetch(&self, body: &[u8]) -> Result<Vec<u8>, Status> {
+        let rx = admit_fetch(body).map_err(|r| {
+            self.counters
+                .fetches_refused
+                .fetch_add(1, Ordering::Relaxed);
+            status(&r)
+        })?;
+        let delivery = match rx {
+            Some(rx) => super::delivery(rx).await,
+            None => {
+                Delivery::PassAll("no such filter on the coordinator (its query ended?)".into())
+            }
+        };
+        Ok(encode_unit(&delivery))
+    }
+}
+
+/// The status a refusal answers with.
+fn status(r: &Refusal) -> Status {
+    let why = r.to_string();
+    match r {
+        Refusal::Frame(_) => Status::invalid_argument(why),
+        Refusal::UnknownFilter | Refusal::UnknownRun => Status::not_found(why),
+        Refusal::Token => Status::permission_denied(why),
+        Refusal::TooLarge { .. } => Status::resource_exhausted(why),
+        Refusal::Taken(_) => Status::already_exists(why),
+    }
+}
 
 type Stream<T> = BoxStream<'static, Result<T, Status>>;
 
@@ -229,26 +396,12 @@ impl FlightService for Rendezvous {
         request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
         let action = request.into_inner();
-        let bad = |e: super::frame::FrameError| Status::invalid_argument(e.to_string());
         let answer = match action.r#type.as_str() {
             POST_ACTION => {
-                let (id, scope, post) = decode_post(&action.body).map_err(bad)?;
-                // The merge decodes and ORs up to a few MiB: off the I/O threads.
-                tokio::task::spawn_blocking(move || super::post_local(id, scope, post))
-                    .await
-                    .map_err(|e| Status::internal(e.to_string()))?;
+                self.post(&action.body).await?;
                 Vec::new()
             }
-            FETCH_ACTION => {
-                let (id, scope) = decode_fetch(&action.body).map_err(bad)?;
-                let delivery = match super::subscribe(id, scope) {
-                    Some(rx) => super::delivery(rx).await,
-                    None => Delivery::PassAll(
-                        "no such filter on the coordinator (its query ended?)".into(),
-                    ),
-                };
-                encode_unit(&delivery)
-            }
+            FETCH_ACTION => self.fetch(&action.body).await?,
             other => return Err(Status::invalid_argument(format!("unknown action {other}"))),
         };
         let result = arrow_flight::Result {

@@ -6,11 +6,11 @@ use super::frame::{
 use super::*;
 use filterstore::{BloomRead, HashSpec, Layout};
 
-fn params() -> FilterParams {
+pub(super) fn params() -> FilterParams {
     FilterParams::for_capacity(10_000, 0.01, Layout::Blocked, HashSpec::xxh3(7)).unwrap()
 }
 
-fn policy() -> SlotPolicy {
+pub(super) fn policy() -> SlotPolicy {
     SlotPolicy {
         max_fp: 0.25,
         max_pass: 0.8,
@@ -19,7 +19,7 @@ fn policy() -> SlotPolicy {
     }
 }
 
-fn partial(keys: std::ops::Range<u32>) -> Arc<BitFilter> {
+pub(super) fn partial(keys: std::ops::Range<u32>) -> Arc<BitFilter> {
     let f = BitFilter::new(params()).unwrap();
     for k in keys {
         f.insert(&k.to_le_bytes());
@@ -27,7 +27,7 @@ fn partial(keys: std::ops::Range<u32>) -> Arc<BitFilter> {
     Arc::new(f)
 }
 
-fn post(task: usize, tasks: usize, body: PartialBody) -> Post {
+pub(super) fn post(task: usize, tasks: usize, body: PartialBody) -> Post {
     Post {
         task,
         tasks,
@@ -89,12 +89,8 @@ fn a_failed_task_ends_the_slot_as_pass_all_at_once() {
 }
 
 #[test]
-fn duplicates_bad_counts_and_foreign_shapes_pass_every_row() {
+fn bad_counts_and_foreign_shapes_pass_every_row() {
     let cases: Vec<Vec<Post>> = vec![
-        vec![
-            post(0, 2, PartialBody::Filter(partial(0..5))),
-            post(0, 2, PartialBody::Filter(partial(0..5))),
-        ],
         vec![
             post(0, 2, PartialBody::Filter(partial(0..5))),
             post(1, 3, PartialBody::Filter(partial(0..5))),
@@ -125,6 +121,43 @@ fn duplicates_bad_counts_and_foreign_shapes_pass_every_row() {
             slot.outcome()
         );
     }
+}
+
+#[test]
+fn a_task_posting_twice_changes_no_answer_and_is_counted() {
+    // Before the run decides: the replay is counted and decides nothing
+    // (the run still waits for task 1); its partial, OR-ed in, adds no key
+    // the first post lacked, so the message is the one without the replay.
+    let run = |replay: bool| {
+        let slot = Slot::register(new_filter_id(), params(), policy());
+        send(&slot, post(0, 2, PartialBody::Filter(partial(0..500))));
+        if replay {
+            send(&slot, post(0, 2, PartialBody::Filter(partial(0..500))));
+            assert_eq!((slot.outcome(), slot.refused_posts()), (None, 1));
+        }
+        send(&slot, post(1, 2, PartialBody::Filter(partial(500..1000))));
+        let Delivery::Message(m) = delivered(&slot) else {
+            panic!("{:?}", slot.outcome())
+        };
+        (slot, m)
+    };
+    let ((_, plain), (slot, replayed)) = (run(false), run(true));
+    assert_eq!(plain, replayed, "a replay changed the filter");
+    // After it decided: counted, the outcome unchanged.
+    let before = slot.outcome();
+    send(&slot, post(1, 2, PartialBody::Filter(partial(0..9000))));
+    assert_eq!((slot.outcome(), slot.refused_posts()), (before, 2));
+    // A task run again with other keys before the decision adds them: no
+    // key of either post is lost.
+    let slot = Slot::register(new_filter_id(), params(), policy());
+    send(&slot, post(0, 2, PartialBody::Filter(partial(0..5))));
+    send(&slot, post(0, 2, PartialBody::Filter(partial(5..10))));
+    send(&slot, post(1, 2, PartialBody::Filter(partial(10..15))));
+    let Delivery::Message(m) = delivered(&slot) else {
+        panic!("{:?}", slot.outcome())
+    };
+    let f = filterstore::decode_message(&m).unwrap().filter().unwrap();
+    assert!((0..15u32).all(|k| f.contains(&k.to_le_bytes())));
 }
 
 #[test]
@@ -247,17 +280,22 @@ fn frames_round_trip_and_refuse_damage() {
         assert!(matches!(decode_unit(&long), Err(FrameError::Trailing(1))));
     }
     let p = post(3, 7, PartialBody::Message(vec![9; 40]));
-    let bytes = encode_post(42, 9, &p).unwrap();
-    let (id, scope, back) = decode_post(&bytes).unwrap();
+    let key = RunKey {
+        scope: 9,
+        token: [0xab; 16],
+    };
+    let bytes = encode_post(42, key, &p).unwrap();
+    let (id, back_key, back) = decode_post(&bytes).unwrap();
     assert_eq!(
-        (id, scope, back.task, back.tasks, back.rows),
-        (42, 9, 3, 7, 100)
+        (id, back_key, back.task, back.tasks, back.rows),
+        (42, key, 3, 7, 100)
     );
     assert!(matches!(back.body, PartialBody::Message(ref b) if b == &vec![9; 40]));
     assert!(decode_unit(&bytes).is_err(), "a post is not a unit");
-    let mut v2 = bytes.clone();
-    v2[4] = 2;
-    assert!(matches!(decode_post(&v2), Err(FrameError::Version(2))));
+    // Version 1 (no token) is refused, not misread.
+    let mut v1 = bytes.clone();
+    v1[4] = 1;
+    assert!(matches!(decode_post(&v1), Err(FrameError::Version(1))));
     // A body length far past the bytes present is refused, nothing allocated.
     let mut huge = bytes;
     huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -265,23 +303,27 @@ fn frames_round_trip_and_refuse_damage() {
         decode_post(&huge),
         Err(FrameError::Truncated { .. })
     ));
-    assert!(encode_post(1, 1, &post(0, 1, PartialBody::Filter(partial(0..1)))).is_none());
-    let fetch = encode_fetch(5, 6);
-    assert_eq!(decode_fetch(&fetch).unwrap(), (5, 6));
+    assert!(encode_post(1, key, &post(0, 1, PartialBody::Filter(partial(0..1)))).is_none());
+    let fetch = encode_fetch(5, key);
+    assert_eq!(decode_fetch(&fetch).unwrap(), (5, key));
     assert!(decode_fetch(&fetch[..fetch.len() - 1]).is_err());
     assert!(decode_unit(&fetch).is_err(), "a fetch is not a unit");
 }
 
 #[test]
 fn frame_bytes_are_pinned() {
-    // docs/FORMAT.md § 16: magic, version 1, kind, reserved, length, body, CRC.
+    // docs/FORMAT.md § 16: magic, version 2, kind, reserved, length, body, CRC.
     let unit = encode_unit(&Delivery::PassAll("no".into()));
-    let mut expected = b"FSRU\x01\x02\x00\x00\x02\x00\x00\x00no".to_vec();
+    let mut expected = b"FSRU\x02\x02\x00\x00\x02\x00\x00\x00no".to_vec();
     expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
     assert_eq!(unit, expected);
+    let key = RunKey {
+        scope: 0x03,
+        token: core::array::from_fn(|i| 0xf0 + i as u8),
+    };
     let post = encode_post(
         0x0102,
-        0x03,
+        key,
         &Post {
             task: 1,
             tasks: 2,
@@ -290,18 +332,20 @@ fn frame_bytes_are_pinned() {
         },
     )
     .unwrap();
-    let mut expected = b"FSRP\x01\x02\x00\x00\x29\x00\x00\x00".to_vec();
+    let mut expected = b"FSRP\x02\x02\x00\x00\x39\x00\x00\x00".to_vec();
     expected.extend_from_slice(&0x0102u128.to_le_bytes());
     expected.extend_from_slice(&0x03u64.to_le_bytes());
+    expected.extend_from_slice(&key.token);
     expected.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]);
     expected.push(b'x');
     expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
     assert_eq!(post, expected);
-    let mut expected = b"FSRQ\x01\x01\x00\x00\x18\x00\x00\x00".to_vec();
+    let mut expected = b"FSRQ\x02\x01\x00\x00\x28\x00\x00\x00".to_vec();
     expected.extend_from_slice(&0x0102u128.to_le_bytes());
     expected.extend_from_slice(&0x03u64.to_le_bytes());
+    expected.extend_from_slice(&key.token);
     expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
-    assert_eq!(encode_fetch(0x0102, 0x03), expected);
+    assert_eq!(encode_fetch(0x0102, key), expected);
 }
 
 /// A filter of any size the codec ships reaches a probe task in another
@@ -319,13 +363,15 @@ async fn a_filter_over_a_mebibyte_reaches_a_fetch_across_processes() {
         f.insert(&k.to_le_bytes());
     }
     let slot = Slot::register(new_filter_id(), params, policy());
+    let key = RunKey::fresh(SCOPE).unwrap();
+    slot.open(key);
     send(&slot, post(0, 1, PartialBody::Filter(Arc::new(f))));
     let server = service::RendezvousServer::start("127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let fetched = tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        service::fetch_remote(&server.url(), slot.id(), SCOPE),
+        service::fetch_remote(&server.url(), slot.id(), key),
     )
     .await
     .expect("the fetch hangs");
