@@ -37,6 +37,23 @@ fn capture_logs() {
     });
 }
 
+/// Waits (10 s at most) until no handle of this process holds the store
+/// at `dir` open: an open of our own then succeeds (and is closed again).
+fn wait_until_closed(dir: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match filterstore::FilterStore::open(dir) {
+            Ok(s) => return drop(s),
+            Err(filterstore::StoreError::AlreadyOpen { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("the store at {} stays open: {e}", dir.display()),
+        }
+    }
+}
+
 /// Warnings logged that name `dir`.
 fn warnings_about(dir: &Path) -> usize {
     let needle = dir.display().to_string();
@@ -166,6 +183,10 @@ fn a_damaged_store_is_not_used_and_says_so_once() {
         );
         same_answers(&ctx).await;
         drop((t, ctx));
+        // The store's last handle may be dropped a moment later (by a task
+        // of the session just dropped): until then a new table would share
+        // the open store, and its close could write the catalog again.
+        wait_until_closed(&store);
         // A damaged catalog: the store is not opened, every file is read.
         std::fs::write(store.join("catalog"), b"not a catalog").unwrap();
         let ctx = session();
