@@ -88,8 +88,9 @@ struct Counters {
 
 impl RendezvousServer {
     /// Serves on `addr` (port 0 picks a free port) on the current tokio
-    /// runtime, reading requests of up to [`MAX_FRAME_BYTES`] (the frame of
-    /// the largest partial filter a plan may have).
+    /// runtime, reading requests of up to 1 GiB and 4 KiB (the frame of
+    /// the largest partial filter a plan may have; [`Self::start_for`]
+    /// takes a smaller limit from a configuration).
     pub async fn start(addr: SocketAddr) -> std::io::Result<RendezvousServer> {
         Self::start_with_max_request(addr, MAX_FRAME_BYTES).await
     }
