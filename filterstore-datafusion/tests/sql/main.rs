@@ -3,6 +3,7 @@
 
 mod agg_estimate;
 mod contains_exact;
+mod duckdb;
 mod index;
 mod message_errors;
 mod sbbf;

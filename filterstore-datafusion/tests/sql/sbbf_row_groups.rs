@@ -392,8 +392,10 @@ async fn a_present_key_prunes_the_row_groups_without_it_only_with_row_group_filt
     let mut rng = StdRng::seed_from_u64(37);
     let queries = 64;
     let (mut fps, mut exact) = (0, None);
+    let mut keys = Vec::new();
     for _ in 0..queries {
         let k = 2 * rng.gen_range(GROUPS..(PER_GROUP - 1) * GROUPS);
+        keys.push(k);
         // A filter per file holds every key of the file: no row group pruned.
         let q = format!("SELECT k FROM per_file WHERE k = {k}");
         assert_eq!(run(&ctx, &q).await, (1, (0, groups)), "{q}");
@@ -422,6 +424,7 @@ async fn a_present_key_prunes_the_row_groups_without_it_only_with_row_group_filt
     let mut absent_fps = 0;
     for i in 0..16 {
         let k = 2 * rng.gen_range(GROUPS..(PER_GROUP - 1) * GROUPS) + 1;
+        keys.push(k);
         let (rows, (pruned, matched)) =
             run(&ctx, &format!("SELECT k FROM per_group WHERE k = {k}")).await;
         assert_eq!((rows, pruned + matched), (0, groups), "k = {k} ({i})");
@@ -439,4 +442,62 @@ async fn a_present_key_prunes_the_row_groups_without_it_only_with_row_group_filt
         text.contains("row_groups_pruned_bloom_filter=32 total → 1 matched"),
         "{text}"
     );
+
+    duckdb_prunes_the_same(dir.path(), &keys[..queries], &keys[queries..]);
+}
+
+/// DuckDB on the files and keys of the test above: with filters per row
+/// group it skips every row group without a present key (bar false
+/// positives) and every row group for an absent key; with one filter per
+/// file, none for a present key. Its scan returns each present key once.
+fn duckdb_prunes_the_same(dir: &std::path::Path, present: &[i64], absent: &[i64]) {
+    let groups = GROUPS as usize;
+    let keys = [present, absent].concat();
+    let Some(found) = crate::duckdb::probe(&dir.join("per_group.parquet"), "k", &keys) else {
+        return;
+    };
+    let (mut fps, mut absent_fps) = (0, 0);
+    for (i, (k, kept)) in keys.iter().zip(&found.kept).enumerate() {
+        let is_present = i < present.len();
+        assert_eq!(
+            found.rows[i],
+            u64::from(is_present),
+            "DuckDB's scan, k = {k}"
+        );
+        if is_present {
+            let holder = ((k / 2) % GROUPS) as usize;
+            assert!(
+                kept.contains(&holder),
+                "DuckDB skipped row group {holder}, which holds k = {k}"
+            );
+            fps += kept.len() - 1;
+        } else {
+            absent_fps += kept.len();
+        }
+    }
+    let trials = present.len() * (groups - 1);
+    eprintln!(
+        "DuckDB {}: {} present keys, per row group {} of {trials} pruned; {} absent keys, {} of {} pruned",
+        found.version,
+        present.len(),
+        trials - fps,
+        absent.len(),
+        absent.len() * groups - absent_fps,
+        absent.len() * groups
+    );
+    assert!((fps as f64) < fp_bound(trials), "{fps} of {trials}");
+    assert!(
+        (absent_fps as f64) < fp_bound(absent.len() * groups),
+        "{absent_fps}"
+    );
+
+    let found = crate::duckdb::probe(&dir.join("per_file.parquet"), "k", present)
+        .expect("DuckDB ran a moment ago");
+    for (k, kept) in present.iter().zip(&found.kept) {
+        assert_eq!(
+            kept.len(),
+            groups,
+            "one filter per file prunes nothing (k = {k})"
+        );
+    }
 }
