@@ -17,7 +17,7 @@ use filterstore::{BitFilter, BloomRead, FilterParams, HashSpec, KeyHash, Layout}
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// How many Bloom filters [`SbbfArrowWriter`] writes for a column, and so
+/// How many Bloom filters [`SbbfArrowWriter`](super::SbbfArrowWriter) writes for a column, and so
 /// which row groups a reader can skip with them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -39,7 +39,7 @@ pub enum SbbfGranularity {
 }
 
 /// A split-block filter bound for the Bloom filter of the Parquet column
-/// named `column` (see [`SbbfArrowWriter`]).
+/// named `column` (see [`SbbfArrowWriter`](super::SbbfArrowWriter)).
 ///
 /// ```
 /// use filterstore::{BitFilter, FilterParams, HashSpec, Layout};

@@ -50,7 +50,7 @@ use tail::{encode_footer, footer_start, with_filters, Counted, Placed, Tail};
 /// store's table filter, a filter built elsewhere) can only be trusted if
 /// someone checks it against every value. [`SbbfArrowWriter`] sees every
 /// batch on its way to `ArrowWriter`, so it checks each non-null value of
-/// each filtered column with arrow-rs's own [`Sbbf::check`] (the call
+/// each filtered column with arrow-rs's own [`Sbbf::check`](datafusion::parquet::bloom_filter::Sbbf::check) (the call
 /// readers make) and refuses a batch holding a value the filter lacks,
 /// before any byte of it is written. Attaching a filter to a finished file
 /// would have to read and decode the whole column again to give that
@@ -83,7 +83,7 @@ use tail::{encode_footer, footer_start, with_filters, Counted, Placed, Tail};
 /// readers probe 4-byte values, where the keys are widened to 8 bytes, so
 /// every lookup would miss. The filter must be split-block (as
 /// [`super::export_bit_filter`] requires) and at most
-/// [`BITSET_MAX_LENGTH`] (128 MiB) of bitset, the most arrow-rs writes and
+/// [`BITSET_MAX_LENGTH`](datafusion::parquet::bloom_filter::BITSET_MAX_LENGTH) (128 MiB) of bitset, the most arrow-rs writes and
 /// parquet-java reads.
 ///
 /// **Memory.** One copy of each per-file filter (its `Sbbf`, held until the
