@@ -15,16 +15,19 @@
 //! * (f) bulk loads of as many keys into new tables, through the library
 //!   and through `filterstore insert` (`store/bulk.rs`);
 //! * (g) the figures issues 22 and 28 set goals for, each against its bound
-//!   in the same run, interleaved (`store/goals.rs`, `store/guard.rs`):
+//!   in the same run, interleaved (`store/goals.rs`, `store/guard.rs`,
+//!   `store/guard_reads.rs`):
 //!   `store.buffered_batch_vs_raw_sled`, `store.durable_batch_vs_fsync_bound`
 //!   (on the VM's disk, and `.fast_sync` on ext4 on a tmpfs-backed loop
 //!   device that the bench mounts itself as root, `store/fastfs.rs`),
-//!   `guard.reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`,
+//!   `guard.reads_vs_raw_sled_get` (each subject in a process of its own)
+//!   and `guard.changed_reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`,
 //!   `guard.writes_vs_fsync_bound`, `guard.merge_keys_per_s`,
 //!   `guard.group_commit_4_writers_vs_1` (the last four also `.fast_sync`).
 //!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
 //!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures
-//!   (`guard-writes`: only its writes' figures).
+//!   (`guard-writes`: only its writes' figures; `guard-reads`: only the
+//!   reads' figures in processes of their own).
 //! * (h) a store of 10,000 tables and one of 10,000 sealed filters: create,
 //!   open, list, look up across, drop (`store/scale.rs`);
 //!   `FILTERSTORE_BENCH_ONLY=scale` runs only this part.
@@ -52,6 +55,8 @@ mod fastfs;
 mod goals;
 #[path = "store/guard.rs"]
 mod guard;
+#[path = "store/guard_reads.rs"]
+mod guard_reads;
 #[path = "store/scale.rs"]
 mod scale;
 use clock::Tick;
@@ -248,6 +253,10 @@ fn main() {
         reopen_child(Path::new(&dir));
         return;
     }
+    if let Ok(spec) = std::env::var(guard_reads::CHILD_ENV) {
+        guard_reads::child(&spec);
+        return;
+    }
     // (g) first: it wants the machine as quiet as this run leaves it.
     let goals_dir = tempfile::tempdir().unwrap();
     if let Ok(which) = std::env::var("FILTERSTORE_BENCH_PROFILE") {
@@ -277,9 +286,16 @@ fn main() {
         }
         return;
     }
+    if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("guard-reads") {
+        for r in guard_reads::guard_reads_processes(goals_dir.path()) {
+            println!("{r}");
+        }
+        return;
+    }
     if std::env::var("FILTERSTORE_BENCH_ONLY").as_deref() == Ok("guard") {
-        for r in guard::guard_reads_goal(goals_dir.path())
+        for r in guard_reads::guard_reads_processes(goals_dir.path())
             .into_iter()
+            .chain(guard::guard_reads_goal(goals_dir.path()))
             .chain(guard_writes(goals_dir.path()))
         {
             println!("{r}");
@@ -298,6 +314,7 @@ fn main() {
              fast-sync file system ({why})"
         ),
     }
+    goal_results.extend(guard_reads::guard_reads_processes(goals_dir.path()));
     goal_results.extend(guard::guard_reads_goal(goals_dir.path()));
     goal_results.extend(guard_writes(goals_dir.path()));
     goal_results.extend(scale::scale(goals_dir.path()));
