@@ -61,7 +61,12 @@ pub struct RemoteCluster {
 /// A coordinator session over the workers at `urls` (datafusion-distributed's
 /// gRPC channels). With `runtime_filters`, a rendezvous is served on
 /// `rendezvous_addr` (port 0: any free port) and its address goes into the
-/// filters' configuration, unless the configuration names one already.
+/// filters' configuration, unless the configuration names one already. A
+/// rendezvous on `0.0.0.0` or `::` needs
+/// [`RuntimeFilterConfig::advertise`], the host workers reach it by (the
+/// call fails before it binds anything without it). The rendezvous, like
+/// datafusion-distributed's workers, trusts its network: bind loopback or
+/// a private network (`docs/DATAFUSION.md`, "Trust model").
 /// Must be called inside a tokio runtime.
 ///
 /// Two workers served in this process on local ports (in production, one
@@ -155,10 +160,20 @@ pub async fn remote_cluster(
             let server = match cfg.rendezvous {
                 Some(_) => None,
                 None => {
+                    if rendezvous_addr.ip().is_unspecified() && cfg.advertise.is_none() {
+                        return Err(DataFusionError::Configuration(format!(
+                            "the rendezvous would listen on {rendezvous_addr}, which no worker \
+                             can dial: set RuntimeFilterConfig::advertise to the host workers \
+                             reach this coordinator by, or bind a specific address"
+                        )));
+                    }
                     let s = RendezvousServer::start_for(rendezvous_addr, &cfg)
                         .await
                         .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                    cfg.rendezvous = Some(s.url());
+                    cfg.rendezvous = Some(match &cfg.advertise {
+                        Some(a) => s.url_at(a).map_err(DataFusionError::Configuration)?,
+                        None => s.url(),
+                    });
                     Some(s)
                 }
             };

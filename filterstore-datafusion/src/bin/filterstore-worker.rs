@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Prints `filterstore-worker listening on http://HOST:PORT` on standard
-//! output once it accepts connections, then serves until Ctrl-C or SIGTERM,
+//! output once it accepts connections (bound to `0.0.0.0` or `::`, a note
+//! on standard error that coordinators need one of the machine's addresses
+//! and that the port must stay on a trusted network), then serves until Ctrl-C or SIGTERM,
 //! whatever its standard input is: started in the background with stdin
 //! `/dev/null`, or by a service manager, it keeps serving. With
 //! `--exit-on-stdin-close` it also stops when its standard input reaches
@@ -75,6 +77,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         };
         println!("filterstore-worker listening on http://{addr}");
+        if addr.ip().is_unspecified() {
+            // Not an address a coordinator can dial; and every address of
+            // this machine now takes plans.
+            eprintln!(
+                "filterstore-worker: listening on every address of this machine: give \
+                 coordinators one of them (http://HOST:{}); whoever reaches this port can run \
+                 plans here, so keep it on a network you trust",
+                addr.port()
+            );
+        }
         std::io::stdout().flush()?;
         filterstore_datafusion::serve_worker(listener, shutdown).await?;
         Ok::<_, Box<dyn std::error::Error>>(())

@@ -57,6 +57,13 @@ pub struct RuntimeFilterConfig {
     /// processes. `None`: taps post in their own process, which is the
     /// coordinator's in an in-memory cluster.
     pub rendezvous: Option<String>,
+    /// The host (`10.0.0.5`, `coordinator.internal`) or `host:port` that
+    /// worker processes reach the coordinator's rendezvous by, when
+    /// [`crate::remote_cluster`] serves it on an unspecified address
+    /// (`0.0.0.0` or `::`), which no worker can dial. Without a port, the
+    /// port the rendezvous was bound to. `None` (default): the bound
+    /// address itself, which must then be a specific one.
+    pub advertise: Option<String>,
     /// Place, ship and check every filter the decision table allows,
     /// whatever statistics and the built filter say (tests, measurements;
     /// never changes an answer either).
@@ -75,6 +82,7 @@ impl Default for RuntimeFilterConfig {
             check_window: 65_536,
             min_drop: 0.1,
             rendezvous: None,
+            advertise: None,
             force: false,
         }
     }

@@ -34,20 +34,27 @@ impl Workers {
     /// Starts `n` workers; fails (after stopping those started) when one
     /// does not report its address within a minute.
     pub fn start(n: usize) -> Result<Workers, String> {
+        Workers::start_on(&vec!["127.0.0.1"; n])
+    }
+
+    /// Starts one worker on each of `hosts` (loopback addresses), each on
+    /// a free port.
+    pub fn start_on(hosts: &[&str]) -> Result<Workers, String> {
         let mut w = Workers {
             children: Vec::new(),
             urls: Vec::new(),
         };
-        for _ in 0..n {
-            let url = w.spawn_one()?;
+        for host in hosts {
+            let url = w.spawn_one(host)?;
             w.urls.push(url);
         }
         Ok(w)
     }
 
-    fn spawn_one(&mut self) -> Result<Url, String> {
+    fn spawn_one(&mut self, host: &str) -> Result<Url, String> {
+        let listen = format!("{host}:0");
         let mut child = Command::new(binary())
-            .args(["--listen", "127.0.0.1:0", "--exit-on-stdin-close"])
+            .args(["--listen", &listen, "--exit-on-stdin-close"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -11,8 +11,10 @@ use crate::common::procs::{alive, Workers};
 use crate::common::tpch;
 use datafusion::physical_plan::collect;
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::remote_cluster;
 use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig};
+use filterstore_datafusion::{remote_cluster, RemoteCluster};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,22 +26,36 @@ async fn worker_processes_build_ship_and_apply_filters() {
 }
 
 async fn body() {
+    let workers = Workers::start(3).unwrap();
+    let pids = workers.pids();
+    let coordinator = filter_across(&workers, "127.0.0.1:0", None).await;
+    drop(coordinator);
+    drop(workers);
+    for pid in pids {
+        assert!(!alive(pid), "worker {pid} outlived its test");
+    }
+}
+
+/// A coordinator over `workers` with its rendezvous on `bind`, advertised
+/// as `advertise`, runs six TPC-H queries (SF 0.05) with runtime filters:
+/// the answers are single-node DataFusion's, at least four filters are
+/// built from one partial per join task, every post is taken, and the
+/// filters drop rows in the worker processes.
+async fn filter_across(workers: &Workers, bind: &str, advertise: Option<&str>) -> RemoteCluster {
     let dir = tempfile::tempdir().unwrap();
     tpch::generate(dir.path(), 0.05).unwrap();
     let single = SessionContext::new();
     tpch::register(&single, dir.path()).await.unwrap();
-    let workers = Workers::start(3).unwrap();
-    let pids = workers.pids();
-    let local = "127.0.0.1:0".parse().unwrap();
     let rule = RuntimeFilterConfig {
         min_filtered_rows: 1_000,
+        advertise: advertise.map(str::to_string),
         ..RuntimeFilterConfig::default()
     };
     let coordinator = remote_cluster(
         workers.urls.clone(),
         partitioned_join_config(3).unwrap(),
         Some(rule),
-        local,
+        bind.parse().unwrap(),
     )
     .await
     .unwrap();
@@ -88,10 +104,82 @@ async fn body() {
         dropped > 0,
         "the filters dropped no row in the worker processes"
     );
-    drop(coordinator);
-    drop(workers);
-    for pid in pids {
-        assert!(!alive(pid), "worker {pid} outlived its test");
+    coordinator
+}
+
+/// Workers on 127.0.0.3, .4 and .5; the coordinator's rendezvous on
+/// 127.0.0.2, advertised as a forwarder on 127.0.0.6 (a port of its own, as
+/// behind a NAT or a proxy): every filter built reaches every probe task
+/// through the advertised address (the forwarder carries the workers'
+/// connections), and the answers are single-node DataFusion's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_and_workers_on_distinct_addresses_filter_by_the_advertised_rendezvous() {
+    tokio::time::timeout(Duration::from_secs(600), distinct_addresses())
+        .await
+        .expect("the distinct-address test timed out");
+}
+
+async fn distinct_addresses() {
+    let workers = Workers::start_on(&["127.0.0.3", "127.0.0.4", "127.0.0.5"]).unwrap();
+    for (url, host) in workers
+        .urls
+        .iter()
+        .zip(["127.0.0.3", "127.0.0.4", "127.0.0.5"])
+    {
+        assert_eq!(url.host_str(), Some(host), "{url}");
+    }
+    // The rendezvous's port is known once it is bound: take a free one on
+    // 127.0.0.2 first, then forward 127.0.0.6 to it.
+    let port = std::net::TcpListener::bind("127.0.0.2:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let target: SocketAddr = format!("127.0.0.2:{port}").parse().unwrap();
+    let forwarder = tokio::net::TcpListener::bind("127.0.0.6:0").await.unwrap();
+    let advertised = forwarder.local_addr().unwrap().to_string();
+    let carried = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&carried);
+    let forwarding = tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = forwarder.accept().await {
+            counted.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    let coordinator = filter_across(&workers, &target.to_string(), Some(&advertised)).await;
+    let url = coordinator.rendezvous.as_ref().unwrap().url();
+    assert_eq!(url, format!("http://{target}"));
+    assert!(
+        carried.load(Ordering::Relaxed) > 0,
+        "no worker reached the rendezvous by its advertised address {advertised}"
+    );
+    forwarding.abort();
+}
+
+/// A rendezvous on an unspecified address without an advertised host is
+/// refused before anything is bound: workers would be sent
+/// `http://0.0.0.0:…`, which dials nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rendezvous_on_every_address_without_an_advertised_host_is_refused() {
+    for any in ["0.0.0.0:0", "[::]:0"] {
+        let refused = remote_cluster(
+            Vec::new(),
+            partitioned_join_config(3).unwrap(),
+            Some(RuntimeFilterConfig::default()),
+            any.parse().unwrap(),
+        )
+        .await;
+        let Err(e) = refused else {
+            panic!("{any}: a rendezvous workers cannot dial was started");
+        };
+        assert!(
+            e.to_string().contains("RuntimeFilterConfig::advertise"),
+            "{any}: {e}"
+        );
     }
 }
 

@@ -166,9 +166,24 @@ impl RendezvousServer {
         }
     }
 
-    /// The address workers post to, as `http://host:port`.
+    /// The address workers post to, as `http://host:port`: the address
+    /// bound (for one bound to `0.0.0.0` or `::`, see [`Self::url_at`]).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The address workers post to when they reach this server by
+    /// `advertise`: a host (`10.0.0.5`, `[fd00::5]`, `coordinator.internal`),
+    /// to which the bound port is added, or a `host:port` (a port that
+    /// forwards to this one). Refuses what is not a host of an `http` URL.
+    pub fn url_at(&self, advertise: &str) -> Result<String, String> {
+        advertised_url(advertise, self.addr.port())
+    }
+
+    /// Whether this server listens on every address (`0.0.0.0` or `::`):
+    /// its [`Self::url`] is then no address a worker can dial.
+    pub fn is_unspecified(&self) -> bool {
+        self.addr.ip().is_unspecified()
     }
 }
 
@@ -177,6 +192,34 @@ impl Drop for RendezvousServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+}
+
+/// The `http://host:port` of `advertise` ([`RendezvousServer::url_at`]),
+/// `port` added to a host without one.
+pub(super) fn advertised_url(advertise: &str, port: u16) -> Result<String, String> {
+    let with_port = match advertise.parse::<std::net::IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, port).to_string(),
+        Err(_) if advertise.starts_with('[') && advertise.ends_with(']') => {
+            format!("{advertise}:{port}")
+        }
+        Err(_) if advertise.contains(':') => advertise.to_string(),
+        Err(_) => format!("{advertise}:{port}"),
+    };
+    let url = format!("http://{with_port}");
+    match url::Url::parse(&url) {
+        Ok(u)
+            if u.host().is_some()
+                && u.port_or_known_default().is_some()
+                && u.path() == "/"
+                && u.query().is_none()
+                && u.username().is_empty() =>
+        {
+            Ok(url)
+        }
+        _ => Err(format!(
+            "advertised rendezvous address {advertise:?} is not a host or host:port"
+        )),
     }
 }
 

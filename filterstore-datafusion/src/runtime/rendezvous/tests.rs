@@ -389,3 +389,30 @@ async fn a_filter_over_a_mebibyte_reaches_a_fetch_across_processes() {
         .step_by(97)
         .all(|k| got.contains(&k.to_le_bytes())));
 }
+
+#[test]
+fn an_advertised_host_gets_the_bound_port_and_a_bad_one_is_refused() {
+    let url = |a: &str| service::advertised_url(a, 50051);
+    assert_eq!(url("10.0.0.5").unwrap(), "http://10.0.0.5:50051");
+    assert_eq!(url("fd00::5").unwrap(), "http://[fd00::5]:50051");
+    assert_eq!(url("[fd00::5]").unwrap(), "http://[fd00::5]:50051");
+    assert_eq!(
+        url("coordinator.internal").unwrap(),
+        "http://coordinator.internal:50051"
+    );
+    // A port of its own: one that forwards to the bound one.
+    assert_eq!(url("10.0.0.5:8815").unwrap(), "http://10.0.0.5:8815");
+    assert_eq!(url("[fd00::5]:8815").unwrap(), "http://[fd00::5]:8815");
+    for bad in [
+        "",
+        "10.0.0.5:99999",
+        "host/path",
+        "http://10.0.0.5",
+        "user@host",
+        "host?x=1",
+        "a b",
+    ] {
+        let e = url(bad).unwrap_err();
+        assert!(e.contains("not a host or host:port"), "{bad:?}: {e}");
+    }
+}
