@@ -11,7 +11,9 @@
 //! the scale factor (default 1; the data is generated once by `tpcdsgen`
 //! into `$CARGO_TARGET_DIR/tpcds/sf<SF>/`), `TPCDS_RUNS` the runs per query
 //! and mode (default 3), `TPCDS_QUERIES` a subset (e.g. `64,72,85`),
-//! `TPCDS_CLUSTERS` `memory`, `process` or `memory,process` (default).
+//! `TPCDS_CLUSTERS` any of `memory`, `process` and `net` (default `memory,process`;
+//! `net`, as root: the process cluster on a loopback limited to `TPCDS_NET`,
+//! default `1gbit`: `RESULT tpcds.net.…`).
 
 #[path = "../tests/common/tpch.rs"]
 mod tpch;
@@ -21,7 +23,9 @@ mod tpcds;
 
 mod cluster;
 
-use cluster::{cache, cpu, env, explain_all, loadavg, memory, processes, run_all, Res};
+use cluster::{
+    cache, cpu, env, explain_all, loadavg, memory, net_outside, processes, run_all, Res,
+};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::RuntimeFilterConfig;
@@ -55,6 +59,8 @@ async fn main() -> Res<()> {
         let (sessions, prefix) = match kind.trim() {
             "memory" => (memory(&rule)?, "tpcds"),
             "process" => (processes(&rule).await?, "tpcds.proc"),
+            "net" if net_outside("tpcds") => continue,
+            "net" => (processes(&rule).await?, "tpcds.net"),
             other => return Err(format!("unknown cluster kind {other}").into()),
         };
         for ctx in [&sessions.without, &sessions.with, &sessions.forced] {

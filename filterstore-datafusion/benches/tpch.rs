@@ -10,7 +10,10 @@
 //! scale factor (default 1; the data is generated once into
 //! `$CARGO_TARGET_DIR/tpch/sf<SF>/`), `TPCH_RUNS` the runs per query and mode
 //! (default 3), `TPCH_QUERIES` a subset (e.g. `3,17,18`), `TPCH_CLUSTERS`
-//! `memory`, `process` or `memory,process` (default).
+//! any of `memory`, `process` and `net` (default `memory,process`). `net`
+//! (as root) is the process cluster inside a network namespace whose
+//! loopback `tc` limits to `TPCH_NET` (default `1gbit`), shared by all of
+//! its traffic: `RESULT tpch.net.…` (`cluster/mod.rs`, `net_outside`).
 
 #[path = "../tests/common/tpch.rs"]
 mod tpch;
@@ -18,7 +21,7 @@ mod tpch;
 mod cluster;
 
 use cluster::cache::data_dir;
-use cluster::{cpu, env, explain_all, loadavg, memory, processes, run_all, Res};
+use cluster::{cpu, env, explain_all, loadavg, memory, net_outside, processes, run_all, Res};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::RuntimeFilterConfig;
@@ -62,6 +65,8 @@ async fn main() -> Res<()> {
         let (sessions, prefix) = match kind.trim() {
             "memory" => (memory(&rule)?, "tpch"),
             "process" => (processes(&rule).await?, "tpch.proc"),
+            "net" if net_outside("tpch") => continue,
+            "net" => (processes(&rule).await?, "tpch.net"),
             other => return Err(format!("unknown cluster kind {other}").into()),
         };
         for ctx in [&sessions.without, &sessions.with, &sessions.forced] {

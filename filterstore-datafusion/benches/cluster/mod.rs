@@ -8,8 +8,11 @@
 //! process cluster).
 //!
 //! Environment: `<W>_RUNS` runs per query and mode (default 3), `<W>_QUERIES`
-//! a comma-separated subset, `<W>_CLUSTERS` `memory`, `process` or both
-//! (default), where `<W>` is the workload's name in capitals.
+//! a comma-separated subset, `<W>_CLUSTERS` any of `memory`, `process` and
+//! `net` (default `memory,process`), where `<W>` is the workload's name in
+//! capitals. `net` is the process cluster on a rate-limited network
+//! ([`net_outside`], as root; `<W>_NET` the rate, default `1gbit`), its
+//! figures `<workload>.net.<name>`.
 
 #![allow(dead_code)]
 
@@ -21,6 +24,9 @@ pub mod in_memory;
 
 #[path = "../../tests/common/metrics.rs"]
 pub mod metrics;
+
+#[path = "../../tests/common/netns.rs"]
+pub mod netns;
 
 /// Generated data kept between runs (shared with the tests).
 #[path = "../../tests/common/cache.rs"]
@@ -174,6 +180,36 @@ pub fn memory(rule: &RuntimeFilterConfig) -> Res<Sessions> {
 
 /// Sessions over 3 `filterstore-worker` processes (started here, stopped
 /// when the sessions are dropped).
+/// Cluster kind `net`: the process cluster inside a network namespace whose
+/// loopback is limited to `<W>_NET` (default `1gbit`; `tests/common/
+/// netns.rs`). Outside the namespace, runs this bench again inside one,
+/// with `<W>_CLUSTERS=net`, and returns `true` (done; or skipped, said,
+/// where the namespace cannot be made); inside, returns `false`: the
+/// caller runs the process cluster, its figures prefixed `<w>.net`.
+pub fn net_outside(workload: &str) -> bool {
+    if std::env::var(netns::INSIDE).is_ok() {
+        return false;
+    }
+    let upper = workload.to_uppercase();
+    let rate = std::env::var(format!("{upper}_NET")).unwrap_or_else(|_| "1gbit".into());
+    match netns::Netns::create(workload, &rate) {
+        Err(why) => println!("== net cluster skipped, no {workload}.net figures: {why}"),
+        Ok(ns) => {
+            println!("== net cluster: 3 worker processes and the coordinator, loopback limited to {rate}");
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            let clusters = format!("{upper}_CLUSTERS");
+            if let Err(e) = ns.run_self(&args, &[(clusters.as_str(), "net")]) {
+                println!("== net cluster failed: {e}");
+            }
+            println!(
+                "loopback queue after the run: {}",
+                ns.qdisc().replace('\n', " ")
+            );
+        }
+    }
+    true
+}
+
 pub async fn processes(rule: &RuntimeFilterConfig) -> Res<Sessions> {
     let workers = procs::Workers::start(3)?;
     let local = "127.0.0.1:0".parse()?;

@@ -4,6 +4,7 @@ pub mod cache;
 pub mod cluster;
 pub mod data;
 pub mod metrics;
+pub mod netns;
 pub mod procs;
 pub mod star;
 pub mod tpcds;

@@ -7,6 +7,7 @@
 
 use crate::common::cluster::partitioned_join_config;
 use crate::common::metrics::{executed_plan, is_bloom_filter, sum_metric};
+use crate::common::netns;
 use crate::common::procs::{alive, Workers};
 use crate::common::tpch;
 use datafusion::physical_plan::collect;
@@ -181,6 +182,57 @@ async fn a_rendezvous_on_every_address_without_an_advertised_host_is_refused() {
             "{any}: {e}"
         );
     }
+}
+
+/// The process cluster on a network that costs: this test runs again
+/// inside a network namespace whose loopback is limited to 100 Mbit/s
+/// (`tests/common/netns.rs`), where the coordinator starts its three
+/// workers; the answers are single-node DataFusion's and the filters are
+/// built, applied and refused nothing, as on a free loopback. The
+/// namespace's queue must have carried the run's traffic. Needs root: else
+/// skipped, and said (`FILTERSTORE_REQUIRE_NETNS=1` makes that a failure).
+#[test]
+fn worker_processes_on_a_rate_limited_network_filter_as_on_loopback() {
+    const NAME: &str =
+        "processes::worker_processes_on_a_rate_limited_network_filter_as_on_loopback";
+    if std::env::var(netns::INSIDE).is_ok() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(600), async {
+                let workers = Workers::start(3).unwrap();
+                drop(filter_across(&workers, "127.0.0.1:0", None).await);
+            })
+            .await
+            .expect("the rate-limited process cluster timed out")
+        });
+        return;
+    }
+    let ns = match netns::Netns::create("test", "100mbit") {
+        Ok(ns) => ns,
+        Err(why) if std::env::var("FILTERSTORE_REQUIRE_NETNS").is_err() => {
+            eprintln!("skipped, no rate-limited network: {why}");
+            return;
+        }
+        Err(why) => panic!("FILTERSTORE_REQUIRE_NETNS is set and: {why}"),
+    };
+    let args = [NAME, "--exact", "--nocapture", "--test-threads=1"].map(String::from);
+    ns.run_self(&args, &[]).unwrap();
+    let queue = ns.qdisc();
+    let sent: u64 = queue
+        .split_whitespace()
+        .skip_while(|w| *w != "Sent")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte count in {queue:?}"));
+    eprintln!("the limited loopback's queue after the run: {queue}");
+    assert!(
+        sent > 1 << 20,
+        "{sent} bytes through the limited loopback: the run did not cross it ({queue})"
+    );
 }
 
 #[test]
