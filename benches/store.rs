@@ -23,7 +23,8 @@
 //!   `guard.reads_vs_raw_sled_get` (each subject in a process of its own)
 //!   and `guard.changed_reads_vs_raw_sled_get`, `guard.writes_vs_raw_sled_insert`,
 //!   `guard.writes_vs_fsync_bound`, `guard.merge_keys_per_s`,
-//!   `guard.group_commit_4_writers_vs_1` (the last four also `.fast_sync`).
+//!   `guard.buffered_writes_vs_durable`, `guard.group_commit_4_writers_vs_1`
+//!   (the last five also `.fast_sync`).
 //!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
 //!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures
 //!   (`guard-writes`: only its writes' figures; `guard-reads`: only the
@@ -510,11 +511,13 @@ fn main() {
 /// bytes and the sync weighs as it would there).
 fn guard_writes(dir: &std::path::Path) -> Vec<String> {
     let mut results = guard::guard_writes_goal(dir, "");
+    results.extend(guard::guard_buffered_goal(dir, ""));
     results.extend(guard::guard_group_goal(dir, ""));
     match fastfs::FastFs::mount() {
         Ok(fs) => {
             println!("(g) fast-sync file system: {}", fs.describe());
             results.extend(guard::guard_writes_goal(&fs.path(), ".fast_sync"));
+            results.extend(guard::guard_buffered_goal(&fs.path(), ".fast_sync"));
             results.extend(guard::guard_group_goal(&fs.path(), ".fast_sync"));
         }
         Err(why) => println!(

@@ -104,7 +104,9 @@ pub use guard::{
 };
 // The guard storage's limits: the largest key and value, and the items per call.
 #[cfg(feature = "store")]
-pub use guard::{GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE, MERGE_AT, WAIT_AT};
+pub use guard::{
+    GUARD_GROUP, GUARD_PENDING_LIMIT, MAX_GUARD_KEY, MAX_GUARD_VALUE, MERGE_AT, WAIT_AT,
+};
 
 /// Unstable internals for the fuzz crate and the byte-level format tests
 /// (feature `test-internals`): the raw frame and metadata encoders and the

@@ -31,6 +31,9 @@
 //!   adds to it, this one does not.
 //! * `guard.merge_keys_per_s`: the merge of every change written above into
 //!   the sled base (keys per second; what a background merge sustains).
+//! * `guard.buffered_writes_vs_durable`: writes of 10 changes at
+//!   `Durability::Buffered` with a flush after every 100 of them, over the
+//!   same writes each durable ([`guard_buffered_goal`]).
 //! * `guard.group_commit_4_writers_vs_1`: four threads each calling
 //!   `write_diff` with batches of 100 changes, in keys per second, over one
 //!   thread doing the same, interleaved round by round: what group commit
@@ -38,7 +41,9 @@
 
 use super::clock::Tick;
 use super::goals::{key16, load1, spread, Total};
-use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec};
+use filterstore::{
+    Change, DiffStorage, Durability, FilterStore, Guard, SledDiffStorage, TableSpec,
+};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -430,5 +435,63 @@ pub fn guard_group_goal(dir: &Path, suffix: &str) -> Vec<String> {
     );
     vec![format!(
         "RESULT guard.group_commit_4_writers_vs_1{suffix} {ratio:.3} x"
+    )]
+}
+
+/// Rounds of the buffered-write figure; in each, each subject writes
+/// `SMALL_WRITES` writes of `SMALL` changes.
+const BUFFERED_ROUNDS: usize = 7;
+const SMALL: u64 = 10;
+const SMALL_WRITES: u64 = 100;
+
+/// `guard.buffered_writes_vs_durable`: `write_diff_with(Buffered)` of
+/// writes of 10 changes, with one `flush_diff` after every 100 of them (a
+/// host that commits a group of small writes at once), in keys per second
+/// (the flush inside the time), over `write_diff` of the same writes, each
+/// durable: one sync per 1,000 changes against one per 10. Interleaved
+/// round by round.
+pub fn guard_buffered_goal(dir: &Path, suffix: &str) -> Vec<String> {
+    let store = FilterStore::open(dir.join("guard-buffered")).unwrap();
+    let storage = SledDiffStorage::open(&store, "b").unwrap();
+    let mut totals = [Total::default(); 2];
+    let mut ratios = Vec::new();
+    let mut next = 0u64;
+    for round in 0..BUFFERED_ROUNDS {
+        let mut rates = [0.0; 2];
+        for j in 0..2 {
+            let which = (round + j) % 2;
+            let writes: Vec<Vec<(Vec<u8>, Change)>> = (0..SMALL_WRITES)
+                .map(|w| {
+                    let first = (next + w) * SMALL;
+                    (first..first + SMALL)
+                        .map(|i| (key16(i, 8).to_vec(), Change::Put(vec![9u8; 64])))
+                        .collect()
+                })
+                .collect();
+            next += SMALL_WRITES;
+            let t0 = Instant::now();
+            for w in &writes {
+                match which {
+                    0 => storage.write_diff_with(w, Durability::Buffered).unwrap(),
+                    _ => storage.write_diff(w).unwrap(),
+                }
+            }
+            if which == 0 {
+                storage.flush_diff().unwrap();
+            }
+            rates[which] = totals[which].add((SMALL * SMALL_WRITES) as f64, t0.elapsed());
+        }
+        ratios.push(rates[0] / rates[1]);
+    }
+    let (lo, med, hi) = spread(&mut ratios);
+    let ratio = totals[0].rate() / totals[1].rate();
+    println!(
+        "(g) buffered writes{suffix}, {SMALL_WRITES} writes of {SMALL} changes per round, {BUFFERED_ROUNDS} rounds: buffered + one flush {:.0} keys/s; each durable {:.0} keys/s: {ratio:.2}x (rounds {lo:.2}-{hi:.2}, median {med:.2}); load1 {}",
+        totals[0].rate(),
+        totals[1].rate(),
+        load1()
+    );
+    vec![format!(
+        "RESULT guard.buffered_writes_vs_durable{suffix} {ratio:.3} x"
     )]
 }

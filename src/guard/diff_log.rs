@@ -27,6 +27,18 @@
 //! the next merge: applying a change is idempotent, and the logs left are
 //! the newest ones, so the base ends with the newest change of every key.
 //!
+//! **Buffered writes** ([`append_buffered`](DiffLog::append_buffered), a
+//! guard write at [`Durability::Buffered`](crate::Durability)) are
+//! readable at once and held in memory, in the order they were made, until
+//! the next durable write, [`flush`](DiffLog::flush), freeze or drop writes
+//! them into the log ahead of whatever comes with it, as one record synced
+//! like any other. So the log's bytes are those of durable writes only, and
+//! the rule that a record is written only after the one before it was
+//! synced holds: a buffered change is lost by a crash before its flush
+//! (the guard's filter insert, made durable first, then only costs a false
+//! positive), never half-written. Holding the log's lock to buffer a write
+//! keeps the index's order of the changes the log's.
+//!
 //! Each part keeps its logs' records as they were appended and maps every
 //! changed key to its newest change in them (`diff_index.rs`). The index's
 //! memory (the records, and [`ENTRY_OVERHEAD`] bytes per change) is
@@ -34,10 +46,16 @@
 //! write over the budget is refused and nothing is written.
 
 use super::diff_index::{key_hash, ChangeRef, Part, ENTRY_OVERHEAD};
+use super::diff_pending::{
+    commit_pending, outcome_error, write_pending, Failure, Outcome, Pending,
+};
 use super::sled_error::SledDiffError;
+use super::sled_error::GUARD_PENDING_LIMIT;
 use super::storage::Change;
 use crate::store::budget::{self, Reservation};
-use crate::store::disk::catalog_log::{encode_ops_into, encode_record_into, Op, RECORD_HEAD};
+use crate::store::disk::catalog_log::{
+    encode_ops_into, encode_record_into, seal_record, Op, RECORD_HEAD,
+};
 use crate::store::disk::guard_log::{self, GuardLog, ReadError, MAX_RECORD};
 use crate::store::disk::CommitError;
 use crate::store::StoreError;
@@ -85,18 +103,6 @@ struct Queued {
     memory: Reservation,
 }
 
-/// What a write's group came to: the active log's length, or why not.
-type Outcome = Result<u64, (Failure, std::io::ErrorKind, String)>;
-
-/// How a group's record failed.
-#[derive(Clone, Copy)]
-enum Failure {
-    /// Nothing written (the log's write failed, or an earlier one did).
-    Before,
-    /// Its sync failed: the outcome is unknown.
-    After,
-}
-
 /// The writes waiting, and the outcomes not yet taken by their writers.
 #[derive(Default)]
 struct Queue {
@@ -140,6 +146,8 @@ pub(crate) struct DiffLog {
     name: String,
     /// The log appended to; appends and freezes are serialised here.
     writer: Mutex<GuardLog>,
+    /// Buffered changes not yet written (only locked with `writer` held).
+    pending: Mutex<Pending>,
     /// Writes waiting for a record (group commit). Never locked while
     /// waiting for `writer`.
     queue: Mutex<Queue>,
@@ -234,6 +242,7 @@ impl DiffLog {
             stem,
             name: name.to_string(),
             writer: Mutex::new(log),
+            pending: Mutex::new(Pending::default()),
             queue: Mutex::new(Queue::default()),
             served: Condvar::new(),
             index: RwLock::new(Index {
@@ -299,6 +308,41 @@ impl DiffLog {
     /// failed sync leaves the outcome unknown (said in the error), and the
     /// log takes no more changes until the storage is opened again.
     pub(crate) fn append(&self, changes: &[(Vec<u8>, Change)]) -> Result<u64, SledDiffError> {
+        let (ops, memory) = self.prepare(changes)?;
+        let mut queue = self.queue.lock();
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push_back(Queued {
+            ticket,
+            ops,
+            count: changes.len() as u32,
+            memory,
+        });
+        loop {
+            if let Some(outcome) = queue.done.remove(&ticket) {
+                return outcome.map_err(|(failure, kind, what)| outcome_error(failure, kind, what));
+            }
+            if queue.leading {
+                self.served.wait(&mut queue);
+                continue;
+            }
+            queue.leading = true;
+            drop(queue);
+            let outcomes = self.commit_group();
+            queue = self.queue.lock();
+            queue.leading = false;
+            queue.done.extend(outcomes);
+            self.served.notify_all();
+        }
+    }
+
+    /// `changes` as a record's body (room for its head and op count, then
+    /// the ops), and the index's memory for them reserved: refused, with
+    /// nothing done, over [`MAX_RECORD`] bytes or over the budget.
+    fn prepare(
+        &self,
+        changes: &[(Vec<u8>, Change)],
+    ) -> Result<(Vec<u8>, Reservation), SledDiffError> {
         let record = GuardLog::record_len(ops_of(changes));
         if record > MAX_RECORD {
             return Err(SledDiffError::Store(StoreError::Io {
@@ -320,40 +364,58 @@ impl DiffLog {
         let mut ops = Vec::with_capacity(record);
         ops.resize(RECORD_HEAD + 4, 0);
         encode_ops_into(&mut ops, ops_of(changes));
-        let mut queue = self.queue.lock();
-        let ticket = queue.next_ticket;
-        queue.next_ticket += 1;
-        queue.waiting.push_back(Queued {
-            ticket,
-            ops,
-            count: changes.len() as u32,
-            memory,
-        });
-        loop {
-            if let Some(outcome) = queue.done.remove(&ticket) {
-                return outcome.map_err(|(failure, kind, what)| {
-                    let source = std::io::Error::new(kind, what);
-                    match failure {
-                        Failure::Before => SledDiffError::Store(StoreError::Io {
-                            op: "writing the guard's differential file (nothing was written)",
-                            source,
-                        }),
-                        Failure::After => SledDiffError::OutcomeUnknown { source },
-                    }
-                });
-            }
-            if queue.leading {
-                self.served.wait(&mut queue);
-                continue;
-            }
-            queue.leading = true;
-            drop(queue);
-            let outcomes = self.commit_group();
-            queue = self.queue.lock();
-            queue.leading = false;
-            queue.done.extend(outcomes);
-            self.served.notify_all();
+        Ok((ops, memory))
+    }
+
+    /// Makes `changes` readable at once and holds them for the log (module
+    /// docs: lost by a crash before the next durable write, flush, freeze
+    /// or drop); returns the active log's length. If the changes held would
+    /// pass [`GUARD_PENDING_LIMIT`] bytes, they are first written as one
+    /// record and synced, and an error of that write is this call's (the
+    /// changes of this call are then not made); changes whose record alone
+    /// is larger are written as [`append`](DiffLog::append) writes them.
+    /// Refused, with nothing done, once a write or sync of the log has
+    /// failed.
+    pub(crate) fn append_buffered(
+        &self,
+        changes: &[(Vec<u8>, Change)],
+    ) -> Result<u64, SledDiffError> {
+        let (mut record, memory) = self.prepare(changes)?;
+        if record.len() > GUARD_PENDING_LIMIT {
+            // Larger than the buffer: written as a durable write is.
+            drop((record, memory));
+            return self.append(changes);
         }
+        let mut log = self.writer.lock();
+        let mut pending = self.pending.lock();
+        if log.has_failed() {
+            return Err(outcome_error(
+                Failure::Before,
+                std::io::ErrorKind::Other,
+                "an earlier write or sync of this guard log failed: it takes no more changes \
+                 until the storage is opened again"
+                    .into(),
+            ));
+        }
+        if pending.ops.len() + record.len() > GUARD_PENDING_LIMIT {
+            write_pending(&mut log, &mut pending)?;
+        }
+        pending.ops.extend_from_slice(&record[RECORD_HEAD + 4..]);
+        pending.count += changes.len() as u32;
+        seal_record(&mut record, 0, changes.len() as u32);
+        let mut index = self.index.write();
+        index.active.push(self.seed, record);
+        index.active_memory.join(memory);
+        Ok(log.len())
+    }
+
+    /// Writes the buffered changes into the log as one record and syncs
+    /// it; nothing to do without any. An error is the record's (see
+    /// [`append`](DiffLog::append)).
+    pub(crate) fn flush(&self) -> Result<(), SledDiffError> {
+        let mut log = self.writer.lock();
+        let mut pending = self.pending.lock();
+        write_pending(&mut log, &mut pending)
     }
 
     /// Commits the writes queued (as many as one record holds, at least
@@ -387,7 +449,29 @@ impl DiffLog {
             memory.join(q.memory);
             tickets.push(q.ticket);
         }
-        let outcome: Outcome = match log.commit(&mut record, count) {
+        // Buffered changes go into the log ahead of the group (they were
+        // made, and are indexed, before it); the index gets the group's.
+        let committed = {
+            let mut pending = self.pending.lock();
+            if pending.count == 0 {
+                log.commit(&mut record, count)
+            } else if pending.ops.len() + record.len() > MAX_RECORD {
+                // Together over one record's limit (which recovery's
+                // search for whole records past a torn one relies on): two
+                // records, in order.
+                commit_pending(&mut log, &mut pending).and_then(|()| log.commit(&mut record, count))
+            } else {
+                let mut with = Vec::with_capacity(pending.ops.len() + record.len());
+                with.extend_from_slice(&record[..RECORD_HEAD + 4]);
+                with.extend_from_slice(&pending.ops);
+                with.extend_from_slice(&record[RECORD_HEAD + 4..]);
+                let all = count + pending.count;
+                *pending = Pending::default();
+                seal_record(&mut record, 0, count);
+                log.commit(&mut with, all)
+            }
+        };
+        let outcome: Outcome = match committed {
             Ok(()) => {
                 let mut index = self.index.write();
                 index.active.push(self.seed, record);
@@ -404,6 +488,8 @@ impl DiffLog {
     /// one (a merge that failed, or one cut short by a restart, left it),
     /// else the active part, frozen now (a new log begun first, so that
     /// later appends go there). Empty when there is nothing to merge.
+    /// The buffered changes, which the active part holds, are first written
+    /// into its log (one record, one sync).
     pub(crate) fn freeze(&self) -> Result<Arc<Frozen>, StoreError> {
         let mut log = self.writer.lock();
         {
@@ -412,6 +498,15 @@ impl DiffLog {
                 return Ok(index.frozen.clone());
             }
         }
+        // The buffered changes are in the active part: into its log first.
+        write_pending(&mut log, &mut self.pending.lock()).map_err(|e| match e {
+            SledDiffError::Store(e) => e,
+            other => StoreError::Io {
+                op: "writing the buffered changes into the guard's differential file before a \
+                     merge (nothing was merged)",
+                source: std::io::Error::other(other.to_string()),
+            },
+        })?;
         let next = GuardLog::create(&self.dir, &self.stem, log.generation() + 1)
             .map_err(io_err("creating the guard's differential file"))?;
         let old = std::mem::replace(&mut *log, next);
@@ -453,11 +548,20 @@ impl DiffLog {
             guard_log::remove(&self.dir, &self.stem, generation)
                 .map_err(io_err("deleting a guard log"))?;
         }
+        *self.pending.lock() = Pending::default();
         let mut index = self.index.write();
         index.active = Part::default();
         index.active_memory = Reservation::none();
         index.frozen = Arc::new(Frozen::none());
         Ok(())
+    }
+}
+
+impl Drop for DiffLog {
+    /// Writes the buffered changes (best effort: a failure loses them, as a
+    /// crash would).
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 

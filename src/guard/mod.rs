@@ -49,11 +49,14 @@ use thiserror::Error;
 
 mod diff_index;
 mod diff_log;
+mod diff_pending;
 mod sled_error;
 mod sled_storage;
 mod storage;
 mod value;
-pub use sled_error::{SledDiffError, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VALUE};
+pub use sled_error::{
+    SledDiffError, GUARD_GROUP, GUARD_PENDING_LIMIT, MAX_GUARD_KEY, MAX_GUARD_VALUE,
+};
 pub use sled_storage::{SledDiffStorage, MERGE_AT, WAIT_AT};
 pub use storage::{Change, DiffStorage};
 pub use value::GuardValue;
@@ -326,6 +329,22 @@ impl<S: DiffStorage> Guard<S> {
     /// an insert that was durable before the turn passed on, so no commit
     /// is ever readable before its key's filter bits are durable).
     pub fn write(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), GuardError<S::Error>> {
+        self.write_with(changes, Durability::Durable)
+    }
+
+    /// [`write`](Guard::write), the changes committed at `durability`
+    /// ([`DiffStorage::write_diff_with`]: with [`SledDiffStorage`], a
+    /// [`Durability::Buffered`] change is readable at once and durable at
+    /// the next durable write or [`flush`](Guard::flush), and a crash before
+    /// that loses it; the other levels are durable when this returns). The
+    /// filter inserts are durable whatever the level: a change that
+    /// survives a crash is never hidden by a filter that lost its key, and
+    /// a lost buffered change leaves only a false positive.
+    pub fn write_with(
+        &self,
+        changes: &[(Vec<u8>, Change)],
+        durability: Durability,
+    ) -> Result<(), GuardError<S::Error>> {
         let _w = self.writers.read();
         {
             let _turn = self.filter_inserts.lock();
@@ -340,8 +359,14 @@ impl<S: DiffStorage> Guard<S> {
             }
         }
         self.storage
-            .write_diff(changes)
+            .write_diff_with(changes, durability)
             .map_err(GuardError::Storage)
+    }
+
+    /// Makes every change written so far durable
+    /// ([`DiffStorage::flush_diff`]: the buffered ones).
+    pub fn flush(&self) -> Result<(), GuardError<S::Error>> {
+        self.storage.flush_diff().map_err(GuardError::Storage)
     }
 
     /// Merges the differential file into the base, then clears the filter.

@@ -5,6 +5,14 @@ use crate::sled_engine as engine;
 use crate::store::StoreError;
 use thiserror::Error;
 
+/// Bytes of buffered changes (guard writes at
+/// [`Durability::Buffered`](crate::Durability)) a
+/// [`SledDiffStorage`](super::SledDiffStorage) holds before the next
+/// buffered write first writes them into its differential file (one
+/// record, one sync): what a crash can lose is bounded, and so is the copy
+/// they take beside the index.
+pub const GUARD_PENDING_LIMIT: usize = 1 << 20;
+
 /// The longest key [`SledDiffStorage`](super::SledDiffStorage) takes, in bytes.
 pub const MAX_GUARD_KEY: usize = engine::MAX_KEY;
 /// The longest value [`SledDiffStorage`](super::SledDiffStorage) takes, in bytes.

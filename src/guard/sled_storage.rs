@@ -7,7 +7,7 @@ use super::sled_error::{SledDiffError, GUARD_GROUP, MAX_GUARD_KEY, MAX_GUARD_VAL
 use super::storage::{Change, DiffStorage};
 use super::value::{GuardValue, Repr};
 use crate::sled_engine as engine;
-use crate::store::{FilterStore, StoreError};
+use crate::store::{Durability, FilterStore, StoreError};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -26,7 +26,10 @@ use std::thread::JoinHandle;
 ///   whatever its size, all or none of it durable (a record is whole or not
 ///   there). Records are written one at a time and synced outside that
 ///   turn: writers that arrive while a sync runs share the next one (group
-///   commit).
+///   commit). A write at [`Durability::Buffered`]
+///   ([`write_diff_with`](DiffStorage::write_diff_with)) is readable at once
+///   and held in memory until the next durable write or
+///   [`flush_diff`](DiffStorage::flush_diff).
 /// * **Reads** of the differential file look in the index (a read lock, no
 ///   I/O); reads of the base are sled gets on the caller's thread.
 /// * **Merges**: when the log passes [`MERGE_AT`] bytes, a new log is
@@ -56,8 +59,8 @@ use std::thread::JoinHandle;
 /// is charged to the store's memory budget, and a write over it is refused
 /// with nothing written. [`load_base`](SledDiffStorage::load_base) and
 /// [`clear`](SledDiffStorage::clear) are atomic per group of
-/// [`GUARD_GROUP`] records. Every operation is durable against power loss
-/// when it returns.
+/// [`GUARD_GROUP`] records. Every operation but a buffered write is
+/// durable against power loss when it returns.
 ///
 /// Measured by `cargo bench --bench diffguard` and `cargo bench --bench
 /// store` (`RESULT guard.reads_vs_raw_sled_get`,
@@ -440,6 +443,25 @@ impl DiffStorage for SledDiffStorage {
     /// against the size limits; may start a background merge, or wait for
     /// one when the log is at [`WAIT_AT`] bytes.
     fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), SledDiffError> {
+        self.write_diff_with(changes, Durability::Durable)
+    }
+
+    /// [`write_diff`](DiffStorage::write_diff) at `durability`: `Durable`
+    /// and `ProcessCrashSafe` both append a synced record (a record written
+    /// unsynced could be torn by a power cut behind a later synced one,
+    /// which recovery must read as damage); `Buffered` makes the changes
+    /// readable at once and holds them in memory, in order, until the next
+    /// durable write, [`flush_diff`](DiffStorage::flush_diff), merge (in the
+    /// background too) or the drop of the storage (its last handle) writes
+    /// them as one synced record, or a buffer
+    /// of [`GUARD_PENDING_LIMIT`](crate::GUARD_PENDING_LIMIT) bytes is full (the next buffered write
+    /// writes it first). A crash loses the buffered changes, never part of
+    /// one.
+    fn write_diff_with(
+        &self,
+        changes: &[(Vec<u8>, Change)],
+        durability: Durability,
+    ) -> Result<(), SledDiffError> {
         for (key, change) in changes {
             let len = match change {
                 Change::Put(v) => v.len(),
@@ -455,10 +477,20 @@ impl DiffStorage for SledDiffStorage {
         if log.active_len() >= wait_at {
             self.handle.kick(true)?;
         }
-        if log.append(changes)? >= merge_at {
+        let len = match durability {
+            Durability::Buffered => log.append_buffered(changes)?,
+            _ => log.append(changes)?,
+        };
+        if len >= merge_at {
             self.handle.kick(false)?;
         }
         Ok(())
+    }
+
+    /// Writes the buffered changes into the differential file as one
+    /// record and syncs it (nothing to do without any).
+    fn flush_diff(&self) -> Result<(), SledDiffError> {
+        self.shared().log.flush()
     }
 
     /// Moves every change into the base on the caller's thread (after a

@@ -1,6 +1,8 @@
 //! What a guard asks of its host: [`DiffStorage`], a base and a
 //! differential file of [`Change`]s.
 
+use crate::store::Durability;
+
 /// A change recorded in the differential file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
@@ -30,6 +32,25 @@ pub trait DiffStorage {
     /// [`merge`](DiffStorage::merge)); calls that overlap may commit in
     /// either order.
     fn write_diff(&self, changes: &[(Vec<u8>, Change)]) -> Result<(), Self::Error>;
+    /// [`write_diff`](DiffStorage::write_diff) at `durability`: a storage
+    /// that can hold changes before they are durable makes a
+    /// [`Durability::Buffered`] write readable at once and durable at its
+    /// next [`flush_diff`](DiffStorage::flush_diff) or durable write (lost
+    /// by a crash before that). The default writes durably whatever is
+    /// asked, which every level allows.
+    fn write_diff_with(
+        &self,
+        changes: &[(Vec<u8>, Change)],
+        durability: Durability,
+    ) -> Result<(), Self::Error> {
+        let _ = durability;
+        self.write_diff(changes)
+    }
+    /// Makes every change written so far durable (those written
+    /// [`Durability::Buffered`]); the default has nothing to do.
+    fn flush_diff(&self) -> Result<(), Self::Error> {
+        Ok(())
+    }
     /// Applies every change to the base and empties the differential file,
     /// atomically and durably. Returns the number of changes merged.
     fn merge(&self) -> Result<u64, Self::Error>;

@@ -2,11 +2,14 @@
 //! after a reopen from the log alone, a full log merged into the base in
 //! the background while reads stay right, a damaged log refused rather than
 //! read short (a torn tail read as a prefix), a filter that lost keys
-//! filled again by `Guard::open`, and one state per storage name.
+//! filled again by `Guard::open`, one state per storage name, and
+//! buffered writes lost by a crash before a flush, never hidden.
 
 use crate::common;
 
-use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec, MERGE_AT};
+use filterstore::{
+    Change, DiffStorage, Durability, FilterStore, Guard, SledDiffStorage, TableSpec, MERGE_AT,
+};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -312,6 +315,74 @@ fn a_log_cut_at_any_length_reads_a_prefix_of_whole_writes_none_hidden_by_the_fil
                 }
             }
             drop(g);
+        }
+    })
+}
+
+/// Buffered guard writes (`Guard::write_with`, `Durability::Buffered`):
+/// readable at once; a crash before a flush loses their changes but never
+/// their filter inserts (durable first), so their keys read the base (a
+/// false positive each), never a stale or missing record; after
+/// `Guard::flush`, or once a merge moved them into the base, a crash keeps
+/// them. A crash is a copy of the store's directory while it is open (no
+/// merge running: the log is far below `MERGE_AT`).
+#[test]
+fn buffered_writes_are_lost_by_a_crash_before_a_flush_and_never_hidden() {
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let crashed = tempfile::tempdir().unwrap();
+        let flushed = tempfile::tempdir().unwrap();
+        let merged = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        let g = open_guard(&store);
+        g.storage()
+            .load_base((0..300u32).map(|i| (key(i), b"base")))
+            .unwrap();
+        let round = |r: u32, ids: std::ops::Range<u32>| -> Vec<(Vec<u8>, Change)> {
+            ids.map(|i| put(i, r, 20)).collect()
+        };
+        g.write(&round(1, 0..100)).unwrap();
+        g.write_with(&round(1, 100..200), Durability::Buffered)
+            .unwrap();
+        for i in 0..200u32 {
+            let got = g.read(&key(i)).unwrap().map(|v| Change::Put(v.into()));
+            assert_eq!(got, Some(put(i, 1, 20).1), "key {i} before the crash");
+        }
+        copy_tree(dir.path(), crashed.path());
+        g.flush().unwrap();
+        copy_tree(dir.path(), flushed.path());
+        g.write_with(&round(2, 200..300), Durability::Buffered)
+            .unwrap();
+        g.merge().unwrap();
+        copy_tree(dir.path(), merged.path());
+        drop(g);
+        drop(store);
+        let value = |i: u32, r: u32| match put(i, r, 20).1 {
+            Change::Put(v) => v,
+            Change::Delete => unreachable!(),
+        };
+        for (copy, what, want) in [
+            (crashed.path(), "crashed", [1, 0, 0]),
+            (flushed.path(), "flushed", [1, 1, 0]),
+            (merged.path(), "merged", [1, 1, 2]),
+        ] {
+            let store = common::reopen(copy, what);
+            let g = open_guard(&store);
+            for i in 0..300u32 {
+                let got = g.read(&key(i)).unwrap().map(|v| v.as_ref().to_vec());
+                let expected = match want[(i / 100) as usize] {
+                    0 => b"base".to_vec(),
+                    r => value(i, r),
+                };
+                assert_eq!(got, Some(expected), "{what}: key {i}");
+            }
+            if what == "crashed" {
+                let st = g.stats();
+                assert!(
+                    st.false_positives >= 100,
+                    "the lost changes' keys stay in the filter: {st:?}"
+                );
+            }
         }
     })
 }

@@ -194,6 +194,11 @@ impl GuardLog {
         catalog_log::RECORD_HEAD + 4 + ops.map(|(_, k, v)| 7 + k.len() + v.len()).sum::<usize>()
     }
 
+    /// Whether an earlier write or sync failed (the log takes no more).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed
+    }
+
     /// `fdatasync`s of records so far.
     #[cfg(test)]
     pub(crate) fn syncs(&self) -> u64 {

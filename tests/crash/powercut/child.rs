@@ -57,9 +57,12 @@ pub enum Op {
     ImportBatch,
     CreateOther,
     DropOther,
+    /// A batch written through the guard; every other one buffered
+    /// (`Durability::Buffered`) and then flushed.
     GuardWrite,
-    /// Three batches written through the guard by three threads at once:
-    /// the differential file groups them into shared records.
+    /// Three batches written through the guard by three threads at once,
+    /// the first buffered, then a flush: the differential file groups them
+    /// into shared records.
     GuardWrites,
     GuardMerge,
     /// The guard and its storage dropped and opened again: the storage's
@@ -564,14 +567,25 @@ impl Child {
             .map(|(i, c)| (guard_key(i), c))
             .collect();
         let guard = self.guard.take().unwrap();
+        // Every other batch buffered, then flushed: durable when the step
+        // is done, as a plain write is.
+        let buffered = b.1 % 2 == 1;
         self.step("gwrite", GUARD_STORAGE, &encode(&[b]), |_| {
-            guard.write(&changes).map_err(msg)
+            if buffered {
+                guard
+                    .write_with(&changes, Durability::Buffered)
+                    .and_then(|()| guard.flush())
+                    .map_err(msg)
+            } else {
+                guard.write(&changes).map_err(msg)
+            }
         });
         self.guard = Some(guard);
     }
 
-    /// [`Op::GuardWrites`]: done when all three returned (each keeps its
-    /// own keys; a key two of them change may end with either's change).
+    /// [`Op::GuardWrites`]: done when all three returned and a flush
+    /// after them (the first thread's write is buffered) did (each keeps
+    /// its own keys; a key two of them change may end with either's change).
     pub fn guard_writes(&mut self) {
         if !self.guard_open() {
             return;
@@ -590,15 +604,24 @@ impl Child {
         self.step("gwrites", GUARD_STORAGE, &encode(&batches), |_| {
             let guard = &guard;
             std::thread::scope(|s| {
+                // The first thread's write buffered: the others' records
+                // take it along, or the flush after them writes it.
                 let threads: Vec<_> = writes
                     .iter()
-                    .map(|changes| s.spawn(move || guard.write(changes).map_err(msg)))
+                    .enumerate()
+                    .map(|(t, changes)| {
+                        let level = match t {
+                            0 => Durability::Buffered,
+                            _ => Durability::Durable,
+                        };
+                        s.spawn(move || guard.write_with(changes, level).map_err(msg))
+                    })
                     .collect();
                 let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
                 outcomes
                     .into_iter()
                     .collect::<Result<Vec<()>, _>>()
-                    .map(drop)
+                    .and_then(|_| guard.flush().map_err(msg))
             })
         });
         self.guard = Some(guard);
