@@ -309,13 +309,24 @@ impl DiffLog {
     /// log takes no more changes until the storage is opened again.
     pub(crate) fn append(&self, changes: &[(Vec<u8>, Change)]) -> Result<u64, SledDiffError> {
         let (ops, memory) = self.prepare(changes)?;
+        self.commit_queued(ops, changes.len() as u32, memory)
+    }
+
+    /// [`append`](DiffLog::append) of `count` changes already encoded as
+    /// `ops` ([`prepare`](DiffLog::prepare)) with their memory reserved.
+    fn commit_queued(
+        &self,
+        ops: Vec<u8>,
+        count: u32,
+        memory: Reservation,
+    ) -> Result<u64, SledDiffError> {
         let mut queue = self.queue.lock();
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
         queue.waiting.push_back(Queued {
             ticket,
             ops,
-            count: changes.len() as u32,
+            count,
             memory,
         });
         loop {
@@ -383,19 +394,12 @@ impl DiffLog {
         let (mut record, memory) = self.prepare(changes)?;
         if record.len() > GUARD_PENDING_LIMIT {
             // Larger than the buffer: written as a durable write is.
-            drop((record, memory));
-            return self.append(changes);
+            return self.commit_queued(record, changes.len() as u32, memory);
         }
         let mut log = self.writer.lock();
         let mut pending = self.pending.lock();
-        if log.has_failed() {
-            return Err(outcome_error(
-                Failure::Before,
-                std::io::ErrorKind::Other,
-                "an earlier write or sync of this guard log failed: it takes no more changes \
-                 until the storage is opened again"
-                    .into(),
-            ));
+        if let Err(e) = log.refuse_if_failed() {
+            return Err(outcome_error(Failure::Before, e.kind(), e.to_string()));
         }
         if pending.ops.len() + record.len() > GUARD_PENDING_LIMIT {
             write_pending(&mut log, &mut pending)?;

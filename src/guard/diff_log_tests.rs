@@ -273,3 +273,33 @@ fn a_large_buffered_write_is_durable_and_a_full_record_leaves_the_buffer_its_own
     assert_eq!(log.get(b"held"), Some(Change::Put(b"1".to_vec())));
     assert_eq!(log.get(b"huge"), Some(Change::Put(huge.into_bytes())));
 }
+
+#[test]
+fn a_flush_whose_write_or_sync_fails_says_so_and_the_log_takes_no_more() {
+    // A failed write: nothing written, said as such; the buffered change
+    // stays readable until the process ends, and is gone after a crash.
+    let dir = tempfile::tempdir().unwrap();
+    let log = DiffLog::open(dir.path(), "g").unwrap();
+    log.append_buffered(&[put("held", "v")]).unwrap();
+    fault::fail_after(fault::Op::Write, 0, fault::EIO);
+    let e = log.flush().unwrap_err();
+    assert!(!e.is_outcome_unknown(), "{e}");
+    assert!(log.append(&[put("later", "v")]).is_err());
+    let log = crash_and_reopen(log, dir.path());
+    assert_eq!((log.get(b"held"), log.get(b"later")), (None, None));
+    // A failed sync: the outcome is unknown, and a reopen reads the
+    // record whole or not at all.
+    log.append_buffered(&[put("a", "1"), put("b", "1")])
+        .unwrap();
+    fault::fail_after(fault::Op::Sync, 0, fault::EIO);
+    let e = log.flush().unwrap_err();
+    assert!(e.is_outcome_unknown(), "{e}");
+    assert!(log.append_buffered(&[put("later", "v")]).is_err());
+    let log = crash_and_reopen(log, dir.path());
+    assert_eq!(
+        log.get(b"a").is_some(),
+        log.get(b"b").is_some(),
+        "half a record"
+    );
+    assert_eq!(log.get(b"later"), None);
+}

@@ -194,9 +194,16 @@ impl GuardLog {
         catalog_log::RECORD_HEAD + 4 + ops.map(|(_, k, v)| 7 + k.len() + v.len()).sum::<usize>()
     }
 
-    /// Whether an earlier write or sync failed (the log takes no more).
-    pub(crate) fn has_failed(&self) -> bool {
-        self.failed
+    /// Refuses, once an earlier write or sync failed (the log takes no
+    /// more changes).
+    pub(crate) fn refuse_if_failed(&self) -> std::io::Result<()> {
+        if self.failed {
+            return Err(std::io::Error::other(
+                "an earlier write or sync of this guard log failed: it takes no more \
+                 changes until the storage is opened again",
+            ));
+        }
+        Ok(())
     }
 
     /// `fdatasync`s of records so far.
@@ -227,12 +234,7 @@ impl GuardLog {
     /// a failed sync is [`CommitError::After`] (the record may or may not
     /// be durable). After either, every later append fails at once.
     pub(crate) fn commit(&mut self, record: &mut [u8], count: u32) -> Result<(), CommitError> {
-        if self.failed {
-            return Err(CommitError::Before(std::io::Error::other(
-                "an earlier write or sync of this guard log failed: it takes no more \
-                 changes until the storage is opened again",
-            )));
-        }
+        self.refuse_if_failed().map_err(CommitError::Before)?;
         seal_record(record, self.next_seq, count);
         if let Err(e) = write_all_at(&self.file, record, self.end) {
             self.failed = true;
