@@ -28,7 +28,6 @@ use cluster::{
 };
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::RuntimeFilterConfig;
 
 fn same(a: &[RecordBatch], b: &[RecordBatch]) -> bool {
     tpch::diff(&tpch::rows(a), &tpch::rows(b)).is_none()
@@ -49,7 +48,7 @@ async fn main() -> Res<()> {
         .collect();
     let single = SessionContext::new();
     tpcds::register(&single, &dir).await?;
-    let rule = RuntimeFilterConfig::default();
+    let rule = cluster::rule_config();
     println!(
         "TPC-DS SF {sf}, 3 workers, partitioned joins, {runs} runs per query and mode, CPU {}, load before {}",
         cpu(),

@@ -24,7 +24,6 @@ use cluster::cache::data_dir;
 use cluster::{cpu, env, explain_all, loadavg, memory, net_outside, processes, run_all, Res};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::RuntimeFilterConfig;
 use std::time::Instant;
 
 fn same(a: &[RecordBatch], b: &[RecordBatch]) -> bool {
@@ -55,7 +54,7 @@ async fn main() -> Res<()> {
         .collect();
     let single = SessionContext::new();
     tpch::register(&single, &dir).await?;
-    let rule = RuntimeFilterConfig::default();
+    let rule = cluster::rule_config();
     println!(
         "TPC-H SF {sf}, 3 workers, partitioned joins, {runs} runs per query and mode, CPU {}, load before {}",
         cpu(),

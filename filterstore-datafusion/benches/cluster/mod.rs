@@ -78,6 +78,23 @@ pub fn cpu() -> String {
 pub struct Figures {
     pub shuffle_rows: usize,
     pub shuffle_bytes: usize,
+    /// Summed over the plan's `BloomFilterExec`s: rows in, rows read
+    /// before their filter came, rows passed unfiltered before it, and the
+    /// partitions whose buffer filled or whose deadline passed.
+    pub probe: [usize; 5],
+}
+
+/// The probe metrics of [`Figures::probe`], in its order.
+const PROBE_METRICS: [&str; 5] = [
+    "rows_in",
+    "rows_buffered",
+    "rows_unfiltered",
+    "buffer_full",
+    "deadline_missed",
+];
+
+fn is_probe(n: &dyn ExecutionPlan) -> bool {
+    n.name() == "BloomFilterExec"
 }
 
 fn is_shuffle(n: &dyn ExecutionPlan) -> bool {
@@ -131,6 +148,13 @@ pub async fn once(
     let figures = Figures {
         shuffle_rows: sum_metric(&plan, "output_rows", is_shuffle)?,
         shuffle_bytes: sum_metric(&plan, "output_bytes", is_shuffle)?,
+        probe: {
+            let mut probe = [0; 5];
+            for (v, name) in probe.iter_mut().zip(PROBE_METRICS) {
+                *v = sum_metric(&plan, name, is_probe)?;
+            }
+            probe
+        },
     };
     Ok((wall, batches, figures))
 }
@@ -161,6 +185,19 @@ pub struct Sessions {
     pub forced: SessionContext,
     /// Worker processes and the rendezvous servers: kept alive.
     _keep: Vec<Box<dyn std::any::Any>>,
+}
+
+/// The rule's settings: the defaults, with `FILTERSTORE_PROBE_BUFFER`
+/// (bytes) as `probe_buffer_bytes` when set.
+pub fn rule_config() -> RuntimeFilterConfig {
+    let mut rule = RuntimeFilterConfig::default();
+    if let Some(b) = std::env::var("FILTERSTORE_PROBE_BUFFER")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        rule.probe_buffer_bytes = b;
+    }
+    rule
 }
 
 /// The in-memory cluster's sessions.
@@ -253,6 +290,8 @@ pub struct Totals {
     pub forced_worst: f64,
     pub forced_worst_query: String,
     pub slowest_ms: f64,
+    /// [`Figures::probe`] of the runs with the rule, summed.
+    pub probe: [usize; 5],
 }
 
 impl Totals {
@@ -278,6 +317,16 @@ impl Totals {
             self.forced_worst, self.forced_worst_query
         );
         println!("RESULT {prefix}.slowest_query_ms {:.0}", self.slowest_ms);
+        let [rows_in, buffered, unfiltered, full, missed] = self.probe;
+        println!(
+            "# probe sides with the rule: {rows_in} rows in, {buffered} read before their filter \
+             came, {unfiltered} passed unfiltered; {full} partitions filled their buffer, {missed} \
+             missed the deadline"
+        );
+        println!(
+            "RESULT {prefix}.probe_unfiltered_share {:.4}",
+            unfiltered as f64 / rows_in.max(1) as f64
+        );
     }
 
     fn add(&mut self, label: &str, row: &QueryRow) {
@@ -287,6 +336,9 @@ impl Totals {
         self.filters += row.filters;
         self.bytes_without += row.figs[0].shuffle_bytes;
         self.bytes_with += row.figs[1].shuffle_bytes;
+        for (t, v) in self.probe.iter_mut().zip(row.figs[1].probe) {
+            *t += v;
+        }
         self.ms_without += m0;
         self.ms_with += m1;
         self.slowest_ms = self.slowest_ms.max(m0).max(m1).max(m2);

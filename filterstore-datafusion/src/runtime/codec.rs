@@ -10,7 +10,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 4 | magic `FSRF` |
-//! | 1 | version, 3 |
+//! | 1 | version, 4 |
 //! | 1 | flags: bit 0 = null keys pass; bit 1 = force; other bits zero |
 //! | 4 + n | label, UTF-8 |
 //! | 4 | number of key expressions (≥ 1) |
@@ -19,9 +19,9 @@
 //! | 16 + 8 + 16 | filter id, execution scope, execution token |
 //! | 4 + n | the coordinator's rendezvous address, UTF-8 (empty: the coordinator's process) |
 //! | 4 | probe place number |
-//! | 8 + 8 + 8 | wait (ms), check window (rows), minimum drop share (f64 bits) |
+//! | 8 + 8 + 8 + 8 | wait (ms), check window (rows), minimum drop share (f64 bits), buffer (bytes) |
 //!
-//! A [`BloomTapExec`]: magic `FSRT`, version 3, flags (zero), label, keys,
+//! A [`BloomTapExec`]: magic `FSRT`, version 4, flags (zero), label, keys,
 //! the filter's shape, filter id, scope and token, and the rendezvous
 //! address. The token is the execution's secret: the rendezvous takes a
 //! post or fetch only with it (`super::rendezvous`). The shape is checked by
@@ -30,8 +30,8 @@
 //!
 //! Coordinator and workers run the same build within one query; a version
 //! this build does not read is refused with a message saying so. Version 1
-//! (a message inside the node, a creation side run at planning) and version
-//! 2 (no token) are gone.
+//! (a message inside the node, a creation side run at planning), version
+//! 2 (no token) and version 3 (no probe buffer) are gone.
 
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::probe::ProbePolicy;
@@ -59,7 +59,7 @@ const TAP_MAGIC: &[u8; 4] = b"FSRT";
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
 pub(super) const MAX_PARTIAL_BITS: u64 = 1 << 33;
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
 const NULLS_PASS: u8 = 1;
 const FORCE: u8 = 2;
 
@@ -167,6 +167,7 @@ impl PhysicalExtensionCodec for BloomCodec {
         buf.extend_from_slice(&wait.to_le_bytes());
         buf.extend_from_slice(&p.check_window.to_le_bytes());
         buf.extend_from_slice(&p.min_drop.to_bits().to_le_bytes());
+        buf.extend_from_slice(&p.buffer_bytes.to_le_bytes());
         Ok(())
     }
 }
@@ -220,6 +221,7 @@ fn decode_probe(r: &mut Reader<'_>, flags: u8) -> Result<(usize, ProbePolicy)> {
     let wait = Duration::from_millis(u64::from_le_bytes(r.array()?));
     let check_window = u64::from_le_bytes(r.array()?);
     let min_drop = f64::from_bits(u64::from_le_bytes(r.array()?));
+    let buffer_bytes = u64::from_le_bytes(r.array()?);
     r.end()?;
     if !(0.0..=1.0).contains(&min_drop) {
         return Err(bad(format!("a minimum drop share of {min_drop}")));
@@ -229,6 +231,7 @@ fn decode_probe(r: &mut Reader<'_>, flags: u8) -> Result<(usize, ProbePolicy)> {
         check_window,
         min_drop,
         force: flags & FORCE != 0,
+        buffer_bytes,
     };
     Ok((point, policy))
 }

@@ -46,6 +46,13 @@ pub struct RuntimeFilterConfig {
     /// The longest a probe task waits for its filter; then its rows pass
     /// unfiltered until the filter arrives. Default 5 s.
     pub wait: Duration,
+    /// The most bytes of rows each probe partition reads ahead and holds
+    /// while its filter has not come (reserved in the task's memory pool);
+    /// when full, they pass unfiltered. 0: rows never wait for the filter.
+    /// Default 64 MiB (TPC-H SF 1 on worker processes: 16 MiB filled in 38
+    /// partitions and let 17% of the probe rows pass unfiltered, 64 MiB in 5
+    /// and 0.8%; `docs/BENCHMARKS.md`).
+    pub probe_buffer_bytes: u64,
     /// Rows a probe task checks before it judges the filter. Default 65,536.
     pub check_window: u64,
     /// A filter that drops less than this share of the rows checked stops
@@ -79,6 +86,7 @@ impl Default for RuntimeFilterConfig {
             max_pass_fraction: 0.8,
             max_fp: 0.25,
             wait: Duration::from_secs(5),
+            probe_buffer_bytes: 64 << 20,
             check_window: 65_536,
             min_drop: 0.1,
             rendezvous: None,
@@ -96,6 +104,7 @@ impl RuntimeFilterConfig {
             check_window: self.check_window,
             min_drop: self.min_drop,
             force: self.force,
+            buffer_bytes: self.probe_buffer_bytes,
         }
     }
 

@@ -11,10 +11,13 @@
 //! The filter is built while the query runs ([`super::tap`]); each task of
 //! this node's stage fetches it once from the coordinator
 //! ([`super::rendezvous`]: in its process, or through its rendezvous
-//! service from a worker process). A task waits for it at most
-//! [`ProbePolicy::wait`] from its first poll, then passes rows unfiltered
-//! until the filter arrives (a late filter still applies to the rows after
-//! it). "Pass every row" (a failed or cancelled build, a filter not worth
+//! service from a worker process). A task reads its input from its first
+//! poll: rows that come before the filter wait in a bounded buffer
+//! ([`ProbePolicy::buffer_bytes`], in the task's memory pool) and are
+//! checked when it comes ([`super::feed`]). At most [`ProbePolicy::wait`]
+//! from the first poll, or sooner when the buffer is full, rows pass
+//! unfiltered until the filter arrives (a late filter still applies to the
+//! rows after it). "Pass every row" (a failed or cancelled build, a filter not worth
 //! shipping, a query that ended) ends every wait at once. A filter that drops fewer than [`ProbePolicy::min_drop`]
 //! of the first [`ProbePolicy::check_window`] rows it checks stops being
 //! checked. A batch whose keys fail to evaluate passes whole (the
@@ -23,9 +26,12 @@
 //!
 //! Metrics: `rows_in`, `output_rows`, `rows_unfiltered` (passed before the
 //! filter, or without one), `rows_unchecked` (after checking stopped),
-//! `key_error_rows`, `wait_time`, `message_bytes`, and per-partition flags
-//! `deadline_missed`, `pass_all`, `stopped_checking`.
+//! `key_error_rows`, `rows_buffered` (read before the filter came),
+//! `wait_time` (waiting with no input left to read), `message_bytes`, and
+//! per-partition flags `deadline_missed`, `buffer_full`, `pass_all`,
+//! `stopped_checking`.
 
+use super::feed::Feed;
 use super::probe::{
     receive, Probe, ProbeMetrics, ProbePolicy, ProbeRun, Runs, Source, State, NAME,
 };
@@ -33,6 +39,7 @@ use super::rendezvous::{self, FilterId};
 use super::scope::ScopeCell;
 use crate::node::one_child_plan;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::CardinalityEffect;
@@ -42,7 +49,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, Statistics, StatisticsArgs,
 };
 use filterstore::FilterParams;
-use futures::StreamExt;
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -233,7 +240,7 @@ impl ExecutionPlan for BloomFilterExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let run = self.run(&context);
-        let input = self.input.execute(partition, context)?;
+        let input = self.input.execute(partition, Arc::clone(&context))?;
         let m = MetricBuilder::new(&self.metrics);
         let probe = Probe {
             #[cfg(feature = "test-hooks")]
@@ -253,30 +260,26 @@ impl ExecutionPlan for BloomFilterExec {
                 wait: m.clone().subset_time("wait_time", partition),
                 deadline_missed: m.clone().counter("deadline_missed", partition),
                 pass_all: m.clone().counter("pass_all", partition),
-                stopped: m.counter("stopped_checking", partition),
+                stopped: m.clone().counter("stopped_checking", partition),
             },
         };
+        let reservation =
+            MemoryConsumer::new(format!("{NAME}[{partition}]")).register(context.memory_pool());
+        let feed = Feed {
+            input,
+            run,
+            probe,
+            held: VecDeque::new(),
+            reservation,
+            input_done: false,
+            rows_buffered: m.clone().counter("rows_buffered", partition),
+            buffer_full: m.counter("buffer_full", partition),
+        };
         let schema = self.schema();
-        let stream = futures::stream::unfold(
-            (input, run, probe),
-            |(mut input, run, mut probe)| async move {
-                probe.settle(&run).await;
-                let batch = match input.next().await? {
-                    Ok(b) => b,
-                    Err(e) => return Some((Err(e), (input, run, probe))),
-                };
-                probe.poll_late(&run);
-                #[cfg(feature = "test-hooks")]
-                {
-                    let delay = super::hooks::of(probe.filter_id).probe_batch_delay;
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                }
-                let out = probe.filter(batch);
-                Some((Ok(out), (input, run, probe)))
-            },
-        );
+        let stream = futures::stream::unfold(feed, |mut feed| async move {
+            let next = feed.next_batch().await?;
+            Some((next, feed))
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 

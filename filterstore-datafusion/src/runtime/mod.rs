@@ -26,6 +26,7 @@ mod codec;
 mod config;
 mod decide;
 mod exec;
+mod feed;
 #[cfg(feature = "test-hooks")]
 pub mod hooks;
 mod lineage;

@@ -3,8 +3,9 @@
 //!
 //! One [`ProbeRun`] per task fetches the filter once ([`receive`]) and
 //! holds the deadline shared by the task's partitions; one [`Probe`] per
-//! partition waits (at most to the deadline), then checks, passes or stops
-//! checking batch by batch, and counts what it did in the node's metrics.
+//! partition checks, passes or stops checking batch by batch once its wait
+//! has ended ([`super::feed`] reads the input meanwhile), and counts what it
+//! did in the node's metrics.
 
 use super::rendezvous::{self, Delivery, FilterId};
 use crate::cache;
@@ -38,6 +39,10 @@ pub struct ProbePolicy {
     pub min_drop: f64,
     /// Keep checking whatever the filter drops (tests, measurements).
     pub force: bool,
+    /// The most bytes of rows a probe partition holds while its filter has
+    /// not come (reserved in the task's memory pool); past it they pass
+    /// unfiltered. 0: rows never wait.
+    pub buffer_bytes: u64,
 }
 
 /// One run per task, keyed by the task's `TaskContext` (see the tap).
@@ -157,26 +162,20 @@ pub(super) struct Probe {
 }
 
 impl Probe {
-    /// On the first poll: wait for the filter, at most to the deadline.
-    pub(super) async fn settle(&mut self, run: &ProbeRun) {
-        if !matches!(self.state, State::Waiting) {
-            return;
-        }
-        let deadline = tokio::time::Instant::from_std(run.deadline());
-        let timer = self.metrics.wait.timer();
-        #[cfg(feature = "test-hooks")]
-        let waiting = Waiting::enter(self.filter_id);
-        let arrived = tokio::time::timeout_at(deadline, run.arrival.clone()).await;
-        #[cfg(feature = "test-hooks")]
-        drop(waiting);
-        timer.done();
-        match arrived {
-            Ok(a) => self.arrive(a),
-            Err(_) => {
-                self.metrics.deadline_missed.add(1);
-                self.state = State::Late;
-            }
-        }
+    /// Whether the filter has not come and no wait for it has ended.
+    pub(super) fn is_waiting(&self) -> bool {
+        matches!(self.state, State::Waiting)
+    }
+
+    /// The deadline passed before the filter: rows pass until it comes.
+    pub(super) fn miss_deadline(&mut self) {
+        self.metrics.deadline_missed.add(1);
+        self.state = State::Late;
+    }
+
+    /// Rows pass until the filter comes (a full buffer).
+    pub(super) fn pass_until_arrival(&mut self) {
+        self.state = State::Late;
     }
 
     /// After the deadline: take the filter if it has arrived since.
@@ -189,7 +188,7 @@ impl Probe {
         }
     }
 
-    fn arrive(&mut self, a: Arrival) {
+    pub(super) fn arrive(&mut self, a: Arrival) {
         self.state = match a {
             Arrival::Filter(f) => State::Checking(f),
             Arrival::PassAll => {
@@ -281,11 +280,11 @@ pub fn waiting_probes(id: FilterId) -> usize {
 
 /// Counts a waiting partition while it lives (a dropped wait counts out).
 #[cfg(feature = "test-hooks")]
-struct Waiting(FilterId);
+pub(super) struct Waiting(FilterId);
 
 #[cfg(feature = "test-hooks")]
 impl Waiting {
-    fn enter(id: FilterId) -> Waiting {
+    pub(super) fn enter(id: FilterId) -> Waiting {
         *WAITING.lock().entry(id).or_insert(0) += 1;
         Waiting(id)
     }

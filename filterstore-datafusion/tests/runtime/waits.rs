@@ -1,8 +1,9 @@
 //! Waiting for a filter is bounded and safe: a build side that fails, one
 //! slower than the probe side's deadline, a query cancelled while probe
-//! tasks wait, a probe side that starts before the build side ends, a build
-//! side whose filter never comes, and unions and repeated subplans: every
-//! answer as single-node DataFusion's, no query hangs.
+//! tasks wait, a probe side that starts before the build side ends (it
+//! reads its rows meanwhile, into a buffer that may fill), a build side
+//! whose filter never comes, and unions and repeated subplans: every answer
+//! as single-node DataFusion's, no query hangs.
 //!
 //! The faults are injected by filter (`runtime::hooks`, built with the
 //! `test-hooks` feature, as this module is): each test
@@ -68,10 +69,15 @@ struct Fixture {
 }
 
 async fn fixture(wait: Duration) -> Fixture {
+    fixture_with(wait, RuntimeFilterConfig::default().probe_buffer_bytes).await
+}
+
+async fn fixture_with(wait: Duration, probe_buffer_bytes: u64) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let single = SessionContext::new();
     let config = RuntimeFilterConfig {
         wait,
+        probe_buffer_bytes,
         min_filtered_rows: 1_000,
         ..RuntimeFilterConfig::default()
     };
@@ -226,14 +232,19 @@ async fn a_build_side_slower_than_the_deadline_lets_rows_pass_then_filters() {
         metric(&plan, "deadline_missed") > 0,
         "the probe side never waited past its deadline"
     );
-    assert!(metric(&plan, "rows_unfiltered") > 0);
+    assert_passed_then_filtered(&f, &plan);
+}
+
+/// Rows passed unfiltered, the filter was built, and it applied to the
+/// rows after it.
+fn assert_passed_then_filtered(f: &Fixture, plan: &Arc<dyn ExecutionPlan>) {
+    assert!(metric(plan, "rows_unfiltered") > 0);
     assert!(
-        matches!(outcome(&f), Some(FilterOutcome::Built { .. })),
+        matches!(outcome(f), Some(FilterOutcome::Built { .. })),
         "{:?}",
-        outcome(&f)
+        outcome(f)
     );
-    // The late filter applied to the rows after it.
-    let (rows_in, rows_out) = (metric(&plan, "rows_in"), metric(&plan, "output_rows"));
+    let (rows_in, rows_out) = (metric(plan, "rows_in"), metric(plan, "output_rows"));
     assert!(
         rows_out < rows_in,
         "the late filter dropped nothing: {rows_in} -> {rows_out}"
@@ -241,20 +252,41 @@ async fn a_build_side_slower_than_the_deadline_lets_rows_pass_then_filters() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_probe_side_that_starts_first_waits_for_the_filter() {
+async fn a_probe_side_that_starts_first_reads_its_rows_while_it_waits() {
     // The filter is ready 800 ms after the builds end; the deadline is 60 s:
-    // the probe tasks start, wait, and then filter every row.
+    // the probe tasks read their rows into their buffers meanwhile (the
+    // fact table's 4.8 MB fit in them), then check every row.
     let f = fixture(Duration::from_secs(60)).await;
     let late = faults(TapFault::None, 800, 0);
     let (plan, took) = check_with(&f, QUERY, late, Duration::from_secs(120)).await;
     assert_eq!(metric(&plan, "deadline_missed"), 0);
+    assert_eq!(metric(&plan, "buffer_full"), 0);
     assert_eq!(metric(&plan, "rows_unfiltered"), 0);
     let (rows_in, rows_out) = (metric(&plan, "rows_in"), metric(&plan, "output_rows"));
     assert!(rows_out * 5 < rows_in, "{rows_in} -> {rows_out}");
-    // They waited (the metric sums every partition's wait).
+    // Rows were read before the filter came: a task that waited before
+    // polling its input would have buffered none.
+    let buffered = metric(&plan, "rows_buffered");
+    assert!(buffered > 0, "no row was read before the filter came");
+    // With every row read, they waited idle for the rest (the metric sums
+    // every partition's idle wait).
     let waited = sum_metric(&plan, "wait_time", is_bloom_filter).unwrap();
-    assert!(waited >= 500_000_000, "waited {waited} ns");
+    assert!(waited >= 300_000_000, "waited {waited} ns");
     assert!(took >= Duration::from_millis(700), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_buffer_lets_its_rows_pass_then_the_filter_applies() {
+    // A buffer of 64 KiB holds no batch of the fact table (8,192 rows of
+    // two 8-byte columns); the filter comes 800 ms after the builds end and
+    // each probe batch takes 150 ms more, so the probe side outlasts the
+    // filter's delay with its buffer full from the first batch.
+    let f = fixture_with(Duration::from_secs(60), 64 << 10).await;
+    let late = faults(TapFault::None, 800, 150);
+    let (plan, _) = check_with(&f, QUERY, late, Duration::from_secs(120)).await;
+    assert!(metric(&plan, "buffer_full") > 0, "no buffer filled");
+    assert_eq!(metric(&plan, "deadline_missed"), 0);
+    assert_passed_then_filtered(&f, &plan);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
