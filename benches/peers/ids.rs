@@ -10,7 +10,8 @@
 //! and absent (criterion, as the main section), then whole builds from
 //! empty timed once each: sbbf's insert loop (`&mut`), and per layout ours
 //! key by key shared (`insert`), key by key exclusive (`insert_mut`) and
-//! in one shared batch (`insert_many`, `_many`). RESULT lines
+//! in one shared batch (`insert_many`, `_many`), and the floor of a shared
+//! insert (`floor_locked5`, `floor_locked1`: [`locked_floor`]). RESULT lines
 //! `ids_*.<subject>`; the ratios are in `ratios.rs`.
 
 use super::clock::Tick;
@@ -36,7 +37,7 @@ const LOOKUPS: [&str; 4] = [
 ];
 
 /// Every subject of the table (inserts included), in its order.
-const ROWS: [&str; 8] = [
+const ROWS: [&str; 10] = [
     "filterstore_blocked",
     "filterstore_blocked_mut",
     "filterstore_blocked_many",
@@ -45,7 +46,32 @@ const ROWS: [&str; 8] = [
     "filterstore_split_many",
     "sbbf",
     "sbbf_xxh64",
+    "floor_locked5",
+    "floor_locked1",
 ];
+
+/// The floor of a shared key-by-key insert: the id's hash (sbbf's), its
+/// 512-bit block in an array of the blocked filter's size, and `ors` locked
+/// ORs (`fetch_or`) of one bit into words of that block, nothing else. A
+/// new key's k = 7 positions fall in 8(1 − (7/8)^7) ≈ 4.86 distinct words
+/// of its block on average, and x86-64 has no atomic read-modify-write of
+/// more than one word (16 bytes at most, `cmpxchg16b`, itself locked), so
+/// an insert into a filter other threads write needs about five locked
+/// instructions, each a full barrier: `floor_locked5`. `floor_locked1` is
+/// the floor of any design with one locked instruction per key (a lock per
+/// block, which every writer would then have to take).
+fn locked_floor(keys: &[Id], words: &[std::sync::atomic::AtomicU64], ors: u32) {
+    use std::sync::atomic::Ordering;
+    let blocks = (words.len() / 8) as u64;
+    for id in keys {
+        let h = sbbf_hash(id);
+        let base = (((h as u128 * u128::from(blocks)) >> 64) as usize) * 8;
+        for i in 0..ors {
+            let w = base + ((h >> (3 * i)) & 7) as usize;
+            words[w].fetch_or(1 << ((h >> (16 + 6 * i)) & 63), Ordering::Relaxed);
+        }
+    }
+}
 
 fn sbbf_hash(id: &Id) -> u64 {
     xxh3_64_with_seed(id, HASH_SEED)
@@ -157,6 +183,17 @@ fn build_round(r: &mut Results, round: usize, ids: &Ids) -> Result<(), ParamErro
         keys.iter().for_each(|id| _ = f.insert_hash(hash(id)));
         r.add_round(Figure::IdsInsertNs, name, round, &[per_key(start)]);
     }
+    let words: Vec<std::sync::atomic::AtomicU64> = (0..params(n, Layout::Blocked)?.m() / 64)
+        .map(|_| std::sync::atomic::AtomicU64::new(0))
+        .collect();
+    for (name, ors) in [("floor_locked5", 5), ("floor_locked1", 1)] {
+        words
+            .iter()
+            .for_each(|w| w.store(0, std::sync::atomic::Ordering::Relaxed));
+        let start = Tick::now();
+        locked_floor(keys, &words, ors);
+        r.add_round(Figure::IdsInsertNs, name, round, &[per_key(start)]);
+    }
     for (layout, [one, one_mut, many]) in [
         (
             Layout::Blocked,
@@ -244,7 +281,8 @@ fn table(r: &Results, n: usize) -> String {
     }
     s.push_str(
         "insert: whole builds from empty, one per round: `insert` key by key (shared), \
-         `_mut` insert_mut key by key, `_many` one insert_many; sbbf: its insert loop.\n",
+         `_mut` insert_mut key by key, `_many` one insert_many; sbbf: its insert loop; \
+         floor_locked5 (1): the hash, the block and 5 (1) locked ORs per key, nothing else.\n",
     );
     s
 }

@@ -7,7 +7,7 @@ use super::harness::{load1, Figure, Results};
 type Cell = (Figure, &'static str);
 
 /// The goals of issues 13, 23 and 38, as `(row, numerator, denominator)`.
-pub const RATIOS: [(&str, Cell, Cell); 27] = [
+pub const RATIOS: [(&str, Cell, Cell); 29] = [
     (
         "lookup_absent_split_vs_sbbf",
         (Figure::LookupAbsentNs, "filterstore_split"),
@@ -131,6 +131,16 @@ pub const RATIOS: [(&str, Cell, Cell); 27] = [
     (
         "ids_insert_many_vs_sbbf",
         (Figure::IdsInsertNs, "filterstore_blocked_many"),
+        (Figure::IdsInsertNs, "sbbf"),
+    ),
+    (
+        "ids_floor_locked5_vs_sbbf",
+        (Figure::IdsInsertNs, "floor_locked5"),
+        (Figure::IdsInsertNs, "sbbf"),
+    ),
+    (
+        "ids_floor_locked1_vs_sbbf",
+        (Figure::IdsInsertNs, "floor_locked1"),
         (Figure::IdsInsertNs, "sbbf"),
     ),
     (

@@ -219,6 +219,56 @@ fn concurrent_copied_bulk_inserts_lose_no_bit() {
     assert!((0..40_000u64).all(|i| f.contains(&(9 << 40 | i).to_le_bytes())));
 }
 
+/// Key-by-key shared inserts and small shared batches (below the private
+/// copy's density: one locked OR per word) from three threads started
+/// together into a filter of 2,048 blocks (ending about half full, so that
+/// words still change), lose no bit: every key is found once all have
+/// returned. (A plain load and store in place of the locked ORs failed
+/// here.)
+#[test]
+fn contended_shared_inserts_lose_no_bit() {
+    const KEYS: u64 = 40_000;
+    for layout in [Layout::Blocked, Layout::SplitBlock] {
+        let spec = match layout {
+            Layout::SplitBlock => HashSpec::xxh64(),
+            _ => HashSpec::xxh3_64(23),
+        };
+        let p = FilterParams::new(layout, 512 * 2_048, layout_k(layout), spec).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        let key = |t: u64, i: u64| (t << 40 | i).to_le_bytes();
+        let start = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (f, start) = (&f, &start);
+                s.spawn(move || {
+                    start.wait();
+                    (0..KEYS).for_each(|i| _ = f.insert(&key(t, i)));
+                });
+            }
+            let (f, start) = (&f, &start);
+            s.spawn(move || {
+                start.wait();
+                for b in 0..KEYS / 8 {
+                    let batch: Vec<[u8; 8]> = (0..8).map(|i| key(2, b * 8 + i)).collect();
+                    f.insert_many(&batch);
+                }
+            });
+        });
+        for t in 0..3 {
+            let missed = (0..KEYS).filter(|&i| !f.contains(&key(t, i))).count();
+            assert_eq!(missed, 0, "{layout:?}: thread {t} lost {missed} keys");
+        }
+    }
+}
+
+/// The `k` a filter of `layout` takes (the split-block layout's is 8).
+fn layout_k(layout: Layout) -> u32 {
+    match layout {
+        Layout::SplitBlock => 8,
+        _ => 7,
+    }
+}
+
 /// The bulk inserts set exactly the bits of single inserts, both layouts,
 /// small and large filters, duplicates included.
 #[test]

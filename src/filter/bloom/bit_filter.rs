@@ -1,7 +1,9 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
 use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, Keys};
-use super::probe::{block_of, insert_standard, or_into, prefetch, probe_standard, Alone, Locked};
+use super::probe::{
+    block_of, insert_standard, or_into, prefetch, probe_standard, Alone, Locked, WordOr,
+};
 use super::shadow;
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
@@ -208,8 +210,9 @@ impl BitFilter {
         let p = self.params;
         let mut changed = false;
         // A locked read-modify-write is a full barrier on x86-64: no later
-        // load starts before it completes. Hence (1) a word is read first
-        // and only written if it lacks a bit (a key inserted twice, or whose
+        // load starts before it completes. Hence (1) a word (the blocked
+        // layout: its whole block, `Locked::or_block`) is read first and
+        // only written if it lacks a bit (a key inserted twice, or whose
         // bits other keys already set, costs no locked operation), and (2)
         // the standard layout prefetches its k lines before the first write,
         // so the k misses overlap instead of queueing behind each barrier.
@@ -221,9 +224,7 @@ impl BitFilter {
             Layout::Standard => return insert_standard::<Locked>(self.words(), &p, h),
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
-                for (word, mask) in block.iter().zip(block_masks(probe, h.h2, p.k())) {
-                    changed |= or_into(word, mask);
-                }
+                changed = Locked::or_block(block, block_masks(probe, h.h2, p.k()));
             }
             Layout::SplitBlock => {
                 let half = &SharedBlock::split_halves(&self.blocks)[split_block_of(&p, h)];

@@ -12,13 +12,15 @@
 
 use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, WordOr};
 use super::BitFilter;
+use crate::filter::geometry::WORDS_PER_BLOCK;
 use crate::filter::hash::{
     for_each_standard_position, HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher,
     Xxh64Hasher,
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{
-    block_masks, block_word_bit, HashInsert, Job, Probe, SharedBlock, SPLIT, STANDARD,
+    block_masks, block_masks32, block_word_bit, HashInsert, Job, Probe, SharedBlock, BLOCKED32,
+    SPLIT, STANDARD,
 };
 use std::sync::atomic::AtomicU64;
 
@@ -158,13 +160,24 @@ fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher>(
         },
         #[inline(always)]
         |blocks, (b, h2)| {
-            let mut changed = false;
-            for (word, mask) in blocks[b].0.iter().zip(block_masks(probe, h2, p.k())) {
-                changed |= O::or(word, mask);
-            }
-            u64::from(changed)
+            u64::from(O::or_block(
+                &blocks[b].0,
+                masks_of::<H, P>(probe, h2, p.k()),
+            ))
         },
     )
+}
+
+/// The word masks of a key's in-block positions in a blocked filter whose
+/// keys `H` hashes: from 32-bit products when `h2` is `h << 32` (one
+/// `vpmulld` for eight positions with AVX2), else from 64-bit ones.
+#[inline(always)]
+fn masks_of<H: KeyHasher, P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    if H::H2_SHIFTED {
+        block_masks32(probe, (h2 >> 32) as u32, k)
+    } else {
+        block_masks(probe, h2, k)
+    }
 }
 
 /// [`BulkInsert`] into a split-block filter.
@@ -280,33 +293,20 @@ fn insert_blocked_mut<S: HashSource, P: Probe, H: KeyHasher>(
             // by the first).
             let block = &mut blocks[b].0;
             let mut clear = 0;
-            probe.for_each_block_position(h2, p.k(), |pos| {
+            let mut set = |pos| {
                 let (w, bit) = block_word_bit(pos);
                 let word = block[w].get_mut();
                 clear |= !*word & bit;
                 *word |= bit;
-            });
+            };
+            if H::H2_SHIFTED {
+                probe.for_each_block_position32((h2 >> 32) as u32, p.k(), &mut set);
+            } else {
+                probe.for_each_block_position(h2, p.k(), &mut set);
+            }
             u64::from(clear != 0)
         },
     )
-}
-
-/// Sets the `k` in-block positions of `h2` in `block`, held exclusively;
-/// returns whether one was clear. The key's masks first, then each word
-/// read and written once: a key-by-key insert's line is not prefetched,
-/// and ORing position by position into a line still on its way (loads of
-/// words that earlier probes just stored to) measured slower (lab loop of
-/// `insert_mut`, 10M keys, this 2-core machine at load 5: 106 ns per
-/// 16-byte key against 90, 74 per `u64` key against 66).
-#[inline(always)]
-fn blocked_set_mut<P: Probe>(block: &mut SharedBlock, probe: P, h2: u64, k: u32) -> bool {
-    let mut clear = 0;
-    for (word, mask) in block.0.iter_mut().zip(block_masks(probe, h2, k)) {
-        let word = word.get_mut();
-        clear |= !*word & mask;
-        *word |= mask;
-    }
-    clear != 0
 }
 
 /// Sets the standard-layout positions of `h` in `words` (a filter of `m`
@@ -337,7 +337,20 @@ impl HashInsert for BitFilter {
                 let half = &mut SharedBlock::split_halves_mut(blocks)[split_block_of(&p, h)];
                 probe.split_insert_mut(half, h.h1 as u32)
             }
-            _ => blocked_set_mut(&mut blocks[block_of(&p, h)], probe, h.h2, p.k()),
+            // The key's masks first, then the block read and written once: a
+            // key-by-key insert's line is not prefetched, and ORing position
+            // by position into a line still on its way (loads of words that
+            // earlier probes just stored to) measured slower (lab loop of
+            // `insert_mut`, 10M keys, this 2-core machine at load 5: 106 ns
+            // per 16-byte key against 90, 74 per `u64` key against 66).
+            BLOCKED32 => {
+                let masks = block_masks32(probe, (h.h2 >> 32) as u32, p.k());
+                probe.block_or_mut(&mut blocks[block_of(&p, h)], masks)
+            }
+            _ => {
+                let masks = block_masks(probe, h.h2, p.k());
+                probe.block_or_mut(&mut blocks[block_of(&p, h)], masks)
+            }
         }
     }
 }

@@ -198,6 +198,11 @@ impl HashSpec {
 /// (the bulk inserts and the batched lookups pick one per layout: every
 /// layout has exactly one algorithm, `FilterParams::new`).
 pub(crate) trait KeyHasher: Copy {
+    /// Whether `h2` is `h << 32` (XXH3-64), whose in-block positions the
+    /// probes compute from 32-bit products
+    /// (`Probe::for_each_block_position32`).
+    const H2_SHIFTED: bool = false;
+
     /// The hash of `key`.
     fn hash(self, key: &[u8]) -> KeyHash;
 }
@@ -222,6 +227,8 @@ impl KeyHasher for Xxh3Hasher {
 pub(crate) struct Xxh3_64Hasher(pub(crate) u64);
 
 impl KeyHasher for Xxh3_64Hasher {
+    const H2_SHIFTED: bool = true;
+
     #[inline(always)]
     fn hash(self, key: &[u8]) -> KeyHash {
         let h = xxh3_64_with_seed(key, self.0);

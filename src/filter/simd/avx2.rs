@@ -108,6 +108,49 @@ impl Probe for Avx2 {
     }
 
     #[inline(always)]
+    fn for_each_block_position32(self, x: u32, k: u32, mut f: impl FnMut(u32)) {
+        use std::arch::x86_64::*;
+        let k = (k as usize).min(MAX_K as usize);
+        let mut first = [0u32; 8];
+        // SAFETY: holding an `Avx2` means AVX2 is there (its docs); the
+        // salt load reads a 32-byte aligned row of 32 bytes, the store
+        // writes the 32 bytes of the local `first` (`storeu`: no alignment
+        // needed).
+        unsafe {
+            let salts = _mm256_load_si256(SALT_ROWS[0].0[0].as_ptr().cast::<__m256i>());
+            let tops = _mm256_mullo_epi32(_mm256_set1_epi32(x as i32), salts);
+            let pos = _mm256_srli_epi32::<23>(tops);
+            _mm256_storeu_si256(first.as_mut_ptr().cast::<__m256i>(), pos);
+        }
+        for &pos in first.iter().take(k) {
+            f(pos);
+        }
+        for i in 8..k {
+            f(in_block_position(u64::from(x) << 32, i));
+        }
+    }
+
+    #[inline(always)]
+    fn block_or_mut(self, block: &mut SharedBlock, masks: [u64; WORDS_PER_BLOCK]) -> bool {
+        use std::arch::x86_64::*;
+        let p = block.0.as_mut_ptr().cast::<__m256i>();
+        // SAFETY: AVX2 as above. `p` points to a live block of 64 bytes,
+        // 64-byte aligned (`SharedBlock`), borrowed exclusively (`&mut`): no
+        // other access to it exists, atomic or not, so plain vector loads
+        // and stores are race-free. `AtomicU64` has the size, alignment and
+        // bit validity of `u64`, and any bits are a valid block. The mask
+        // loads read the 64 bytes of the local `masks` (`loadu`).
+        unsafe {
+            let m = masks.as_ptr().cast::<__m256i>();
+            let (m_lo, m_hi) = (_mm256_loadu_si256(m), _mm256_loadu_si256(m.add(1)));
+            let (lo, hi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+            _mm256_store_si256(p, _mm256_or_si256(lo, m_lo));
+            _mm256_store_si256(p.add(1), _mm256_or_si256(hi, m_hi));
+            _mm256_testc_si256(lo, m_lo) & _mm256_testc_si256(hi, m_hi) == 0
+        }
+    }
+
+    #[inline(always)]
     fn block_has_all(self, words: &[u64; WORDS_PER_BLOCK], h2: u64, k: u32) -> bool {
         use std::arch::x86_64::*;
         // SAFETY: holding an `Avx2` means AVX2 is there (its docs). The

@@ -113,6 +113,31 @@ pub(crate) trait Probe: Copy {
         }
     }
 
+    /// [`Probe::for_each_block_position`] of `h2 = x << 32` (the blocked
+    /// layout hashed with XXH3-64): the positions are the top 9 bits of the
+    /// 32-bit products `x · lo32(SALT[i])`, the same positions; the AVX2
+    /// probe computes the first eight with one `vpmulld`.
+    #[inline(always)]
+    fn for_each_block_position32(self, x: u32, k: u32, mut f: impl FnMut(u32)) {
+        for i in 0..(k as usize).min(MAX_K as usize) {
+            f(in_block_position(u64::from(x) << 32, i));
+        }
+    }
+
+    /// ORs `masks` into a block no other thread can reach; whether one of
+    /// their bits was clear. The AVX2 probe reads, tests and writes the
+    /// block as two registers.
+    #[inline(always)]
+    fn block_or_mut(self, block: &mut SharedBlock, masks: [u64; WORDS_PER_BLOCK]) -> bool {
+        let mut clear = 0;
+        for (word, mask) in block.0.iter_mut().zip(masks) {
+            let word = word.get_mut();
+            clear |= !*word & mask;
+            *word |= mask;
+        }
+        clear != 0
+    }
+
     /// Whether the eight lane bits of `x` (the lower half of a split-block
     /// hash) are all set in the split block whose lanes are `lanes`.
     #[inline(always)]
@@ -195,6 +220,18 @@ pub(crate) fn block_word_bit(pos: u32) -> (usize, u64) {
 pub(crate) fn block_masks<P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     let mut masks = [0u64; WORDS_PER_BLOCK];
     probe.for_each_block_position(h2, k, |pos| {
+        let (w, bit) = block_word_bit(pos);
+        masks[w] |= bit;
+    });
+    masks
+}
+
+/// [`block_masks`] of `h2 = x << 32` (the blocked layout hashed with
+/// XXH3-64), through [`Probe::for_each_block_position32`]: the same masks.
+#[inline(always)]
+pub(crate) fn block_masks32<P: Probe>(probe: P, x: u32, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    let mut masks = [0u64; WORDS_PER_BLOCK];
+    probe.for_each_block_position32(x, k, |pos| {
         let (w, bit) = block_word_bit(pos);
         masks[w] |= bit;
     });

@@ -200,6 +200,61 @@ fn split_inserts_match_scalar() {
     assert!(flat[..12].iter().all(|w| w.load(Ordering::Relaxed) == 0));
 }
 
+/// The blocked layout's `&mut` insert: the masks of `x` (positions from
+/// one 32-bit multiply) are the scalar masks of `h2 = x << 32` for every
+/// `k`, and the vector OR into an exclusively held block sets exactly them
+/// and says whether one was clear.
+#[test]
+fn blocked_inserts_match_scalar() {
+    struct Insert<'a>(&'a mut SharedBlock, u32, u32);
+    impl Job for Insert<'_> {
+        type Out = ([u64; 8], bool);
+        #[inline(always)]
+        fn run<P: Probe>(self, probe: P) -> ([u64; 8], bool) {
+            let masks = block_masks32(probe, self.1, self.2);
+            (masks, probe.block_or_mut(self.0, masks))
+        }
+    }
+    let mut blocks = [
+        SharedBlock::zeroed(),
+        SharedBlock::zeroed(),
+        SharedBlock::zeroed(),
+    ];
+    let mut want = [0u64; 8];
+    let mut x = 7u32;
+    for round in 0..3_000u32 {
+        x = x.wrapping_mul(0x9e37_79b9).wrapping_add(0x7f4a_7c15);
+        let k = 1 + round % MAX_K;
+        if round % 500 == 0 {
+            // Start again from an empty block, so that "was one clear"
+            // is answered both ways.
+            blocks[1] = SharedBlock::zeroed();
+            want = [0; 8];
+        }
+        let (masks, changed) = dispatch(Insert(&mut blocks[1], x, k));
+        assert_eq!(
+            masks,
+            block_masks(Scalar, u64::from(x) << 32, k),
+            "x = {x:#x}, k = {k}"
+        );
+        let had_all = want.iter().zip(masks).all(|(w, m)| w & m == m);
+        assert_eq!(changed, !had_all, "x = {x:#x}, k = {k}");
+        for (w, m) in want.iter_mut().zip(masks) {
+            *w |= m;
+        }
+        let got: Vec<u64> = blocks[1]
+            .0
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(got, want);
+    }
+    // Nothing outside the block was written.
+    for b in [&blocks[0], &blocks[2]] {
+        assert!(b.0.iter().all(|w| w.load(Ordering::Relaxed) == 0));
+    }
+}
+
 /// Every feature a function of `avx2.rs` enables is one `Isa::ask_cpu`
 /// detects (issue 22: BMI1 and POPCNT were enabled but not asked for).
 /// Read from the sources, so that a feature added to an attribute without
