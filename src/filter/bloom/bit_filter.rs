@@ -259,7 +259,7 @@ impl BitFilter {
 
     /// The shared bulk insert of `src`: through a private copy merged back
     /// with one locked OR per changed word when the batch is dense enough
-    /// (`bloom::shadow`), else with one locked OR per word each key adds to.
+    /// (`bloom::shadow`), else with locked ORs per key (`WordOr::or_block`).
     fn insert_shared<S: HashSource>(&self, src: S) -> u64 {
         let p = self.params;
         if shadow::worth_copying(&p, src.count()) {
