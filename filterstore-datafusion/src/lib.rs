@@ -83,9 +83,9 @@ pub use keys::int_key;
 pub use metrics::executed_plan;
 pub use runtime::{
     last_report, BloomCodec, BloomFilterExec, BloomQueryExec, BloomRuntimeFilterPlanner,
-    BloomRuntimeFilterRule, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision, LastReport,
-    ProbePolicy, RendezvousServer, RendezvousStats, RuntimeFilterConfig, RuntimeFilterReport,
-    SkipReason, Verdict,
+    BloomRuntimeFilterRule, BloomScanExec, BloomTapExec, FilterHandle, FilterOutcome, JoinDecision,
+    LastReport, ProbePolicy, RendezvousServer, RendezvousStats, RuntimeFilterConfig,
+    RuntimeFilterReport, SkipReason, Verdict,
 };
 pub use serve::{bloom_worker, remote_cluster, serve_worker, RemoteCluster, StaticWorkers};
 pub use session::{aggregate_udfs, register_functions, scalar_udfs, BloomStateBuilderExt};

@@ -78,6 +78,9 @@ pub fn cpu() -> String {
 pub struct Figures {
     pub shuffle_rows: usize,
     pub shuffle_bytes: usize,
+    /// Rows leaving the plan's Parquet scans (every scan: build sides read
+    /// the same in every mode).
+    pub scan_rows: usize,
     /// Summed over the plan's `BloomFilterExec`s: rows in, rows read
     /// before their filter came, rows passed unfiltered before it, and the
     /// partitions whose buffer filled or whose deadline passed.
@@ -95,6 +98,13 @@ const PROBE_METRICS: [&str; 5] = [
 
 fn is_probe(n: &dyn ExecutionPlan) -> bool {
     n.name() == "BloomFilterExec"
+}
+
+/// A scan as datafusion-distributed shows it (a `BloomScanExec` above one
+/// runs a copy of it that shares its metrics).
+fn is_scan(n: &dyn ExecutionPlan) -> bool {
+    let line = one_line(n);
+    line.starts_with("DataSourceExec") || line.starts_with("DistributedLeafExec: DataSourceExec")
 }
 
 fn is_shuffle(n: &dyn ExecutionPlan) -> bool {
@@ -148,6 +158,7 @@ pub async fn once(
     let figures = Figures {
         shuffle_rows: sum_metric(&plan, "output_rows", is_shuffle)?,
         shuffle_bytes: sum_metric(&plan, "output_bytes", is_shuffle)?,
+        scan_rows: sum_metric(&plan, "output_rows", is_scan)?,
         probe: {
             let mut probe = [0; 5];
             for (v, name) in probe.iter_mut().zip(PROBE_METRICS) {
@@ -188,7 +199,8 @@ pub struct Sessions {
 }
 
 /// The rule's settings: the defaults, with `FILTERSTORE_PROBE_BUFFER`
-/// (bytes) as `probe_buffer_bytes` when set.
+/// (bytes) as `probe_buffer_bytes` when set, and without the scan
+/// predicate when `FILTERSTORE_SCAN_FILTERS=0`.
 pub fn rule_config() -> RuntimeFilterConfig {
     let mut rule = RuntimeFilterConfig::default();
     if let Some(b) = std::env::var("FILTERSTORE_PROBE_BUFFER")
@@ -196,6 +208,9 @@ pub fn rule_config() -> RuntimeFilterConfig {
         .and_then(|v| v.parse().ok())
     {
         rule.probe_buffer_bytes = b;
+    }
+    if std::env::var("FILTERSTORE_SCAN_FILTERS").is_ok_and(|v| v == "0") {
+        rule.scan_filters = false;
     }
     rule
 }
@@ -283,6 +298,8 @@ pub struct Totals {
     pub filters: usize,
     pub bytes_without: usize,
     pub bytes_with: usize,
+    pub scan_rows_without: usize,
+    pub scan_rows_with: usize,
     pub ms_without: f64,
     pub ms_with: f64,
     pub worst: f64,
@@ -303,6 +320,14 @@ impl Totals {
         println!(
             "RESULT {prefix}.shuffle_bytes_ratio {:.3}",
             self.bytes_with as f64 / self.bytes_without.max(1) as f64
+        );
+        println!(
+            "# rows leaving the Parquet scans: {} without the rule, {} with it",
+            self.scan_rows_without, self.scan_rows_with
+        );
+        println!(
+            "RESULT {prefix}.scan_rows_ratio {:.3}",
+            self.scan_rows_with as f64 / self.scan_rows_without.max(1) as f64
         );
         println!(
             "RESULT {prefix}.wall_ratio_sum {:.3}",
@@ -336,6 +361,8 @@ impl Totals {
         self.filters += row.filters;
         self.bytes_without += row.figs[0].shuffle_bytes;
         self.bytes_with += row.figs[1].shuffle_bytes;
+        self.scan_rows_without += row.figs[0].scan_rows;
+        self.scan_rows_with += row.figs[1].scan_rows;
         for (t, v) in self.probe.iter_mut().zip(row.figs[1].probe) {
             *t += v;
         }

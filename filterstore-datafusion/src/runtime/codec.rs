@@ -28,6 +28,12 @@
 //! `FilterParams::new` and capped at [`MAX_PARTIAL_BITS`] before a tap
 //! allocates its filter.
 //!
+//! A [`BloomScanExec`] (a Parquet scan with runtime filters): magic `FSRS`,
+//! version 1, flags (zero), scope and token, the number of filters (4, ≥ 1),
+//! then per filter its id (16), flags (1: bit 0 null keys pass), its keys
+//! (as above) and each key's planned type (4 + n, DataFusion's `ArrowType`
+//! protobuf). Its child, the scan, DataFusion encodes itself.
+//!
 //! Coordinator and workers run the same build within one query; a version
 //! this build does not read is refused with a message saying so. Version 1
 //! (a message inside the node, a creation side run at planning), version
@@ -36,9 +42,10 @@
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::probe::ProbePolicy;
 use super::rendezvous::RunKey;
+use super::scan_node::{BloomScanExec, ScanFilterSpec};
 use super::scope::ScopeCell;
 use super::tap::BloomTapExec;
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
@@ -55,6 +62,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const MAGIC: &[u8; 4] = b"FSRF";
+const SCAN_MAGIC: &[u8; 4] = b"FSRS";
+const SCAN_VERSION: u8 = 1;
 const TAP_MAGIC: &[u8; 4] = b"FSRT";
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
@@ -82,6 +91,9 @@ impl PhysicalExtensionCodec for BloomCodec {
         let [input] = inputs else {
             return Err(bad(format!("expected one input, got {}", inputs.len())));
         };
+        if buf.starts_with(SCAN_MAGIC) {
+            return decode_scan(buf, input, ctx, proto_converter);
+        }
         let mut r = Reader(buf);
         let (is_tap, flags) = decode_header(&mut r)?;
         let label = String::from_utf8(r.sized()?.to_vec()).map_err(|_| bad("label not UTF-8"))?;
@@ -130,6 +142,9 @@ impl PhysicalExtensionCodec for BloomCodec {
         buf: &mut Vec<u8>,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
+        if let Some(scan) = node.downcast_ref::<BloomScanExec>() {
+            return encode_scan(buf, scan, proto_converter);
+        }
         if let Some(t) = node.downcast_ref::<BloomTapExec>() {
             buf.extend_from_slice(TAP_MAGIC);
             buf.push(VERSION);
@@ -170,6 +185,91 @@ impl PhysicalExtensionCodec for BloomCodec {
         buf.extend_from_slice(&p.buffer_bytes.to_le_bytes());
         Ok(())
     }
+}
+
+fn encode_scan(
+    buf: &mut Vec<u8>,
+    scan: &BloomScanExec,
+    proto_converter: &dyn PhysicalProtoConverterExtension,
+) -> Result<()> {
+    buf.extend_from_slice(SCAN_MAGIC);
+    buf.push(SCAN_VERSION);
+    buf.push(0);
+    put_key(buf, scan.run_key());
+    put_len(buf, scan.filters().len())?;
+    for f in scan.filters() {
+        buf.extend_from_slice(&f.filter.to_le_bytes());
+        buf.push(if f.nulls_pass { NULLS_PASS } else { 0 });
+        encode_keys(buf, &f.keys, proto_converter)?;
+        put_len(buf, f.types.len())?;
+        for t in &f.types {
+            let proto = datafusion_proto::protobuf::ArrowType::try_from(t)
+                .map_err(|e| bad(e.to_string()))?;
+            put_sized(buf, &proto.encode_to_vec())?;
+        }
+    }
+    Ok(())
+}
+
+fn decode_scan(
+    buf: &[u8],
+    input: &Arc<dyn ExecutionPlan>,
+    ctx: &TaskContext,
+    proto_converter: &dyn PhysicalProtoConverterExtension,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let mut r = Reader(buf);
+    r.take(4)?;
+    let version = r.u8()?;
+    if version != SCAN_VERSION {
+        return Err(bad(format!(
+            "scan node version {version}, this build reads {SCAN_VERSION}: run one filterstore-datafusion build on the coordinator and every worker"
+        )));
+    }
+    if r.u8()? != 0 {
+        return Err(bad("scan node flags"));
+    }
+    let scope = ScopeCell::fixed(RunKey {
+        scope: u64::from_le_bytes(r.array()?),
+        token: r.array()?,
+    });
+    let n = r.u32()? as usize;
+    // Each filter takes at least 25 bytes: refuse a count the bytes cannot
+    // hold before reserving anything for it.
+    if n == 0 || n > r.0.len() / 25 {
+        return Err(bad(format!("{n} scan filters in {} bytes", r.0.len())));
+    }
+    let schema = input.schema();
+    let mut filters = Vec::with_capacity(n);
+    for _ in 0..n {
+        let filter = u128::from_le_bytes(r.array()?);
+        let flags = r.u8()?;
+        if flags & !NULLS_PASS != 0 {
+            return Err(bad(format!("unknown flags {flags:#04x}")));
+        }
+        let keys = decode_keys(&mut r, &schema, ctx, proto_converter)?;
+        let t = r.u32()? as usize;
+        if t != keys.len() {
+            return Err(bad(format!("{t} key types for {} keys", keys.len())));
+        }
+        let mut types = Vec::with_capacity(t);
+        for _ in 0..t {
+            let proto = datafusion_proto::protobuf::ArrowType::decode(r.sized()?)
+                .map_err(|e| bad(e.to_string()))?;
+            types.push(DataType::try_from(&proto).map_err(|e| bad(e.to_string()))?);
+        }
+        filters.push(ScanFilterSpec {
+            filter,
+            keys,
+            types,
+            nulls_pass: flags & NULLS_PASS != 0,
+        });
+    }
+    r.end()?;
+    Ok(Arc::new(BloomScanExec::new(
+        Arc::clone(input),
+        filters,
+        scope,
+    )))
 }
 
 fn encode_params(buf: &mut Vec<u8>, p: &FilterParams) {

@@ -53,6 +53,11 @@ pub struct RuntimeFilterConfig {
     /// partitions and let 17% of the probe rows pass unfiltered, 64 MiB in 5
     /// and 0.8%; `docs/BENCHMARKS.md`).
     pub probe_buffer_bytes: u64,
+    /// Hand each filter to the Parquet scans below its probe places, as a
+    /// predicate their statistics prune by once the filter has arrived
+    /// (the build keys' bounds), and that drops rows in the scan where
+    /// `datafusion.execution.parquet.pushdown_filters` is on. Default true.
+    pub scan_filters: bool,
     /// Rows a probe task checks before it judges the filter. Default 65,536.
     pub check_window: u64,
     /// A filter that drops less than this share of the rows checked stops
@@ -87,6 +92,7 @@ impl Default for RuntimeFilterConfig {
             max_fp: 0.25,
             wait: Duration::from_secs(5),
             probe_buffer_bytes: 64 << 20,
+            scan_filters: true,
             check_window: 65_536,
             min_drop: 0.1,
             rendezvous: None,

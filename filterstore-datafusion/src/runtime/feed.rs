@@ -89,6 +89,10 @@ impl Feed {
         let deadline = tokio::time::Instant::from_std(self.run.deadline());
         #[cfg(feature = "test-hooks")]
         let _waiting = super::probe::Waiting::enter(self.probe.filter_id);
+        #[cfg(feature = "test-hooks")]
+        if super::hooks::of(self.probe.filter_id).probe_waits_first {
+            let _ = tokio::time::timeout_at(deadline, self.run.arrival.clone()).await;
+        }
         let settled = loop {
             if self.input_done {
                 let timer = self.probe.metrics.wait.timer();

@@ -33,6 +33,9 @@ pub struct Faults {
     pub post_delay: Duration,
     /// A delay before each batch its probe partitions filter.
     pub probe_batch_delay: Duration,
+    /// Its probe partitions read nothing before the filter comes or their
+    /// deadline passes (so their scans open every file after it).
+    pub probe_waits_first: bool,
 }
 
 static ANY: AtomicBool = AtomicBool::new(false);

@@ -22,6 +22,7 @@
 //! `EXPLAIN` and in [`RuntimeFilterReport`].
 
 mod analyze;
+mod bounds;
 mod codec;
 mod config;
 mod decide;
@@ -36,6 +37,8 @@ mod probe;
 mod rendezvous;
 mod report;
 mod rule;
+mod scan;
+mod scan_node;
 mod scope;
 mod stats;
 mod tap;
@@ -49,6 +52,7 @@ pub use rendezvous::FilterOutcome;
 pub use rendezvous::{RendezvousServer, RendezvousStats};
 pub use report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};
 pub use rule::BloomRuntimeFilterRule;
+pub use scan_node::BloomScanExec;
 pub use scope::BloomQueryExec;
 pub use tap::BloomTapExec;
 

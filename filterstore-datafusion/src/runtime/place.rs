@@ -5,6 +5,7 @@ use super::config::RuntimeFilterConfig;
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::lineage::{Keys, Point};
 use super::rendezvous::Slot;
+use super::scan::{self, ScanSpec};
 use super::scope::ScopeCell;
 use super::tap::BloomTapExec;
 use datafusion::error::{DataFusionError, Result};
@@ -88,12 +89,16 @@ pub(super) fn tap(
 }
 
 /// `root` with a [`BloomFilterExec`] above the node at each point (each
-/// numbered, for plans and reports).
+/// numbered, for plans and reports), and with `scans`, the filter's
+/// predicate in the Parquet scans each point's key reaches in its stage
+/// ([`scan::into_scans`]); the plan and the scans reached.
 pub(super) fn probe(
     root: &Arc<dyn ExecutionPlan>,
     points: &[(usize, Point)],
     spec: &ProbeSpec,
-) -> Result<Arc<dyn ExecutionPlan>> {
+    scans: bool,
+) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
+    let mut reached = 0;
     let kids = root.children();
     let mut node = Arc::clone(root);
     if points.iter().any(|(_, p)| !p.path.is_empty()) {
@@ -114,7 +119,9 @@ pub(super) fn probe(
             children.push(if below.is_empty() {
                 Arc::clone(c)
             } else {
-                probe(c, &below, spec)?
+                let (c, n) = probe(c, &below, spec, scans)?;
+                reached += n;
+                c
             });
         }
         let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
@@ -125,7 +132,17 @@ pub(super) fn probe(
             point: *n,
             ..spec.clone()
         };
+        if scans {
+            let to = ScanSpec {
+                filter: spec.filter,
+                nulls_pass: spec.nulls_pass,
+                scope: &spec.scope,
+            };
+            let (below, n) = scan::into_scans(&node, &p.keys, &to)?;
+            node = below;
+            reached += n;
+        }
         node = Arc::new(BloomFilterExec::try_new(node, p.keys.clone(), spec)?);
     }
-    Ok(node)
+    Ok((node, reached))
 }

@@ -8,6 +8,7 @@
 //! did in the node's metrics.
 
 use super::rendezvous::{self, Delivery, FilterId};
+use super::scan::{self, ScanArrival};
 use crate::cache;
 use crate::rowkey::{contains_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
@@ -52,7 +53,9 @@ pub(super) struct Runs(pub(super) Mutex<Vec<(Weak<TaskContext>, Arc<ProbeRun>)>>
 /// What arrived for a task: the filter, or why every row passes.
 #[derive(Clone, Debug)]
 pub(super) enum Arrival {
-    Filter(Arc<cache::DecodedFilter>),
+    /// The filter (with its bounds), registered for the task's Parquet
+    /// scans ([`super::scan`]) while the task holds its arrival.
+    Filter(Arc<ScanArrival>),
     PassAll,
 }
 
@@ -98,15 +101,33 @@ pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> Arr
             },
         };
         match delivery {
-            Delivery::Message(m) => {
+            Delivery::Message(m, bounds) => {
                 bytes.add(m.len());
-                decode(&m, &params).map_or(Arrival::PassAll, Arrival::Filter)
+                let decoded = decode(&m, &params);
+                acknowledge(&source, decoded.is_ok()).await;
+                match decoded {
+                    Ok(f) => {
+                        let bounds = bounds.map(|b| b.as_ref().clone());
+                        Arrival::Filter(scan::arrived(source.id, source.key.scope, f, bounds))
+                    }
+                    Err(_) => Arrival::PassAll,
+                }
             }
             Delivery::PassAll(_) => Arrival::PassAll,
         }
     }
     .boxed()
     .shared()
+}
+
+/// Tells the filter's run that this task received it and could, or could
+/// not, read it: before the task filters a row, so before its query ends
+/// (one round trip to the coordinator from a worker process).
+async fn acknowledge(source: &Source, readable: bool) {
+    match &source.rendezvous {
+        Some(url) => rendezvous::acknowledge_remote(url, source.id, source.key, readable).await,
+        None => rendezvous::acknowledge_local(source.id, source.key.scope, readable),
+    }
 }
 
 /// The message's filter, if it has the planned shape. Decoded once per
@@ -190,7 +211,7 @@ impl Probe {
 
     pub(super) fn arrive(&mut self, a: Arrival) {
         self.state = match a {
-            Arrival::Filter(f) => State::Checking(f),
+            Arrival::Filter(a) => State::Checking(Arc::clone(&a.filter)),
             Arrival::PassAll => {
                 self.metrics.pass_all.add(1);
                 State::Passing

@@ -130,6 +130,9 @@ pub enum Verdict {
     Placed {
         /// Places on this side (one per branch of the key's lineage).
         points: usize,
+        /// Parquet scans below those places that got the filter as their
+        /// predicate (`scan_filters`).
+        scans: usize,
         /// Rows this side was estimated to send into its shuffle.
         probe_rows: Option<u64>,
         /// Rows the build side was estimated to hold.
@@ -172,6 +175,7 @@ impl fmt::Display for JoinDecision {
         match &self.verdict {
             Verdict::Placed {
                 points,
+                scans,
                 probe_rows,
                 build_rows,
                 pass,
@@ -181,7 +185,7 @@ impl fmt::Display for JoinDecision {
             } => {
                 write!(
                     f,
-                    "{}, {side} side: placed ({points} place(s), m={m}, k={k}, ~{} probe rows, ~{} build rows, pass {})",
+                    "{}, {side} side: placed ({points} place(s), {scans} scan(s), m={m}, k={k}, ~{} probe rows, ~{} build rows, pass {})",
                     self.join,
                     opt(*probe_rows),
                     opt(*build_rows),

@@ -273,7 +273,7 @@ impl Walk<'_> {
             scope: Arc::clone(&self.cell),
         };
         let points: Vec<_> = plan.points.iter().cloned().enumerate().collect();
-        let right = probe(join.right(), &points, &spec)?;
+        let (right, scans) = probe(join.right(), &points, &spec, cfg.scan_filters)?;
         let left = tap(
             join.left(),
             plan.build_keys.clone(),
@@ -286,6 +286,7 @@ impl Walk<'_> {
         self.slots.push(Arc::clone(&slot));
         let verdict = Verdict::Placed {
             points: plan.points.len(),
+            scans,
             probe_rows: plan.probe_rows,
             build_rows: plan.build_rows,
             pass: plan.pass,

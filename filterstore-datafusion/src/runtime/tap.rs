@@ -12,8 +12,12 @@
 //! failure instead, and the probe side then passes every row: keys the tap
 //! never saw are never missing from a filter that is used.
 //!
+//! Beside the filter, each partition gathers the bounds of the keys it
+//! saw ([`super::bounds`]); the task posts them widened into one.
+//!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
+use super::bounds::{BoundsAcc, KeyBounds};
 use super::rendezvous::{self, FilterId, PartialBody, Post, RunKey, Scope};
 use super::scope::ScopeCell;
 use crate::node::one_child_plan;
@@ -145,6 +149,7 @@ impl BloomTapExec {
             ended: AtomicUsize::new(0),
             posted: AtomicBool::new(false),
             rows: AtomicU64::new(0),
+            bounds: Mutex::new(None),
             task: task.task_index,
             tasks: task.task_count,
             id: self.filter,
@@ -165,6 +170,8 @@ struct TapRun {
     ended: AtomicUsize,
     posted: AtomicBool,
     rows: AtomicU64,
+    /// The bounds of the keys of the partitions that ended.
+    bounds: Mutex<Option<KeyBounds>>,
     task: usize,
     tasks: usize,
     id: FilterId,
@@ -174,8 +181,16 @@ struct TapRun {
 }
 
 impl TapRun {
-    /// One partition reached its end: the last one posts the filter.
-    fn partition_ended(&self) {
+    /// One partition reached its end, its keys within `bounds`: the last
+    /// one posts the filter.
+    fn partition_ended(&self, bounds: KeyBounds) {
+        {
+            let mut mine = self.bounds.lock();
+            match mine.as_mut() {
+                Some(m) => m.widen(&bounds),
+                None => *mine = Some(bounds),
+            }
+        }
         if self.ended.fetch_add(1, Ordering::AcqRel) + 1 == self.partitions {
             let body = PartialBody::Filter(Arc::clone(&self.filter));
             self.post(body);
@@ -221,6 +236,7 @@ impl TapRun {
             task: self.task,
             tasks: self.tasks,
             rows: self.rows.load(Ordering::Acquire),
+            bounds: self.bounds.lock().clone(),
             body,
         };
         let Some(url) = &self.rendezvous else {
@@ -257,6 +273,7 @@ impl TapRun {
             ended: AtomicUsize::new(0),
             posted: AtomicBool::new(false),
             rows: AtomicU64::new(self.rows.load(Ordering::Acquire)),
+            bounds: Mutex::new(self.bounds.lock().clone()),
             task: self.task,
             tasks: self.tasks,
             id: self.id,
@@ -314,11 +331,18 @@ impl ExecutionPlan for BloomTapExec {
     ) -> Result<SendableRecordBatchStream> {
         let run = self.run(&context)?;
         let input = self.input.execute(partition, context)?;
+        let schema = self.input.schema();
+        let types = self
+            .keys
+            .iter()
+            .map(|k| k.data_type(&schema))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Box::pin(TapStream {
             schema: input.schema(),
             input,
             run,
             keys: self.keys.clone(),
+            bounds: BoundsAcc::new(&types),
             ended: false,
             rows: MetricBuilder::new(&self.metrics).counter("build_rows", partition),
             time: MetricBuilder::new(&self.metrics).elapsed_compute(partition),
@@ -338,19 +362,21 @@ struct TapStream {
     input: SendableRecordBatchStream,
     run: Arc<TapRun>,
     keys: Vec<Arc<dyn PhysicalExpr>>,
+    bounds: BoundsAcc,
     ended: bool,
     rows: Count,
     time: Time,
 }
 
 impl TapStream {
-    fn insert(&self, batch: &RecordBatch) -> Result<u64> {
+    fn insert(&mut self, batch: &RecordBatch) -> Result<u64> {
         let _timer = self.time.timer();
         let columns = self
             .keys
             .iter()
             .map(|k| k.evaluate(batch)?.into_array(batch.num_rows()))
             .collect::<Result<Vec<_>>>()?;
+        self.bounds.update(&columns);
         insert_rows(&self.run.filter, &KeyColumns::new(&columns)?)
     }
 }
@@ -376,7 +402,8 @@ impl Stream for TapStream {
             Some(Err(e)) => self.run.fail(format!("the build input failed: {e}")),
             None => {
                 self.ended = true;
-                self.run.partition_ended();
+                let bounds = self.bounds.finish();
+                self.run.partition_ended(bounds);
             }
         }
         Poll::Ready(item)

@@ -1,7 +1,8 @@
 //! Runtime filters on distributed plans, in one test binary (each test
 //! binary links all of DataFusion: fewer binaries, a faster build): the
 //! decision table and regressions (`rules`), seeded random joins (`random`),
-//! the star join (`semijoin`), TPC-H (`tpch`) and TPC-DS (`tpcds`), each
+//! the star join (`semijoin`), filters in the Parquet scan (`scans`),
+//! TPC-H (`tpch`) and TPC-DS (`tpcds`), each
 //! against single-node DataFusion.
 
 #[path = "../common/mod.rs"]
@@ -11,6 +12,8 @@ mod plans;
 mod processes;
 mod random;
 mod rules;
+#[cfg(feature = "test-hooks")]
+mod scans;
 mod semijoin;
 mod tpcds;
 mod tpch;
@@ -23,5 +26,12 @@ mod waits;
 mod waits {
     #[test]
     #[ignore = "the waits:: tests inject faults: run them with `--features test-hooks`"]
+    fn need_the_test_hooks_feature() {}
+}
+
+#[cfg(not(feature = "test-hooks"))]
+mod scans {
+    #[test]
+    #[ignore = "the scans:: tests use a test seam: run them with `--features test-hooks`"]
     fn need_the_test_hooks_feature() {}
 }

@@ -32,7 +32,7 @@ const QUERY: &str =
 
 /// Faults injected into one query's filters, removed when dropped (also
 /// when the test fails).
-struct Injected(Vec<u128>);
+pub(crate) struct Injected(pub(crate) Vec<u128>);
 
 impl Drop for Injected {
     fn drop(&mut self) {
@@ -160,6 +160,7 @@ fn faults(tap: TapFault, post_delay_ms: u64, probe_batch_delay_ms: u64) -> Fault
         tap,
         post_delay: Duration::from_millis(post_delay_ms),
         probe_batch_delay: Duration::from_millis(probe_batch_delay_ms),
+        probe_waits_first: false,
     }
 }
 

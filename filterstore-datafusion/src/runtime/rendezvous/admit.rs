@@ -6,7 +6,7 @@
 //! post the size its slot allows, all from the frame's fixed head, before
 //! its body is read or copied.
 
-use super::frame::{decode_fetch, decode_post, peek_post, FrameError, PostHead};
+use super::frame::{decode_ack, decode_fetch, decode_post, peek_post, FrameError, PostHead};
 use super::{lookup, max_post_body, Decided, FilterId, Post, Run, RunKey, Slot};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -143,6 +143,24 @@ pub(super) fn admit_fetch(bytes: &[u8]) -> Result<Option<watch::Receiver<Decided
     };
     let refused = match slot.find(key.scope) {
         Some(run) if run.admits(&key.token) => return Ok(Some(run.decided.subscribe())),
+        Some(_) => Refusal::Token,
+        None => Refusal::UnknownRun,
+    };
+    slot.note_refused();
+    Err(refused)
+}
+
+/// The run an acknowledgement frame counts in, and whether its probe task
+/// read the filter; a refusal, counted on the slot, when the run is unknown
+/// or the token is not its own. `Ok(None)`: no live plan has the filter
+/// (its query ended): nothing to count.
+pub(super) fn admit_ack(bytes: &[u8]) -> Result<Option<(Arc<Run>, bool)>, Refusal> {
+    let (id, key, readable) = decode_ack(bytes).map_err(Refusal::Frame)?;
+    let Some(slot) = lookup(id) else {
+        return Ok(None);
+    };
+    let refused = match slot.find(key.scope) {
+        Some(run) if run.admits(&key.token) => return Ok(Some((run, readable))),
         Some(_) => Refusal::Token,
         None => Refusal::UnknownRun,
     };

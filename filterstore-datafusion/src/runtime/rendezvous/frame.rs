@@ -1,14 +1,15 @@
-//! The three frames of the runtime-filter transport (docs/FORMAT.md § 16):
+//! The four frames of the runtime-filter transport (docs/FORMAT.md § 16):
 //! a *post* (tap task → coordinator: a partial filter, or the task's
-//! failure), a *fetch* (probe task → coordinator: "my filter, please") and
-//! a *unit* (coordinator → probe task: the filter message, or "pass every
-//! row" and why).
+//! failure), a *fetch* (probe task → coordinator: "my filter, please"), a
+//! *unit* (coordinator → probe task: the filter message, or "pass every
+//! row" and why) and an *acknowledgement* (probe task → coordinator: "I
+//! received the filter and read it", or could not).
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 4 | magic: `FSRP` (post), `FSRQ` (fetch) or `FSRU` (unit) |
-//! | 1 | version, 2 |
-//! | 1 | kind: 1 = filter message, 2 = pass-all (unit) / failed (post) |
+//! | 4 | magic: `FSRP` (post), `FSRQ` (fetch), `FSRU` (unit) or `FSRA` (acknowledgement, version 3) |
+//! | 1 | version, 3 (2 is still read) |
+//! | 1 | kind: 1 = filter message, 2 = pass-all (unit) / failed (post), 3 = bounds and filter message (version 3) |
 //! | 2 | reserved, zero |
 //! | 4 | body length `n` (little-endian) |
 //! | n | body |
@@ -18,26 +19,37 @@
 //! scope (8) and token (16, [`super::token`]), the task index (4), the
 //! stage's task count (4) and the build rows the task saw (8), then the
 //! partial's filter message or the failure as UTF-8. A fetch's body is the
-//! filter id, the scope and the token (kind 1). A unit's body is the filter
-//! message (docs/FORMAT.md § 12), or the reason as UTF-8. The body length
+//! filter id, the scope and the token (kind 1), and so is an
+//! acknowledgement's (kind 1: read, kind 2: not readable). A unit's body is the filter
+//! message (docs/FORMAT.md § 12), or the reason as UTF-8. In a frame of
+//! kind 3 the filter message comes after the build keys' bounds: their
+//! length (4) and their bytes ([`KeyBounds::encode`], at most
+//! [`MAX_BOUNDS_BYTES`]). The body length
 //! is checked against the bytes present before anything is sliced, and a
 //! frame is at most [`MAX_FRAME_BYTES`]; [`peek_post`] reads a post's fixed
 //! head alone, so that the rendezvous checks the token and the scope's cap
 //! before the body is looked at or copied.
 //!
+//! Version 2 (no bounds) is read as ever, its filters without bounds.
 //! Version 1 (no token) is not read: frames live only while one query runs,
 //! between processes of one build.
 
 use super::token::{RunKey, Token};
 use super::{Delivery, FilterId, PartialBody, Post};
+use crate::runtime::bounds::{KeyBounds, MAX_BOUNDS_BYTES};
 use std::sync::Arc;
 
 const UNIT: &[u8; 4] = b"FSRU";
 const POST: &[u8; 4] = b"FSRP";
 const FETCH: &[u8; 4] = b"FSRQ";
-const VERSION: u8 = 2;
+const ACK: &[u8; 4] = b"FSRA";
+const VERSION: u8 = 3;
+/// The oldest version read.
+const OLDEST: u8 = 2;
 const KIND_MESSAGE: u8 = 1;
 const KIND_NONE: u8 = 2;
+/// Bounds, then the filter message (version 3).
+const KIND_BOUNDED: u8 = 3;
 /// A frame's header: magic, version, kind, reserved, body length.
 pub(super) const HEAD: usize = 12;
 /// A post's fixed head: filter id, scope, token, task, tasks, rows.
@@ -64,7 +76,7 @@ pub(super) enum FrameError {
     #[error("not a runtime-filter {0} frame (bad magic)")]
     Magic(&'static str),
     /// A version this build does not read.
-    #[error("runtime-filter frame version {0}, this build reads 2: run one filterstore-datafusion build on the coordinator and every worker")]
+    #[error("runtime-filter frame version {0}, this build reads 2 and 3: run one filterstore-datafusion build on the coordinator and every worker")]
     Version(u8),
     /// Unknown kind or non-zero reserved bytes.
     #[error("runtime-filter frame with kind {kind} and reserved bytes {reserved:#06x}")]
@@ -86,6 +98,9 @@ pub(super) enum FrameError {
     /// A frame over [`MAX_FRAME_BYTES`].
     #[error("a runtime-filter frame of {0} bytes")]
     TooLarge(usize),
+    /// Bounds that do not decode.
+    #[error("a runtime-filter frame's bounds: {0}")]
+    Bounds(String),
 }
 
 fn encode(magic: &[u8; 4], kind: u8, parts: &[&[u8]]) -> Vec<u8> {
@@ -149,12 +164,14 @@ fn check_header(
     if &bytes[..4] != magic {
         return Err(FrameError::Magic(what));
     }
-    if bytes[4] != VERSION {
-        return Err(FrameError::Version(bytes[4]));
+    let version = bytes[4];
+    if !(OLDEST..=VERSION).contains(&version) {
+        return Err(FrameError::Version(version));
     }
     let kind = bytes[5];
     let reserved = u16::from_le_bytes([bytes[6], bytes[7]]);
-    if reserved != 0 || !(kind == KIND_MESSAGE || kind == KIND_NONE) {
+    let bounded = kind == KIND_BOUNDED && version >= 3;
+    if reserved != 0 || !(kind == KIND_MESSAGE || kind == KIND_NONE || bounded) {
         return Err(FrameError::Header { kind, reserved });
     }
     Ok((
@@ -167,10 +184,37 @@ fn utf8(bytes: &[u8]) -> Result<String, FrameError> {
     String::from_utf8(bytes.to_vec()).map_err(|_| FrameError::Utf8)
 }
 
+/// The encoded bounds (with their length) of `bounds`, if they encode
+/// within [`MAX_BOUNDS_BYTES`].
+fn bounds_part(bounds: Option<&KeyBounds>) -> Option<Vec<u8>> {
+    let b = bounds?.encode()?;
+    let mut out = Vec::with_capacity(4 + b.len());
+    out.extend_from_slice(&u32::try_from(b.len()).ok()?.to_le_bytes());
+    out.extend_from_slice(&b);
+    Some(out)
+}
+
+/// The bounds at the start of a kind-3 body, and the rest.
+fn split_bounds(body: &[u8]) -> Result<(KeyBounds, &[u8]), FrameError> {
+    let truncated =
+        |needed| FrameError::Bounds(format!("{needed} bytes needed, {} present", body.len()));
+    let len = body.get(..4).ok_or_else(|| truncated(4))?;
+    let n = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if n > MAX_BOUNDS_BYTES {
+        return Err(FrameError::Bounds(format!("{n} bytes of bounds")));
+    }
+    let b = body.get(4..4 + n).ok_or_else(|| truncated(4 + n))?;
+    let bounds = KeyBounds::decode(b).map_err(FrameError::Bounds)?;
+    Ok((bounds, &body[4 + n..]))
+}
+
 /// The unit frame of `delivery`.
 pub(super) fn encode_unit(delivery: &Delivery) -> Vec<u8> {
     match delivery {
-        Delivery::Message(m) => encode(UNIT, KIND_MESSAGE, &[m]),
+        Delivery::Message(m, bounds) => match bounds_part(bounds.as_deref()) {
+            Some(b) => encode(UNIT, KIND_BOUNDED, &[&b, m]),
+            None => encode(UNIT, KIND_MESSAGE, &[m]),
+        },
         Delivery::PassAll(why) => encode(UNIT, KIND_NONE, &[why.as_bytes()]),
     }
 }
@@ -178,10 +222,13 @@ pub(super) fn encode_unit(delivery: &Delivery) -> Vec<u8> {
 /// The delivery a unit frame carries.
 pub(super) fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
     let (kind, body) = decode(bytes, UNIT, "unit")?;
-    Ok(if kind == KIND_MESSAGE {
-        Delivery::Message(Arc::new(body.to_vec()))
-    } else {
-        Delivery::PassAll(utf8(body)?)
+    Ok(match kind {
+        KIND_MESSAGE => Delivery::Message(Arc::new(body.to_vec()), None),
+        KIND_BOUNDED => {
+            let (bounds, m) = split_bounds(body)?;
+            Delivery::Message(Arc::new(m.to_vec()), Some(Arc::new(bounds)))
+        }
+        _ => Delivery::PassAll(utf8(body)?),
     })
 }
 
@@ -197,7 +244,10 @@ pub(crate) fn encode_post(id: FilterId, key: RunKey, post: &Post) -> Option<Vec<
     head.extend_from_slice(&u32::try_from(post.tasks).ok()?.to_le_bytes());
     head.extend_from_slice(&post.rows.to_le_bytes());
     Some(match &post.body {
-        PartialBody::Message(m) => encode(POST, KIND_MESSAGE, &[&head, m]),
+        PartialBody::Message(m) => match bounds_part(post.bounds.as_ref()) {
+            Some(b) => encode(POST, KIND_BOUNDED, &[&head, &b, m]),
+            None => encode(POST, KIND_MESSAGE, &[&head, m]),
+        },
         PartialBody::Failed(why) => encode(POST, KIND_NONE, &[&head, why.as_bytes()]),
         PartialBody::Filter(_) => return None,
     })
@@ -246,10 +296,13 @@ pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, RunKey, Post), Fram
     let u32_at = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
     let mut rows = [0u8; 8];
     rows.copy_from_slice(&head[48..56]);
-    let body = if kind == KIND_MESSAGE {
-        PartialBody::Message(rest.to_vec())
-    } else {
-        PartialBody::Failed(utf8(rest)?)
+    let (bounds, body) = match kind {
+        KIND_MESSAGE => (None, PartialBody::Message(rest.to_vec())),
+        KIND_BOUNDED => {
+            let (bounds, m) = split_bounds(rest)?;
+            (Some(bounds), PartialBody::Message(m.to_vec()))
+        }
+        _ => (None, PartialBody::Failed(utf8(rest)?)),
     };
     Ok((
         id,
@@ -258,6 +311,7 @@ pub(super) fn decode_post(bytes: &[u8]) -> Result<(FilterId, RunKey, Post), Fram
             task: u32_at(40) as usize,
             tasks: u32_at(44) as usize,
             rows: u64::from_le_bytes(rows),
+            bounds,
             body,
         },
     ))
@@ -286,6 +340,33 @@ pub(super) fn encode_fetch(id: FilterId, key: RunKey) -> Vec<u8> {
         KIND_MESSAGE,
         &[&id.to_le_bytes(), &key.scope.to_le_bytes(), &key.token],
     )
+}
+
+/// The acknowledgement frame of filter `id`'s run of `key`: its probe task
+/// received the filter, and could (`readable`) or could not read it.
+pub(super) fn encode_ack(id: FilterId, key: RunKey, readable: bool) -> Vec<u8> {
+    let kind = if readable { KIND_MESSAGE } else { KIND_NONE };
+    encode(
+        ACK,
+        kind,
+        &[&id.to_le_bytes(), &key.scope.to_le_bytes(), &key.token],
+    )
+}
+
+/// The filter id, run key and readability of an acknowledgement frame.
+pub(super) fn decode_ack(bytes: &[u8]) -> Result<(FilterId, RunKey, bool), FrameError> {
+    let (kind, body) = decode(bytes, ACK, "acknowledgement")?;
+    if bytes[4] < 3 || kind == KIND_BOUNDED {
+        return Err(FrameError::Header { kind, reserved: 0 });
+    }
+    if body.len() != FETCH_BODY {
+        return Err(FrameError::Truncated {
+            needed: HEAD + FETCH_BODY + 4,
+            got: bytes.len(),
+        });
+    }
+    let (id, key) = id_key(body);
+    Ok((id, key, kind == KIND_MESSAGE))
 }
 
 /// The filter id and run key of a fetch frame.

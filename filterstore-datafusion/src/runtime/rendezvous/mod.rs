@@ -15,7 +15,10 @@
 //!    filter message;
 //! 3. each probe task fetches that message (or "pass every row" and why)
 //!    once, when its first partition is polled, and waits for it at most its
-//!    deadline.
+//!    deadline;
+//! 4. a probe task that received a filter acknowledges it, saying whether it
+//!    could read it: a filter no probe task has received is reported as
+//!    [`FilterOutcome::Undelivered`], never as built.
 //!
 //! Taps and probes in the coordinator's process use the slot directly;
 //! those in worker processes post and fetch through [`service`] (two Arrow
@@ -52,9 +55,11 @@ mod service;
 mod token;
 
 pub(super) use frame::encode_post;
-pub(super) use service::{fetch_remote, post_remote};
+pub(super) use service::{acknowledge_remote, fetch_remote, post_remote};
 pub use service::{RendezvousServer, RendezvousStats};
 pub(super) use token::RunKey;
+
+use super::bounds::KeyBounds;
 
 use filterstore::{
     decode_message_with_limit, encode_message, BitFilter, BloomRead, CodecChoice, FilterParams,
@@ -109,8 +114,11 @@ pub struct SlotPolicy {
 /// What became of one runtime filter at execution.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FilterOutcome {
-    /// Every task's partial arrived and the merged filter was shipped.
+    /// Every task's partial arrived, the merged filter was shipped, and at
+    /// least one probe task received and read it.
     Built {
+        /// Probe tasks that received and read it (so far).
+        delivered: u64,
         /// The compressed message sent to each probe task.
         message_bytes: usize,
         /// Distinct keys, estimated from the merged filter.
@@ -124,6 +132,18 @@ pub enum FilterOutcome {
         /// From the query's start to the filter being ready.
         ready_after: Duration,
     },
+    /// The merged filter was shipped but no probe task has received and
+    /// read it (yet): its probe side filtered nothing.
+    Undelivered {
+        /// Probe tasks that received it and could not read it.
+        unreadable: u64,
+        /// The compressed message sent.
+        message_bytes: usize,
+        /// Partial filters merged.
+        partials: usize,
+        /// From the query's start to the filter being ready.
+        ready_after: Duration,
+    },
     /// The probe side passes every row, and why.
     PassAll {
         /// Why no filter was shipped.
@@ -134,9 +154,33 @@ pub enum FilterOutcome {
 }
 
 impl FilterOutcome {
-    /// Whether a filter was shipped.
+    /// Whether a filter was shipped and received.
     pub fn is_built(&self) -> bool {
         matches!(self, FilterOutcome::Built { .. })
+    }
+
+    /// This outcome as of `received` probe tasks having read the filter
+    /// and `unreadable` having failed to.
+    fn into_delivered(mut self, received: u64, unreadable: u64) -> FilterOutcome {
+        if let FilterOutcome::Built {
+            delivered,
+            message_bytes,
+            partials,
+            ready_after,
+            ..
+        } = &mut self
+        {
+            if received == 0 {
+                return FilterOutcome::Undelivered {
+                    unreadable,
+                    message_bytes: *message_bytes,
+                    partials: *partials,
+                    ready_after: *ready_after,
+                };
+            }
+            *delivered = received;
+        }
+        self
     }
 }
 
@@ -144,6 +188,7 @@ impl std::fmt::Display for FilterOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FilterOutcome::Built {
+                delivered,
                 message_bytes,
                 keys,
                 fp,
@@ -152,8 +197,18 @@ impl std::fmt::Display for FilterOutcome {
                 ready_after,
             } => write!(
                 f,
-                "built from {partials} task(s), {build_rows} build rows, ~{keys:.0} keys, fp {:.2}%, {message_bytes} B message, ready after {:.1} ms",
+                "built from {partials} task(s), {build_rows} build rows, ~{keys:.0} keys, fp {:.2}%, {message_bytes} B message, ready after {:.1} ms, received by {delivered} probe task(s)",
                 fp * 100.0,
+                ready_after.as_secs_f64() * 1e3
+            ),
+            FilterOutcome::Undelivered {
+                unreadable,
+                message_bytes,
+                partials,
+                ready_after,
+            } => write!(
+                f,
+                "undelivered: built from {partials} task(s), {message_bytes} B message, ready after {:.1} ms, but no probe task read it ({unreadable} could not)",
                 ready_after.as_secs_f64() * 1e3
             ),
             FilterOutcome::PassAll { reason, after } => write!(
@@ -168,8 +223,9 @@ impl std::fmt::Display for FilterOutcome {
 /// What a probe task receives: the filter's message, or why there is none.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Delivery {
-    /// The compressed filter message.
-    Message(Arc<Vec<u8>>),
+    /// The compressed filter message, and the build keys' bounds when every
+    /// build task sent them.
+    Message(Arc<Vec<u8>>, Option<Arc<KeyBounds>>),
     /// Pass every row, and why.
     PassAll(String),
 }
@@ -192,6 +248,8 @@ pub struct Post {
     pub tasks: usize,
     /// Build rows the task saw (null keys excluded).
     pub rows: u64,
+    /// The bounds of the task's keys, if it has them.
+    pub(crate) bounds: Option<KeyBounds>,
     /// The partial filter, or the failure.
     pub body: PartialBody,
 }
@@ -224,6 +282,9 @@ pub struct Run {
     /// The execution's token, set when [`BloomQueryExec`](super::scope::BloomQueryExec)
     /// opens the run; a run without one takes no frame from another process.
     token: OnceLock<token::Token>,
+    /// Probe tasks that received the filter and read it, and that could not.
+    received: AtomicU64,
+    unreadable: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -232,6 +293,9 @@ struct State {
     expected: Option<usize>,
     posted: Vec<bool>,
     merged: Option<BitFilter>,
+    /// The tasks' bounds widened into one; `None` once a task had none.
+    bounds: Option<KeyBounds>,
+    bounds_lost: bool,
     rows: u64,
     done: bool,
 }
@@ -259,13 +323,14 @@ pub(super) fn post_local(id: FilterId, scope: Scope, post: Post) -> bool {
 }
 
 /// The most bytes a post's body (its fixed head included) may have for a
-/// filter of `params`: the head and the filter's message written plain
-/// with build statistics (an entropy-coded message is never larger, and a
+/// filter of `params`: the head, the largest bounds, and the filter's
+/// message written plain with build statistics (an entropy-coded message is never larger, and a
 /// failure's reason is far shorter). A larger post is refused before its
 /// body is read.
 pub(super) fn max_post_body(params: &FilterParams) -> usize {
     let bits = usize::try_from(params.bit_bytes()).unwrap_or(usize::MAX);
     frame::POST_HEAD
+        .saturating_add(4 + super::bounds::MAX_BOUNDS_BYTES)
         .saturating_add(MESSAGE_OVERHEAD + BUILD_STATS_LEN)
         .saturating_add(bits)
 }
@@ -275,6 +340,14 @@ pub(super) fn max_post_body(params: &FilterParams) -> usize {
 /// passes every row. `None` when this process has no such filter.
 pub(super) fn subscribe(id: FilterId, scope: Scope) -> Option<watch::Receiver<Decided>> {
     lookup(id).map(|slot| slot.run(scope).decided.subscribe())
+}
+
+/// A probe task of this process received filter `id`'s run of `scope` and
+/// could, or could not, read it.
+pub(super) fn acknowledge_local(id: FilterId, scope: Scope, readable: bool) {
+    if let Some(run) = lookup(id).and_then(|s| s.find(scope)) {
+        run.acknowledge(readable);
+    }
 }
 
 /// Waits for what `rx` decides; "pass every row" if its plan is dropped.
@@ -329,11 +402,15 @@ impl Slot {
                 expected: None,
                 posted: Vec::new(),
                 merged: None,
+                bounds: None,
+                bounds_lost: false,
                 rows: 0,
                 done: false,
             }),
             decided,
             token: OnceLock::new(),
+            received: AtomicU64::new(0),
+            unreadable: AtomicU64::new(0),
         });
         runs.push((scope, Arc::clone(&run)));
         if runs.len() > SCOPES_KEPT {
@@ -383,12 +460,17 @@ impl Slot {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// The outcome of the latest execution, once decided.
+    /// The outcome of the latest execution, once decided; a built filter
+    /// that no probe task has received yet is [`FilterOutcome::Undelivered`].
     pub fn outcome(&self) -> Option<FilterOutcome> {
         let runs = self.runs.lock();
         let (_, run) = runs.last()?;
         let decided = run.decided.borrow();
-        decided.as_ref().map(|(o, _)| o.clone())
+        let received = run.received.load(Ordering::Acquire);
+        let unreadable = run.unreadable.load(Ordering::Acquire);
+        decided
+            .as_ref()
+            .map(|(o, _)| o.clone().into_delivered(received, unreadable))
     }
 
     /// Ends `scope`'s run as pass-all if it is not decided (its query ended
@@ -401,6 +483,17 @@ impl Slot {
 }
 
 impl Run {
+    /// A probe task received the run's filter and could, or could not,
+    /// read it.
+    pub(super) fn acknowledge(&self, readable: bool) {
+        let n = if readable {
+            &self.received
+        } else {
+            &self.unreadable
+        };
+        n.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Ends the run as pass-all (a no-op once decided).
     pub fn pass_all(&self, reason: String) {
         let mut s = self.state.lock();
@@ -446,6 +539,7 @@ impl Run {
             task,
             tasks,
             rows,
+            bounds,
             body,
         } = post;
         if tasks == 0 || tasks > MAX_TASKS || task >= tasks {
@@ -480,15 +574,18 @@ impl Run {
         }
         let merged = s.merged.as_ref().ok_or("no filter")?;
         part.or_into(merged, params)?;
+        // Bounds only widen, as the filter only gains keys: a replay's too.
+        s.widen_bounds(bounds);
         if replay {
             return Ok(false);
         }
         s.rows = s.rows.saturating_add(rows);
         if s.posted.iter().all(|&p| p) {
             let filter = s.merged.take().ok_or("no filter")?;
+            let bounds = s.bounds.take().filter(|_| !s.bounds_lost);
             let (rows, started) = (s.rows, s.started);
             drop(s);
-            self.finish(filter, policy, rows, expected, started);
+            self.finish((filter, bounds), policy, rows, expected, started);
         }
         Ok(true)
     }
@@ -496,7 +593,7 @@ impl Run {
     /// Decides on the merged filter and publishes the outcome.
     fn finish(
         &self,
-        filter: BitFilter,
+        (filter, bounds): (BitFilter, Option<KeyBounds>),
         p: SlotPolicy,
         build_rows: u64,
         partials: usize,
@@ -528,6 +625,7 @@ impl Run {
         }
         s.done = true;
         let outcome = FilterOutcome::Built {
+            delivered: 0,
             message_bytes: message.len(),
             keys,
             fp,
@@ -535,8 +633,19 @@ impl Run {
             build_rows,
             ready_after: started.elapsed(),
         };
+        let bounds = bounds.filter(KeyBounds::any_known).map(Arc::new);
         self.decided
-            .send_replace(Some((outcome, Delivery::Message(message))));
+            .send_replace(Some((outcome, Delivery::Message(message, bounds))));
+    }
+}
+
+impl State {
+    fn widen_bounds(&mut self, bounds: Option<KeyBounds>) {
+        match (bounds, &mut self.bounds) {
+            (None, _) => self.bounds_lost = true,
+            (Some(b), None) => self.bounds = Some(b),
+            (Some(b), Some(mine)) => mine.widen(&b),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! coordinator that takes the taps' posts and answers the probe tasks'
 //! fetches, and the client worker processes call it with.
 //!
-//! Two actions ([`super::frame`] has the bytes):
+//! Three actions ([`super::frame`] has the bytes):
 //! - [`POST_ACTION`], a post frame; the answer is one empty result. A post
 //!   is refused with an error status, counted and dropped ([`super::admit`])
 //!   when its filter is unknown (its query ended, or a stray request), its
@@ -13,6 +13,9 @@
 //!   row" at once when the filter is unknown or its query has ended. A
 //!   fetch with a wrong token, or for a run that does not exist, is refused
 //!   (the filter would tell which keys the build side holds).
+//! - [`ACK_ACTION`], an acknowledgement frame: the probe task received its
+//!   filter and read it, or could not; counted in the run (what
+//!   [`super::FilterOutcome`] reports), refused as a fetch is.
 //!
 //! Every other Flight call answers "unimplemented".
 //!
@@ -21,8 +24,10 @@
 //! lets workers reach the coordinator needs nothing new, and the crate is
 //! already in the build.
 
-use super::admit::{admit_fetch, admit_post, admit_request, run_header, Refusal, RUN_HEADER};
-use super::frame::{decode_unit, encode_fetch, encode_unit, MAX_FRAME_BYTES};
+use super::admit::{
+    admit_ack, admit_fetch, admit_post, admit_request, run_header, Refusal, RUN_HEADER,
+};
+use super::frame::{decode_unit, encode_ack, encode_fetch, encode_unit, MAX_FRAME_BYTES};
 use super::{Delivery, FilterId, RunKey};
 use crate::runtime::RuntimeFilterConfig;
 use arrow_flight::flight_service_client::FlightServiceClient;
@@ -48,6 +53,12 @@ pub(super) const POST_ACTION: &str = "filterstore.runtime_filter.post";
 /// The Flight action type of a fetch.
 pub(super) const FETCH_ACTION: &str = "filterstore.runtime_filter.fetch";
 
+/// The Flight action type of an acknowledgement.
+pub(super) const ACK_ACTION: &str = "filterstore.runtime_filter.ack";
+
+/// How long a probe task tries to deliver its acknowledgement.
+pub(super) const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a worker tries to deliver one post.
 pub(super) const POST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -69,8 +80,8 @@ pub struct RendezvousStats {
     /// damaged, or a task posting again (a replay: idempotent, it decides
     /// nothing).
     pub posts_refused: u64,
-    /// Fetches refused after their body was read: damaged, unknown
-    /// execution, or wrong token in the frame.
+    /// Fetches and acknowledgements refused after their body was read:
+    /// damaged, unknown execution, or wrong token in the frame.
     pub fetches_refused: u64,
     /// Requests refused from their headers alone, their body never read:
     /// no run header, or one naming an unknown filter or execution, or
@@ -309,6 +320,15 @@ pub(crate) async fn fetch_remote(url: &str, id: FilterId, key: RunKey) -> Delive
     }
 }
 
+/// Tells the coordinator at `url` that this probe task received filter
+/// `id`'s run of `key` and could (`readable`) or could not read it, within
+/// [`ACK_TIMEOUT`]; a failure only leaves the filter reported undelivered.
+pub(crate) async fn acknowledge_remote(url: &str, id: FilterId, key: RunKey, readable: bool) {
+    let run = run_header(id, key);
+    let frame = encode_ack(id, key, readable);
+    let _ = tokio::time::timeout(ACK_TIMEOUT, call(url, ACK_ACTION, frame, Some(&run))).await;
+}
+
 /// The service.
 struct Rendezvous {
     counters: Arc<Counters>,
@@ -331,6 +351,21 @@ impl Rendezvous {
             return Err(refused(Refusal::Taken(task)));
         }
         self.counters.posts_taken.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counts an acknowledgement in its run, or refuses it (counted).
+    fn ack(&self, body: &[u8]) -> Result<(), Status> {
+        match admit_ack(body) {
+            Ok(Some((run, readable))) => run.acknowledge(readable),
+            Ok(None) => {}
+            Err(r) => {
+                self.counters
+                    .fetches_refused
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(status(&r));
+            }
+        }
         Ok(())
     }
 
@@ -446,6 +481,10 @@ impl FlightService for Rendezvous {
                 Vec::new()
             }
             FETCH_ACTION => self.fetch(&action.body).await?,
+            ACK_ACTION => {
+                self.ack(&action.body)?;
+                Vec::new()
+            }
             other => return Err(Status::invalid_argument(format!("unknown action {other}"))),
         };
         let result = arrow_flight::Result {
@@ -468,6 +507,10 @@ impl FlightService for Rendezvous {
             (
                 FETCH_ACTION,
                 "a runtime filter for a probe task, once decided",
+            ),
+            (
+                ACK_ACTION,
+                "a probe task received its runtime filter (and could read it, or not)",
             ),
         ]
         .map(|(t, d)| {

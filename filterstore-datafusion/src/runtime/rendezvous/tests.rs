@@ -3,7 +3,10 @@
 use super::frame::{
     decode_fetch, decode_post, decode_unit, encode_fetch, encode_post, encode_unit, FrameError,
 };
+use super::frame::{HEAD, POST_HEAD};
 use super::*;
+use crate::runtime::bounds::ColumnBounds;
+use datafusion::common::ScalarValue;
 use filterstore::{BloomRead, HashSpec, Layout};
 
 pub(super) fn params() -> FilterParams {
@@ -32,6 +35,7 @@ pub(super) fn post(task: usize, tasks: usize, body: PartialBody) -> Post {
         task,
         tasks,
         rows: 100,
+        bounds: None,
         body,
     }
 }
@@ -57,17 +61,24 @@ fn partials_of_every_task_merge_and_hold_every_key() {
     // The third task's partial arrives as a message from another process.
     let m = encode_message(partial(2000..3000).as_ref(), 1000, 0, CodecChoice::Auto).unwrap();
     send(&slot, post(2, 3, PartialBody::Message(m)));
-    let Delivery::Message(bytes) = delivered(&slot) else {
+    let Delivery::Message(bytes, _) = delivered(&slot) else {
         panic!("{:?}", slot.outcome())
     };
     let msg = filterstore::decode_message(&bytes).unwrap();
     let f = msg.filter().unwrap();
     assert!((0..3000u32).all(|k| f.contains(&k.to_le_bytes())));
+    // Not received by any probe task yet: not "built".
+    assert!(matches!(
+        slot.outcome(),
+        Some(FilterOutcome::Undelivered { .. })
+    ));
+    acknowledge_local(slot.id(), SCOPE, true);
     match slot.outcome() {
         Some(FilterOutcome::Built {
             partials,
             build_rows,
             keys,
+            delivered: 1,
             ..
         }) => {
             assert_eq!((partials, build_rows), (3, 300));
@@ -136,7 +147,7 @@ fn a_task_posting_twice_changes_no_answer_and_is_counted() {
             assert_eq!((slot.outcome(), slot.refused_posts()), (None, 1));
         }
         send(&slot, post(1, 2, PartialBody::Filter(partial(500..1000))));
-        let Delivery::Message(m) = delivered(&slot) else {
+        let Delivery::Message(m, _) = delivered(&slot) else {
             panic!("{:?}", slot.outcome())
         };
         (slot, m)
@@ -153,7 +164,7 @@ fn a_task_posting_twice_changes_no_answer_and_is_counted() {
     send(&slot, post(0, 2, PartialBody::Filter(partial(0..5))));
     send(&slot, post(0, 2, PartialBody::Filter(partial(5..10))));
     send(&slot, post(1, 2, PartialBody::Filter(partial(10..15))));
-    let Delivery::Message(m) = delivered(&slot) else {
+    let Delivery::Message(m, _) = delivered(&slot) else {
         panic!("{:?}", slot.outcome())
     };
     let f = filterstore::decode_message(&m).unwrap().filter().unwrap();
@@ -176,7 +187,7 @@ fn executions_never_meet_and_an_ended_one_passes_every_row() {
         2,
         post(0, 1, PartialBody::Filter(partial(100..200)))
     ));
-    let Delivery::Message(m) = futures::executor::block_on(delivery(rx2)) else {
+    let Delivery::Message(m, _) = futures::executor::block_on(delivery(rx2)) else {
         panic!()
     };
     let msg = filterstore::decode_message(&m).unwrap();
@@ -229,7 +240,7 @@ fn a_full_or_unselective_filter_passes_every_row_unless_forced() {
     };
     let slot = Slot::register(new_filter_id(), params(), forced);
     send(&slot, post(0, 1, PartialBody::Filter(full())));
-    assert!(matches!(delivered(&slot), Delivery::Message(_)));
+    assert!(matches!(delivered(&slot), Delivery::Message(..)));
     // 9,000 keys against at most 10,000 distinct probe keys: ~90% would pass.
     let few = SlotPolicy {
         probe_distinct: Some(10_000.0),
@@ -262,7 +273,7 @@ fn a_post_for_an_unknown_or_dropped_slot_is_dropped() {
 
 #[test]
 fn frames_round_trip_and_refuse_damage() {
-    let m = Delivery::Message(Arc::new(vec![1, 2, 3]));
+    let m = Delivery::Message(Arc::new(vec![1, 2, 3]), None);
     let none = Delivery::PassAll("why".into());
     for d in [m, none] {
         let bytes = encode_unit(&d);
@@ -312,9 +323,9 @@ fn frames_round_trip_and_refuse_damage() {
 
 #[test]
 fn frame_bytes_are_pinned() {
-    // docs/FORMAT.md § 16: magic, version 2, kind, reserved, length, body, CRC.
+    // docs/FORMAT.md § 16: magic, version 3, kind, reserved, length, body, CRC.
     let unit = encode_unit(&Delivery::PassAll("no".into()));
-    let mut expected = b"FSRU\x02\x02\x00\x00\x02\x00\x00\x00no".to_vec();
+    let mut expected = b"FSRU\x03\x02\x00\x00\x02\x00\x00\x00no".to_vec();
     expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
     assert_eq!(unit, expected);
     let key = RunKey {
@@ -328,11 +339,12 @@ fn frame_bytes_are_pinned() {
             task: 1,
             tasks: 2,
             rows: 3,
+            bounds: None,
             body: PartialBody::Failed("x".into()),
         },
     )
     .unwrap();
-    let mut expected = b"FSRP\x02\x02\x00\x00\x39\x00\x00\x00".to_vec();
+    let mut expected = b"FSRP\x03\x02\x00\x00\x39\x00\x00\x00".to_vec();
     expected.extend_from_slice(&0x0102u128.to_le_bytes());
     expected.extend_from_slice(&0x03u64.to_le_bytes());
     expected.extend_from_slice(&key.token);
@@ -340,12 +352,93 @@ fn frame_bytes_are_pinned() {
     expected.push(b'x');
     expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
     assert_eq!(post, expected);
-    let mut expected = b"FSRQ\x02\x01\x00\x00\x28\x00\x00\x00".to_vec();
+    let mut expected = b"FSRQ\x03\x01\x00\x00\x28\x00\x00\x00".to_vec();
     expected.extend_from_slice(&0x0102u128.to_le_bytes());
     expected.extend_from_slice(&0x03u64.to_le_bytes());
     expected.extend_from_slice(&key.token);
     expected.extend_from_slice(&crc32fast::hash(&expected).to_le_bytes());
     assert_eq!(encode_fetch(0x0102, key), expected);
+}
+
+fn bounds(lo: i64, hi: i64) -> KeyBounds {
+    KeyBounds(vec![ColumnBounds::Range(
+        ScalarValue::Int64(Some(lo)),
+        ScalarValue::Int64(Some(hi)),
+    )])
+}
+
+/// A frame of `version` with `kind` and `body` (a sealed one: CRC last).
+fn frame_of(magic: &[u8; 4], version: u8, kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut f = magic.to_vec();
+    f.extend_from_slice(&[version, kind, 0, 0]);
+    f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    f.extend_from_slice(body);
+    f.extend_from_slice(&crc32fast::hash(&f).to_le_bytes());
+    f
+}
+
+#[test]
+fn bounds_cross_in_frames_and_version_2_frames_still_decode() {
+    let m = Arc::new(b"filter message".to_vec());
+    let b = Arc::new(bounds(-5, 70));
+    let unit = encode_unit(&Delivery::Message(Arc::clone(&m), Some(Arc::clone(&b))));
+    assert_eq!(unit[5], 3, "kind 3: bounds, then the message");
+    assert_eq!(
+        decode_unit(&unit).unwrap(),
+        Delivery::Message(Arc::clone(&m), Some(b))
+    );
+    // A version-2 unit (no bounds) decodes as it did.
+    let old = frame_of(b"FSRU", 2, 1, &m);
+    assert_eq!(
+        decode_unit(&old).unwrap(),
+        Delivery::Message(Arc::clone(&m), None)
+    );
+    // Kind 3 did not exist in version 2.
+    assert!(decode_unit(&frame_of(b"FSRU", 2, 3, &m)).is_err());
+    assert!(decode_unit(&frame_of(b"FSRU", 4, 1, &m)).is_err());
+    // A post's bounds cross too; a version-2 post has none.
+    let key = RunKey::fresh(SCOPE).unwrap();
+    let mut p = post(0, 1, PartialBody::Message(m.to_vec()));
+    p.bounds = Some(bounds(1, 2));
+    let frame = encode_post(9, key, &p).unwrap();
+    let (_, _, got) = decode_post(&frame).unwrap();
+    assert_eq!(got.bounds, Some(bounds(1, 2)));
+    let mut body = frame[HEAD..HEAD + POST_HEAD].to_vec();
+    body.extend_from_slice(&m);
+    let (_, _, got) = decode_post(&frame_of(b"FSRP", 2, 1, &body)).unwrap();
+    assert!(got.bounds.is_none());
+    assert!(matches!(got.body, PartialBody::Message(ref b) if b[..] == m[..]));
+    // Bounds cut short, or longer than the cap, refuse the frame.
+    let mut cut = frame[HEAD..frame.len() - 4].to_vec();
+    cut.truncate(POST_HEAD + 6);
+    assert!(decode_post(&frame_of(b"FSRP", 3, 3, &cut)).is_err());
+    let mut huge = frame[HEAD..HEAD + POST_HEAD].to_vec();
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode_post(&frame_of(b"FSRP", 3, 3, &huge)).is_err());
+}
+
+#[test]
+fn a_run_delivers_bounds_holding_every_task_or_none() {
+    let posted = |second: Option<KeyBounds>| {
+        let slot = Slot::register(new_filter_id(), params(), policy());
+        let mut a = post(0, 2, PartialBody::Filter(partial(0..10)));
+        a.bounds = Some(bounds(-3, 4));
+        let mut b = post(1, 2, PartialBody::Filter(partial(10..20)));
+        b.bounds = second;
+        send(&slot, a);
+        send(&slot, b);
+        delivered(&slot)
+    };
+    let Delivery::Message(_, got) = posted(Some(bounds(2, 90))) else {
+        panic!("no filter")
+    };
+    assert_eq!(got.as_deref(), Some(&bounds(-3, 90)));
+    // One task without bounds: the filter has none (never narrower than a
+    // task's keys).
+    let Delivery::Message(_, got) = posted(None) else {
+        panic!("no filter")
+    };
+    assert!(got.is_none());
 }
 
 /// A filter of any size the codec ships reaches a probe task in another
@@ -375,7 +468,7 @@ async fn a_filter_over_a_mebibyte_reaches_a_fetch_across_processes() {
     )
     .await
     .expect("the fetch hangs");
-    let Delivery::Message(bytes) = fetched else {
+    let Delivery::Message(bytes, _) = fetched else {
         panic!("{fetched:?}")
     };
     assert!(

@@ -4,7 +4,7 @@
 
 use super::admit::{admit_post, Refusal};
 use super::frame::HEAD;
-use super::service::{fetch_remote, post_remote};
+use super::service::{acknowledge_remote, fetch_remote, post_remote};
 use super::tests::{params, partial, policy, post};
 use super::*;
 use filterstore::{BloomRead, HashSpec, Layout};
@@ -49,7 +49,7 @@ fn reseal(mut frame: Vec<u8>) -> Vec<u8> {
 
 /// What a probe task of `key` receives, as a set of keys it holds.
 async fn holds(url: &str, slot: &Slot, key: RunKey, mut keys: Range<u32>) -> bool {
-    let Delivery::Message(m) = within(fetch_remote(url, slot.id(), key)).await else {
+    let Delivery::Message(m, _) = within(fetch_remote(url, slot.id(), key)).await else {
         return false;
     };
     let f = filterstore::decode_message(&m).unwrap().filter().unwrap();
@@ -337,4 +337,61 @@ fn damaged_post_frames_never_panic() {
         assert!(frame::decode_post(&bad).is_err(), "flip at {i}");
     }
     assert_eq!(slot.outcome(), None);
+}
+
+/// A built filter is reported built only once a probe task has received
+/// and read it; a forged acknowledgement counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_is_built_only_once_a_probe_task_acknowledges_it() {
+    let server = server().await;
+    let (slot, key) = live();
+    let bytes = post_frame(slot.id(), key, 0, 1, 0..500);
+    within(post_remote(&server.url(), (slot.id(), key), bytes))
+        .await
+        .unwrap();
+    let undelivered = slot.outcome().expect("decided");
+    assert!(
+        matches!(
+            undelivered,
+            FilterOutcome::Undelivered { unreadable: 0, .. }
+        ),
+        "{undelivered}"
+    );
+    assert!(!undelivered.is_built());
+    assert!(undelivered.to_string().starts_with("undelivered"));
+    for forged in forged(key) {
+        within(acknowledge_remote(&server.url(), slot.id(), forged, true)).await;
+    }
+    assert!(matches!(
+        slot.outcome(),
+        Some(FilterOutcome::Undelivered { .. })
+    ));
+    assert_eq!(server.stats().refused_unread, 3);
+    within(acknowledge_remote(&server.url(), slot.id(), key, false)).await;
+    assert!(matches!(
+        slot.outcome(),
+        Some(FilterOutcome::Undelivered { unreadable: 1, .. })
+    ));
+    within(acknowledge_remote(&server.url(), slot.id(), key, true)).await;
+    within(acknowledge_remote(&server.url(), slot.id(), key, true)).await;
+    let built = slot.outcome().expect("decided");
+    assert!(
+        matches!(built, FilterOutcome::Built { delivered: 2, .. }),
+        "{built}"
+    );
+    assert!(built.to_string().contains("received by 2 probe task(s)"));
+    // Damaged acknowledgements never panic and count nothing.
+    let whole = frame::encode_ack(slot.id(), key, true);
+    for cut in 0..whole.len() {
+        assert!(frame::decode_ack(&whole[..cut]).is_err());
+    }
+    for i in 0..whole.len() {
+        let mut bad = whole.clone();
+        bad[i] ^= 0x41;
+        assert!(frame::decode_ack(&bad).is_err(), "flip at {i}");
+    }
+    assert!(matches!(
+        slot.outcome(),
+        Some(FilterOutcome::Built { delivered: 2, .. })
+    ));
 }

@@ -1,0 +1,148 @@
+//! `BloomScanExec`: a Parquet scan that takes runtime filters as its
+//! predicate when it runs.
+//!
+//! The rule puts it directly above a Parquet scan that a filter's probe key
+//! reaches ([`super::scan::into_scans`]). Its child is the scan as planned,
+//! so that the plan crosses to workers as DataFusion encodes it (DataFusion
+//! 55's composed codec carries no custom expression, and a
+//! [`ScanFilter`] is one). When it executes, it pushes one [`ScanFilter`]
+//! per filter into a copy of that scan (`DataSource::try_pushdown_filters`,
+//! once per node) and runs the copy. The copy shares the scan's metrics
+//! (`DataSourceExec::with_data_source` keeps its metrics set), so the scan
+//! below this node reports what was read and pruned, and this node reports
+//! nothing of its own. Rows, order and partitioning are the scan's.
+
+use super::rendezvous::FilterId;
+use super::scan::{with_predicates, ScanFilter, NAME as PREDICATE};
+use super::scope::ScopeCell;
+use crate::node::{self, one_child_plan};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::error::Result;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// Name of the node in plans.
+pub(super) const NAME: &str = "BloomScanExec";
+
+/// One filter of a [`BloomScanExec`].
+#[derive(Clone, Debug)]
+pub(crate) struct ScanFilterSpec {
+    /// The filter's id.
+    pub(crate) filter: FilterId,
+    /// The key expressions, over the scan's output.
+    pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Their types as planned.
+    pub(crate) types: Vec<DataType>,
+    /// Whether rows with a null key pass.
+    pub(crate) nulls_pass: bool,
+}
+
+/// A Parquet scan with runtime filters (see the module documentation).
+#[derive(Debug)]
+pub struct BloomScanExec {
+    input: Arc<dyn ExecutionPlan>,
+    filters: Vec<ScanFilterSpec>,
+    scope: Arc<ScopeCell>,
+    /// The scan with the filters in its predicate, made at the first
+    /// execution.
+    scan: OnceLock<Arc<dyn ExecutionPlan>>,
+}
+
+impl BloomScanExec {
+    /// `input` (a Parquet scan) with `filters`, of the plan whose executions
+    /// `scope` names.
+    pub(crate) fn new(
+        input: Arc<dyn ExecutionPlan>,
+        filters: Vec<ScanFilterSpec>,
+        scope: Arc<ScopeCell>,
+    ) -> BloomScanExec {
+        BloomScanExec {
+            input,
+            filters,
+            scope,
+            scan: OnceLock::new(),
+        }
+    }
+
+    /// This node with one filter more.
+    pub(crate) fn with_filter(&self, f: ScanFilterSpec) -> BloomScanExec {
+        let mut filters = self.filters.clone();
+        filters.push(f);
+        BloomScanExec::new(Arc::clone(&self.input), filters, Arc::clone(&self.scope))
+    }
+
+    /// The filters.
+    pub(crate) fn filters(&self) -> &[ScanFilterSpec] {
+        &self.filters
+    }
+
+    /// The execution's scope and token now (for the codec).
+    pub(crate) fn run_key(&self) -> super::rendezvous::RunKey {
+        self.scope.key()
+    }
+
+    fn predicates(&self) -> Vec<Arc<dyn PhysicalExpr>> {
+        let one = |f: &ScanFilterSpec| -> Arc<dyn PhysicalExpr> {
+            let keys = (f.keys.clone(), f.types.clone());
+            Arc::new(ScanFilter::new(
+                f.filter,
+                keys,
+                f.nulls_pass,
+                Arc::clone(&self.scope),
+            ))
+        };
+        self.filters.iter().map(one).collect()
+    }
+
+    fn scan(&self) -> Result<&Arc<dyn ExecutionPlan>> {
+        if let Some(s) = self.scan.get() {
+            return Ok(s);
+        }
+        let scan = with_predicates(&self.input, &self.predicates())?;
+        // A partition racing this one may have set it first: either copy
+        // is the same scan; the one kept runs every partition.
+        Ok(self.scan.get_or_init(|| scan))
+    }
+}
+
+impl DisplayAs for BloomScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let filters: Vec<String> = self
+            .filters
+            .iter()
+            .map(|s| {
+                let keys: Vec<String> = s.keys.iter().map(|k| k.to_string()).collect();
+                format!("{PREDICATE}({})", keys.join(", "))
+            })
+            .collect();
+        write!(f, "{NAME}: {}", filters.join(", "))
+    }
+}
+
+impl ExecutionPlan for BloomScanExec {
+    one_child_plan!(input_properties(NAME));
+    one_child_plan!(input_statistics);
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let input = node::only_child(NAME, children)?;
+        Ok(Arc::new(BloomScanExec::new(
+            input,
+            self.filters.clone(),
+            Arc::clone(&self.scope),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.scan()?.execute(partition, context)
+    }
+}

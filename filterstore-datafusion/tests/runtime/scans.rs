@@ -1,0 +1,217 @@
+//! Runtime filters in the Parquet scan: once a probe task's filter has
+//! come, its scans skip the files whose statistics lie outside the build
+//! keys' bounds, and with `pushdown_filters` they drop rows the Bloom
+//! filter rules out; every answer as single-node DataFusion's.
+//!
+//! The fact table's keys ascend across its files, as a fact table clustered
+//! by date does. Its probe tasks wait for their filter before reading
+//! (`Faults::probe_waits_first`, a test seam of the `test-hooks` feature),
+//! so every file opens after the filter has come: without the seam, files
+//! opened while the build side runs are read whole.
+
+use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
+use crate::common::data::{table, Rng};
+use crate::common::metrics::{executed_plan, one_line, sum_metric};
+use crate::common::tpch::{diff, rows};
+use crate::waits::Injected;
+use datafusion::arrow::array::{ArrayRef, Int64Array};
+use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use filterstore_datafusion::__private::hooks::{self, Faults};
+use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+const FACT: usize = 240_000;
+const DIM: usize = 24_000;
+const FILES: usize = 12;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    single: SessionContext,
+    rule: SessionContext,
+}
+
+async fn fixture(scan_filters: bool, pushdown: bool) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let single = SessionContext::new();
+    let config = RuntimeFilterConfig {
+        wait: Duration::from_secs(30),
+        min_filtered_rows: 1_000,
+        scan_filters,
+        ..RuntimeFilterConfig::default()
+    };
+    let mut session: SessionConfig = partitioned_join_config(3).unwrap();
+    session.options_mut().execution.parquet.pushdown_filters = pushdown;
+    let rule = in_memory_cluster(3, WorkerFunctions::Registered, session, Some(config)).unwrap();
+    let mut rng = Rng(11);
+    let dim: Vec<(&str, ArrayRef)> = vec![
+        (
+            "d_key",
+            Arc::new(Int64Array::from_iter_values(0..DIM as i64)),
+        ),
+        (
+            "d_cat",
+            Arc::new(Int64Array::from_iter_values(
+                (0..DIM).map(|_| rng.below(100) as i64),
+            )),
+        ),
+        // A band of a thousand keys: a predicate on it bounds the keys, and
+        // DataFusion cannot carry it over to the fact table as it does a
+        // predicate on the key itself.
+        (
+            "d_band",
+            Arc::new(Int64Array::from_iter_values(
+                (0..DIM as i64).map(|k| k / 1000),
+            )),
+        ),
+    ];
+    table(dir.path(), "dim", dim, 2, &[&single, &rule])
+        .await
+        .unwrap();
+    // Keys ascend across the files: file i holds keys of [i, i + 1) * DIM / FILES.
+    let per = (FACT / DIM) as i64;
+    let fact: Vec<(&str, ArrayRef)> = vec![
+        (
+            "f_dkey",
+            Arc::new(Int64Array::from_iter_values(
+                (0..FACT as i64).map(|i| i / per),
+            )),
+        ),
+        (
+            "f_val",
+            Arc::new(Int64Array::from_iter_values(
+                (0..FACT).map(|_| rng.below(1000) as i64),
+            )),
+        ),
+    ];
+    table(dir.path(), "fact", fact, FILES, &[&single, &rule])
+        .await
+        .unwrap();
+    Fixture {
+        _dir: dir,
+        single,
+        rule,
+    }
+}
+
+/// Runs `sql` with its probe tasks waiting for their filter first, checks
+/// the answer, and returns the executed plan.
+async fn run(f: &Fixture, sql: &str) -> Arc<dyn ExecutionPlan> {
+    let expected = f.single.sql(sql).await.unwrap().collect().await.unwrap();
+    let plan = f
+        .rule
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let ids: Vec<u128> = last_report(&f.rule)
+        .map(|r| r.filters().map(|h| h.id()).collect())
+        .unwrap_or_default();
+    assert!(!ids.is_empty(), "{sql}: no filter placed");
+    let faults = Faults {
+        probe_waits_first: true,
+        ..Faults::default()
+    };
+    for id in &ids {
+        hooks::inject(*id, faults);
+    }
+    let _injected = Injected(ids);
+    let limit = Duration::from_secs(120);
+    let got = tokio::time::timeout(limit, collect(Arc::clone(&plan), f.rule.task_ctx()))
+        .await
+        .unwrap_or_else(|_| panic!("{sql}: no answer within {limit:?}"))
+        .unwrap();
+    if let Some(d) = diff(&rows(&expected), &rows(&got)) {
+        panic!("{sql}: differs from single-node DataFusion: {d}");
+    }
+    executed_plan(&plan).await.unwrap()
+}
+
+/// Rows leaving the fact table's scans.
+fn fact_scan_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let is_fact_scan = |n: &dyn ExecutionPlan| {
+        // With the filters, the scan runs inside `BloomScanExec`, whose
+        // metrics are its scan's (the plain scan below it never runs).
+        let line = one_line(n);
+        let scan = [
+            "BloomScanExec",
+            "DataSourceExec",
+            "DistributedLeafExec: DataSourceExec",
+        ]
+        .iter()
+        .any(|p| line.starts_with(p));
+        scan && n.schema().index_of("f_dkey").is_ok()
+    };
+    sum_metric(plan, "output_rows", is_fact_scan).unwrap()
+}
+
+const NARROW: &str = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
+     WHERE d.d_band < 2 AND d.d_cat < 50";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_skips_the_files_outside_the_build_keys_bounds() {
+    let with = fixture(true, false).await;
+    let plan = run(&with, NARROW).await;
+    let text = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    assert!(
+        text.contains("BloomScanExec: BloomScanFilter(f_dkey"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("f_dkey@0 <"),
+        "DataFusion bounded the fact side itself: {text}"
+    );
+    let report = last_report(&with.rule).unwrap().to_string();
+    assert!(report.contains("1 scan(s)"), "{report}");
+    // Keys 0..2000 are the first file of twelve (2,000 keys each): the
+    // other eleven files' statistics rule them out.
+    let read = fact_scan_rows(&plan);
+    assert!(
+        read <= FACT / FILES,
+        "{read} fact rows read, over one file's {}",
+        FACT / FILES
+    );
+    let without = fixture(false, false).await;
+    let plan = run(&without, NARROW).await;
+    assert_eq!(
+        fact_scan_rows(&plan),
+        FACT,
+        "without scan filters every row is read"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_pushdown_the_scan_drops_the_rows_the_filter_rules_out() {
+    let f = fixture(true, true).await;
+    // Keys spread over every file: bounds prune nothing, the Bloom filter
+    // in the reader drops most rows.
+    let sql = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
+               WHERE d.d_cat < 5";
+    let plan = run(&f, sql).await;
+    let read = fact_scan_rows(&plan);
+    // About 5% of the keys join, plus the filter's false positives (1%):
+    // far below a third of the rows.
+    assert!(read < FACT / 3, "{read} of {FACT} fact rows left the scans");
+    assert!(read > 0);
+}
+
+/// The rows of a null-aware anti join are the probe rows whose key the
+/// build side lacks: no filter may reach its scan. (An empty build side is
+/// not tested here: a hash join never polls the probe side of an empty
+/// build side, so its scans read nothing with or without the filter.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_null_aware_anti_join_keeps_its_answer() {
+    let f = fixture(true, false).await;
+    let anti = "SELECT count(*), sum(f.f_val) FROM fact f WHERE f.f_dkey NOT IN \
+                (SELECT d_key FROM dim WHERE d_band < 2)";
+    let expected = f.single.sql(anti).await.unwrap().collect().await.unwrap();
+    let got = f.rule.sql(anti).await.unwrap().collect().await.unwrap();
+    if let Some(d) = diff(&rows(&expected), &rows(&got)) {
+        panic!("{anti}: differs from single-node DataFusion: {d}");
+    }
+}
