@@ -31,7 +31,7 @@
 //! A [`BloomScanExec`] (a Parquet scan with runtime filters): magic `FSRS`,
 //! version 1, flags (zero), scope and token, the number of filters (4, ≥ 1),
 //! then per filter its id (16), flags (1: bit 0 null keys pass), its keys
-//! (as above) and each key's planned type (4 + n, DataFusion's `ArrowType`
+//! (as above), the number of types (4) and each key's planned type (4 + n, DataFusion's `ArrowType`
 //! protobuf). Its child, the scan, DataFusion encodes itself.
 //!
 //! Coordinator and workers run the same build within one query; a version
@@ -440,3 +440,6 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 }
+
+#[cfg(test)]
+mod tests;

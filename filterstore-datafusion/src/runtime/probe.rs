@@ -93,6 +93,7 @@ pub(super) struct Source {
 /// coordinator's to report, in the filter's outcome).
 pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> ArrivalFuture {
     async move {
+        let scope = source.key.scope;
         let delivery = match &source.rendezvous {
             Some(url) => rendezvous::fetch_remote(url, source.id, source.key).await,
             None => match rendezvous::subscribe(source.id, source.key.scope) {
@@ -108,12 +109,18 @@ pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> Arr
                 match decoded {
                     Ok(f) => {
                         let bounds = bounds.map(|b| b.as_ref().clone());
-                        Arrival::Filter(scan::arrived(source.id, source.key.scope, f, bounds))
+                        Arrival::Filter(scan::arrived(source.id, scope, f, bounds))
                     }
-                    Err(_) => Arrival::PassAll,
+                    Err(_) => {
+                        scan::passed(source.id, scope);
+                        Arrival::PassAll
+                    }
                 }
             }
-            Delivery::PassAll(_) => Arrival::PassAll,
+            Delivery::PassAll(_) => {
+                scan::passed(source.id, scope);
+                Arrival::PassAll
+            }
         }
     }
     .boxed()

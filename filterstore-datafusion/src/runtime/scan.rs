@@ -1,32 +1,38 @@
-//! Runtime filters in the Parquet scan: a predicate handed to the scan
-//! through DataFusion's filter-pushdown API, `true` until the filter
-//! arrives and "each key within the build keys' bounds" after.
+//! Runtime filters in the Parquet scan: a DataFusion dynamic filter handed
+//! to the scan through its filter-pushdown API, `true` until the runtime
+//! filter arrives, then "each key within the build keys' bounds, and in the
+//! filter".
 //!
 //! The rule ([`into_scans`]) follows each probe place's key down its stage
 //! by lineage ([`super::lineage::step`]: through projections, filters,
 //! repartitions and the kept side of joins, never across a shuffle) to
-//! every Parquet `DataSourceExec` it reaches, and pushes a [`ScanFilter`]
-//! into it (`DataSource::try_pushdown_filters`, which maps the key's
-//! columns from the scan's output to its table schema). The
-//! [`super::exec::BloomFilterExec`] above stays: it drops the rows.
+//! every Parquet scan it reaches, and puts a [`BloomScanExec`] above it.
+//! When that node runs, it pushes one `DynamicFilterPhysicalExpr` per
+//! filter into the scan ([`with_predicates`]: `DataSource::
+//! try_pushdown_filters`, which maps the key's columns from the scan's
+//! output to its table schema), registered here by filter and execution
+//! scope ([`watch`]). The [`super::exec::BloomFilterExec`] above stays: it
+//! drops the rows.
 //!
 //! When a probe task's filter arrives ([`super::probe::receive`]) it is
-//! registered here by filter and execution scope ([`arrived`]). From then
-//! on the scan's predicate is dynamic in DataFusion's sense:
-//! - [`ScanFilter`]'s `snapshot` is the bounds predicate
-//!   ([`super::bounds::KeyBounds::predicate`]); the Parquet opener
-//!   snapshots the predicate of each file it opens, so files, row groups
-//!   and pages whose statistics lie outside the bounds are not read;
+//! registered here ([`arrived`]) and set into every dynamic filter waiting
+//! for it, which is then complete. DataFusion's Parquet scan reads a
+//! dynamic filter at each point where it can use it:
+//! - a file it opens is skipped when its statistics lie outside the bounds,
+//!   and so are its row groups and pages;
+//! - a file already open stops early once its statistics fall outside, and
+//!   its row groups not yet read are pruned by theirs (DataFusion's
+//!   row-group pruner re-reads a dynamic filter at each row-group boundary):
+//!   a probe task reads its input from its first poll ([`super::feed`]), so
+//!   most files are open before the filter comes;
 //! - where the scan drops rows itself (`datafusion.execution.parquet.
 //!   pushdown_filters = true`, off by default; the rule does not set it),
-//!   its `evaluate` checks each row's key against the Bloom filter before
+//!   [`ScanFilter`] checks each row's key against the Bloom filter before
 //!   the scan decodes the other columns.
 //!
-//! Files opened before the filter arrives are read whole: a probe task
-//! reads its input from its first poll ([`super::feed`]). Before the filter
-//! and after "pass every row" the predicate is `true`, so it can only ever
-//! remove rows the filter node would remove: those whose key the build
-//! side does not hold.
+//! Before the filter, and when the run passes every row ([`passed`]), the
+//! predicate is `true`: it can only ever remove rows the filter node would
+//! remove, those whose key the build side does not hold.
 
 use super::bounds::KeyBounds;
 use super::lineage::{self, Keys, Step};
@@ -38,11 +44,11 @@ use crate::rowkey::{contains_rows, KeyColumns};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::ScalarValue;
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::datasource::source::{DataSource, DataSourceExec};
 use datafusion::error::Result;
-use datafusion::logical_expr::ColumnarValue;
+use datafusion::logical_expr::{ColumnarValue, Operator};
+use datafusion::physical_expr::expressions::{lit, BinaryExpr, DynamicFilterPhysicalExpr};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use datafusion_distributed::DistributedLeafExec;
@@ -62,66 +68,118 @@ pub(super) struct ScanArrival {
     bounds: Option<KeyBounds>,
 }
 
-type Arrivals = HashMap<(FilterId, Scope), Weak<ScanArrival>>;
+/// A scan's dynamic filter waiting for its runtime filter, and what it
+/// filters on.
+struct Watcher {
+    target: Weak<DynamicFilterPhysicalExpr>,
+    spec: ScanFilterSpec,
+}
 
-static ARRIVED: LazyLock<Mutex<Arrivals>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+#[derive(Default)]
+struct Registry {
+    arrived: HashMap<(FilterId, Scope), Weak<ScanArrival>>,
+    /// `None` once the run passed every row (nothing will arrive).
+    waiting: HashMap<(FilterId, Scope), Option<Vec<Watcher>>>,
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
 
 /// Registers filter `id`'s arrival for execution `scope` in this process,
-/// for as long as the returned `Arc` (held by the probe task) lives. Every
-/// probe task of one execution receives the same filter and bounds: a task
-/// finding one registered shares it, so the registration lasts while any
-/// of them runs.
+/// for as long as the returned `Arc` (held by the probe task) lives, and
+/// sets it into every scan of this process waiting for it. Every probe
+/// task of one execution receives the same filter and bounds: a task
+/// finding one registered shares it.
 pub(super) fn arrived(
     id: FilterId,
     scope: Scope,
     filter: Arc<DecodedFilter>,
     bounds: Option<KeyBounds>,
 ) -> Arc<ScanArrival> {
-    let mut map = ARRIVED.lock();
-    map.retain(|_, w| w.strong_count() > 0);
-    if let Some(live) = map.get(&(id, scope)).and_then(Weak::upgrade) {
-        return live;
+    let mut r = REGISTRY.lock();
+    r.arrived.retain(|_, w| w.strong_count() > 0);
+    let a = match r.arrived.get(&(id, scope)).and_then(Weak::upgrade) {
+        Some(live) => live,
+        None => {
+            let a = Arc::new(ScanArrival { filter, bounds });
+            r.arrived.insert((id, scope), Arc::downgrade(&a));
+            a
+        }
+    };
+    for w in r.waiting.remove(&(id, scope)).flatten().unwrap_or_default() {
+        if let Some(target) = w.target.upgrade() {
+            set(&target, &a, &w.spec);
+        }
     }
-    let a = Arc::new(ScanArrival { filter, bounds });
-    map.insert((id, scope), Arc::downgrade(&a));
     a
 }
 
-fn lookup(id: FilterId, scope: Scope) -> Option<Arc<ScanArrival>> {
-    ARRIVED.lock().get(&(id, scope)).and_then(Weak::upgrade)
-}
-
-/// The scan's runtime-filter predicate (see the module documentation).
-#[derive(Debug)]
-pub(crate) struct ScanFilter {
-    filter: FilterId,
-    keys: Keys,
-    types: Vec<DataType>,
-    nulls_pass: bool,
-    scope: Arc<ScopeCell>,
-}
-
-impl ScanFilter {
-    /// The predicate of filter `filter` on `keys` (one per key column, of
-    /// `types` as planned).
-    pub(super) fn new(
-        filter: FilterId,
-        (keys, types): (Keys, Vec<DataType>),
-        nulls_pass: bool,
-        scope: Arc<ScopeCell>,
-    ) -> ScanFilter {
-        ScanFilter {
-            filter,
-            keys,
-            types,
-            nulls_pass,
-            scope,
+/// Filter `id`'s run of `scope` passes every row in this process: the
+/// scans waiting for it stop waiting (their predicate stays `true`).
+pub(super) fn passed(id: FilterId, scope: Scope) {
+    let mut r = REGISTRY.lock();
+    let waiting = r.waiting.insert((id, scope), None);
+    for w in waiting.flatten().unwrap_or_default() {
+        if let Some(target) = w.target.upgrade() {
+            target.mark_complete();
         }
     }
+}
 
-    fn arrival(&self) -> Option<Arc<ScanArrival>> {
-        lookup(self.filter, self.scope.get())
+/// A dynamic filter for `spec`'s runtime filter in execution `scope`:
+/// `true` until the filter arrives in this process, then the bounds and
+/// the filter ([`set`]); set at once if it has arrived already.
+pub(super) fn watch(spec: &ScanFilterSpec, scope: Scope) -> Arc<DynamicFilterPhysicalExpr> {
+    let target = Arc::new(DynamicFilterPhysicalExpr::new(spec.keys.clone(), lit(true)));
+    let key = (spec.filter, scope);
+    let mut r = REGISTRY.lock();
+    if let Some(a) = r.arrived.get(&key).and_then(Weak::upgrade) {
+        set(&target, &a, spec);
+        return target;
     }
+    r.waiting.retain(|_, ws| {
+        ws.as_ref()
+            .is_none_or(|ws| ws.iter().any(|w| w.target.strong_count() > 0))
+    });
+    match r.waiting.entry(key).or_insert_with(|| Some(Vec::new())) {
+        Some(ws) => ws.push(Watcher {
+            target: Arc::downgrade(&target),
+            spec: spec.clone(),
+        }),
+        // Passed every row: nothing will come.
+        None => target.mark_complete(),
+    }
+    target
+}
+
+/// Sets `target` to "each key within the bounds, and in the filter", and
+/// marks it complete.
+fn set(target: &DynamicFilterPhysicalExpr, a: &ScanArrival, spec: &ScanFilterSpec) {
+    let contains: Arc<dyn PhysicalExpr> = Arc::new(ScanFilter {
+        filter: Arc::clone(&a.filter),
+        keys: spec.keys.clone(),
+        nulls_pass: spec.nulls_pass,
+    });
+    let bounds = a
+        .bounds
+        .as_ref()
+        .and_then(|b| b.predicate(&spec.keys, &spec.types, spec.nulls_pass));
+    let expr = match bounds {
+        Some(b) => Arc::new(BinaryExpr::new(b, Operator::And, contains)),
+        None => contains,
+    };
+    // `update` fails only for an expression over other columns than the
+    // filter's keys, which these are not; the filter then stays `true`.
+    let _ = target.update(expr);
+    target.mark_complete();
+}
+
+/// Whether each row's key may be on the build side: the Bloom filter's
+/// answer (what the scan evaluates where it drops rows itself).
+#[derive(Debug)]
+pub(crate) struct ScanFilter {
+    filter: Arc<DecodedFilter>,
+    keys: Keys,
+    nulls_pass: bool,
 }
 
 impl fmt::Display for ScanFilter {
@@ -133,10 +191,9 @@ impl fmt::Display for ScanFilter {
 
 impl PartialEq for ScanFilter {
     fn eq(&self, other: &Self) -> bool {
-        self.filter == other.filter
+        Arc::ptr_eq(&self.filter, &other.filter)
             && self.nulls_pass == other.nulls_pass
             && self.keys == other.keys
-            && self.types == other.types
     }
 }
 
@@ -144,7 +201,7 @@ impl Eq for ScanFilter {}
 
 impl Hash for ScanFilter {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.filter.hash(state);
+        Arc::as_ptr(&self.filter).hash(state);
         self.nulls_pass.hash(state);
         self.keys.hash(state);
     }
@@ -160,20 +217,14 @@ impl PhysicalExpr for ScanFilter {
     }
 
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
-        let Some(a) = self.arrival() else {
-            return Ok(ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))));
-        };
         let n = batch.num_rows();
         let columns = self
             .keys
             .iter()
             .map(|k| k.evaluate(batch)?.into_array(n))
             .collect::<Result<Vec<_>>>()?;
-        let keep = contains_rows(
-            &a.filter.filter,
-            &KeyColumns::new(&columns)?,
-            self.nulls_pass,
-        )?;
+        let keys = KeyColumns::new(&columns)?;
+        let keep = contains_rows(&self.filter.filter, &keys, self.nulls_pass)?;
         Ok(ColumnarValue::Array(Arc::new(keep)))
     }
 
@@ -186,37 +237,14 @@ impl PhysicalExpr for ScanFilter {
         children: Vec<Arc<dyn PhysicalExpr>>,
     ) -> Result<Arc<dyn PhysicalExpr>> {
         Ok(Arc::new(ScanFilter {
-            filter: self.filter,
+            filter: Arc::clone(&self.filter),
             keys: children,
-            types: self.types.clone(),
             nulls_pass: self.nulls_pass,
-            scope: Arc::clone(&self.scope),
         }))
     }
 
     fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
-    }
-
-    /// The bounds predicate once the filter has arrived (what pruning by
-    /// statistics reads); `None` (this node, which prunes nothing) before.
-    fn snapshot(&self) -> Result<Option<Arc<dyn PhysicalExpr>>> {
-        let Some(a) = self.arrival() else {
-            return Ok(None);
-        };
-        let Some(bounds) = &a.bounds else {
-            return Ok(None);
-        };
-        Ok(bounds.predicate(&self.keys, &self.types, self.nulls_pass))
-    }
-
-    fn snapshot_generation(&self) -> u64 {
-        // Never 0: the predicate is dynamic until its filter arrives.
-        if self.arrival().is_some() {
-            2
-        } else {
-            1
-        }
     }
 }
 

@@ -4,25 +4,29 @@
 //! The rule puts it directly above a Parquet scan that a filter's probe key
 //! reaches ([`super::scan::into_scans`]). Its child is the scan as planned,
 //! so that the plan crosses to workers as DataFusion encodes it (DataFusion
-//! 55's composed codec carries no custom expression, and a
-//! [`ScanFilter`] is one). When it executes, it pushes one [`ScanFilter`]
-//! per filter into a copy of that scan (`DataSource::try_pushdown_filters`,
-//! once per node) and runs the copy. The copy shares the scan's metrics
+//! 55's composed codec carries no custom expression). When it executes, it
+//! pushes one dynamic filter per runtime filter ([`super::scan::watch`])
+//! into a copy of that scan (`DataSource::try_pushdown_filters`, once per
+//! execution scope: a plan run again gets fresh dynamic filters, never the
+//! last run's) and runs the copy. The copy shares the scan's metrics
 //! (`DataSourceExec::with_data_source` keeps its metrics set), so the scan
 //! below this node reports what was read and pruned, and this node reports
 //! nothing of its own. Rows, order and partitioning are the scan's.
 
 use super::rendezvous::FilterId;
-use super::scan::{with_predicates, ScanFilter, NAME as PREDICATE};
+use super::rendezvous::Scope;
+use super::scan::{watch, with_predicates, NAME as PREDICATE};
 use super::scope::ScopeCell;
 use crate::node::{self, one_child_plan};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
+use parking_lot::Mutex;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Name of the node in plans.
 pub(super) const NAME: &str = "BloomScanExec";
@@ -46,9 +50,20 @@ pub struct BloomScanExec {
     input: Arc<dyn ExecutionPlan>,
     filters: Vec<ScanFilterSpec>,
     scope: Arc<ScopeCell>,
-    /// The scan with the filters in its predicate, made at the first
-    /// execution.
-    scan: OnceLock<Arc<dyn ExecutionPlan>>,
+    /// The scan with the filters in its predicate, for the execution
+    /// scope it was made in.
+    scan: Mutex<Option<Watched>>,
+}
+
+/// One execution's scan and its dynamic filters. The scan holds copies of
+/// them (DataFusion maps their columns to the file's); the copies share
+/// their state with these, which [`super::scan`] updates, and which must
+/// live as long as the scan for the update to reach it.
+#[derive(Debug)]
+struct Watched {
+    scope: Scope,
+    scan: Arc<dyn ExecutionPlan>,
+    _filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
 }
 
 impl BloomScanExec {
@@ -63,7 +78,7 @@ impl BloomScanExec {
             input,
             filters,
             scope,
-            scan: OnceLock::new(),
+            scan: Mutex::new(None),
         }
     }
 
@@ -84,27 +99,28 @@ impl BloomScanExec {
         self.scope.key()
     }
 
-    fn predicates(&self) -> Vec<Arc<dyn PhysicalExpr>> {
-        let one = |f: &ScanFilterSpec| -> Arc<dyn PhysicalExpr> {
-            let keys = (f.keys.clone(), f.types.clone());
-            Arc::new(ScanFilter::new(
-                f.filter,
-                keys,
-                f.nulls_pass,
-                Arc::clone(&self.scope),
-            ))
-        };
-        self.filters.iter().map(one).collect()
-    }
-
-    fn scan(&self) -> Result<&Arc<dyn ExecutionPlan>> {
-        if let Some(s) = self.scan.get() {
-            return Ok(s);
+    /// The scan with this execution's dynamic filters, made once per
+    /// execution scope (the partitions of a task share it).
+    fn scan(&self) -> Result<Arc<dyn ExecutionPlan>> {
+        let scope = self.scope.get();
+        let mut cached = self.scan.lock();
+        if let Some(w) = cached.as_ref()
+            && w.scope == scope
+        {
+            return Ok(Arc::clone(&w.scan));
         }
-        let scan = with_predicates(&self.input, &self.predicates())?;
-        // A partition racing this one may have set it first: either copy
-        // is the same scan; the one kept runs every partition.
-        Ok(self.scan.get_or_init(|| scan))
+        let filters: Vec<_> = self.filters.iter().map(|f| watch(f, scope)).collect();
+        let predicates: Vec<Arc<dyn PhysicalExpr>> = filters
+            .iter()
+            .map(|f| Arc::clone(f) as Arc<dyn PhysicalExpr>)
+            .collect();
+        let scan = with_predicates(&self.input, &predicates)?;
+        *cached = Some(Watched {
+            scope,
+            scan: Arc::clone(&scan),
+            _filters: filters,
+        });
+        Ok(scan)
     }
 }
 

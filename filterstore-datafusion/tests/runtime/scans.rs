@@ -33,9 +33,15 @@ struct Fixture {
 }
 
 async fn fixture(scan_filters: bool, pushdown: bool) -> Fixture {
+    fixture_with(scan_filters, pushdown, None).await
+}
+
+/// With `slow`: a probe buffer of one byte (each probe partition holds one
+/// batch before its filter, then passes rows).
+async fn fixture_with(scan_filters: bool, pushdown: bool, slow: Option<()>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let single = SessionContext::new();
-    let config = RuntimeFilterConfig {
+    let mut config = RuntimeFilterConfig {
         wait: Duration::from_secs(30),
         min_filtered_rows: 1_000,
         scan_filters,
@@ -43,6 +49,9 @@ async fn fixture(scan_filters: bool, pushdown: bool) -> Fixture {
     };
     let mut session: SessionConfig = partitioned_join_config(3).unwrap();
     session.options_mut().execution.parquet.pushdown_filters = pushdown;
+    if slow.is_some() {
+        config.probe_buffer_bytes = 1;
+    }
     let rule = in_memory_cluster(3, WorkerFunctions::Registered, session, Some(config)).unwrap();
     let mut rng = Rng(11);
     let dim: Vec<(&str, ArrayRef)> = vec![
@@ -98,6 +107,15 @@ async fn fixture(scan_filters: bool, pushdown: bool) -> Fixture {
 /// Runs `sql` with its probe tasks waiting for their filter first, checks
 /// the answer, and returns the executed plan.
 async fn run(f: &Fixture, sql: &str) -> Arc<dyn ExecutionPlan> {
+    let faults = Faults {
+        probe_waits_first: true,
+        ..Faults::default()
+    };
+    run_with(f, sql, faults).await
+}
+
+/// [`run`] with `faults` in the query's filters.
+async fn run_with(f: &Fixture, sql: &str, faults: Faults) -> Arc<dyn ExecutionPlan> {
     let expected = f.single.sql(sql).await.unwrap().collect().await.unwrap();
     let plan = f
         .rule
@@ -111,10 +129,6 @@ async fn run(f: &Fixture, sql: &str) -> Arc<dyn ExecutionPlan> {
         .map(|r| r.filters().map(|h| h.id()).collect())
         .unwrap_or_default();
     assert!(!ids.is_empty(), "{sql}: no filter placed");
-    let faults = Faults {
-        probe_waits_first: true,
-        ..Faults::default()
-    };
     for id in &ids {
         hooks::inject(*id, faults);
     }
@@ -198,6 +212,27 @@ async fn with_pushdown_the_scan_drops_the_rows_the_filter_rules_out() {
     // far below a third of the rows.
     assert!(read < FACT / 3, "{read} of {FACT} fact rows left the scans");
     assert!(read > 0);
+}
+
+/// Files open before the filter came stop once it has come and their
+/// statistics lie outside its bounds (DataFusion re-reads a dynamic filter
+/// after each batch): the probe side reads from its first poll, then one
+/// batch of 8,192 rows per 200 ms per partition (a file of 20,000 rows
+/// takes at least 400 ms), while the tiny build side takes some 20 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_open_before_the_filter_came_stop_when_it_comes() {
+    let faults = Faults {
+        probe_batch_delay: Duration::from_millis(200),
+        ..Faults::default()
+    };
+    let with = fixture_with(true, false, Some(())).await;
+    let read = fact_scan_rows(&run_with(&with, NARROW, faults).await);
+    // A batch or two of each of nine partitions before the filter came, and
+    // the file that joins: some 100,000 rows, far below every row.
+    assert!(read < FACT * 3 / 4, "{read} of {FACT} fact rows read");
+    let without = fixture_with(false, false, Some(())).await;
+    let all = fact_scan_rows(&run_with(&without, NARROW, faults).await);
+    assert_eq!(all, FACT, "without scan filters every row is read");
 }
 
 /// The rows of a null-aware anti join are the probe rows whose key the
