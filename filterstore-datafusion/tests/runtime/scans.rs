@@ -13,11 +13,11 @@ use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerF
 use crate::common::data::{table, Rng};
 use crate::common::metrics::{executed_plan, one_line, sum_metric};
 use crate::common::tpch::{diff, rows};
-use crate::waits::Injected;
+use crate::waits::planned;
 use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use filterstore_datafusion::__private::hooks::{self, Faults};
+use filterstore_datafusion::__private::hooks::Faults;
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,22 +117,7 @@ async fn run(f: &Fixture, sql: &str) -> Arc<dyn ExecutionPlan> {
 /// [`run`] with `faults` in the query's filters.
 async fn run_with(f: &Fixture, sql: &str, faults: Faults) -> Arc<dyn ExecutionPlan> {
     let expected = f.single.sql(sql).await.unwrap().collect().await.unwrap();
-    let plan = f
-        .rule
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    let ids: Vec<u128> = last_report(&f.rule)
-        .map(|r| r.filters().map(|h| h.id()).collect())
-        .unwrap_or_default();
-    assert!(!ids.is_empty(), "{sql}: no filter placed");
-    for id in &ids {
-        hooks::inject(*id, faults);
-    }
-    let _injected = Injected(ids);
+    let (plan, _injected) = planned(&f.rule, sql, faults).await;
     let limit = Duration::from_secs(120);
     let got = tokio::time::timeout(limit, collect(Arc::clone(&plan), f.rule.task_ctx()))
         .await

@@ -32,7 +32,7 @@ const QUERY: &str =
 
 /// Faults injected into one query's filters, removed when dropped (also
 /// when the test fails).
-pub(crate) struct Injected(pub(crate) Vec<u128>);
+pub(crate) struct Injected(Vec<u128>);
 
 impl Drop for Injected {
     fn drop(&mut self) {
@@ -42,17 +42,21 @@ impl Drop for Injected {
     }
 }
 
-/// Plans `sql` and injects `faults` into its filters.
-async fn planned(f: &Fixture, sql: &str, faults: Faults) -> (Arc<dyn ExecutionPlan>, Injected) {
-    let plan = f
-        .rule
+/// Plans `sql` on `rule` (a session with runtime filters) and injects
+/// `faults` into its filters.
+pub(crate) async fn planned(
+    rule: &SessionContext,
+    sql: &str,
+    faults: Faults,
+) -> (Arc<dyn ExecutionPlan>, Injected) {
+    let plan = rule
         .sql(sql)
         .await
         .unwrap()
         .create_physical_plan()
         .await
         .unwrap();
-    let ids: Vec<u128> = last_report(&f.rule)
+    let ids: Vec<u128> = last_report(rule)
         .map(|r| r.filters().map(|h| h.id()).collect())
         .unwrap_or_default();
     assert!(!ids.is_empty(), "{sql}: no filter placed");
@@ -138,7 +142,7 @@ async fn check_with(
     limit: Duration,
 ) -> (Arc<dyn ExecutionPlan>, Duration) {
     let expected = f.single.sql(sql).await.unwrap().collect().await.unwrap();
-    let (plan, _injected) = planned(f, sql, faults).await;
+    let (plan, _injected) = planned(&f.rule, sql, faults).await;
     let started = Instant::now();
     let got = tokio::time::timeout(limit, collect(Arc::clone(&plan), f.rule.task_ctx()))
         .await
@@ -306,7 +310,7 @@ async fn cancelling_the_query_ends_every_wait() {
     // The filter never comes and the deadline is 10 minutes: the probe
     // tasks wait until the query is dropped.
     let f = fixture(Duration::from_secs(600)).await;
-    let (plan, injected) = planned(&f, QUERY, faults(TapFault::Never, 0, 0)).await;
+    let (plan, injected) = planned(&f.rule, QUERY, faults(TapFault::Never, 0, 0)).await;
     let id = injected.0[0];
     let mut stream = datafusion::physical_plan::execute_stream(plan, f.rule.task_ctx()).unwrap();
     let waiting = async {
