@@ -78,8 +78,7 @@ struct Watcher {
 #[derive(Default)]
 struct Registry {
     arrived: HashMap<(FilterId, Scope), Weak<ScanArrival>>,
-    /// `None` once the run passed every row (nothing will arrive).
-    waiting: HashMap<(FilterId, Scope), Option<Vec<Watcher>>>,
+    waiting: HashMap<(FilterId, Scope), Vec<Watcher>>,
 }
 
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
@@ -105,7 +104,7 @@ pub(super) fn arrived(
             a
         }
     };
-    for w in r.waiting.remove(&(id, scope)).flatten().unwrap_or_default() {
+    for w in r.waiting.remove(&(id, scope)).unwrap_or_default() {
         if let Some(target) = w.target.upgrade() {
             set(&target, &a, &w.spec);
         }
@@ -114,11 +113,13 @@ pub(super) fn arrived(
 }
 
 /// Filter `id`'s run of `scope` passes every row in this process: the
-/// scans waiting for it stop waiting (their predicate stays `true`).
+/// scans waiting for it stop waiting (their predicate stays `true`). A scan
+/// that starts later waits for nothing that comes, which costs it one
+/// atomic load per batch.
 pub(super) fn passed(id: FilterId, scope: Scope) {
     let mut r = REGISTRY.lock();
-    let waiting = r.waiting.insert((id, scope), None);
-    for w in waiting.flatten().unwrap_or_default() {
+    let waiting = r.waiting.remove(&(id, scope));
+    for w in waiting.unwrap_or_default() {
         if let Some(target) = w.target.upgrade() {
             target.mark_complete();
         }
@@ -136,18 +137,13 @@ pub(super) fn watch(spec: &ScanFilterSpec, scope: Scope) -> Arc<DynamicFilterPhy
         set(&target, &a, spec);
         return target;
     }
-    r.waiting.retain(|_, ws| {
-        ws.as_ref()
-            .is_none_or(|ws| ws.iter().any(|w| w.target.strong_count() > 0))
+    // Waiters of runs that ended without a filter, their scans dropped.
+    r.waiting
+        .retain(|_, ws| ws.iter().any(|w| w.target.strong_count() > 0));
+    r.waiting.entry(key).or_default().push(Watcher {
+        target: Arc::downgrade(&target),
+        spec: spec.clone(),
     });
-    match r.waiting.entry(key).or_insert_with(|| Some(Vec::new())) {
-        Some(ws) => ws.push(Watcher {
-            target: Arc::downgrade(&target),
-            spec: spec.clone(),
-        }),
-        // Passed every row: nothing will come.
-        None => target.mark_complete(),
-    }
     target
 }
 
