@@ -249,6 +249,7 @@ impl ExecutionPlan for BloomFilterExec {
             nulls_pass: self.nulls_pass,
             policy: self.policy,
             state: State::Waiting,
+            acked: None,
             checked: 0,
             dropped: 0,
             metrics: ProbeMetrics {

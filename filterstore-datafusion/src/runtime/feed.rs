@@ -65,10 +65,14 @@ impl Feed {
                 self.reservation.shrink(reserved);
                 b
             }
-            None if self.input_done => return None,
-            None => match self.input.next().await? {
-                Ok(b) => b,
-                Err(e) => return Some(Err(e)),
+            None if self.input_done => return self.end().await,
+            None => match self.input.next().await {
+                Some(Ok(b)) => b,
+                Some(Err(e)) => return Some(Err(e)),
+                None => {
+                    self.input_done = true;
+                    return self.end().await;
+                }
             },
         };
         self.probe.poll_late(&self.run);
@@ -80,6 +84,15 @@ impl Feed {
             }
         }
         Some(Ok(self.probe.filter(batch)))
+    }
+
+    /// The end of the partition's stream, once the task's acknowledgement
+    /// of the filter it used is in (see [`super::probe::Acked`]).
+    async fn end(&mut self) -> Option<Result<RecordBatch>> {
+        if let Some(acked) = self.probe.acked.take() {
+            acked.await;
+        }
+        None
     }
 
     /// Reads the input into the buffer until the filter comes, the

@@ -2,7 +2,8 @@
 //! query, takes the filter ids from the report, and injects faults into
 //! those filters only (other queries of the process are untouched). In
 //! effect where the taps and probe tasks run in this process (the in-memory
-//! cluster). Compiled only with the `test-hooks` feature (`tests/runtime/waits.rs`);
+//! cluster); a worker process reads its one seam, [`ack_delay`], from its
+//! environment. Compiled only with the `test-hooks` feature (`tests/runtime/waits.rs`);
 //! without it no seam is in the build. Not a stable API.
 
 use super::rendezvous::FilterId;
@@ -62,4 +63,18 @@ pub fn of(id: FilterId) -> Faults {
         return Faults::default();
     }
     FAULTS.lock().get(&id).copied().unwrap_or_default()
+}
+
+/// How long this process's probe tasks wait before each acknowledgement
+/// they send to a coordinator: `FILTERSTORE_TEST_ACK_DELAY_MS` in its
+/// environment (read once; none when unset or not a number). For the test
+/// of slow acknowledgements on worker processes (`tests/runtime/processes.rs`).
+pub(crate) fn ack_delay() -> Duration {
+    static DELAY: LazyLock<Duration> = LazyLock::new(|| {
+        std::env::var("FILTERSTORE_TEST_ACK_DELAY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_millis)
+    });
+    *DELAY
 }

@@ -51,15 +51,31 @@ pub struct ProbePolicy {
 pub(super) struct Runs(pub(super) Mutex<Vec<(Weak<TaskContext>, Arc<ProbeRun>)>>);
 
 /// What arrived for a task: the filter, or why every row passes.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(super) enum Arrival {
     /// The filter (with its bounds), registered for the task's Parquet
-    /// scans ([`super::scan`]) while the task holds its arrival.
-    Filter(Arc<ScanArrival>),
+    /// scans ([`super::scan`]) while the task holds its arrival, and its
+    /// acknowledgement, under way.
+    Filter(Arc<ScanArrival>, Acked),
     PassAll,
 }
 
+impl fmt::Debug for Arrival {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arrival::Filter(a, _) => f.debug_tuple("Filter").field(a).finish(),
+            Arrival::PassAll => f.write_str("PassAll"),
+        }
+    }
+}
+
 type ArrivalFuture = Shared<BoxFuture<'static, Arrival>>;
+
+/// A probe task's acknowledgement of its filter: done once the
+/// coordinator has counted it (or its attempt ended). Each partition that
+/// used the filter awaits it before its stream ends, so the count is in
+/// before the query ends, without a round trip before the first row.
+pub(super) type Acked = Shared<BoxFuture<'static, ()>>;
 
 /// What a task's partitions share.
 pub(super) struct ProbeRun {
@@ -105,13 +121,15 @@ pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> Arr
             Delivery::Message(m, bounds) => {
                 bytes.add(m.len());
                 let decoded = decode(&m, &params);
-                acknowledge(&source, decoded.is_ok()).await;
+                let acked = acknowledge(&source, decoded.is_ok());
                 match decoded {
                     Ok(f) => {
                         let bounds = bounds.map(|b| b.as_ref().clone());
-                        Arrival::Filter(scan::arrived(source.id, scope, f, bounds))
+                        Arrival::Filter(scan::arrived(source.id, scope, f, bounds), acked)
                     }
                     Err(_) => {
+                        // Rare: counted before any partition ends.
+                        acked.await;
                         scan::passed(source.id, scope);
                         Arrival::PassAll
                     }
@@ -128,12 +146,23 @@ pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> Arr
 }
 
 /// Tells the filter's run that this task received it and could, or could
-/// not, read it: before the task filters a row, so before its query ends
-/// (one round trip to the coordinator from a worker process).
-async fn acknowledge(source: &Source, readable: bool) {
+/// not, read it. In the coordinator's process this is done on return; from
+/// a worker process it is one round trip, sent now and awaited by the
+/// task's partitions only when their input has ended ([`Acked`]): the task
+/// filters meanwhile.
+fn acknowledge(source: &Source, readable: bool) -> Acked {
     match &source.rendezvous {
-        Some(url) => rendezvous::acknowledge_remote(url, source.id, source.key, readable).await,
-        None => rendezvous::acknowledge_local(source.id, source.key.scope, readable),
+        Some(url) => {
+            let (url, id, key) = (url.clone(), source.id, source.key);
+            let sent = tokio::spawn(async move {
+                rendezvous::acknowledge_remote(&url, id, key, readable).await;
+            });
+            sent.map(|_| ()).boxed().shared()
+        }
+        None => {
+            rendezvous::acknowledge_local(source.id, source.key.scope, readable);
+            futures::future::ready(()).boxed().shared()
+        }
     }
 }
 
@@ -184,6 +213,9 @@ pub(super) struct Probe {
     pub(super) nulls_pass: bool,
     pub(super) policy: ProbePolicy,
     pub(super) state: State,
+    /// The task's acknowledgement of the filter this partition took, to
+    /// await before its stream ends.
+    pub(super) acked: Option<Acked>,
     pub(super) checked: u64,
     pub(super) dropped: u64,
     pub(super) metrics: ProbeMetrics,
@@ -218,7 +250,10 @@ impl Probe {
 
     pub(super) fn arrive(&mut self, a: Arrival) {
         self.state = match a {
-            Arrival::Filter(a) => State::Checking(Arc::clone(&a.filter)),
+            Arrival::Filter(a, acked) => {
+                self.acked = Some(acked);
+                State::Checking(Arc::clone(&a.filter))
+            }
             Arrival::PassAll => {
                 self.metrics.pass_all.add(1);
                 State::Passing

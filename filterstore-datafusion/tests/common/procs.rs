@@ -40,21 +40,28 @@ impl Workers {
     /// Starts one worker on each of `hosts` (loopback addresses), each on
     /// a free port.
     pub fn start_on(hosts: &[&str]) -> Result<Workers, String> {
+        Workers::start_env(hosts, &[])
+    }
+
+    /// Starts one worker on each of `hosts`, each with `env` added to its
+    /// environment (the test seams a worker reads from it).
+    pub fn start_env(hosts: &[&str], env: &[(&str, &str)]) -> Result<Workers, String> {
         let mut w = Workers {
             children: Vec::new(),
             urls: Vec::new(),
         };
         for host in hosts {
-            let url = w.spawn_one(host)?;
+            let url = w.spawn_one(host, env)?;
             w.urls.push(url);
         }
         Ok(w)
     }
 
-    fn spawn_one(&mut self, host: &str) -> Result<Url, String> {
+    fn spawn_one(&mut self, host: &str, env: &[(&str, &str)]) -> Result<Url, String> {
         let listen = format!("{host}:0");
         let mut child = Command::new(binary())
             .args(["--listen", &listen, "--exit-on-stdin-close"])
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -37,6 +37,25 @@ async fn body() {
     }
 }
 
+/// Workers whose acknowledgements each take a second (a test seam of the
+/// `test-hooks` build, `FILTERSTORE_TEST_ACK_DELAY_MS`) still report every
+/// filter they read as built when the query returns: a probe task filters
+/// while its acknowledgement travels, and its partitions end only once it
+/// is in. (Sent and never awaited, the acknowledgements would come after
+/// the queries, and every filter would be reported undelivered.)
+#[cfg(feature = "test-hooks")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_is_reported_built_when_the_query_returns_however_slow_its_acknowledgement() {
+    let body = async {
+        let env = [("FILTERSTORE_TEST_ACK_DELAY_MS", "1000")];
+        let workers = Workers::start_env(&["127.0.0.1"; 3], &env).unwrap();
+        filter_across(&workers, "127.0.0.1:0", None).await;
+    };
+    tokio::time::timeout(Duration::from_secs(600), body)
+        .await
+        .expect("the slow-acknowledgement test timed out");
+}
+
 /// A coordinator over `workers` with its rendezvous on `bind`, advertised
 /// as `advertise`, runs six TPC-H queries (SF 0.05) with runtime filters:
 /// the answers are single-node DataFusion's, at least four filters are

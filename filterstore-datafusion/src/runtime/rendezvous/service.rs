@@ -324,6 +324,8 @@ pub(crate) async fn fetch_remote(url: &str, id: FilterId, key: RunKey) -> Delive
 /// `id`'s run of `key` and could (`readable`) or could not read it, within
 /// [`ACK_TIMEOUT`]; a failure only leaves the filter reported undelivered.
 pub(crate) async fn acknowledge_remote(url: &str, id: FilterId, key: RunKey, readable: bool) {
+    #[cfg(feature = "test-hooks")]
+    tokio::time::sleep(super::super::hooks::ack_delay()).await;
     let run = run_header(id, key);
     let frame = encode_ack(id, key, readable);
     let _ = tokio::time::timeout(ACK_TIMEOUT, call(url, ACK_ACTION, frame, Some(&run))).await;
