@@ -54,6 +54,8 @@ async fn main() -> Res<()> {
         cpu(),
         loadavg()
     );
+    // The in-memory cluster's figures, to compare the others' with.
+    let mut in_memory = None;
     for kind in clusters.split(',') {
         let (sessions, prefix) = match kind.trim() {
             "memory" => (memory(&rule)?, "tpcds"),
@@ -68,6 +70,11 @@ async fn main() -> Res<()> {
         println!("== {kind} cluster (load {})", loadavg());
         let totals = run_all(kind, &sessions, &single, &queries, runs, same).await?;
         totals.print(prefix);
+        match &in_memory {
+            Some(m) => cluster::compare_shipped(m, &totals, prefix),
+            None if kind.trim() == "memory" => in_memory = Some(totals),
+            None => {}
+        }
         if kind.trim() == "memory" {
             let (with, without) = explain_all(&sessions, &queries, runs).await?;
             println!(

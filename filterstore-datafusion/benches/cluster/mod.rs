@@ -12,7 +12,9 @@
 //! `net` (default `memory,process`), where `<W>` is the workload's name in
 //! capitals. `net` is the process cluster on a rate-limited network
 //! ([`net_outside`], as root; `<W>_NET` the rate, default `1gbit`), its
-//! figures `<workload>.net.<name>`.
+//! figures `<workload>.net.<name>`. After the in-memory cluster, each other
+//! cluster of the same run is compared with it query by query: what each
+//! filter of the forced runs shipped ([`compare_shipped`]).
 
 #![allow(dead_code)]
 
@@ -35,7 +37,7 @@ pub mod cache;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 use filterstore_datafusion::remote_cluster;
-use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig};
 use in_memory::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use metrics::{executed_plan, one_line, sum_metric};
 use std::sync::Arc;
@@ -309,6 +311,9 @@ pub struct Totals {
     pub slowest_ms: f64,
     /// [`Figures::probe`] of the runs with the rule, summed.
     pub probe: [usize; 5],
+    /// Per query, what each filter of its last forced run shipped
+    /// ([`shipped`]).
+    pub shipped: Vec<(String, Vec<String>)>,
 }
 
 impl Totals {
@@ -342,6 +347,13 @@ impl Totals {
             self.forced_worst, self.forced_worst_query
         );
         println!("RESULT {prefix}.slowest_query_ms {:.0}", self.slowest_ms);
+        let undelivered: Vec<&str> = self
+            .shipped
+            .iter()
+            .filter(|(_, s)| s.iter().any(|f| f.starts_with("undelivered")))
+            .map(|(label, _)| label.as_str())
+            .collect();
+        println!("# forced runs with a filter shipped and read by no probe task: {undelivered:?}");
         let [rows_in, buffered, unfiltered, full, missed] = self.probe;
         println!(
             "# probe sides with the rule: {rows_in} rows in, {buffered} read before their filter \
@@ -366,6 +378,7 @@ impl Totals {
         for (t, v) in self.probe.iter_mut().zip(row.figs[1].probe) {
             *t += v;
         }
+        self.shipped.push((label.to_string(), row.shipped.clone()));
         self.ms_without += m0;
         self.ms_with += m1;
         self.slowest_ms = self.slowest_ms.max(m0).max(m1).max(m2);
@@ -380,6 +393,60 @@ impl Totals {
     }
 }
 
+/// What each filter of the session's last query shipped, in plan order:
+/// the build rows it was made of, its message's bytes and partials, and
+/// how many probe tasks read it; or why it shipped nothing. Timings left
+/// out, so two clusters that filter alike give equal lists.
+fn shipped(ctx: &SessionContext) -> Vec<String> {
+    let Some(report) = last_report(ctx) else {
+        return Vec::new();
+    };
+    report
+        .filters()
+        .map(|f| match f.outcome() {
+            Some(FilterOutcome::Built {
+                delivered,
+                message_bytes,
+                partials,
+                build_rows,
+                ..
+            }) => format!(
+                "built from {build_rows} rows in {partials} partials, {message_bytes} B, read by {delivered} probe tasks"
+            ),
+            Some(FilterOutcome::Undelivered {
+                unreadable,
+                message_bytes,
+                partials,
+                ..
+            }) => format!(
+                "undelivered: {message_bytes} B from {partials} partials, {unreadable} unreadable"
+            ),
+            Some(FilterOutcome::PassAll { reason, .. }) => format!("pass-all: {reason}"),
+            None => "no outcome".into(),
+        })
+        .collect()
+}
+
+/// Compares, query by query, what the filters of `other`'s forced runs
+/// shipped with the in-memory cluster's (`memory`): a filter lost or
+/// changed on the way between processes shows here. Prints each query
+/// that differs and `RESULT <prefix>.queries_shipping_unlike_memory`.
+pub fn compare_shipped(memory: &Totals, other: &Totals, prefix: &str) {
+    let mut differ = 0;
+    for (label, theirs) in &other.shipped {
+        let Some((_, ours)) = memory.shipped.iter().find(|(l, _)| l == label) else {
+            continue;
+        };
+        if ours != theirs {
+            differ += 1;
+            println!("{label}: filters shipped unlike the in-memory cluster's");
+            println!("    in memory: {ours:?}");
+            println!("    {prefix}: {theirs:?}");
+        }
+    }
+    println!("RESULT {prefix}.queries_shipping_unlike_memory {differ}");
+}
+
 /// Compares results as the tests do; `true` when equal.
 pub type Same =
     fn(&[datafusion::arrow::array::RecordBatch], &[datafusion::arrow::array::RecordBatch]) -> bool;
@@ -391,6 +458,7 @@ struct QueryRow {
     figs: [Figures; 3],
     filters: usize,
     wrong: usize,
+    shipped: Vec<String>,
 }
 
 /// Runs one query `runs` times in each mode, interleaved, checking each
@@ -410,6 +478,7 @@ async fn run_query(
         figs: [Figures::default(); 3],
         filters: 0,
         wrong: 0,
+        shipped: Vec::new(),
     };
     for r in 0..runs.max(1) {
         for k in 0..3 {
@@ -426,6 +495,9 @@ async fn run_query(
             row.figs[m] = f;
             if m == 1 {
                 row.filters = last_report(&sessions.with).map_or(0, |r| r.built());
+            }
+            if m == 2 {
+                row.shipped = shipped(&sessions.forced);
             }
         }
     }
