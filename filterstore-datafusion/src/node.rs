@@ -73,7 +73,9 @@ pub(crate) fn one_child(
 ///   `metrics`, and `child_stats_requests` (the same partition).
 /// - `input_properties(NAME)`: a node that is its input as far as planning
 ///   sees (its input's properties, no expressions of its own): `name`,
-///   `properties`, `children`, `apply_expressions`.
+///   `properties`, `children`, `apply_expressions`, and
+///   `child_stats_requests` (the same partition; without it DataFusion
+///   hands `statistics_from_inputs` unknown statistics).
 /// - `key_expressions`: `apply_expressions` over the field `keys`.
 /// - `fresh_children`: `replace_children` that builds the node again on the
 ///   new child, with fresh `metrics` and `runs` (the runtime filter's tap
@@ -158,6 +160,13 @@ macro_rules! one_child_plan {
         ) -> ::datafusion::error::Result<::datafusion::common::tree_node::TreeNodeRecursion> {
             // No expressions of its own.
             Ok(::datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        }
+
+        fn child_stats_requests(
+            &self,
+            partition: ::std::option::Option<usize>,
+        ) -> ::std::vec::Vec<::datafusion::physical_plan::ChildStats> {
+            vec![::datafusion::physical_plan::ChildStats::At(partition)]
         }
     };
     (key_expressions) => {

@@ -162,3 +162,6 @@ impl ExecutionPlan for BloomScanExec {
         self.scan()?.execute(partition, context)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -86,6 +86,7 @@ impl DisplayAs for BloomQueryExec {
 
 impl ExecutionPlan for BloomQueryExec {
     one_child_plan!(input_properties(NAME));
+    one_child_plan!(input_statistics);
 
     fn with_new_children(
         self: Arc<Self>,
