@@ -12,7 +12,8 @@
 //! `net` (default `memory,process`), where `<W>` is the workload's name in
 //! capitals. `net` is the process cluster on a rate-limited network
 //! ([`net_outside`], as root; `<W>_NET` the rate, default `1gbit`), its
-//! figures `<workload>.net.<name>`. After the in-memory cluster, each other
+//! figures `<workload>.net.<name>`. `FILTERSTORE_BENCH_REPORT=1` prints each
+//! query's runtime-filter report (with the rule). After the in-memory cluster, each other
 //! cluster of the same run is compared with it query by query: what each
 //! filter of the forced runs shipped ([`compare_shipped`]).
 
@@ -495,6 +496,11 @@ async fn run_query(
             row.figs[m] = f;
             if m == 1 {
                 row.filters = last_report(&sessions.with).map_or(0, |r| r.built());
+                if std::env::var_os("FILTERSTORE_BENCH_REPORT").is_some()
+                    && let Some(report) = last_report(&sessions.with)
+                {
+                    println!("{label} ({kind}), with the rule: {report}");
+                }
             }
             if m == 2 {
                 row.shipped = shipped(&sessions.forced);
