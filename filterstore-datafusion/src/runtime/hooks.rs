@@ -2,9 +2,10 @@
 //! query, takes the filter ids from the report, and injects faults into
 //! those filters only (other queries of the process are untouched). In
 //! effect where the taps and probe tasks run in this process (the in-memory
-//! cluster); a worker process reads its one seam, [`ack_delay`], from its
-//! environment. Compiled only with the `test-hooks` feature (`tests/runtime/waits.rs`);
-//! without it no seam is in the build. Not a stable API.
+//! cluster); a worker process reads its one seam,
+//! `FILTERSTORE_TEST_ACK_DELAY_MS`, from its environment. Compiled only
+//! with the `test-hooks` feature (`tests/runtime/waits.rs`); without it no
+//! seam is in the build. Not a stable API.
 
 use super::rendezvous::FilterId;
 use parking_lot::Mutex;
