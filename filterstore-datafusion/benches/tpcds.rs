@@ -2,7 +2,8 @@
 //! runtime Bloom filters, with them, and with them forced; on the in-memory
 //! cluster and on 3 `filterstore-worker` processes on localhost. Per query:
 //! filters built, rows entering the network shuffles, the shuffle bytes'
-//! ratio, the median wall time of each mode (interleaved), and the load;
+//! ratio, the ratio of rows leaving the Parquet scans ("scan", the last run
+//! with the rule against the last without), the median wall time of each mode (interleaved), and the load;
 //! every answer checked against single-node DataFusion (a query it cannot
 //! run is skipped); then `EXPLAIN` of every query timed with and without the
 //! rule.

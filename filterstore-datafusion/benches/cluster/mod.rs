@@ -524,12 +524,13 @@ pub async fn run_all(
 ) -> Res<Totals> {
     let mut t = Totals::default();
     println!(
-        "{:>6} {:>3} {:>12} {:>12} {:>8} {:>9} {:>9} {:>9} {:>6} {:>6} {:>5}",
+        "{:>6} {:>3} {:>12} {:>12} {:>8} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6} {:>5}",
         "q",
         "bf",
         "rows w/o",
         "rows with",
         "MB ratio",
+        "scan",
         "ms w/o",
         "ms with",
         "ms forced",
@@ -557,12 +558,13 @@ pub async fn run_all(
         t.add(label, &row);
         let ([m0, m1, m2], figs) = (row.ms, row.figs);
         println!(
-            "{:>6} {:>3} {:>12} {:>12} {:>8.3} {:>9.1} {:>9.1} {:>9.1} {:>6.3} {:>6.3} {:>5}",
+            "{:>6} {:>3} {:>12} {:>12} {:>8.3} {:>6.3} {:>9.1} {:>9.1} {:>9.1} {:>6.3} {:>6.3} {:>5}",
             label,
             row.filters,
             figs[0].shuffle_rows,
             figs[1].shuffle_rows,
             figs[1].shuffle_bytes as f64 / figs[0].shuffle_bytes.max(1) as f64,
+            figs[1].scan_rows as f64 / figs[0].scan_rows.max(1) as f64,
             m0,
             m1,
             m2,

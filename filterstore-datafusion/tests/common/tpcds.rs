@@ -9,14 +9,19 @@
 //! formatted as CSV in batches and read into Arrow by DataFusion's arrow-csv
 //! against the table's schema, whose column names must equal `tpcdsgen`'s
 //! CSV header (checked), so that a column is never read as its neighbour.
+//! The fact tables' files are written sorted by their date key, in a few
+//! row groups each ([`date_key`]).
 
 #![allow(dead_code)]
 
 use super::cache;
+use datafusion::arrow::compute::{concat_batches, sort_to_indices, take_record_batch, SortOptions};
 use datafusion::arrow::csv::ReaderBuilder;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::properties::WriterProperties;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use std::fmt::Display;
 use std::io::Write;
@@ -65,7 +70,7 @@ fn layout() -> String {
         .map(|(t, n)| format!("{}={n}", t.get_name()))
         .collect();
     format!(
-        "tpcdsgen 4, CSV to Parquet, schema {:016x}, files {}\n",
+        "tpcdsgen 4, CSV to Parquet, schema {:016x}, files {}, fact tables sorted by date in {SORTED_ROW_GROUPS} row groups\n",
         xxhash_rust::xxh3::xxh3_64(SCHEMA.as_bytes()),
         files.join(",")
     )
@@ -124,7 +129,7 @@ pub async fn generate(dir: PathBuf, sf: f64) -> Result<()> {
         std::fs::create_dir_all(&tdir)?;
         for (part, range) in ranges(source_rows(table, &session), files) {
             let path = tdir.join(format!("part-{part}.parquet"));
-            let mut out = Part::create(&path, schema.clone())?;
+            let mut out = Part::create(&path, schema.clone(), date_key(table))?;
             write_rows(table, &session, range, &mut out)?;
             out.finish()?;
         }
@@ -180,23 +185,63 @@ fn ranges(rows: u64, files: u64) -> Vec<(u64, RangeInclusive<u64>)> {
         .collect()
 }
 
+/// Each fact table's date key: its files are written sorted by it, in
+/// [`SORTED_ROW_GROUPS`] row groups each, so that a row group spans a few
+/// months. That is the layout warehouses give these tables: partitioned by
+/// the date key (e.g. microsoft/lst-bench's Spark scripts, `PARTITIONED
+/// BY(ss_sold_date_sk)`), where a filter on dates skips most of a table.
+/// `tpcdsgen` writes them in ticket order, each file spanning every date.
+fn date_key(table: Table) -> Option<&'static str> {
+    Some(match table {
+        Table::StoreSales => "ss_sold_date_sk",
+        Table::StoreReturns => "sr_returned_date_sk",
+        Table::CatalogSales => "cs_sold_date_sk",
+        Table::CatalogReturns => "cr_returned_date_sk",
+        Table::WebSales => "ws_sold_date_sk",
+        Table::WebReturns => "wr_returned_date_sk",
+        Table::Inventory => "inv_date_sk",
+        _ => return None,
+    })
+}
+
+/// Row groups in each file of a fact table (at least [`BATCH`] rows each).
+const SORTED_ROW_GROUPS: usize = 16;
+
 /// One Parquet file being written: rows arrive as CSV lines, are parsed
-/// against the table's schema a batch at a time and written.
+/// against the table's schema a batch at a time and written, or kept until
+/// [`Part::finish`] sorts them by the table's date key.
 struct Part {
     schema: SchemaRef,
     csv: Vec<u8>,
     rows: usize,
-    writer: ArrowWriter<std::fs::File>,
+    out: Out,
+}
+
+enum Out {
+    Direct(Box<ArrowWriter<std::fs::File>>),
+    Sorted {
+        file: std::fs::File,
+        column: usize,
+        batches: Vec<RecordBatch>,
+    },
 }
 
 impl Part {
-    fn create(path: &Path, schema: SchemaRef) -> Result<Self> {
+    fn create(path: &Path, schema: SchemaRef, sort_by: Option<&str>) -> Result<Self> {
         let file = std::fs::File::create(path)?;
+        let out = match sort_by {
+            Some(name) => Out::Sorted {
+                file,
+                column: schema.index_of(name)?,
+                batches: Vec::new(),
+            },
+            None => Out::Direct(Box::new(ArrowWriter::try_new(file, schema.clone(), None)?)),
+        };
         Ok(Self {
-            writer: ArrowWriter::try_new(file, schema.clone(), None)?,
             schema,
             csv: Vec::new(),
             rows: 0,
+            out,
         })
     }
 
@@ -215,7 +260,10 @@ impl Part {
             .with_batch_size(BATCH)
             .build_buffered(&self.csv[..])?;
         for batch in reader {
-            self.writer.write(&batch?)?;
+            match &mut self.out {
+                Out::Direct(w) => w.write(&batch?)?,
+                Out::Sorted { batches, .. } => batches.push(batch?),
+            }
         }
         self.csv.clear();
         self.rows = 0;
@@ -224,9 +272,46 @@ impl Part {
 
     fn finish(mut self) -> Result<()> {
         self.flush()?;
-        self.writer.into_inner()?.sync_all()?;
+        match self.out {
+            Out::Direct(w) => w.into_inner()?.sync_all()?,
+            Out::Sorted {
+                file,
+                column,
+                batches,
+            } => write_sorted(file, &self.schema, column, batches)?,
+        }
         Ok(())
     }
+}
+
+/// Writes `batches` into `file` sorted by `column` (nulls last), in
+/// [`SORTED_ROW_GROUPS`] row groups, and syncs it.
+fn write_sorted(
+    file: std::fs::File,
+    schema: &SchemaRef,
+    column: usize,
+    batches: Vec<RecordBatch>,
+) -> Result<()> {
+    let all = concat_batches(schema, &batches)?;
+    drop(batches);
+    let order = SortOptions {
+        descending: false,
+        nulls_first: false,
+    };
+    let indices = sort_to_indices(all.column(column), Some(order), None)?;
+    let sorted = take_record_batch(&all, &indices)?;
+    drop(all);
+    let rows = sorted.num_rows();
+    let per_group = rows.div_ceil(SORTED_ROW_GROUPS).max(BATCH);
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(per_group))
+        .build();
+    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
+    for start in (0..rows).step_by(BATCH) {
+        writer.write(&sorted.slice(start, BATCH.min(rows - start)))?;
+    }
+    writer.into_inner()?.sync_all()?;
+    Ok(())
 }
 
 /// Generates a table's rows of source rows `range` into `out`, as CSV.
