@@ -8,6 +8,7 @@
 //! it also serves the filters' rendezvous ([`RendezvousServer`]) on a port
 //! the workers can reach, and passes its address in the plan.
 
+use crate::runtime::incoming_nodelay;
 use crate::runtime::{RendezvousServer, RuntimeFilterConfig};
 use crate::session::BloomStateBuilderExt;
 use datafusion::error::DataFusionError;
@@ -28,12 +29,13 @@ pub fn bloom_worker() -> Worker {
     })
 }
 
-/// Serves [`bloom_worker`] on `listener` until `shutdown` completes.
+/// Serves [`bloom_worker`] on `listener` until `shutdown` completes, with
+/// `TCP_NODELAY` on every connection it accepts.
 pub async fn serve_worker(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = incoming_nodelay(listener);
     Server::builder()
         .add_service(bloom_worker().into_worker_server())
         .serve_with_incoming_shutdown(incoming, shutdown)

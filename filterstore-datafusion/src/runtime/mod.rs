@@ -48,6 +48,7 @@ pub use config::RuntimeFilterConfig;
 pub use exec::BloomFilterExec;
 pub use planner::{last_report, BloomRuntimeFilterPlanner, LastReport};
 pub use probe::ProbePolicy;
+pub(crate) use rendezvous::incoming_nodelay;
 pub use rendezvous::FilterOutcome;
 pub use rendezvous::{RendezvousServer, RendezvousStats};
 pub use report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};

@@ -55,6 +55,7 @@ mod service;
 mod token;
 
 pub(super) use frame::encode_post;
+pub(crate) use service::incoming_nodelay;
 pub(super) use service::{acknowledge_remote, fetch_remote, post_remote};
 pub use service::{RendezvousServer, RendezvousStats};
 pub(super) use token::RunKey;

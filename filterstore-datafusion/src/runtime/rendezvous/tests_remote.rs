@@ -395,3 +395,24 @@ async fn a_filter_is_built_only_once_a_probe_task_acknowledges_it() {
         Some(FilterOutcome::Built { delivered: 2, .. })
     ));
 }
+
+#[tokio::test]
+async fn the_servers_accept_connections_with_nodelay() {
+    // Both servers (this one and `serve_worker`) accept through
+    // `incoming_nodelay`: without `TCP_NODELAY`, small answers waited for
+    // the peer's delayed acknowledgement.
+    use futures::StreamExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    let mut incoming = super::service::incoming_nodelay(listener);
+    let _client = within(tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("a connection");
+    let accepted = within(incoming.next())
+        .await
+        .expect("an accepted connection")
+        .expect("no accept error");
+    assert!(accepted.nodelay().expect("the socket's option"));
+}
