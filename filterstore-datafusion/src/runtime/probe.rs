@@ -107,8 +107,34 @@ pub(super) struct Source {
 
 /// The task's filter, fetched once (why a filter did not come is the
 /// coordinator's to report, in the filter's outcome).
+///
+/// The fetch starts now, when the task starts, on the rendezvous's own
+/// thread ([`rendezvous::spawn`]), and so does what follows it: the filter
+/// is decoded and set into the task's scans ([`scan::arrived`]) as soon as
+/// it comes, whether or not a partition of the task is being polled then.
+/// A scan that opens a file or starts a row group after that prunes by the
+/// filter's bounds. Before, the fetch was sent at the task's first poll
+/// and its answer read at a later one: in TPC-DS q52 on three worker
+/// processes a filter decided 9 ms into the query reached its scans at
+/// 73–93 ms, after their first poll at 51 ms.
 pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> ArrivalFuture {
+    let (id, scope) = (source.id, source.key.scope);
+    let arriving = rendezvous::spawn(arrive(source, params, bytes));
     async move {
+        arriving.await.unwrap_or_else(|_| {
+            // Not run, or ended early: the task passes every row.
+            scan::passed(id, scope);
+            Arrival::PassAll
+        })
+    }
+    .boxed()
+    .shared()
+}
+
+/// Fetches, decodes and acknowledges the task's filter, and sets it into
+/// the task's scans.
+async fn arrive(source: Source, params: FilterParams, bytes: Count) -> Arrival {
+    {
         let scope = source.key.scope;
         let delivery = match &source.rendezvous {
             Some(url) => rendezvous::fetch_remote(url, source.id, source.key).await,
@@ -141,8 +167,6 @@ pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> Arr
             }
         }
     }
-    .boxed()
-    .shared()
 }
 
 /// Tells the filter's run that this task received it and could, or could

@@ -14,15 +14,17 @@
 //!    shipping ([`SlotPolicy`]), and encodes it as the project's compressed
 //!    filter message;
 //! 3. each probe task fetches that message (or "pass every row" and why)
-//!    once, when its first partition is polled, and waits for it at most its
-//!    deadline;
+//!    once, from when the task starts, on a thread of the rendezvous's own
+//!    ([`io`]), and sets it into the task's scans as soon as it comes; the
+//!    task's partitions wait for it at most its deadline;
 //! 4. a probe task that received a filter acknowledges it, saying whether it
 //!    could read it: a filter no probe task has received is reported as
 //!    [`FilterOutcome::Undelivered`], never as built.
 //!
 //! Taps and probes in the coordinator's process use the slot directly;
-//! those in worker processes post and fetch through [`service`] (two Arrow
-//! Flight actions on a port of the coordinator, its address in the plan).
+//! those in worker processes post and fetch through [`service`] (Arrow
+//! Flight actions on a port of the coordinator, its address in the plan),
+//! on that thread too.
 //!
 //! **Executions.** A physical plan may run more than once (a cached plan);
 //! each run has keys of its own. Each execution gets a fresh *scope*
@@ -51,10 +53,12 @@
 
 mod admit;
 mod frame;
+mod io;
 mod service;
 mod token;
 
 pub(super) use frame::encode_post;
+pub(super) use io::spawn;
 pub(crate) use service::incoming_nodelay;
 pub(super) use service::{acknowledge_remote, fetch_remote, post_remote};
 pub use service::{RendezvousServer, RendezvousStats};

@@ -274,8 +274,21 @@ fn max_request_for(max_filter_bytes: u64) -> usize {
 }
 
 /// Calls action `kind` with `body` on the coordinator at `url`, with `run`
-/// as the [`RUN_HEADER`]; the first result's body.
-pub(super) async fn call(
+/// as the [`RUN_HEADER`]; the first result's body. The call runs on the
+/// rendezvous's own thread ([`super::io`]), started at once.
+pub(super) fn call(
+    url: &str,
+    kind: &'static str,
+    body: Vec<u8>,
+    run: Option<&str>,
+) -> impl std::future::Future<Output = Result<Vec<u8>, String>> + Send + use<> {
+    let (url, run) = (url.to_string(), run.map(str::to_string));
+    let call = super::io::spawn(async move { call_here(&url, kind, body, run.as_deref()).await });
+    async move { call.await? }
+}
+
+/// [`call`], on the current runtime.
+async fn call_here(
     url: &str,
     kind: &str,
     body: Vec<u8>,
