@@ -3,7 +3,8 @@
 //! cluster and on 3 `filterstore-worker` processes on localhost. Per query:
 //! filters built, rows entering the network shuffles, the shuffle bytes'
 //! ratio, the ratio of rows leaving the Parquet scans ("scan", the last run
-//! with the rule against the last without), the median wall time of each mode (interleaved), and the load;
+//! with the rule against the last without), the median wall time of each
+//! mode (interleaved), and the load;
 //! every answer checked against single-node DataFusion; then `EXPLAIN` of
 //! every query timed with and without the rule.
 //!

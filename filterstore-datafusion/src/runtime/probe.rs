@@ -134,37 +134,35 @@ pub(super) fn receive(source: Source, params: FilterParams, bytes: Count) -> Arr
 /// Fetches, decodes and acknowledges the task's filter, and sets it into
 /// the task's scans.
 async fn arrive(source: Source, params: FilterParams, bytes: Count) -> Arrival {
-    {
-        let scope = source.key.scope;
-        let delivery = match &source.rendezvous {
-            Some(url) => rendezvous::fetch_remote(url, source.id, source.key).await,
-            None => match rendezvous::subscribe(source.id, source.key.scope) {
-                Some(rx) => rendezvous::delivery(rx).await,
-                None => Delivery::PassAll("no such filter in this process".into()),
-            },
-        };
-        match delivery {
-            Delivery::Message(m, bounds) => {
-                bytes.add(m.len());
-                let decoded = decode(&m, &params);
-                let acked = acknowledge(&source, decoded.is_ok());
-                match decoded {
-                    Ok(f) => {
-                        let bounds = bounds.map(|b| b.as_ref().clone());
-                        Arrival::Filter(scan::arrived(source.id, scope, f, bounds), acked)
-                    }
-                    Err(_) => {
-                        // Rare: counted before any partition ends.
-                        acked.await;
-                        scan::passed(source.id, scope);
-                        Arrival::PassAll
-                    }
+    let scope = source.key.scope;
+    let delivery = match &source.rendezvous {
+        Some(url) => rendezvous::fetch_remote(url, source.id, source.key).await,
+        None => match rendezvous::subscribe(source.id, source.key.scope) {
+            Some(rx) => rendezvous::delivery(rx).await,
+            None => Delivery::PassAll("no such filter in this process".into()),
+        },
+    };
+    match delivery {
+        Delivery::Message(m, bounds) => {
+            bytes.add(m.len());
+            let decoded = decode(&m, &params);
+            let acked = acknowledge(&source, decoded.is_ok());
+            match decoded {
+                Ok(f) => {
+                    let bounds = bounds.map(|b| b.as_ref().clone());
+                    Arrival::Filter(scan::arrived(source.id, scope, f, bounds), acked)
+                }
+                Err(_) => {
+                    // Rare: counted before any partition ends.
+                    acked.await;
+                    scan::passed(source.id, scope);
+                    Arrival::PassAll
                 }
             }
-            Delivery::PassAll(_) => {
-                scan::passed(source.id, scope);
-                Arrival::PassAll
-            }
+        }
+        Delivery::PassAll(_) => {
+            scan::passed(source.id, scope);
+            Arrival::PassAll
         }
     }
 }

@@ -78,9 +78,9 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_call_runs_while_the_callers_runtime_is_blocked() {
-        // The caller's only thread is held by a blocking loop until the
-        // call has run: were the call queued on that runtime, it would
-        // never run, and the loop would give up after 10 s.
+        // The caller's only thread blocks in a receive until the call has
+        // run: were the call queued on that runtime, it would never run,
+        // and the receive would give up after 10 s.
         let (tx, rx) = std::sync::mpsc::channel();
         let call = spawn(async move {
             let _ = tx.send(std::thread::current().name().map(str::to_string));
