@@ -211,8 +211,9 @@ pub struct Sessions {
 }
 
 /// The rule's settings: the defaults, with `FILTERSTORE_PROBE_BUFFER`
-/// (bytes) as `probe_buffer_bytes` when set, and without the scan
-/// predicate when `FILTERSTORE_SCAN_FILTERS=0`.
+/// (bytes) as `probe_buffer_bytes` and `FILTERSTORE_MAX_FILTER_BYTES` as
+/// `max_filter_bytes` when set, and without the scan predicate when
+/// `FILTERSTORE_SCAN_FILTERS=0`.
 pub fn rule_config() -> RuntimeFilterConfig {
     let mut rule = RuntimeFilterConfig::default();
     if let Some(b) = std::env::var("FILTERSTORE_PROBE_BUFFER")
@@ -220,6 +221,12 @@ pub fn rule_config() -> RuntimeFilterConfig {
         .and_then(|v| v.parse().ok())
     {
         rule.probe_buffer_bytes = b;
+    }
+    if let Some(b) = std::env::var("FILTERSTORE_MAX_FILTER_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        rule.max_filter_bytes = b;
     }
     if std::env::var("FILTERSTORE_SCAN_FILTERS").is_ok_and(|v| v == "0") {
         rule.scan_filters = false;
