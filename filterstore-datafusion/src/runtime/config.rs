@@ -30,7 +30,13 @@ pub struct RuntimeFilterConfig {
     /// Target false-positive rate of each filter. Default 1%.
     pub fp: f64,
     /// At most this many bytes of filter. Past it a filter is sized for the
-    /// budget and its rate rises. Default 4 MiB.
+    /// budget and its rate rises. Default 1 MiB: a filter is sized before
+    /// its build side runs, from estimates that run high (four times the
+    /// estimated rows), and every byte of it is built, shipped, merged and
+    /// probed in every task. TPC-H SF 1 on worker processes (one run each):
+    /// wall sum 0.670 at 4 MiB, 0.645 at 1 MiB, 0.622 at 256 KiB (two of
+    /// 49 filters then not applied); q12's 4 MiB filter of 29K keys
+    /// made it 1.23x slower, 0.90x at 1 MiB (`docs/BENCHMARKS.md`).
     pub max_filter_bytes: u64,
     /// Skip a side that statistics say sends fewer rows than this into its
     /// shuffle. Default 100,000.
@@ -86,7 +92,7 @@ impl Default for RuntimeFilterConfig {
     fn default() -> Self {
         RuntimeFilterConfig {
             fp: 0.01,
-            max_filter_bytes: 4 << 20,
+            max_filter_bytes: 1 << 20,
             min_filtered_rows: 100_000,
             max_pass_fraction: 0.8,
             max_fp: 0.25,

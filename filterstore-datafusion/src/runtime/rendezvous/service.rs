@@ -108,7 +108,7 @@ impl RendezvousServer {
     }
 
     /// [`Self::start`], the transport refusing any request larger than the
-    /// largest filter `config` may plan (its `max_filter_bytes`, 4 MiB by
+    /// largest filter `config` may plan (its `max_filter_bytes`, 1 MiB by
     /// default) can post, before it is buffered.
     pub async fn start_for(
         addr: SocketAddr,
