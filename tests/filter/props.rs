@@ -165,6 +165,38 @@ proptest! {
         }
         prop_assert_eq!(direct.to_words(), half.to_words());
     }
+
+    /// The blocked layout halves at any even block count, not only a power
+    /// of two (multiply-high block indices), with either hash: the result is
+    /// the filter built directly at half the blocks, and halving again while
+    /// the count stays even keeps every key.
+    #[test]
+    fn blocked_halving_at_any_even_block_count(
+        half_blocks in 1u64..48,
+        k in 1u32..12,
+        seed in any::<u64>(),
+        xxh3_64 in any::<bool>(),
+        ks in keys(300),
+    ) {
+        let hash = if xxh3_64 { HashSpec::xxh3_64(seed) } else { HashSpec::xxh3(seed) };
+        let m = 512 * 2 * half_blocks;
+        let p = FilterParams::new(Layout::Blocked, m, k, hash).unwrap();
+        let f = BitFilter::new(p).unwrap();
+        let direct = BitFilter::new(FilterParams::new(Layout::Blocked, m / 2, k, hash).unwrap()).unwrap();
+        for key in &ks {
+            f.insert(key);
+            direct.insert(key);
+        }
+        let mut half = f.halve().unwrap();
+        prop_assert_eq!(half.to_words(), direct.to_words());
+        while half.params().num_blocks() % 2 == 0 {
+            half = half.halve().unwrap();
+            for key in &ks {
+                prop_assert!(half.contains(key), "halving lost a key");
+            }
+        }
+        prop_assert!(half.halve().is_err(), "an odd block count does not halve");
+    }
 }
 
 #[test]

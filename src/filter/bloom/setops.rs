@@ -58,14 +58,18 @@ impl BitFilter {
     }
 
     /// Halves the filter by OR-ing pairs (survey §2.4). Positions are mapped to
-    /// a range by multiply-high, so when `m` is a power of two a position is
-    /// its top bits, and halving `m` drops one bit: positions `2j` and `2j+1`
-    /// fold onto `j` (adjacent pairs, not the two halves as with `mod m`).
+    /// a range by multiply-high, `⌊x·n / 2^64⌋`, and for an even `n`
+    /// `⌊x·(n/2) / 2^64⌋ = ⌊⌊x·n / 2^64⌋ / 2⌋` (both sides are `⌊y/2⌋` of the
+    /// same real `y = x·n / 2^64`): positions `2j` and `2j+1` fold onto `j`
+    /// (adjacent pairs, not the two halves as with `mod m`).
     ///
-    /// * Standard layout: needs `m` a power of two, `m ≥ 128`.
-    /// * Blocked layout: needs a power-of-two number of blocks, at least 2;
-    ///   whole blocks `2j` and `2j+1` fold onto block `j`, in-block positions
-    ///   are unchanged, so every key stays present.
+    /// * Standard layout: needs `m` a power of two, `m ≥ 128` (the bits are
+    ///   folded a word at a time).
+    /// * Blocked layout: needs an even number of blocks, at least 2; whole
+    ///   blocks `2j` and `2j+1` fold onto block `j`, in-block positions are
+    ///   unchanged (they depend on `h2` alone), so every key stays present,
+    ///   and the result is exactly the filter that inserting the same keys
+    ///   at half the blocks builds.
     /// * Split-block layout: needs an even number of 256-bit blocks (the
     ///   block index `((h >> 32)·z) >> 32` halves with any even `z`), and
     ///   folds blocks `2j` and `2j+1` onto block `j`: exactly the filter
@@ -86,9 +90,9 @@ impl BitFilter {
                 }
             }
             Layout::Blocked => {
-                if !p.num_blocks().is_power_of_two() || p.num_blocks() < 2 {
+                if !p.num_blocks().is_multiple_of(2) || p.num_blocks() < 2 {
                     return Err(FilterError::NotHalvable(
-                        "blocked layout needs a power-of-two number of blocks, at least 2",
+                        "blocked layout needs an even number of blocks, at least 2",
                     ));
                 }
             }

@@ -176,7 +176,7 @@ fn incompatible_union_is_refused() {
 }
 
 #[test]
-fn halving_refuses_non_powers_of_two() {
+fn halving_refuses_shapes_that_do_not_fold() {
     let p = FilterParams::new(Layout::Standard, 1000, 3, HashSpec::xxh3(1)).unwrap();
     assert!(BitFilter::new(p).unwrap().halve().is_err());
     let p = FilterParams::new(Layout::Blocked, 512 * 3, 3, HashSpec::xxh3(1)).unwrap();
