@@ -29,6 +29,11 @@ use std::time::Duration;
 pub struct RuntimeFilterConfig {
     /// Target false-positive rate of each filter. Default 1%.
     pub fp: f64,
+    /// Before a built filter ships, halve it while its rate, from its fill,
+    /// stays within `fp`: a filter is sized from estimates (four times the
+    /// build side's estimated rows) and may hold far fewer keys. Every key
+    /// stays in the halved filter. Default true.
+    pub fit_filters: bool,
     /// At most this many bytes of filter. Past it a filter is sized for the
     /// budget and its rate rises. Default 1 MiB: a filter is sized before
     /// its build side runs, from estimates that run high (four times the
@@ -92,6 +97,7 @@ impl Default for RuntimeFilterConfig {
     fn default() -> Self {
         RuntimeFilterConfig {
             fp: 0.01,
+            fit_filters: true,
             max_filter_bytes: 1 << 20,
             min_filtered_rows: 100_000,
             max_pass_fraction: 0.8,
@@ -127,6 +133,7 @@ impl RuntimeFilterConfig {
             max_pass: self.max_pass_fraction,
             probe_distinct,
             force: self.force,
+            fit_fp: self.fit_filters.then_some(self.fp),
         }
     }
 }

@@ -188,18 +188,32 @@ fn acknowledge(source: &Source, readable: bool) -> Acked {
     }
 }
 
-/// The message's filter, if it has the planned shape. Decoded once per
-/// process ([`crate::cache`]) whatever the number of tasks it serves.
+/// The message's filter, if it has the planned shape or that shape halved
+/// ([`fits_plan`]). Decoded once per process ([`crate::cache`]) whatever
+/// the number of tasks it serves.
 pub(super) fn decode(
     message: &[u8],
     params: &FilterParams,
 ) -> std::result::Result<Arc<cache::DecodedFilter>, String> {
     let key = xxhash_rust::xxh3::xxh3_128(message);
     let decoded = cache::decoded_keyed(NAME, key, message).map_err(|e| e.to_string())?;
-    if decoded.filter.params() != params {
+    if !fits_plan(decoded.filter.params(), params) {
         return Err("a filter of another shape than planned".into());
     }
     Ok(decoded)
+}
+
+/// Whether a shipped filter of shape `got` is the `planned` one halved zero
+/// or more times (`SlotPolicy::fit_fp`): the same layout, hash and `k`, and
+/// a power-of-two fraction of the planned bits.
+pub(super) fn fits_plan(got: &FilterParams, planned: &FilterParams) -> bool {
+    let same =
+        got.layout() == planned.layout() && got.hash() == planned.hash() && got.k() == planned.k();
+    let m = got.m();
+    same && m > 0
+        && m <= planned.m()
+        && planned.m().is_multiple_of(m)
+        && (planned.m() / m).is_power_of_two()
 }
 
 /// Where a partition stands with its filter.

@@ -15,7 +15,7 @@
 use super::config::RuntimeFilterConfig;
 use super::decide::{decide, ProbePlan};
 use super::exec::ProbeSpec;
-use super::place::{capacity, plan_params, probe, tap};
+use super::place::{capacity, likely_keys, plan_params, probe, tap};
 use super::rendezvous::{new_filter_id, Slot};
 use super::report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};
 use super::scope::{BloomQueryExec, ScopeCell};
@@ -256,7 +256,8 @@ impl Walk<'_> {
         name: &str,
     ) -> Result<(Arc<dyn ExecutionPlan>, Verdict)> {
         let cfg = self.config;
-        let params = plan_params(cfg, capacity(plan.build_source_rows, plan.build_rows))?;
+        let (source, build) = (plan.build_source_rows, plan.build_rows);
+        let params = plan_params(cfg, capacity(source, build), likely_keys(source, build))?;
         let slot = Slot::register(
             new_filter_id(),
             params,

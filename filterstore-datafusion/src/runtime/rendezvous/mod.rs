@@ -114,6 +114,11 @@ pub struct SlotPolicy {
     pub probe_distinct: Option<f64>,
     /// Ship every filter, whatever it costs (tests, measurements).
     pub force: bool,
+    /// Halve the merged filter before it ships, while its rate (from its
+    /// fill) stays at or under this and its block count is even: a filter
+    /// planned from estimates that ran high ships, and is probed, at the
+    /// size of the keys it holds. `None`: it ships at its planned size.
+    pub fit_fp: Option<f64>,
 }
 
 /// What became of one runtime filter at execution.
@@ -130,6 +135,9 @@ pub enum FilterOutcome {
         keys: f64,
         /// The merged filter's false-positive rate, from its fill.
         fp: f64,
+        /// The shipped filter's bits: the planned size, halved while the
+        /// rate stayed within `SlotPolicy::fit_fp`.
+        bits: u64,
         /// Partial filters merged (the join stage's tasks).
         partials: usize,
         /// Build rows the taps saw (null keys excluded).
@@ -197,12 +205,13 @@ impl std::fmt::Display for FilterOutcome {
                 message_bytes,
                 keys,
                 fp,
+                bits,
                 partials,
                 build_rows,
                 ready_after,
             } => write!(
                 f,
-                "built from {partials} task(s), {build_rows} build rows, ~{keys:.0} keys, fp {:.2}%, {message_bytes} B message, ready after {:.1} ms, received by {delivered} probe task(s)",
+                "built from {partials} task(s), {build_rows} build rows, ~{keys:.0} keys, fp {:.2}%, {bits} bits, {message_bytes} B message, ready after {:.1} ms, received by {delivered} probe task(s)",
                 fp * 100.0,
                 ready_after.as_secs_f64() * 1e3
             ),
@@ -604,6 +613,10 @@ impl Run {
         partials: usize,
         started: Instant,
     ) {
+        let filter = match p.fit_fp {
+            Some(target) => fit(filter, target),
+            None => filter,
+        };
         let keys = filter.estimate_len();
         let fp = filter.estimated_fp();
         if !p.force && fp > p.max_fp {
@@ -634,6 +647,7 @@ impl Run {
             message_bytes: message.len(),
             keys,
             fp,
+            bits: filter.params().m(),
             partials,
             build_rows,
             ready_after: started.elapsed(),
@@ -642,6 +656,21 @@ impl Run {
         self.decided
             .send_replace(Some((outcome, Delivery::Message(message, bounds))));
     }
+}
+
+/// `filter` halved while the half's rate, from its fill, stays at or under
+/// `target` (and its block count allows: `BitFilter::halve`). Each half
+/// holds every key of the whole (the positions fold exactly), so this only
+/// trades bits for false positives; its cost is one pass over the bits per
+/// halving, under a millisecond for a 1 MiB filter.
+fn fit(mut filter: BitFilter, target: f64) -> BitFilter {
+    while let Ok(half) = filter.halve() {
+        if half.estimated_fp() > target {
+            break;
+        }
+        filter = half;
+    }
+    filter
 }
 
 impl State {

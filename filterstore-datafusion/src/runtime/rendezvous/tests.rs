@@ -19,6 +19,7 @@ pub(super) fn policy() -> SlotPolicy {
         max_pass: 0.8,
         probe_distinct: None,
         force: false,
+        fit_fp: None,
     }
 }
 
@@ -508,4 +509,64 @@ fn an_advertised_host_gets_the_bound_port_and_a_bad_one_is_refused() {
         let e = url(bad).unwrap_err();
         assert!(e.contains("not a host or host:port"), "{bad:?}: {e}");
     }
+}
+
+/// A filter planned for far more keys than it gets ships halved to its
+/// keys: every key still in it, its rate within the target, and a shape the
+/// probe tasks accept as the plan's (`probe::fits_plan`). Without the
+/// target it ships at its planned size.
+#[test]
+fn a_filter_planned_too_large_ships_fitted_to_its_keys() {
+    // 96 · 2^7 blocks: halves seven times at most.
+    let planned =
+        FilterParams::new(Layout::Blocked, (512 * 96) << 7, 7, HashSpec::xxh3(7)).unwrap();
+    let build = |keys: std::ops::Range<u32>| {
+        let f = BitFilter::new(planned).unwrap();
+        keys.for_each(|k| {
+            f.insert(&k.to_le_bytes());
+        });
+        Arc::new(f)
+    };
+    let fitted = SlotPolicy {
+        fit_fp: Some(0.01),
+        ..policy()
+    };
+    for (policy, want_bits) in [(fitted, (512 * 96) << 1), (policy(), planned.m())] {
+        let slot = Slot::register(new_filter_id(), planned, policy);
+        send(&slot, post(0, 2, PartialBody::Filter(build(0..3000))));
+        send(&slot, post(1, 2, PartialBody::Filter(build(3000..6000))));
+        let Delivery::Message(bytes, _) = delivered(&slot) else {
+            panic!("{:?}", slot.outcome())
+        };
+        let f = filterstore::decode_message(&bytes)
+            .unwrap()
+            .filter()
+            .unwrap();
+        // 6,000 keys: 98,304 bits (16 a key) hold them under 1% at k = 7;
+        // 49,152 (8 a key) would not (~2%).
+        assert_eq!(f.params().m(), want_bits, "{:?}", slot.outcome());
+        assert!((0..6000u32).all(|k| f.contains(&k.to_le_bytes())));
+        assert!(f.estimated_fp() <= 0.01 || policy.fit_fp.is_none());
+        assert!(crate::runtime::probe::fits_plan(f.params(), &planned));
+        acknowledge_local(slot.id(), SCOPE, true);
+        assert!(matches!(
+            slot.outcome(),
+            Some(FilterOutcome::Built { bits, .. }) if bits == want_bits
+        ));
+    }
+}
+
+#[test]
+fn probes_accept_the_planned_shape_halved_and_nothing_else() {
+    let planned = FilterParams::new(Layout::Blocked, 512 * 96, 7, HashSpec::xxh3(7)).unwrap();
+    let shape = |m: u64, k: u32, seed: u64| {
+        FilterParams::new(Layout::Blocked, m, k, HashSpec::xxh3(seed)).unwrap()
+    };
+    let fits = |p: FilterParams| crate::runtime::probe::fits_plan(&p, &planned);
+    assert!(fits(planned));
+    assert!(fits(shape(512 * 48, 7, 7)) && fits(shape(512 * 3, 7, 7)));
+    assert!(!fits(shape(512 * 32, 7, 7)), "a third is not a halving");
+    assert!(!fits(shape(512 * 192, 7, 7)), "larger than planned");
+    assert!(!fits(shape(512 * 48, 6, 7)), "another k");
+    assert!(!fits(shape(512 * 48, 7, 8)), "another seed");
 }
