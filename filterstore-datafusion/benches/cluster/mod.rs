@@ -212,8 +212,9 @@ pub struct Sessions {
 
 /// The rule's settings: the defaults, with `FILTERSTORE_PROBE_BUFFER`
 /// (bytes) as `probe_buffer_bytes` and `FILTERSTORE_MAX_FILTER_BYTES` as
-/// `max_filter_bytes` when set, and without the scan predicate when
-/// `FILTERSTORE_SCAN_FILTERS=0`.
+/// `max_filter_bytes` when set, without the scan predicate when
+/// `FILTERSTORE_SCAN_FILTERS=0`, and with filters shipped at their planned
+/// size when `FILTERSTORE_FIT_FILTERS=0`.
 pub fn rule_config() -> RuntimeFilterConfig {
     let mut rule = RuntimeFilterConfig::default();
     if let Some(b) = std::env::var("FILTERSTORE_PROBE_BUFFER")
@@ -230,6 +231,9 @@ pub fn rule_config() -> RuntimeFilterConfig {
     }
     if std::env::var("FILTERSTORE_SCAN_FILTERS").is_ok_and(|v| v == "0") {
         rule.scan_filters = false;
+    }
+    if std::env::var("FILTERSTORE_FIT_FILTERS").is_ok_and(|v| v == "0") {
+        rule.fit_filters = false;
     }
     rule
 }
