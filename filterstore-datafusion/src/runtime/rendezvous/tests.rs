@@ -570,3 +570,35 @@ fn probes_accept_the_planned_shape_halved_and_nothing_else() {
     assert!(!fits(shape(512 * 48, 6, 7)), "another k");
     assert!(!fits(shape(512 * 48, 7, 8)), "another seed");
 }
+
+/// The policy judges the merged filter at its planned size: fitting it
+/// afterwards raises its rate (here to 1–5%), and must not turn a filter
+/// judged to pass 60% of the probe rows (under `max_pass`, 61%) into
+/// pass-all.
+#[test]
+fn a_filter_is_judged_before_it_is_fitted() {
+    let planned = FilterParams::new(Layout::Blocked, 512 * 64, 7, HashSpec::xxh3(7)).unwrap();
+    let f = BitFilter::new(planned).unwrap();
+    // 540 keys: 7.6 bits a key at 8 blocks, ~3.5% at k = 7.
+    (0..540u32).for_each(|k| {
+        f.insert(&k.to_le_bytes());
+    });
+    let judged = SlotPolicy {
+        max_pass: 0.61,
+        probe_distinct: Some(900.0),
+        fit_fp: Some(0.05),
+        ..policy()
+    };
+    let slot = Slot::register(new_filter_id(), planned, judged);
+    send(&slot, post(0, 1, PartialBody::Filter(Arc::new(f))));
+    let Delivery::Message(bytes, _) = delivered(&slot) else {
+        panic!("{:?}", slot.outcome())
+    };
+    let shipped = filterstore::decode_message(&bytes)
+        .unwrap()
+        .filter()
+        .unwrap();
+    assert!(shipped.params().m() < planned.m(), "fitted");
+    let fp = shipped.estimated_fp();
+    assert!(fp > 0.01 && fp <= 0.05, "{fp}: 0.60 + fp is over max_pass");
+}
