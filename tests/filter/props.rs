@@ -189,7 +189,7 @@ proptest! {
         }
         let mut half = f.halve().unwrap();
         prop_assert_eq!(half.to_words(), direct.to_words());
-        while half.params().num_blocks() % 2 == 0 {
+        while half.params().num_blocks().is_multiple_of(2) {
             half = half.halve().unwrap();
             for key in &ks {
                 prop_assert!(half.contains(key), "halving lost a key");
