@@ -29,7 +29,9 @@
 //! allocates its filter.
 //!
 //! A [`BloomScanExec`] (a Parquet scan with runtime filters): magic `FSRS`,
-//! version 1, flags (zero), scope and token, the number of filters (4, ≥ 1),
+//! version 2, flags (zero), scope and token, how long each partition waits
+//! for the filters before the scan opens a file (8, ms), the number of
+//! filters (4, ≥ 1),
 //! then per filter its id (16), flags (1: bit 0 null keys pass), its keys
 //! (as above), the number of types (4) and each key's planned type (4 + n, DataFusion's `ArrowType`
 //! protobuf). Its child, the scan, DataFusion encodes itself.
@@ -37,7 +39,8 @@
 //! Coordinator and workers run the same build within one query; a version
 //! this build does not read is refused with a message saying so. Version 1
 //! (a message inside the node, a creation side run at planning), version
-//! 2 (no token) and version 3 (no probe buffer) are gone.
+//! 2 (no token) and version 3 (no probe buffer) are gone, and so is scan
+//! node version 1 (no wait).
 
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::probe::ProbePolicy;
@@ -63,7 +66,7 @@ use std::time::Duration;
 
 const MAGIC: &[u8; 4] = b"FSRF";
 const SCAN_MAGIC: &[u8; 4] = b"FSRS";
-const SCAN_VERSION: u8 = 1;
+const SCAN_VERSION: u8 = 2;
 const TAP_MAGIC: &[u8; 4] = b"FSRT";
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
@@ -196,6 +199,8 @@ fn encode_scan(
     buf.push(SCAN_VERSION);
     buf.push(0);
     put_key(buf, scan.run_key());
+    let wait = u64::try_from(scan.wait().as_millis()).unwrap_or(u64::MAX);
+    buf.extend_from_slice(&wait.to_le_bytes());
     put_len(buf, scan.filters().len())?;
     for f in scan.filters() {
         buf.extend_from_slice(&f.filter.to_le_bytes());
@@ -232,6 +237,7 @@ fn decode_scan(
         scope: u64::from_le_bytes(r.array()?),
         token: r.array()?,
     });
+    let wait = Duration::from_millis(u64::from_le_bytes(r.array()?));
     let n = r.u32()? as usize;
     // Each filter takes at least 25 bytes: refuse a count the bytes cannot
     // hold before reserving anything for it.
@@ -269,6 +275,7 @@ fn decode_scan(
         Arc::clone(input),
         filters,
         scope,
+        wait,
     )))
 }
 

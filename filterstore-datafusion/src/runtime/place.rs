@@ -12,6 +12,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use filterstore::{FilterParams, HashSpec, Layout, BLOCK_BITS, MESSAGE_OVERHEAD};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The seed of every runtime filter's XXH3 (any fixed value: a filter lives
 /// for one query).
@@ -138,12 +139,13 @@ pub(super) fn tap(
 /// `root` with a [`BloomFilterExec`] above the node at each point (each
 /// numbered, for plans and reports), and with `scans`, the filter's
 /// predicate in the Parquet scans each point's key reaches in its stage
-/// ([`scan::into_scans`]); the plan and the scans reached.
+/// ([`scan::into_scans`], each waiting up to `scans` for the filter before
+/// it opens a file; `None`: no scan); the plan and the scans reached.
 pub(super) fn probe(
     root: &Arc<dyn ExecutionPlan>,
     points: &[(usize, Point)],
     spec: &ProbeSpec,
-    scans: bool,
+    scans: Option<Duration>,
 ) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
     let mut reached = 0;
     let kids = root.children();
@@ -179,11 +181,12 @@ pub(super) fn probe(
             point: *n,
             ..spec.clone()
         };
-        if scans {
+        if let Some(wait) = scans {
             let to = ScanSpec {
                 filter: spec.filter,
                 nulls_pass: spec.nulls_pass,
                 scope: &spec.scope,
+                wait,
             };
             let (below, n) = scan::into_scans(&node, &p.keys, &to)?;
             node = below;

@@ -274,7 +274,7 @@ impl Walk<'_> {
             scope: Arc::clone(&self.cell),
         };
         let points: Vec<_> = plan.points.iter().cloned().enumerate().collect();
-        let (right, scans) = probe(join.right(), &points, &spec, cfg.scan_filters)?;
+        let (right, scans) = probe(join.right(), &points, &spec, cfg.scan_wait())?;
         let left = tap(
             join.left(),
             plan.build_keys.clone(),

@@ -57,6 +57,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, Weak};
+use std::time::Duration;
 
 /// Name of the predicate in plans.
 pub(super) const NAME: &str = "BloomScanFilter";
@@ -249,6 +250,8 @@ pub(super) struct ScanSpec<'a> {
     pub(super) filter: FilterId,
     pub(super) nulls_pass: bool,
     pub(super) scope: &'a Arc<ScopeCell>,
+    /// How long the scan waits for the filter before it opens a file.
+    pub(super) wait: Duration,
 }
 
 /// `node` (keys `keys` over its output) with the filter handed to every
@@ -272,12 +275,13 @@ pub(super) fn into_scans(
         })
     };
     if let Some(s) = node.downcast_ref::<BloomScanExec>() {
-        let more = s.with_filter(filter(&node.schema())?);
+        let more = s.with_filter(filter(&node.schema())?, spec.wait);
         return Ok((Arc::new(more), 1));
     }
     if is_parquet_scan(node) {
         let f = filter(&node.schema())?;
-        let wrapped = BloomScanExec::new(Arc::clone(node), vec![f], Arc::clone(spec.scope));
+        let scope = Arc::clone(spec.scope);
+        let wrapped = BloomScanExec::new(Arc::clone(node), vec![f], scope, spec.wait);
         return Ok((Arc::new(wrapped), 1));
     }
     if lineage::is_boundary(node) {

@@ -10,8 +10,21 @@
 //! execution scope: a plan run again gets fresh dynamic filters, never the
 //! last run's) and runs the copy. The copy shares the scan's metrics
 //! (`DataSourceExec::with_data_source` keeps its metrics set), so the scan
-//! below this node reports what was read and pruned, and this node reports
-//! nothing of its own. Rows, order and partitioning are the scan's.
+//! below this node reports what was read and pruned. Rows, order and
+//! partitioning are the scan's.
+//!
+//! **Each partition waits for the filters before the scan opens a file**,
+//! at most [`BloomScanExec::wait`] from its first poll
+//! (`RuntimeFilterConfig::scan_wait`). A file opened before its filter
+//! came was read whole in the TPC-DS runs (DataFusion pruned none of its
+//! row groups when the filter came: docs/DATAFUSION.md), so on a fact
+//! table clustered by the key most rows were read only to be dropped
+//! above; opened after, its files and row groups outside the build keys'
+//! bounds are skipped. The filters' build sides are usually a dimension's
+//! scan, done in a few milliseconds; where they take longer, the partition
+//! waits no longer than the budget and then reads as before. Metrics:
+//! `wait_time` (the partitions' time waiting) and `wait_expired` (the
+//! partitions whose budget ran out before every filter came).
 
 use super::rendezvous::FilterId;
 use super::rendezvous::Scope;
@@ -23,10 +36,14 @@ use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
+use futures::TryStreamExt;
 use parking_lot::Mutex;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Name of the node in plans.
 pub(super) const NAME: &str = "BloomScanExec";
@@ -50,10 +67,17 @@ pub struct BloomScanExec {
     input: Arc<dyn ExecutionPlan>,
     filters: Vec<ScanFilterSpec>,
     scope: Arc<ScopeCell>,
+    /// The longest each partition waits for the filters before the scan
+    /// opens a file (zero: it opens at once).
+    wait: Duration,
     /// The scan with the filters in its predicate, for the execution
     /// scope it was made in.
     scan: Mutex<Option<Watched>>,
+    metrics: ExecutionPlanMetricsSet,
 }
+
+/// One execution's dynamic filters, one per runtime filter.
+type DynamicFilters = Vec<Arc<DynamicFilterPhysicalExpr>>;
 
 /// One execution's scan and its dynamic filters. The scan holds copies of
 /// them (DataFusion maps their columns to the file's); the copies share
@@ -63,30 +87,46 @@ pub struct BloomScanExec {
 struct Watched {
     scope: Scope,
     scan: Arc<dyn ExecutionPlan>,
-    _filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
+    filters: DynamicFilters,
 }
 
 impl BloomScanExec {
     /// `input` (a Parquet scan) with `filters`, of the plan whose executions
-    /// `scope` names.
+    /// `scope` names; each partition waits up to `wait` for them before
+    /// the scan opens a file.
     pub(crate) fn new(
         input: Arc<dyn ExecutionPlan>,
         filters: Vec<ScanFilterSpec>,
         scope: Arc<ScopeCell>,
+        wait: Duration,
     ) -> BloomScanExec {
         BloomScanExec {
             input,
             filters,
             scope,
+            wait,
             scan: Mutex::new(None),
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
-    /// This node with one filter more.
-    pub(crate) fn with_filter(&self, f: ScanFilterSpec) -> BloomScanExec {
+    /// This node with one filter more, waited for up to `wait` (the
+    /// node waits the longer of its filters' budgets).
+    pub(crate) fn with_filter(&self, f: ScanFilterSpec, wait: Duration) -> BloomScanExec {
         let mut filters = self.filters.clone();
         filters.push(f);
-        BloomScanExec::new(Arc::clone(&self.input), filters, Arc::clone(&self.scope))
+        BloomScanExec::new(
+            Arc::clone(&self.input),
+            filters,
+            Arc::clone(&self.scope),
+            self.wait.max(wait),
+        )
+    }
+
+    /// The longest each partition waits for the filters before the scan
+    /// opens a file.
+    pub(crate) fn wait(&self) -> Duration {
+        self.wait
     }
 
     /// The filters.
@@ -100,14 +140,14 @@ impl BloomScanExec {
     }
 
     /// The scan with this execution's dynamic filters, made once per
-    /// execution scope (the partitions of a task share it).
-    fn scan(&self) -> Result<Arc<dyn ExecutionPlan>> {
+    /// execution scope (the partitions of a task share it), and the filters.
+    fn scan(&self) -> Result<(Arc<dyn ExecutionPlan>, DynamicFilters)> {
         let scope = self.scope.get();
         let mut cached = self.scan.lock();
         if let Some(w) = cached.as_ref()
             && w.scope == scope
         {
-            return Ok(Arc::clone(&w.scan));
+            return Ok((Arc::clone(&w.scan), w.filters.clone()));
         }
         let filters: Vec<_> = self.filters.iter().map(|f| watch(f, scope)).collect();
         let predicates: Vec<Arc<dyn PhysicalExpr>> = filters
@@ -118,9 +158,9 @@ impl BloomScanExec {
         *cached = Some(Watched {
             scope,
             scan: Arc::clone(&scan),
-            _filters: filters,
+            filters: filters.clone(),
         });
-        Ok(scan)
+        Ok((scan, filters))
     }
 }
 
@@ -134,7 +174,11 @@ impl DisplayAs for BloomScanExec {
                 format!("{PREDICATE}({})", keys.join(", "))
             })
             .collect();
-        write!(f, "{NAME}: {}", filters.join(", "))
+        write!(f, "{NAME}: {}", filters.join(", "))?;
+        if !self.wait.is_zero() {
+            write!(f, ", wait={}ms", self.wait.as_millis())?;
+        }
+        Ok(())
     }
 }
 
@@ -151,15 +195,41 @@ impl ExecutionPlan for BloomScanExec {
             input,
             self.filters.clone(),
             Arc::clone(&self.scope),
+            self.wait,
         )))
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    /// The scan's stream, opened once every filter has come (or its run
+    /// passes every row) or `wait` after the first poll, whichever is
+    /// first (module docs).
     fn execute(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        self.scan()?.execute(partition, context)
+        let (scan, filters) = self.scan()?;
+        if self.wait.is_zero() {
+            return scan.execute(partition, context);
+        }
+        let waited = MetricBuilder::new(&self.metrics).subset_time("wait_time", partition);
+        let expired = MetricBuilder::new(&self.metrics).counter("wait_expired", partition);
+        let wait = self.wait;
+        let schema = scan.schema();
+        let opened = async move {
+            let timer = waited.timer();
+            let all = futures::future::join_all(filters.iter().map(|f| f.wait_complete()));
+            if tokio::time::timeout(wait, all).await.is_err() {
+                expired.add(1);
+            }
+            timer.done();
+            scan.execute(partition, context)
+        };
+        let stream = futures::stream::once(opened).try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 }
 

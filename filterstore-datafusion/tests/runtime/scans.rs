@@ -17,7 +17,7 @@ use crate::waits::planned;
 use datafusion::arrow::array::{ArrayRef, Int64Array};
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use filterstore_datafusion::__private::hooks::Faults;
+use filterstore_datafusion::__private::hooks::{Faults, TapFault};
 use filterstore_datafusion::{last_report, RuntimeFilterConfig};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,21 +37,35 @@ async fn fixture(scan_filters: bool, pushdown: bool) -> Fixture {
 }
 
 /// With `slow`: a probe buffer of one byte (each probe partition holds one
-/// batch before its filter, then passes rows).
+/// batch before its filter, then passes rows), and scans that open their
+/// files at once rather than wait for the filter.
 async fn fixture_with(scan_filters: bool, pushdown: bool, slow: Option<()>) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let single = SessionContext::new();
     let mut config = RuntimeFilterConfig {
-        wait: Duration::from_secs(30),
-        min_filtered_rows: 1_000,
         scan_filters,
-        ..RuntimeFilterConfig::default()
+        ..config()
     };
-    let mut session: SessionConfig = partitioned_join_config(3).unwrap();
-    session.options_mut().execution.parquet.pushdown_filters = pushdown;
     if slow.is_some() {
         config.probe_buffer_bytes = 1;
+        config.scan_wait = Duration::ZERO;
     }
+    fixture_config(pushdown, config).await
+}
+
+/// The fixture's filter configuration: probes wait up to 30 s, and a
+/// filter pays from 1,000 rows dropped.
+fn config() -> RuntimeFilterConfig {
+    RuntimeFilterConfig {
+        wait: Duration::from_secs(30),
+        min_filtered_rows: 1_000,
+        ..RuntimeFilterConfig::default()
+    }
+}
+
+async fn fixture_config(pushdown: bool, config: RuntimeFilterConfig) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let single = SessionContext::new();
+    let mut session: SessionConfig = partitioned_join_config(3).unwrap();
+    session.options_mut().execution.parquet.pushdown_filters = pushdown;
     let rule = in_memory_cluster(3, WorkerFunctions::Registered, session, Some(config)).unwrap();
     let mut rng = Rng(11);
     let dim: Vec<(&str, ArrayRef)> = vec![
@@ -218,6 +232,64 @@ async fn files_open_before_the_filter_came_stop_when_it_comes() {
     let without = fixture_with(false, false, Some(())).await;
     let all = fact_scan_rows(&run_with(&without, NARROW, faults).await);
     assert_eq!(all, FACT, "without scan filters every row is read");
+}
+
+/// A scan waits for its filter before it opens a file
+/// (`RuntimeFilterConfig::scan_wait`), so it skips the files outside the
+/// build keys' bounds although its task reads from its first poll: the
+/// taps post 500 ms late, and a scan that does not wait has read every
+/// file by then (the control run, which shows the test can fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_waits_for_its_filter_before_it_opens_a_file() {
+    let late = Faults {
+        post_delay: Duration::from_millis(500),
+        ..Faults::default()
+    };
+    let waits = RuntimeFilterConfig {
+        scan_wait: Duration::from_secs(30),
+        ..config()
+    };
+    let f = fixture_config(false, waits).await;
+    let plan = run_with(&f, NARROW, late).await;
+    let read = fact_scan_rows(&plan);
+    assert!(
+        read <= FACT / FILES,
+        "{read} fact rows read, over one file's {}",
+        FACT / FILES
+    );
+    let is_scan_node = |n: &dyn ExecutionPlan| one_line(n).starts_with("BloomScanExec");
+    assert_eq!(sum_metric(&plan, "wait_expired", is_scan_node).unwrap(), 0);
+    let at_once = RuntimeFilterConfig {
+        scan_wait: Duration::ZERO,
+        ..config()
+    };
+    let f = fixture_config(false, at_once).await;
+    let read = fact_scan_rows(&run_with(&f, NARROW, late).await);
+    assert!(
+        read > FACT / 2,
+        "without the wait, {read} of {FACT} fact rows were read before the filter came"
+    );
+}
+
+/// A scan whose filter never comes opens its files when its wait runs out,
+/// counts it (`wait_expired`), and the answer is single-node DataFusion's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_whose_filter_never_comes_opens_after_its_wait() {
+    let never = Faults {
+        tap: TapFault::Never,
+        ..Faults::default()
+    };
+    let short = RuntimeFilterConfig {
+        wait: Duration::from_millis(500),
+        scan_wait: Duration::from_millis(100),
+        ..config()
+    };
+    let f = fixture_config(false, short).await;
+    let plan = run_with(&f, NARROW, never).await;
+    let is_scan_node = |n: &dyn ExecutionPlan| one_line(n).starts_with("BloomScanExec");
+    let expired = sum_metric(&plan, "wait_expired", is_scan_node).unwrap();
+    assert!(expired > 0, "no scan partition counted its wait expiring");
+    assert_eq!(fact_scan_rows(&plan), FACT, "every row is read unfiltered");
 }
 
 /// The rows of a null-aware anti join are the probe rows whose key the

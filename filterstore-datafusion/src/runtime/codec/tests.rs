@@ -32,7 +32,8 @@ fn scan_node() -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) {
         scope: 9,
         token: [7; 16],
     };
-    let node = BloomScanExec::new(Arc::clone(&input), filters, ScopeCell::fixed(key));
+    let wait = std::time::Duration::from_millis(250);
+    let node = BloomScanExec::new(Arc::clone(&input), filters, ScopeCell::fixed(key), wait);
     (Arc::new(node), input)
 }
 
@@ -50,6 +51,7 @@ fn a_scan_node_round_trips_and_damaged_bytes_are_refused() {
     let back = back.downcast_ref::<BloomScanExec>().expect("a scan node");
     let node = node.downcast_ref::<BloomScanExec>().unwrap();
     assert_eq!(back.run_key().scope, 9);
+    assert_eq!(back.wait(), node.wait());
     assert_eq!(back.filters().len(), 2);
     for (a, b) in back.filters().iter().zip(node.filters()) {
         assert_eq!(
@@ -72,7 +74,8 @@ fn a_scan_node_round_trips_and_damaged_bytes_are_refused() {
         // Some flips still decode (a key's name, an id): none may panic.
         let _ = BloomCodec.try_decode(&bad, &inputs, &ctx, &conv);
     }
-    let mut absurd = buf[..30].to_vec();
+    // Magic, version, flags, scope, token and wait: then the filter count.
+    let mut absurd = buf[..38].to_vec();
     absurd.extend_from_slice(&u32::MAX.to_le_bytes());
     assert!(BloomCodec
         .try_decode(&absurd, &inputs, &ctx, &conv)

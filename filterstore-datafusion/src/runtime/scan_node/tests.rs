@@ -36,6 +36,7 @@ fn the_scan_and_query_nodes_keep_their_inputs_statistics() {
         Arc::clone(&scan),
         vec![filter],
         Arc::clone(&cell),
+        std::time::Duration::from_millis(200),
     ));
     let query: Arc<dyn ExecutionPlan> =
         Arc::new(BloomQueryExec::new(Arc::clone(&node), cell, Vec::new()));
