@@ -214,7 +214,8 @@ pub struct Sessions {
 /// (bytes) as `probe_buffer_bytes` and `FILTERSTORE_MAX_FILTER_BYTES` as
 /// `max_filter_bytes` when set, without the scan predicate when
 /// `FILTERSTORE_SCAN_FILTERS=0`, and with filters shipped at their planned
-/// size when `FILTERSTORE_FIT_FILTERS=0`.
+/// size when `FILTERSTORE_FIT_FILTERS=0`, and with scans waiting
+/// `FILTERSTORE_SCAN_WAIT_MS` for their filters (0: they open at once).
 pub fn rule_config() -> RuntimeFilterConfig {
     let mut rule = RuntimeFilterConfig::default();
     if let Some(b) = std::env::var("FILTERSTORE_PROBE_BUFFER")
@@ -234,6 +235,12 @@ pub fn rule_config() -> RuntimeFilterConfig {
     }
     if std::env::var("FILTERSTORE_FIT_FILTERS").is_ok_and(|v| v == "0") {
         rule.fit_filters = false;
+    }
+    if let Some(ms) = std::env::var("FILTERSTORE_SCAN_WAIT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        rule.scan_wait = std::time::Duration::from_millis(ms);
     }
     rule
 }
