@@ -199,7 +199,8 @@ fn encode_scan(
     buf.push(SCAN_VERSION);
     buf.push(0);
     put_key(buf, scan.run_key());
-    let wait = u64::try_from(scan.wait().as_millis()).unwrap_or(u64::MAX);
+    // Rounded up: a wait under a millisecond stays a wait on the workers.
+    let wait = u64::try_from(scan.wait().as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
     buf.extend_from_slice(&wait.to_le_bytes());
     put_len(buf, scan.filters().len())?;
     for f in scan.filters() {
@@ -247,28 +248,7 @@ fn decode_scan(
     let schema = input.schema();
     let mut filters = Vec::with_capacity(n);
     for _ in 0..n {
-        let filter = u128::from_le_bytes(r.array()?);
-        let flags = r.u8()?;
-        if flags & !NULLS_PASS != 0 {
-            return Err(bad(format!("unknown flags {flags:#04x}")));
-        }
-        let keys = decode_keys(&mut r, &schema, ctx, proto_converter)?;
-        let t = r.u32()? as usize;
-        if t != keys.len() {
-            return Err(bad(format!("{t} key types for {} keys", keys.len())));
-        }
-        let mut types = Vec::with_capacity(t);
-        for _ in 0..t {
-            let proto = datafusion_proto::protobuf::ArrowType::decode(r.sized()?)
-                .map_err(|e| bad(e.to_string()))?;
-            types.push(DataType::try_from(&proto).map_err(|e| bad(e.to_string()))?);
-        }
-        filters.push(ScanFilterSpec {
-            filter,
-            keys,
-            types,
-            nulls_pass: flags & NULLS_PASS != 0,
-        });
+        filters.push(decode_scan_filter(&mut r, &schema, ctx, proto_converter)?);
     }
     r.end()?;
     Ok(Arc::new(BloomScanExec::new(
@@ -277,6 +257,37 @@ fn decode_scan(
         scope,
         wait,
     )))
+}
+
+/// One filter of a scan node: its id, flags, keys and their types.
+fn decode_scan_filter(
+    r: &mut Reader<'_>,
+    schema: &Schema,
+    ctx: &TaskContext,
+    proto_converter: &dyn PhysicalProtoConverterExtension,
+) -> Result<ScanFilterSpec> {
+    let filter = u128::from_le_bytes(r.array()?);
+    let flags = r.u8()?;
+    if flags & !NULLS_PASS != 0 {
+        return Err(bad(format!("unknown flags {flags:#04x}")));
+    }
+    let keys = decode_keys(r, schema, ctx, proto_converter)?;
+    let t = r.u32()? as usize;
+    if t != keys.len() {
+        return Err(bad(format!("{t} key types for {} keys", keys.len())));
+    }
+    let mut types = Vec::with_capacity(t);
+    for _ in 0..t {
+        let proto = datafusion_proto::protobuf::ArrowType::decode(r.sized()?)
+            .map_err(|e| bad(e.to_string()))?;
+        types.push(DataType::try_from(&proto).map_err(|e| bad(e.to_string()))?);
+    }
+    Ok(ScanFilterSpec {
+        filter,
+        keys,
+        types,
+        nulls_pass: flags & NULLS_PASS != 0,
+    })
 }
 
 fn encode_params(buf: &mut Vec<u8>, p: &FilterParams) {

@@ -73,9 +73,11 @@ pub struct RuntimeFilterConfig {
     /// it opens a file (with [`RuntimeFilterConfig::scan_filters`]). A file
     /// opened after the filter came skips the row groups outside the build
     /// keys' bounds; one opened before reads them all. Zero: scans open at
-    /// once. Default 200 ms (TPC-DS SF 1 on worker processes: rows leaving
-    /// the probe sides' scans 0.67 → 0.55 of those without the rule, wall
-    /// sum 0.295 → 0.277; TPC-H unchanged; `docs/BENCHMARKS.md`).
+    /// once; at most [`RuntimeFilterConfig::wait`]. Default 200 ms (TPC-DS SF 1 on worker processes, two
+    /// interleaved pairs: rows leaving the probe sides' scans 0.68 → 0.55
+    /// of those without the rule, wall sum 0.29 → 0.28; TPC-H unchanged;
+    /// 500 ms and 1 s pruned no more in one run each;
+    /// `docs/BENCHMARKS.md`).
     pub scan_wait: Duration,
     /// Rows a probe task checks before it judges the filter. Default 65,536.
     pub check_window: u64,
@@ -138,7 +140,8 @@ impl RuntimeFilterConfig {
     /// How long the scans a filter reaches wait for it before they open a
     /// file; `None` when filters are not handed to scans.
     pub(crate) fn scan_wait(&self) -> Option<Duration> {
-        self.scan_filters.then_some(self.scan_wait)
+        // Never longer than a probe task waits for its filter.
+        self.scan_filters.then_some(self.scan_wait.min(self.wait))
     }
 
     /// How the coordinator judges a built filter.

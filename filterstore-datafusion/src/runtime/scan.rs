@@ -20,11 +20,11 @@
 //! dynamic filter at each point where it can use it:
 //! - a file it opens is skipped when its statistics lie outside the bounds,
 //!   and so are its row groups and pages;
-//! - a file already open stops early once its statistics fall outside, and
-//!   its row groups not yet read are pruned by theirs (DataFusion's
-//!   row-group pruner re-reads a dynamic filter at each row-group boundary):
-//!   a probe task reads its input from its first poll ([`super::feed`]), so
-//!   most files are open before the filter comes;
+//! - a file already open stops early once its statistics fall outside
+//!   (DataFusion's pruner of an open file's row groups pruned none in the
+//!   TPC-DS runs: docs/DATAFUSION.md), so the scan waits for its filters
+//!   before it opens a file, within a budget ([`BloomScanExec`]'s
+//!   `scan_wait`, from [`watch`]'s signal);
 //! - where the scan drops rows itself (`datafusion.execution.parquet.
 //!   pushdown_filters = true`, off by default; the rule does not set it),
 //!   [`ScanFilter`] checks each row's key against the Bloom filter before
@@ -53,11 +53,12 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use datafusion_distributed::DistributedLeafExec;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
+use tokio::sync::watch as signal;
 
 /// Name of the predicate in plans.
 pub(super) const NAME: &str = "BloomScanFilter";
@@ -69,17 +70,34 @@ pub(super) struct ScanArrival {
     bounds: Option<KeyBounds>,
 }
 
-/// A scan's dynamic filter waiting for its runtime filter, and what it
-/// filters on.
+/// A scan's dynamic filter waiting for its runtime filter, what it
+/// filters on, and the signal its scan waits on before it opens a file.
 struct Watcher {
     target: Weak<DynamicFilterPhysicalExpr>,
     spec: ScanFilterSpec,
+    done: signal::Sender<bool>,
 }
+
+/// How many runs that passed every row this process remembers, so that a
+/// scan watching one of them after the fact does not wait for it.
+const PASSED_KEPT: usize = 1024;
 
 #[derive(Default)]
 struct Registry {
     arrived: HashMap<(FilterId, Scope), Weak<ScanArrival>>,
     waiting: HashMap<(FilterId, Scope), Vec<Watcher>>,
+    /// The latest runs that passed every row, oldest first.
+    passed: VecDeque<(FilterId, Scope)>,
+}
+
+/// A scan's dynamic filter for one runtime filter, and whether it is done:
+/// set to the filter, or left `true` because its run passes every row.
+/// The signal is this module's own, not `DynamicFilterPhysicalExpr::
+/// wait_complete` (which checks the state, then subscribes: a completion
+/// between the two, sent while nothing else listened, would be missed).
+pub(super) struct Watch {
+    pub(super) target: Arc<DynamicFilterPhysicalExpr>,
+    pub(super) done: signal::Receiver<bool>,
 }
 
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
@@ -109,43 +127,61 @@ pub(super) fn arrived(
         if let Some(target) = w.target.upgrade() {
             set(&target, &a, &w.spec);
         }
+        w.done.send_replace(true);
     }
     a
 }
 
 /// Filter `id`'s run of `scope` passes every row in this process: the
-/// scans waiting for it stop waiting (their predicate stays `true`). A scan
-/// that starts later waits for nothing that comes, which costs it one
-/// atomic load per batch.
+/// scans waiting for it stop waiting (their predicate stays `true`), and
+/// so does a scan that watches it later (the last [`PASSED_KEPT`] runs are
+/// remembered; one older waits out its budget, and reads as it would
+/// have).
 pub(super) fn passed(id: FilterId, scope: Scope) {
     let mut r = REGISTRY.lock();
+    if !r.passed.contains(&(id, scope)) {
+        if r.passed.len() == PASSED_KEPT {
+            r.passed.pop_front();
+        }
+        r.passed.push_back((id, scope));
+    }
     let waiting = r.waiting.remove(&(id, scope));
     for w in waiting.unwrap_or_default() {
         if let Some(target) = w.target.upgrade() {
             target.mark_complete();
         }
+        w.done.send_replace(true);
     }
 }
 
 /// A dynamic filter for `spec`'s runtime filter in execution `scope`:
 /// `true` until the filter arrives in this process, then the bounds and
-/// the filter ([`set`]); set at once if it has arrived already.
-pub(super) fn watch(spec: &ScanFilterSpec, scope: Scope) -> Arc<DynamicFilterPhysicalExpr> {
+/// the filter ([`set`]); set at once if it has arrived already, and done
+/// at once if its run passed every row.
+pub(super) fn watch(spec: &ScanFilterSpec, scope: Scope) -> Watch {
     let target = Arc::new(DynamicFilterPhysicalExpr::new(spec.keys.clone(), lit(true)));
     let key = (spec.filter, scope);
     let mut r = REGISTRY.lock();
     if let Some(a) = r.arrived.get(&key).and_then(Weak::upgrade) {
         set(&target, &a, spec);
-        return target;
+        let (_, done) = signal::channel(true);
+        return Watch { target, done };
+    }
+    if r.passed.contains(&key) {
+        target.mark_complete();
+        let (_, done) = signal::channel(true);
+        return Watch { target, done };
     }
     // Waiters of runs that ended without a filter, their scans dropped.
     r.waiting
         .retain(|_, ws| ws.iter().any(|w| w.target.strong_count() > 0));
+    let (tx, done) = signal::channel(false);
     r.waiting.entry(key).or_default().push(Watcher {
         target: Arc::downgrade(&target),
         spec: spec.clone(),
+        done: tx,
     });
-    target
+    Watch { target, done }
 }
 
 /// Sets `target` to "each key within the bounds, and in the filter", and
@@ -350,4 +386,53 @@ pub(super) fn with_predicates(
         Some(source) => Arc::new(scan.clone().with_data_source(source)),
         None => Arc::clone(node),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::Field;
+    use datafusion::physical_expr::expressions::col;
+
+    fn spec(filter: FilterId) -> ScanFilterSpec {
+        let schema = Schema::new(vec![Field::new("a", DataType::Int64, false)]);
+        ScanFilterSpec {
+            filter,
+            keys: vec![col("a", &schema).unwrap()],
+            types: vec![DataType::Int64],
+            nulls_pass: false,
+        }
+    }
+
+    /// A run that passed every row before its scan watched it: the scan
+    /// does not wait for it (it waited out its whole budget before).
+    #[test]
+    fn a_scan_watching_a_run_that_already_passed_is_done_at_once() {
+        let (id, scope) = (0xface_0001, 77);
+        passed(id, scope);
+        let w = watch(&spec(id), scope);
+        assert!(*w.done.borrow());
+    }
+
+    /// A scan watching first is told when its run passes every row, and
+    /// a scan of another run is not.
+    #[test]
+    fn a_waiting_scan_is_told_when_its_run_passes() {
+        let (id, scope) = (0xface_0002, 78);
+        let w = watch(&spec(id), scope);
+        let other = watch(&spec(id), scope + 1);
+        assert!(!*w.done.borrow());
+        passed(id, scope);
+        assert!(*w.done.borrow());
+        assert!(!*other.done.borrow());
+    }
+
+    /// The runs remembered as passed are bounded.
+    #[test]
+    fn the_passed_runs_remembered_are_bounded() {
+        for scope in 0..(PASSED_KEPT as u64 + 10) {
+            passed(0xface_0003, 1_000_000 + scope);
+        }
+        assert!(REGISTRY.lock().passed.len() <= PASSED_KEPT);
+    }
 }

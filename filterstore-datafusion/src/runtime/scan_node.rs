@@ -14,7 +14,7 @@
 //! partitioning are the scan's.
 //!
 //! **Each partition waits for the filters before the scan opens a file**,
-//! at most [`BloomScanExec::wait`] from its first poll
+//! at most [`BloomScanExec::wait`] from the task's first poll
 //! (`RuntimeFilterConfig::scan_wait`). A file opened before its filter
 //! came was read whole in the TPC-DS runs (DataFusion pruned none of its
 //! row groups when the filter came: docs/DATAFUSION.md), so on a fact
@@ -42,8 +42,9 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::TryStreamExt;
 use parking_lot::Mutex;
 use std::fmt;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch as signal;
 
 /// Name of the node in plans.
 pub(super) const NAME: &str = "BloomScanExec";
@@ -76,9 +77,6 @@ pub struct BloomScanExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
-/// One execution's dynamic filters, one per runtime filter.
-type DynamicFilters = Vec<Arc<DynamicFilterPhysicalExpr>>;
-
 /// One execution's scan and its dynamic filters. The scan holds copies of
 /// them (DataFusion maps their columns to the file's); the copies share
 /// their state with these, which [`super::scan`] updates, and which must
@@ -87,7 +85,32 @@ type DynamicFilters = Vec<Arc<DynamicFilterPhysicalExpr>>;
 struct Watched {
     scope: Scope,
     scan: Arc<dyn ExecutionPlan>,
-    filters: DynamicFilters,
+    _filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
+    opening: Opening,
+}
+
+/// What a partition of one execution waits on before its scan opens a
+/// file: each filter's signal ([`super::scan::Watch`]), until the task's
+/// first poll (shared by its partitions, as a probe task's deadline is)
+/// plus the wait.
+#[derive(Clone, Debug)]
+struct Opening {
+    done: Vec<signal::Receiver<bool>>,
+    first_poll: Arc<OnceLock<Instant>>,
+}
+
+impl Opening {
+    /// Waits until every filter is done or `wait` after the task's first
+    /// poll; whether the wait ran out first.
+    async fn wait(self, wait: Duration) -> bool {
+        let deadline = *self.first_poll.get_or_init(Instant::now) + wait;
+        let all = futures::future::join_all(self.done.into_iter().map(|mut rx| async move {
+            // An error is a signal dropped unsent: nothing more will come,
+            // so the scan stops waiting.
+            let _ = rx.wait_for(|done| *done).await;
+        }));
+        tokio::time::timeout_at(deadline.into(), all).await.is_err()
+    }
 }
 
 impl BloomScanExec {
@@ -140,27 +163,40 @@ impl BloomScanExec {
     }
 
     /// The scan with this execution's dynamic filters, made once per
-    /// execution scope (the partitions of a task share it), and the filters.
-    fn scan(&self) -> Result<(Arc<dyn ExecutionPlan>, DynamicFilters)> {
+    /// execution scope (the partitions of a task share it), and what its
+    /// partitions wait on before they open it.
+    fn scan(&self) -> Result<(Arc<dyn ExecutionPlan>, Opening)> {
         let scope = self.scope.get();
         let mut cached = self.scan.lock();
         if let Some(w) = cached.as_ref()
             && w.scope == scope
         {
-            return Ok((Arc::clone(&w.scan), w.filters.clone()));
+            return Ok((Arc::clone(&w.scan), w.opening.clone()));
         }
-        let filters: Vec<_> = self.filters.iter().map(|f| watch(f, scope)).collect();
+        let (filters, done): (Vec<_>, Vec<_>) = self
+            .filters
+            .iter()
+            .map(|f| {
+                let w = watch(f, scope);
+                (w.target, w.done)
+            })
+            .unzip();
         let predicates: Vec<Arc<dyn PhysicalExpr>> = filters
             .iter()
             .map(|f| Arc::clone(f) as Arc<dyn PhysicalExpr>)
             .collect();
         let scan = with_predicates(&self.input, &predicates)?;
+        let opening = Opening {
+            done,
+            first_poll: Arc::default(),
+        };
         *cached = Some(Watched {
             scope,
             scan: Arc::clone(&scan),
-            filters: filters.clone(),
+            _filters: filters,
+            opening: opening.clone(),
         });
-        Ok((scan, filters))
+        Ok((scan, opening))
     }
 }
 
@@ -204,14 +240,14 @@ impl ExecutionPlan for BloomScanExec {
     }
 
     /// The scan's stream, opened once every filter has come (or its run
-    /// passes every row) or `wait` after the first poll, whichever is
-    /// first (module docs).
+    /// passes every row) or `wait` after the task's first poll, whichever
+    /// is first (module docs).
     fn execute(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let (scan, filters) = self.scan()?;
+        let (scan, opening) = self.scan()?;
         if self.wait.is_zero() {
             return scan.execute(partition, context);
         }
@@ -221,8 +257,7 @@ impl ExecutionPlan for BloomScanExec {
         let schema = scan.schema();
         let opened = async move {
             let timer = waited.timer();
-            let all = futures::future::join_all(filters.iter().map(|f| f.wait_complete()));
-            if tokio::time::timeout(wait, all).await.is_err() {
+            if opening.wait(wait).await {
                 expired.add(1);
             }
             timer.done();

@@ -6,8 +6,9 @@
 //! The fact table's keys ascend across its files, as a fact table clustered
 //! by date does. Its probe tasks wait for their filter before reading
 //! (`Faults::probe_waits_first`, a test seam of the `test-hooks` feature),
-//! so every file opens after the filter has come: without the seam, files
-//! opened while the build side runs are read whole.
+//! so every file opens after the filter has come, whatever the scans'
+//! own wait (`RuntimeFilterConfig::scan_wait`, tested on its own below):
+//! files opened while the build side runs are read whole.
 
 use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use crate::common::data::{table, Rng};
@@ -146,8 +147,9 @@ async fn run_with(f: &Fixture, sql: &str, faults: Faults) -> Arc<dyn ExecutionPl
 /// Rows leaving the fact table's scans.
 fn fact_scan_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
     let is_fact_scan = |n: &dyn ExecutionPlan| {
-        // With the filters, the scan runs inside `BloomScanExec`, whose
-        // metrics are its scan's (the plain scan below it never runs).
+        // With the filters, the scan that runs is a copy made by
+        // `BloomScanExec`, sharing the metrics of the scan below it (the
+        // node's own metrics are its wait's).
         let line = one_line(n);
         let scan = [
             "BloomScanExec",
@@ -237,8 +239,8 @@ async fn files_open_before_the_filter_came_stop_when_it_comes() {
 /// A scan waits for its filter before it opens a file
 /// (`RuntimeFilterConfig::scan_wait`), so it skips the files outside the
 /// build keys' bounds although its task reads from its first poll: the
-/// taps post 500 ms late, and a scan that does not wait has read every
-/// file by then (the control run, which shows the test can fail).
+/// taps post 500 ms late, and a scan that does not wait has read over
+/// half the rows by then (the control run, which shows the test can fail).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_waits_for_its_filter_before_it_opens_a_file() {
     let late = Faults {
