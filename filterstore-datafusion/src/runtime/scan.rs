@@ -100,6 +100,14 @@ pub(super) struct Watch {
     pub(super) done: signal::Receiver<bool>,
 }
 
+impl Watch {
+    /// `target`, done already: nothing is left to wait for.
+    fn done(target: Arc<DynamicFilterPhysicalExpr>) -> Watch {
+        let (_, done) = signal::channel(true);
+        Watch { target, done }
+    }
+}
+
 static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
 
 /// Registers filter `id`'s arrival for execution `scope` in this process,
@@ -164,13 +172,11 @@ pub(super) fn watch(spec: &ScanFilterSpec, scope: Scope) -> Watch {
     let mut r = REGISTRY.lock();
     if let Some(a) = r.arrived.get(&key).and_then(Weak::upgrade) {
         set(&target, &a, spec);
-        let (_, done) = signal::channel(true);
-        return Watch { target, done };
+        return Watch::done(target);
     }
     if r.passed.contains(&key) {
         target.mark_complete();
-        let (_, done) = signal::channel(true);
-        return Watch { target, done };
+        return Watch::done(target);
     }
     // Waiters of runs that ended without a filter, their scans dropped.
     r.waiting
