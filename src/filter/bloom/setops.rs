@@ -45,6 +45,57 @@ impl BitFilter {
         Ok(())
     }
 
+    /// Adds every key of `other`, a filter of this one's shape halved
+    /// `j ≥ 0` times ([`Self::halve`]; `j = 0` is [`Self::union_with`]).
+    /// Halving folds blocks `2i` and `2i+1` onto block `i`, so each block
+    /// `b` of this filter takes the bits of `other`'s block `b >> j`: every
+    /// key of `other` then finds its bits in whichever of the `2^j` blocks
+    /// it would have taken here, and the result answers "maybe" for every
+    /// key of both (no false negative). `other`'s part keeps the fill, and
+    /// so the false-positive rate, it had at its own size; halving the
+    /// result `j` times gives exactly the union of this filter halved `j`
+    /// times and `other`.
+    ///
+    /// Blocked and split-block layouts only (whole blocks are copied); a
+    /// standard filter must be of this one's size.
+    ///
+    /// # Errors
+    /// [`FilterError::Incompatible`] when `other` differs in layout, `k`
+    /// or hash, or its size is not this one's halved `j` times.
+    pub fn union_with_halved(&self, other: &dyn BloomReadDyn) -> Result<(), FilterError> {
+        let (p, o) = (self.params, *other.params_dyn());
+        if o.m() == p.m() {
+            return self.union_with(other);
+        }
+        if o.layout() != p.layout() || o.k() != p.k() || o.hash() != p.hash() {
+            return check_compatible(&p, &o);
+        }
+        // Words per block: the unit halving folds.
+        let unit = match p.layout() {
+            Layout::Blocked => WORDS_PER_BLOCK,
+            Layout::SplitBlock => (SPLIT_BLOCK_BITS / 64) as usize,
+            Layout::Standard => 0,
+        };
+        let folds = p.m() / o.m().max(1);
+        if unit == 0 || !folds.is_power_of_two() || folds * o.m() != p.m() {
+            return Err(FilterError::Incompatible(format!(
+                "m {} is not m {} halved (blocked and split-block layouts only)",
+                o.m(),
+                p.m()
+            )));
+        }
+        let shift = folds.trailing_zeros();
+        let blocks = (p.m() / (unit as u64 * 64)) as usize;
+        for b in 0..blocks {
+            let from = (b >> shift) * unit;
+            for w in 0..unit {
+                self.atomic_word(b * unit + w)
+                    .fetch_or(other.word_dyn(from + w), Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
     /// Bitwise AND with `other`. Every key of the intersection of the two sets
     /// stays present (no false negative); the result may hold more bits than a
     /// filter built from the intersection alone, so it can have a higher FP rate.

@@ -185,6 +185,81 @@ fn halving_refuses_shapes_that_do_not_fold() {
     assert!(BitFilter::new(p).unwrap().halve().is_err());
 }
 
+/// A filter halved `j` times OR-ed into a full-size one
+/// (`union_with_halved`): every key of both stays, and halving the result
+/// `j` times gives exactly the union of the halved filters; the halved
+/// part keeps its own fill.
+#[test]
+fn union_with_halved_keeps_every_key_and_folds_back_exactly() {
+    for layout in [Layout::Blocked, Layout::SplitBlock] {
+        let k = if layout == Layout::SplitBlock { 8 } else { 7 };
+        let p = FilterParams::new(layout, 512 * 96, k, spec(layout, 5)).unwrap();
+        for j in 0..4u32 {
+            let (big, small) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+            let from = 10_000 + 1_000 * u64::from(j);
+            let (a, b) = (keys(0..2_000), keys(from..from + 500));
+            big.insert_many(&a);
+            small.insert_many(&b);
+            let mut folded = small;
+            for _ in 0..j {
+                folded = folded.halve().unwrap();
+            }
+            let before = big.try_clone().unwrap();
+            big.union_with_halved(&folded).unwrap();
+            assert!(
+                a.iter().chain(&b).all(|x| big.contains(x)),
+                "{layout:?} j={j}"
+            );
+            let (mut back, mut want) = (big.try_clone().unwrap(), before);
+            for _ in 0..j {
+                back = back.halve().unwrap();
+                want = want.halve().unwrap();
+            }
+            want.union_with(&folded).unwrap();
+            assert_eq!(back.to_words(), want.to_words(), "{layout:?} j={j}");
+            // The halved part alone, spread over the full size, has the
+            // fill it had when halved.
+            let alone = BitFilter::new(p).unwrap();
+            alone.union_with_halved(&folded).unwrap();
+            let fill = |f: &BitFilter| f.count_ones() as f64 / f.params().m() as f64;
+            assert!(
+                (fill(&alone) - fill(&folded)).abs() < 1e-12,
+                "{layout:?} j={j}"
+            );
+        }
+    }
+}
+
+#[test]
+fn union_with_halved_refuses_other_shapes() {
+    let p = FilterParams::new(Layout::Blocked, 512 * 8, 7, HashSpec::xxh3(1)).unwrap();
+    let f = BitFilter::new(p).unwrap();
+    let other = |m, k, seed| {
+        BitFilter::new(FilterParams::new(Layout::Blocked, m, k, HashSpec::xxh3(seed)).unwrap())
+            .unwrap()
+    };
+    for (m, k, seed) in [
+        (512 * 3, 7, 1),
+        (512 * 16, 7, 1),
+        (512 * 4, 6, 1),
+        (512 * 4, 7, 2),
+    ] {
+        let err = f.union_with_halved(&other(m, k, seed)).unwrap_err();
+        assert!(
+            matches!(err, FilterError::Incompatible(_)),
+            "{m} {k} {seed}"
+        );
+    }
+    let s = FilterParams::new(Layout::Standard, 1024, 3, HashSpec::xxh3(1)).unwrap();
+    let half = BitFilter::new(s).unwrap().halve().unwrap();
+    let err = BitFilter::new(s)
+        .unwrap()
+        .union_with_halved(&half)
+        .unwrap_err();
+    assert!(matches!(err, FilterError::Incompatible(ref s) if s.contains("blocked")));
+    assert_eq!(f.count_ones(), 0, "a refused union changes nothing");
+}
+
 /// Every compiled lookup (the scalar one, and the AVX2 one on a CPU that
 /// has it), every layout and hash (the blocked layout with XXH3-128 and
 /// XXH3-64), `k` around the probe's row of eight: the answer of the
