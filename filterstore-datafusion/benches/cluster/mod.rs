@@ -214,7 +214,8 @@ pub struct Sessions {
 /// (bytes) as `probe_buffer_bytes` and `FILTERSTORE_MAX_FILTER_BYTES` as
 /// `max_filter_bytes` when set, without the scan predicate when
 /// `FILTERSTORE_SCAN_FILTERS=0`, and with filters shipped at their planned
-/// size when `FILTERSTORE_FIT_FILTERS=0`, and with scans waiting
+/// size when `FILTERSTORE_FIT_FILTERS=0` (their partials at their planned
+/// size when `FILTERSTORE_FIT_PARTIALS=0`), and with scans waiting
 /// `FILTERSTORE_SCAN_WAIT_MS` for their filters (0: they open at once).
 pub fn rule_config() -> RuntimeFilterConfig {
     let mut rule = RuntimeFilterConfig::default();
@@ -235,6 +236,9 @@ pub fn rule_config() -> RuntimeFilterConfig {
     }
     if std::env::var("FILTERSTORE_FIT_FILTERS").is_ok_and(|v| v == "0") {
         rule.fit_filters = false;
+    }
+    if std::env::var("FILTERSTORE_FIT_PARTIALS").is_ok_and(|v| v == "0") {
+        rule.fit_partials = false;
     }
     if let Some(ms) = std::env::var("FILTERSTORE_SCAN_WAIT_MS")
         .ok()

@@ -21,9 +21,10 @@
 //! | 4 | probe place number |
 //! | 8 + 8 + 8 + 8 | wait (ms), check window (rows), minimum drop share (f64 bits), buffer (bytes) |
 //!
-//! A [`BloomTapExec`]: magic `FSRT`, version 4, flags (zero), label, keys,
-//! the filter's shape, filter id, scope and token, and the rendezvous
-//! address. The token is the execution's secret: the rendezvous takes a
+//! A [`BloomTapExec`]: magic `FSRT`, version 5, flags (zero), label, keys,
+//! the filter's shape, filter id, scope and token, the rendezvous address,
+//! and the rate its partials are halved to before they post (f64 bits, in
+//! (0, 1); 0: posted at the planned size). The token is the execution's secret: the rendezvous takes a
 //! post or fetch only with it (`super::rendezvous`). The shape is checked by
 //! `FilterParams::new` and capped at [`MAX_PARTIAL_BITS`] before a tap
 //! allocates its filter.
@@ -39,8 +40,9 @@
 //! Coordinator and workers run the same build within one query; a version
 //! this build does not read is refused with a message saying so. Version 1
 //! (a message inside the node, a creation side run at planning), version
-//! 2 (no token) and version 3 (no probe buffer) are gone, and so is scan
-//! node version 1 (no wait).
+//! 2 (no token) and version 3 (no probe buffer) are gone, and so are tap
+//! version 4 (no rate: partials posted at the planned size) and scan node
+//! version 1 (no wait).
 
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::probe::ProbePolicy;
@@ -68,6 +70,7 @@ const MAGIC: &[u8; 4] = b"FSRF";
 const SCAN_MAGIC: &[u8; 4] = b"FSRS";
 const SCAN_VERSION: u8 = 2;
 const TAP_MAGIC: &[u8; 4] = b"FSRT";
+const TAP_VERSION: u8 = 5;
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
 pub(super) const MAX_PARTIAL_BITS: u64 = 1 << 33;
@@ -110,11 +113,12 @@ impl PhysicalExtensionCodec for BloomCodec {
         let url = String::from_utf8(r.sized()?.to_vec()).map_err(|_| bad("address not UTF-8"))?;
         let url = (!url.is_empty()).then_some(url);
         if is_tap {
+            let fit = decode_fit(&mut r)?;
             r.end()?;
             let tap = BloomTapExec::try_new(
                 Arc::clone(input),
                 keys,
-                params,
+                (params, fit),
                 filter,
                 (url, scope),
                 label,
@@ -150,7 +154,7 @@ impl PhysicalExtensionCodec for BloomCodec {
         }
         if let Some(t) = node.downcast_ref::<BloomTapExec>() {
             buf.extend_from_slice(TAP_MAGIC);
-            buf.push(VERSION);
+            buf.push(TAP_VERSION);
             buf.push(0);
             put_sized(buf, t.label().as_bytes())?;
             encode_keys(buf, t.keys(), proto_converter)?;
@@ -158,6 +162,8 @@ impl PhysicalExtensionCodec for BloomCodec {
             buf.extend_from_slice(&t.filter_id().to_le_bytes());
             put_key(buf, t.run_key());
             put_sized(buf, t.rendezvous().unwrap_or("").as_bytes())?;
+            let fit = t.fit_fp().unwrap_or(0.0);
+            buf.extend_from_slice(&fit.to_bits().to_le_bytes());
             return Ok(());
         }
         let Some(node) = node.downcast_ref::<BloomFilterExec>() else {
@@ -320,9 +326,10 @@ fn decode_header(r: &mut Reader<'_>) -> Result<(bool, u8)> {
         return Err(bad("not a filterstore runtime-filter node"));
     }
     let version = r.u8()?;
-    if version != VERSION {
+    let reads = if is_tap { TAP_VERSION } else { VERSION };
+    if version != reads {
         return Err(bad(format!(
-            "node version {version}, this build reads {VERSION}: run one filterstore-datafusion build on the coordinator and every worker"
+            "node version {version}, this build reads {reads}: run one filterstore-datafusion build on the coordinator and every worker"
         )));
     }
     let flags = r.u8()?;
@@ -330,6 +337,18 @@ fn decode_header(r: &mut Reader<'_>) -> Result<(bool, u8)> {
         return Err(bad(format!("unknown flags {flags:#04x}")));
     }
     Ok((is_tap, flags))
+}
+
+/// A tap's rate its partials are halved to (0: not halved).
+fn decode_fit(r: &mut Reader<'_>) -> Result<Option<f64>> {
+    let fit = f64::from_bits(u64::from_le_bytes(r.array()?));
+    if fit == 0.0 {
+        return Ok(None);
+    }
+    if !(fit > 0.0 && fit < 1.0) {
+        return Err(bad(format!("a partial rate of {fit}")));
+    }
+    Ok(Some(fit))
 }
 
 /// A probe node's tail: its place and how its tasks wait and check; the

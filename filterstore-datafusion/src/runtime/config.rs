@@ -34,6 +34,14 @@ pub struct RuntimeFilterConfig {
     /// build side's estimated rows) and may hold far fewer keys. Every key
     /// stays in the halved filter. Default true.
     pub fit_filters: bool,
+    /// With [`RuntimeFilterConfig::fit_filters`], a build task in a worker
+    /// process halves its partial filter before it posts it, while the
+    /// merged filter would stay within `fp` if every task held as many keys
+    /// as this one: fewer bytes to encode, send, decode and OR. A task
+    /// holding more keys than the others loses none: the coordinator
+    /// spreads a halved partial over the merged filter's size, where it
+    /// keeps the rate it had. Default true.
+    pub fit_partials: bool,
     /// At most this many bytes of filter. Past it a filter is sized for the
     /// budget and its rate rises. Default 1 MiB: a filter is sized before
     /// its build side runs, from estimates that run high (four times the
@@ -108,6 +116,7 @@ impl Default for RuntimeFilterConfig {
         RuntimeFilterConfig {
             fp: 0.01,
             fit_filters: true,
+            fit_partials: true,
             max_filter_bytes: 1 << 20,
             min_filtered_rows: 100_000,
             max_pass_fraction: 0.8,
@@ -142,6 +151,12 @@ impl RuntimeFilterConfig {
     pub(crate) fn scan_wait(&self) -> Option<Duration> {
         // Never longer than a probe task waits for its filter.
         self.scan_filters.then_some(self.scan_wait.min(self.wait))
+    }
+
+    /// The rate build tasks in worker processes halve their partials to;
+    /// `None`: they post them at the planned size.
+    pub(crate) fn partial_fit(&self) -> Option<f64> {
+        (self.fit_filters && self.fit_partials).then_some(self.fp)
     }
 
     /// How the coordinator judges a built filter.

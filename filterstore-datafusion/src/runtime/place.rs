@@ -129,7 +129,7 @@ pub(super) fn tap(
     Ok(Arc::new(BloomTapExec::try_new(
         Arc::clone(build),
         keys,
-        *slot.params(),
+        (*slot.params(), cfg.partial_fit()),
         slot.id(),
         (cfg.rendezvous.clone(), Arc::clone(scope)),
         label.to_string(),

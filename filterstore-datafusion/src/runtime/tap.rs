@@ -15,6 +15,14 @@
 //! Beside the filter, each partition gathers the bounds of the keys it
 //! saw ([`super::bounds`]); the task posts them widened into one.
 //!
+//! A task in a worker process halves its partial before it posts it
+//! ([`fit_partial`]) while the merged filter would keep its target rate if
+//! every task held as many keys as this one: a filter is planned from
+//! estimates that run high, and every bit of a partial is encoded, sent,
+//! decoded and OR-ed. The coordinator spreads a halved partial over the
+//! merged filter's size (`BitFilter::union_with_halved`), so a task that
+//! holds more keys than the others loses none of them.
+//!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
 use super::bounds::{BoundsAcc, KeyBounds};
@@ -31,7 +39,7 @@ use datafusion::physical_plan::execution_plan::CardinalityEffect;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion_distributed::DistributedTaskContext;
-use filterstore::{encode_message, BitFilter, CodecChoice, FilterParams};
+use filterstore::{encode_message, BitFilter, BloomRead, CodecChoice, FilterParams};
 use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
 use std::fmt;
@@ -49,6 +57,9 @@ pub struct BloomTapExec {
     input: Arc<dyn ExecutionPlan>,
     keys: Vec<Arc<dyn PhysicalExpr>>,
     params: FilterParams,
+    /// The rate a partial posted from another process is halved to
+    /// ([`fit_partial`]); `None`: it posts at its planned size.
+    fit: Option<f64>,
     filter: FilterId,
     rendezvous: Option<String>,
     scope: Arc<ScopeCell>,
@@ -66,13 +77,14 @@ struct Runs(Mutex<Vec<(Weak<TaskContext>, Arc<TapRun>)>>);
 
 impl BloomTapExec {
     /// A tap of `keys` (expressions over `input`'s schema) into filter
-    /// `filter` of shape `params`; `rendezvous` is the coordinator's address
-    /// for taps in worker processes (`None`: the coordinator's process), and
-    /// `scope` the plan's execution scope.
+    /// `filter` of shape `params`, whose partials posted from another
+    /// process are halved to rate `fit` ([`fit_partial`]); `rendezvous` is
+    /// the coordinator's address for taps in worker processes (`None`: the
+    /// coordinator's process), and `scope` the plan's execution scope.
     pub fn try_new(
         input: Arc<dyn ExecutionPlan>,
         keys: Vec<Arc<dyn PhysicalExpr>>,
-        params: FilterParams,
+        (params, fit): (FilterParams, Option<f64>),
         filter: FilterId,
         (rendezvous, scope): (Option<String>, Arc<ScopeCell>),
         label: String,
@@ -85,6 +97,7 @@ impl BloomTapExec {
             input,
             keys,
             params,
+            fit,
             filter,
             rendezvous,
             scope,
@@ -103,6 +116,11 @@ impl BloomTapExec {
     /// The filter's shape.
     pub fn params(&self) -> &FilterParams {
         &self.params
+    }
+
+    /// The rate partials posted from another process are halved to.
+    pub fn fit_fp(&self) -> Option<f64> {
+        self.fit
     }
 
     /// The filter this tap feeds.
@@ -155,7 +173,9 @@ impl BloomTapExec {
             id: self.filter,
             key: self.scope.key(),
             rendezvous: self.rendezvous.clone(),
+            fit: self.fit,
             partial_bytes: MetricBuilder::new(&self.metrics).global_counter("partial_bytes"),
+            halvings: MetricBuilder::new(&self.metrics).global_counter("partial_halvings"),
         });
         runs.push((Arc::downgrade(ctx), Arc::clone(&run)));
         Ok(run)
@@ -177,7 +197,9 @@ struct TapRun {
     id: FilterId,
     key: RunKey,
     rendezvous: Option<String>,
+    fit: Option<f64>,
     partial_bytes: Count,
+    halvings: Count,
 }
 
 impl TapRun {
@@ -279,7 +301,9 @@ impl TapRun {
             id: self.id,
             key: self.key,
             rendezvous: self.rendezvous.clone(),
+            fit: self.fit,
             partial_bytes: self.partial_bytes.clone(),
+            halvings: self.halvings.clone(),
         };
         rt.spawn(async move {
             tokio::time::sleep(delay).await;
@@ -292,7 +316,23 @@ impl TapRun {
     fn remote_frame(&self, post: Post) -> Option<Vec<u8>> {
         let post = match post.body {
             PartialBody::Filter(f) => {
-                let n = post.rows.max(1);
+                // The message's key count: the partial's distinct keys,
+                // estimated at its planned size, where the estimate is
+                // sharpest; the coordinator judges halved partials by it.
+                let keys = f.estimate_len();
+                let n = if keys.is_finite() {
+                    keys.round() as u64
+                } else {
+                    post.rows
+                };
+                let fitted = self.fit.map(|fp| fit_partial(&f, self.tasks, fp));
+                let f = match fitted {
+                    Some((Some(half), halvings)) => {
+                        self.halvings.add(halvings as usize);
+                        Arc::new(half)
+                    }
+                    _ => f,
+                };
                 let body = match encode_message(f.as_ref(), n, 0, CodecChoice::Auto) {
                     Ok(m) => PartialBody::Message(m),
                     Err(e) => PartialBody::Failed(format!("encoding the partial: {e}")),
@@ -303,6 +343,48 @@ impl TapRun {
         };
         rendezvous::encode_post(self.id, self.key, &post)
     }
+}
+
+/// `filter`, one task's partial of `tasks`, halved while the merged filter
+/// would stay within rate `target` if every task held as many distinct keys
+/// as this one (estimated from its fill), and the layout halves; `None`
+/// when it is not halved, and the halvings made.
+///
+/// Why no task's keys are lost, whatever the skew: halving is exact (every
+/// key stays), and the coordinator ORs each partial into a filter of the
+/// planned size, a halved one spread over it (`union_with_halved`). A task
+/// that holds fewer keys than the others halves further; spread, its part
+/// keeps the rate it had halved, under `target`, and adds a load of at most
+/// `1/tasks` of the target's to the merged filter.
+pub(super) fn fit_partial(
+    filter: &BitFilter,
+    tasks: usize,
+    target: f64,
+) -> (Option<BitFilter>, u32) {
+    let merged_keys = filter.estimate_len() * tasks.max(1) as f64;
+    // A saturated filter estimates infinite keys: never halved.
+    let merged_keys = if merged_keys.is_finite() {
+        merged_keys.ceil() as u64
+    } else {
+        u64::MAX
+    };
+    let (mut out, mut halvings): (Option<BitFilter>, u32) = (None, 0);
+    loop {
+        let cur = out.as_ref().unwrap_or(filter);
+        let p = cur.params();
+        let Ok(half) = FilterParams::new(p.layout(), p.m() / 2, p.k(), p.hash()) else {
+            break;
+        };
+        if half.expected_fp(merged_keys) > target {
+            break;
+        }
+        let Ok(h) = cur.halve() else {
+            break;
+        };
+        out = Some(h);
+        halvings += 1;
+    }
+    (out, halvings)
 }
 
 impl DisplayAs for BloomTapExec {

@@ -1,5 +1,5 @@
-//! The scan node's bytes: a round trip, and every cut or flipped byte
-//! refused without a panic.
+//! The scan node's and the tap's bytes: a round trip, and every cut or
+//! flipped byte refused without a panic.
 
 use super::*;
 use crate::runtime::scope::ScopeCell;
@@ -80,4 +80,59 @@ fn a_scan_node_round_trips_and_damaged_bytes_are_refused() {
     assert!(BloomCodec
         .try_decode(&absurd, &inputs, &ctx, &conv)
         .is_err());
+}
+
+fn tap_node(fit: Option<f64>) -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) {
+    let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+    let input: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(Arc::clone(&schema)));
+    let params = FilterParams::new(Layout::Blocked, 512 * 96, 7, HashSpec::xxh3(3)).unwrap();
+    let key = RunKey {
+        scope: 4,
+        token: [9; 16],
+    };
+    let tap = BloomTapExec::try_new(
+        Arc::clone(&input),
+        vec![col("a", &schema).unwrap()],
+        (params, fit),
+        0xabcd,
+        (Some("http://127.0.0.1:1".into()), ScopeCell::fixed(key)),
+        "join 1".into(),
+    )
+    .unwrap();
+    (Arc::new(tap), input)
+}
+
+/// A tap's rate its partials are halved to crosses to the worker (version
+/// 5); version 4, a rate outside (0, 1) and every cut are refused.
+#[test]
+fn a_tap_carries_its_partial_rate_and_version_4_is_refused() {
+    let conv = DefaultPhysicalProtoConverter {};
+    let ctx = TaskContext::default();
+    for fit in [Some(0.01), None] {
+        let (node, input) = tap_node(fit);
+        let mut buf = Vec::new();
+        BloomCodec.try_encode(node, &mut buf, &conv).unwrap();
+        let inputs = [input];
+        let back = BloomCodec.try_decode(&buf, &inputs, &ctx, &conv).unwrap();
+        let back = back.downcast_ref::<BloomTapExec>().expect("a tap");
+        assert_eq!(back.fit_fp(), fit);
+        assert_eq!((back.filter_id(), back.params().m()), (0xabcd, 512 * 96));
+        for cut in 0..buf.len() {
+            let cut = BloomCodec.try_decode(&buf[..cut], &inputs, &ctx, &conv);
+            assert!(cut.is_err());
+        }
+        let mut old = buf.clone();
+        old[4] = 4;
+        let err = BloomCodec
+            .try_decode(&old, &inputs, &ctx, &conv)
+            .unwrap_err();
+        assert!(err.to_string().contains("this build reads 5"), "{err}");
+        let at = buf.len() - 8;
+        for bad in [1.5f64, -0.01, f64::NAN, 1.0] {
+            let mut b = buf.clone();
+            b[at..].copy_from_slice(&bad.to_bits().to_le_bytes());
+            let err = BloomCodec.try_decode(&b, &inputs, &ctx, &conv).unwrap_err();
+            assert!(err.to_string().contains("partial rate"), "{bad}: {err}");
+        }
+    }
 }

@@ -571,15 +571,12 @@ fn probes_accept_the_planned_shape_halved_and_nothing_else() {
     assert!(!fits(shape(512 * 48, 7, 8)), "another seed");
 }
 
-/// The policy judges the merged filter at its planned size: fitting it
-/// afterwards raises its rate (here to 1–5%), and must not turn a filter
-/// judged to pass 60% of the probe rows (under `max_pass`, 61%) into
-/// pass-all.
-#[test]
-fn a_filter_is_judged_before_it_is_fitted() {
+/// A filter planned at 64 blocks holding 540 keys (7.6 bits a key at 8
+/// blocks, ~3.5% at k = 7), and a policy that fits to 5% and ships it only
+/// if it passes at most 61% of 900 probe keys: 60% and its rate.
+pub(super) fn near_max_pass() -> (FilterParams, BitFilter, SlotPolicy) {
     let planned = FilterParams::new(Layout::Blocked, 512 * 64, 7, HashSpec::xxh3(7)).unwrap();
     let f = BitFilter::new(planned).unwrap();
-    // 540 keys: 7.6 bits a key at 8 blocks, ~3.5% at k = 7.
     (0..540u32).for_each(|k| {
         f.insert(&k.to_le_bytes());
     });
@@ -589,6 +586,16 @@ fn a_filter_is_judged_before_it_is_fitted() {
         fit_fp: Some(0.05),
         ..policy()
     };
+    (planned, f, judged)
+}
+
+/// The policy judges the merged filter at its planned size: fitting it
+/// afterwards raises its rate (here to 1–5%), and must not turn a filter
+/// judged to pass 60% of the probe rows (under `max_pass`, 61%) into
+/// pass-all.
+#[test]
+fn a_filter_is_judged_before_it_is_fitted() {
+    let (planned, f, judged) = near_max_pass();
     let slot = Slot::register(new_filter_id(), planned, judged);
     send(&slot, post(0, 1, PartialBody::Filter(Arc::new(f))));
     let Delivery::Message(bytes, _) = delivered(&slot) else {
