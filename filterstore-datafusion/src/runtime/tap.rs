@@ -78,7 +78,7 @@ struct Runs(Mutex<Vec<(Weak<TaskContext>, Arc<TapRun>)>>);
 impl BloomTapExec {
     /// A tap of `keys` (expressions over `input`'s schema) into filter
     /// `filter` of shape `params`, whose partials posted from another
-    /// process are halved to rate `fit` ([`fit_partial`]); `rendezvous` is
+    /// process are halved to rate `fit` (see the module documentation); `rendezvous` is
     /// the coordinator's address for taps in worker processes (`None`: the
     /// coordinator's process), and `scope` the plan's execution scope.
     pub fn try_new(
