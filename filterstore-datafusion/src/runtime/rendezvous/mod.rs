@@ -54,21 +54,26 @@
 mod admit;
 mod frame;
 mod io;
+mod merge;
+mod outcome;
 mod service;
 mod token;
 
 pub(super) use frame::encode_post;
 pub(super) use io::spawn;
+pub use outcome::FilterOutcome;
 pub(crate) use service::incoming_nodelay;
 pub(super) use service::{acknowledge_remote, fetch_remote, post_remote};
 pub use service::{RendezvousServer, RendezvousStats};
 pub(super) use token::RunKey;
 
+use merge::{fit, judged, Part};
+
 use super::bounds::KeyBounds;
 
 use filterstore::{
-    decode_message_with_limit, encode_message, BitFilter, BloomRead, CodecChoice, FilterParams,
-    BUILD_STATS_LEN, MESSAGE_OVERHEAD,
+    encode_message, BitFilter, BloomRead, CodecChoice, FilterParams, BUILD_STATS_LEN,
+    MESSAGE_OVERHEAD,
 };
 use parking_lot::Mutex;
 use std::collections::hash_map::RandomState;
@@ -76,7 +81,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::watch;
 
 /// The most tasks one stage may report (a count read from a post is checked
@@ -119,119 +124,6 @@ pub struct SlotPolicy {
     /// planned from estimates that ran high ships, and is probed, at the
     /// size of the keys it holds. `None`: it ships at its planned size.
     pub fit_fp: Option<f64>,
-}
-
-/// What became of one runtime filter at execution.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FilterOutcome {
-    /// Every task's partial arrived, the merged filter was shipped, and at
-    /// least one probe task received and read it.
-    Built {
-        /// Probe tasks that received and read it (so far).
-        delivered: u64,
-        /// The compressed message sent to each probe task.
-        message_bytes: usize,
-        /// Distinct keys, estimated from the merged filter.
-        keys: f64,
-        /// The merged filter's false-positive rate, from its fill.
-        fp: f64,
-        /// The shipped filter's bits: the planned size, halved while the
-        /// rate stayed within `SlotPolicy::fit_fp`.
-        bits: u64,
-        /// Partial filters merged (the join stage's tasks).
-        partials: usize,
-        /// Build rows the taps saw (null keys excluded).
-        build_rows: u64,
-        /// From the query's start to the filter being ready.
-        ready_after: Duration,
-    },
-    /// The merged filter was shipped but no probe task has received and
-    /// read it (yet): its probe side filtered nothing.
-    Undelivered {
-        /// Probe tasks that received it and could not read it.
-        unreadable: u64,
-        /// The compressed message sent.
-        message_bytes: usize,
-        /// Partial filters merged.
-        partials: usize,
-        /// From the query's start to the filter being ready.
-        ready_after: Duration,
-    },
-    /// The probe side passes every row, and why.
-    PassAll {
-        /// Why no filter was shipped.
-        reason: String,
-        /// From the query's start to this decision.
-        after: Duration,
-    },
-}
-
-impl FilterOutcome {
-    /// Whether a filter was shipped and received.
-    pub fn is_built(&self) -> bool {
-        matches!(self, FilterOutcome::Built { .. })
-    }
-
-    /// This outcome as of `received` probe tasks having read the filter
-    /// and `unreadable` having failed to.
-    fn into_delivered(mut self, received: u64, unreadable: u64) -> FilterOutcome {
-        if let FilterOutcome::Built {
-            delivered,
-            message_bytes,
-            partials,
-            ready_after,
-            ..
-        } = &mut self
-        {
-            if received == 0 {
-                return FilterOutcome::Undelivered {
-                    unreadable,
-                    message_bytes: *message_bytes,
-                    partials: *partials,
-                    ready_after: *ready_after,
-                };
-            }
-            *delivered = received;
-        }
-        self
-    }
-}
-
-impl std::fmt::Display for FilterOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FilterOutcome::Built {
-                delivered,
-                message_bytes,
-                keys,
-                fp,
-                bits,
-                partials,
-                build_rows,
-                ready_after,
-            } => write!(
-                f,
-                "built from {partials} task(s), {build_rows} build rows, ~{keys:.0} keys, fp {:.2}%, {bits} bits, {message_bytes} B message, ready after {:.1} ms, received by {delivered} probe task(s)",
-                fp * 100.0,
-                ready_after.as_secs_f64() * 1e3
-            ),
-            FilterOutcome::Undelivered {
-                unreadable,
-                message_bytes,
-                partials,
-                ready_after,
-            } => write!(
-                f,
-                "undelivered: built from {partials} task(s), {message_bytes} B message, ready after {:.1} ms, but no probe task read it ({unreadable} could not)",
-                ready_after.as_secs_f64() * 1e3
-            ),
-            FilterOutcome::PassAll { reason, after } => write!(
-                f,
-                "passed every row after {:.1} ms: {reason}",
-                after.as_secs_f64() * 1e3
-            ),
-        }
-    }
 }
 
 /// What a probe task receives: the filter's message, or why there is none.
@@ -670,107 +562,12 @@ impl Run {
     }
 }
 
-/// The merged filter's distinct keys, and its rate at its planned size,
-/// that [`Run::finish`] judges it by.
-///
-/// Judged at the planned size, before it is fitted: the fitted filter's
-/// higher rate (at most `fit_fp`) must not turn a filter the policy ships
-/// into pass-all (TPC-DS SF 1 q23: four filters judged to pass just under
-/// 80% of rows, which with them filter 13.6M rows out of the scans' 34.5M
-/// instead of 18.1M).
-///
-/// A partial halved before it posted is spread over the planned size at
-/// the fill it had halved, so the merged fill then overstates the keys and
-/// the rate. The keys are then the fewer of the fill's estimate and
-/// `halved_keys`, the partials' own estimates at the planned size summed
-/// (a halved partial's from its message: the tap's, before it halved;
-/// exact when the tasks hold disjoint keys, as a hash-partitioned build
-/// side's do; over when they share keys), and the rate that of those keys
-/// at the planned size. TPC-DS q23 has four filters of 1,461 keys against
-/// 1,827 probe keys (79.97%, under `max_pass` 0.8): summed from the
-/// halved partials' fills they read 1,468.5 (80.4%) and passed every row.
-fn judged(filter: &BitFilter, halved_keys: Option<f64>) -> (f64, f64) {
-    let estimate = filter.estimate_len();
-    match halved_keys {
-        None => (estimate, filter.estimated_fp()),
-        Some(sum) => {
-            let keys = estimate.min(sum);
-            let n = if keys.is_finite() {
-                keys.ceil() as u64
-            } else {
-                u64::MAX
-            };
-            (keys, filter.params().expected_fp(n))
-        }
-    }
-}
-
-/// `filter` halved while the half's rate, from its fill, stays at or under
-/// `target` (and its block count allows: `BitFilter::halve`). Each half
-/// holds every key of the whole (the positions fold exactly), so this only
-/// trades bits for false positives; its cost is one pass over the bits per
-/// halving, under a millisecond for a 1 MiB filter.
-fn fit(mut filter: BitFilter, target: f64) -> BitFilter {
-    while let Ok(half) = filter.halve() {
-        if half.estimated_fp() > target {
-            break;
-        }
-        filter = half;
-    }
-    filter
-}
-
 impl State {
     fn widen_bounds(&mut self, bounds: Option<KeyBounds>) {
         match (bounds, &mut self.bounds) {
             (None, _) => self.bounds_lost = true,
             (Some(b), None) => self.bounds = Some(b),
             (Some(b), Some(mine)) => mine.widen(&b),
-        }
-    }
-}
-
-/// A partial on its way into the merged filter: of the planned shape, or
-/// that shape halved (`BloomTapExec`'s partial fit).
-enum Part {
-    Local(Arc<BitFilter>),
-    Decoded(BitFilter),
-}
-
-impl Part {
-    /// `body` (task `task`'s) as a partial of `params`' filter, and its
-    /// distinct keys: estimated from its fill at the planned size, or for a
-    /// halved partial, whose fill estimates them less sharply, the count
-    /// its message carries (the tap's estimate at the planned size).
-    fn new(body: PartialBody, params: &FilterParams, task: usize) -> Result<(Part, f64), String> {
-        let bytes = match body {
-            PartialBody::Failed(why) => return Err(format!("build task {task} failed: {why}")),
-            PartialBody::Filter(f) => {
-                let keys = f.estimate_len();
-                return Ok((Part::Local(f), keys));
-            }
-            PartialBody::Message(bytes) => bytes,
-        };
-        let msg = decode_message_with_limit(&bytes, params.m())
-            .map_err(|e| format!("an unreadable partial: {e}"))?;
-        if !super::probe::fits_plan(msg.params(), params) {
-            return Err("a partial of another shape".into());
-        }
-        let unreadable = |e: &dyn std::fmt::Display| format!("an unreadable partial: {e}");
-        let part = msg.filter().map_err(|e| unreadable(&e))?;
-        let part = part.into_owned().map_err(|e| unreadable(&e))?;
-        let keys = if part.params().m() < params.m() {
-            msg.descriptor.n as f64
-        } else {
-            part.estimate_len()
-        };
-        Ok((Part::Decoded(part), keys))
-    }
-
-    fn filter(&self) -> &BitFilter {
-        match self {
-            Part::Local(f) => f,
-            Part::Decoded(f) => f,
         }
     }
 }

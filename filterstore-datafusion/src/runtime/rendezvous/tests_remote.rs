@@ -10,6 +10,7 @@ use super::*;
 use filterstore::{BloomRead, HashSpec, Layout};
 use std::future::Future;
 use std::ops::Range;
+use std::time::Duration;
 
 /// `f`, or a failed test after 30 s (a test that can hang has a deadline).
 async fn within<T>(f: impl Future<Output = T>) -> T {
