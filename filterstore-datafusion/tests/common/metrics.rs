@@ -51,6 +51,11 @@ pub fn is_bloom_filter(node: &dyn ExecutionPlan) -> bool {
     one_line(node).starts_with("BloomFilterExec")
 }
 
+/// Whether `node` is a runtime filter's tap (`BloomTapExec`).
+pub fn is_tap(node: &dyn ExecutionPlan) -> bool {
+    one_line(node).starts_with("BloomTapExec")
+}
+
 /// Whether `node` is a network shuffle whose rows carry column `column`.
 pub fn is_shuffle_of(node: &dyn ExecutionPlan, column: &str) -> bool {
     one_line(node).contains("NetworkShuffleExec") && node.schema().index_of(column).is_ok()

@@ -6,7 +6,7 @@
 //! panics.
 
 use crate::common::cluster::partitioned_join_config;
-use crate::common::metrics::{executed_plan, is_bloom_filter, sum_metric};
+use crate::common::metrics::{executed_plan, is_bloom_filter, is_tap, sum_metric};
 use crate::common::netns;
 use crate::common::procs::{alive, Workers};
 use crate::common::tpch;
@@ -59,8 +59,9 @@ async fn a_filter_is_reported_built_when_the_query_returns_however_slow_its_ackn
 /// A coordinator over `workers` with its rendezvous on `bind`, advertised
 /// as `advertise`, runs six TPC-H queries (SF 0.05) with runtime filters:
 /// the answers are single-node DataFusion's, at least four filters are
-/// built from one partial per join task, every post is taken, and the
-/// filters drop rows in the worker processes.
+/// built from one partial per join task, every post is taken, taps halve
+/// their partials before they post (planned from estimates with headroom),
+/// and the filters drop rows in the worker processes.
 async fn filter_across(workers: &Workers, bind: &str, advertise: Option<&str>) -> RemoteCluster {
     let dir = tempfile::tempdir().unwrap();
     tpch::generate(dir.path(), 0.05).unwrap();
@@ -81,7 +82,7 @@ async fn filter_across(workers: &Workers, bind: &str, advertise: Option<&str>) -
     .unwrap();
     let ctx = &coordinator.ctx;
     tpch::register(ctx, dir.path()).await.unwrap();
-    let (mut built, mut dropped) = (0, 0);
+    let (mut built, mut dropped, mut halvings) = (0, 0, 0);
     for q in [3, 5, 10, 12, 17, 18] {
         let stmts = tpch::statements(q);
         let expected = tpch::rows(&tpch::run(&single, &stmts).await.unwrap());
@@ -115,6 +116,7 @@ async fn filter_across(workers: &Workers, bind: &str, advertise: Option<&str>) -
         let rows_in = sum_metric(&plan, "rows_in", is_bloom_filter).unwrap();
         let rows_out = sum_metric(&plan, "output_rows", is_bloom_filter).unwrap();
         dropped += rows_in - rows_out;
+        halvings += sum_metric(&plan, "partial_halvings", is_tap).unwrap();
     }
     assert!(built >= 4, "{built} filters built across processes");
     let stats = coordinator.rendezvous.as_ref().unwrap().stats();
@@ -124,6 +126,7 @@ async fn filter_across(workers: &Workers, bind: &str, advertise: Option<&str>) -
         dropped > 0,
         "the filters dropped no row in the worker processes"
     );
+    assert!(halvings > 0, "no tap halved its partial before it posted");
     coordinator
 }
 
