@@ -12,7 +12,9 @@ pub enum FilterOutcome {
         delivered: u64,
         /// The compressed message sent to each probe task.
         message_bytes: usize,
-        /// Distinct keys, estimated from the merged filter.
+        /// Distinct keys, estimated from the merged filter (when partials
+        /// came halved, the fewer of that and the tasks' own estimates
+        /// summed).
         keys: f64,
         /// The merged filter's false-positive rate, from its fill.
         fp: f64,
