@@ -517,8 +517,10 @@ impl Run {
         started: Instant,
     ) {
         let (keys, fp) = judged(&filter, halved_keys);
-        if !p.force && filter.estimated_fp().max(fp) > p.max_fp {
-            let fp = filter.estimated_fp().max(fp);
+        // The rate as probed (its fill) or as judged, whichever is higher.
+        let full = filter.estimated_fp().max(fp);
+        if !p.force && full > p.max_fp {
+            let fp = full;
             let why = format!("the merged filter is too full (fp {:.1}%)", fp * 100.0);
             return self.pass_all(why);
         }
