@@ -25,16 +25,20 @@
 //!   TPC-DS runs: docs/DATAFUSION.md), so the scan waits for its filters
 //!   before it opens a file, within a budget ([`BloomScanExec`]'s
 //!   `scan_wait`, from [`watch`]'s signal);
-//! - where the scan drops rows itself (`datafusion.execution.parquet.
-//!   pushdown_filters = true`, off by default; the rule does not set it),
-//!   [`ScanFilter`] checks each row's key against the Bloom filter before
-//!   the scan decodes the other columns.
+//! - where the scan drops rows itself, [`ScanFilter`] checks each row's key
+//!   against the Bloom filter before the scan decodes the other columns:
+//!   in every scan where the session sets `datafusion.execution.parquet.
+//!   pushdown_filters` (off by default), and otherwise where a filter has
+//!   come [`sparse`] to a scan with no predicate of its own that reads a
+//!   column besides the keys ([`with_predicates`]; its partitions choose
+//!   once they have waited, [`BloomScanExec`]'s `reader_filtered` counts
+//!   them). Only for these scans: the rule never sets the session's option.
 //!
 //! Before the filter, and when the run passes every row ([`passed`]), the
 //! predicate is `true`: it can only ever remove rows the filter node would
 //! remove, those whose key the build side does not hold.
 
-use super::bounds::KeyBounds;
+use super::bounds::{ColumnBounds, KeyBounds};
 use super::lineage::{self, Keys, Step};
 use super::rendezvous::{FilterId, Scope};
 use super::scan_node::{BloomScanExec, ScanFilterSpec};
@@ -49,9 +53,12 @@ use datafusion::datasource::source::{DataSource, DataSourceExec};
 use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, Operator};
 use datafusion::physical_expr::expressions::{lit, BinaryExpr, DynamicFilterPhysicalExpr};
+use datafusion::physical_expr::split_conjunction;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use datafusion_distributed::DistributedLeafExec;
+use filterstore::BloomRead;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -365,33 +372,116 @@ fn is_parquet_scan(node: &Arc<dyn ExecutionPlan>) -> bool {
 }
 
 /// `node` (a Parquet scan, see [`is_parquet_scan`]) with `predicates` in
-/// its predicate; unchanged where the scan refuses them.
+/// its predicate, unchanged where the scan refuses them; with `reader`,
+/// the Parquet reader drops the rows they rule out where it may
+/// ([`reader_may_drop_rows`]), and whether it does anywhere.
 pub(super) fn with_predicates(
     node: &Arc<dyn ExecutionPlan>,
     predicates: &[Arc<dyn PhysicalExpr>],
-) -> Result<Arc<dyn ExecutionPlan>> {
+    reader: bool,
+) -> Result<(Arc<dyn ExecutionPlan>, bool)> {
     if let Some(leaf) = node.downcast_ref::<DistributedLeafExec>() {
-        let original = with_predicates(leaf.original(), predicates)?;
-        let variants = leaf
-            .variants()
-            .iter()
-            .map(|v| with_predicates(v, predicates))
-            .collect::<Result<Vec<_>>>()?;
-        return Ok(Arc::new(DistributedLeafExec::try_new(original, variants)?));
+        let (original, mut drops) = with_predicates(leaf.original(), predicates, reader)?;
+        let mut variants = Vec::with_capacity(leaf.variants().len());
+        for v in leaf.variants() {
+            let (v, d) = with_predicates(v, predicates, reader)?;
+            drops |= d;
+            variants.push(v);
+        }
+        let leaf = DistributedLeafExec::try_new(original, variants)?;
+        return Ok((Arc::new(leaf), drops));
     }
     let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
-        return Ok(Arc::clone(node));
+        return Ok((Arc::clone(node), false));
     };
     let Some(config) = scan.data_source().downcast_ref::<FileScanConfig>() else {
-        return Ok(Arc::clone(node));
+        return Ok((Arc::clone(node), false));
     };
     // The session's own Parquet settings are the scan's (its table options):
     // the default configuration adds no pushdown of its own.
-    let pushed = config.try_pushdown_filters(predicates.to_vec(), &ConfigOptions::default())?;
+    let mut options = ConfigOptions::default();
+    let drops = reader && reader_may_drop_rows(config, &scan.schema(), predicates);
+    options.execution.parquet.pushdown_filters = drops;
+    let pushed = config.try_pushdown_filters(predicates.to_vec(), &options)?;
     Ok(match pushed.updated_node {
-        Some(source) => Arc::new(scan.clone().with_data_source(source)),
-        None => Arc::clone(node),
+        Some(source) => (Arc::new(scan.clone().with_data_source(source)), drops),
+        None => (Arc::clone(node), false),
     })
+}
+
+/// Whether the Parquet reader of this scan may drop the rows the filters
+/// rule out before it decodes the scan's other columns: where the scan has
+/// no predicate of its own (or only DataFusion's dynamic filters: the
+/// reader's switch covers a scan's whole predicate, and a query's own
+/// predicate evaluated row by row in the reader made TPC-H slower,
+/// `docs/BENCHMARKS.md`), and outputs a column that no filter reads, ours
+/// or DataFusion's dynamic ones (else the filter node above drops the rows
+/// as cheaply: the keys are decoded either way; TPC-DS q10's `store_sales`
+/// scan, whose dates a dynamic filter of DataFusion's reads, ran 0.09×
+/// slower with the reader dropping its rows).
+fn reader_may_drop_rows(
+    config: &FileScanConfig,
+    output: &Schema,
+    predicates: &[Arc<dyn PhysicalExpr>],
+) -> bool {
+    let own = config.file_source.filter();
+    let own: Vec<Arc<dyn PhysicalExpr>> = own
+        .iter()
+        .flat_map(|p| split_conjunction(p).into_iter().cloned())
+        .collect();
+    if !own
+        .iter()
+        .all(|c| c.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
+    {
+        return false;
+    }
+    // Columns by name: the scan's own predicate reads the table's schema,
+    // `predicates` the scan's output.
+    let keys: std::collections::HashSet<String> = predicates
+        .iter()
+        .chain(&own)
+        .flat_map(collect_columns)
+        .map(|c| c.name().to_string())
+        .collect();
+    output.fields().iter().any(|f| !keys.contains(f.name()))
+}
+
+/// The most build keys per value within their bounds for which a filter is
+/// [`sparse`].
+const SPARSE_KEYS_PER_VALUE: f64 = 0.01;
+
+/// Whether filter `id`'s run of `scope` has come to this process sparse:
+/// one integer key column whose build keys are at most one in a hundred
+/// values within their bounds (TPC-H q17's 204 part keys of 1 to 200,000),
+/// so that a probe side spread over those values keeps few rows, scattered.
+/// Only then does the scan's reader drop the rows itself: where the filter
+/// kept more (TPC-H q9's 10,664 part keys, TPC-DS q10's customers), the
+/// reader's row selection cost more than the columns it did not decode
+/// (`docs/BENCHMARKS.md`).
+pub(super) fn sparse(id: FilterId, scope: Scope) -> bool {
+    let arrival = REGISTRY
+        .lock()
+        .arrived
+        .get(&(id, scope))
+        .and_then(Weak::upgrade);
+    let Some(a) = arrival else {
+        return false;
+    };
+    let Some(KeyBounds(columns)) = &a.bounds else {
+        return false;
+    };
+    let [ColumnBounds::Range(min, max)] = columns.as_slice() else {
+        return false;
+    };
+    let Some(span) = min
+        .data_type()
+        .is_integer()
+        .then(|| min.distance(max))
+        .flatten()
+    else {
+        return false;
+    };
+    a.filter.filter.estimate_len() <= SPARSE_KEYS_PER_VALUE * (span as f64 + 1.0)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@
 
 use super::rendezvous::FilterId;
 use super::rendezvous::Scope;
-use super::scan::{watch, with_predicates, NAME as PREDICATE};
+use super::scan::{sparse, watch, with_predicates, NAME as PREDICATE};
 use super::scope::ScopeCell;
 use crate::node::{self, one_child_plan};
 use datafusion::arrow::datatypes::DataType;
@@ -36,7 +36,9 @@ use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::TryStreamExt;
@@ -85,6 +87,9 @@ pub struct BloomScanExec {
 struct Watched {
     scope: Scope,
     scan: Arc<dyn ExecutionPlan>,
+    /// The same scan with the Parquet reader dropping rows, where the
+    /// reader may ([`super::scan::with_predicates`]).
+    rows: Option<Arc<dyn ExecutionPlan>>,
     _filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
     opening: Opening,
 }
@@ -165,13 +170,13 @@ impl BloomScanExec {
     /// The scan with this execution's dynamic filters, made once per
     /// execution scope (the partitions of a task share it), and what its
     /// partitions wait on before they open it.
-    fn scan(&self) -> Result<(Arc<dyn ExecutionPlan>, Opening)> {
+    fn scan(&self) -> Result<Scans> {
         let scope = self.scope.get();
         let mut cached = self.scan.lock();
         if let Some(w) = cached.as_ref()
             && w.scope == scope
         {
-            return Ok((Arc::clone(&w.scan), w.opening.clone()));
+            return Ok(Scans::of(w));
         }
         let (filters, done): (Vec<_>, Vec<_>) = self
             .filters
@@ -185,18 +190,54 @@ impl BloomScanExec {
             .iter()
             .map(|f| Arc::clone(f) as Arc<dyn PhysicalExpr>)
             .collect();
-        let scan = with_predicates(&self.input, &predicates)?;
-        let opening = Opening {
-            done,
-            first_poll: Arc::default(),
-        };
-        *cached = Some(Watched {
+        let (scan, _) = with_predicates(&self.input, &predicates, false)?;
+        let (rows, reader) = with_predicates(&self.input, &predicates, true)?;
+        let w = Watched {
             scope,
-            scan: Arc::clone(&scan),
+            scan,
+            rows: reader.then_some(rows),
             _filters: filters,
-            opening: opening.clone(),
-        });
-        Ok((scan, opening))
+            opening: Opening {
+                done,
+                first_poll: Arc::default(),
+            },
+        };
+        let scans = Scans::of(&w);
+        *cached = Some(w);
+        Ok(scans)
+    }
+}
+
+/// What one partition may run ([`BloomScanExec::scan`]).
+struct Scans {
+    scope: Scope,
+    scan: Arc<dyn ExecutionPlan>,
+    rows: Option<Arc<dyn ExecutionPlan>>,
+    opening: Opening,
+}
+
+impl Scans {
+    fn of(w: &Watched) -> Scans {
+        Scans {
+            scope: w.scope,
+            scan: Arc::clone(&w.scan),
+            rows: w.rows.clone(),
+            opening: w.opening.clone(),
+        }
+    }
+
+    /// The scan to open once the partition has waited: the one whose
+    /// reader drops rows where it exists and a filter of `specs` has come
+    /// sparse ([`sparse`]), else the plain one (the filter node above
+    /// drops the rows).
+    fn pick(self, specs: &[ScanFilterSpec], reader: &Count) -> Arc<dyn ExecutionPlan> {
+        match self.rows {
+            Some(rows) if specs.iter().any(|f| sparse(f.filter, self.scope)) => {
+                reader.add(1);
+                rows
+            }
+            _ => self.scan,
+        }
     }
 }
 
@@ -247,21 +288,23 @@ impl ExecutionPlan for BloomScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let (scan, opening) = self.scan()?;
+        let scans = self.scan()?;
+        let reader = MetricBuilder::new(&self.metrics).counter("reader_filtered", partition);
+        let specs = self.filters.clone();
         if self.wait.is_zero() {
-            return scan.execute(partition, context);
+            return scans.pick(&specs, &reader).execute(partition, context);
         }
         let waited = MetricBuilder::new(&self.metrics).subset_time("wait_time", partition);
         let expired = MetricBuilder::new(&self.metrics).counter("wait_expired", partition);
         let wait = self.wait;
-        let schema = scan.schema();
+        let schema = scans.scan.schema();
         let opened = async move {
             let timer = waited.timer();
-            if opening.wait(wait).await {
+            if scans.opening.clone().wait(wait).await {
                 expired.add(1);
             }
             timer.done();
-            scan.execute(partition, context)
+            scans.pick(&specs, &reader).execute(partition, context)
         };
         let stream = futures::stream::once(opened).try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))

@@ -205,14 +205,63 @@ async fn with_pushdown_the_scan_drops_the_rows_the_filter_rules_out() {
     let f = fixture(true, true).await;
     // Keys spread over every file: bounds prune nothing, the Bloom filter
     // in the reader drops most rows.
-    let sql = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
-               WHERE d.d_cat < 5";
-    let plan = run(&f, sql).await;
+    let plan = run(&f, SPREAD).await;
     let read = fact_scan_rows(&plan);
     // About 5% of the keys join, plus the filter's false positives (1%):
     // far below a third of the rows.
     assert!(read < FACT / 3, "{read} of {FACT} fact rows left the scans");
     assert!(read > 0);
+}
+
+/// Keys spread over every file, about 5% of them in the build side: bounds
+/// prune nothing, and the Bloom filter rules out most rows.
+const SPREAD: &str = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
+     WHERE d.d_cat < 5";
+
+/// About 0.5% of the keys, spread over every file: a sparse filter.
+const SPARSE: &str = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
+     WHERE d.d_cat = 0 AND d.d_band % 2 = 0";
+
+/// Partitions whose scan the reader filtered, and the rows leaving the fact
+/// table's scans.
+fn reader_filtered(plan: &Arc<dyn ExecutionPlan>) -> (usize, usize) {
+    let is_scan_node = |n: &dyn ExecutionPlan| one_line(n).starts_with("BloomScanExec");
+    let filtered = sum_metric(plan, "reader_filtered", is_scan_node).unwrap();
+    (filtered, fact_scan_rows(plan))
+}
+
+/// Without `pushdown_filters` in the session, a scan that reads a column
+/// besides the filter's keys and has no predicate of its own drops the rows
+/// a sparse filter rules out in the reader, before it decodes that column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_drops_rows_of_a_sparse_filter() {
+    let f = fixture(true, false).await;
+    let (filtered, read) = reader_filtered(&run(&f, SPARSE).await);
+    assert!(filtered > 0, "no partition's reader dropped rows");
+    assert!(
+        read < FACT / 20,
+        "{read} of {FACT} fact rows left the scans"
+    );
+}
+
+/// The reader leaves the rows to the filter node above where the filter is
+/// not sparse (5% of the keys), where the scan reads only the filter's keys
+/// (they are decoded either way), and where the scan has a predicate of its
+/// own (the reader's switch covers a scan's whole predicate): every row
+/// leaves the scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_leaves_rows_to_the_filter_node_elsewhere() {
+    let f = fixture(true, false).await;
+    let keys_only = "SELECT count(*) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
+                     WHERE d.d_cat = 0 AND d.d_band % 2 = 0";
+    let own = "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key \
+               WHERE d.d_cat = 0 AND d.d_band % 2 = 0 AND f.f_val < 900";
+    for sql in [SPREAD, keys_only, own] {
+        let plan = run(&f, sql).await;
+        let report = last_report(&f.rule).unwrap().to_string();
+        assert!(report.contains("1 scan(s)"), "{sql}: {report}");
+        assert_eq!(reader_filtered(&plan), (0, FACT), "{sql}");
+    }
 }
 
 /// Files open before the filter came stop once it has come and their
