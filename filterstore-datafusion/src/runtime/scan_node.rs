@@ -190,8 +190,13 @@ impl BloomScanExec {
             .iter()
             .map(|f| Arc::clone(f) as Arc<dyn PhysicalExpr>)
             .collect();
-        let (scan, _) = with_predicates(&self.input, &predicates, false)?;
+        // Where the reader may drop rows nowhere, that copy is the plain
+        // scan: made once.
         let (rows, reader) = with_predicates(&self.input, &predicates, true)?;
+        let scan = match reader {
+            true => with_predicates(&self.input, &predicates, false)?.0,
+            false => Arc::clone(&rows),
+        };
         let w = Watched {
             scope,
             scan,
