@@ -3,7 +3,9 @@
 //! cluster and on 3 `filterstore-worker` processes on localhost. Per query:
 //! filters built, rows entering the network shuffles, the shuffle bytes'
 //! ratio, the ratio of rows leaving the Parquet scans ("scan", the last run
-//! with the rule against the last without), the median wall time of each
+//! with the rule against the last without) and of those leaving the probe
+//! sides' scans ("probe": a runtime filter above them, `-` where none; see
+//! `tests/common/scans.rs`), the median wall time of each
 //! mode (interleaved), and the load;
 //! every answer checked against single-node DataFusion; then `EXPLAIN` of
 //! every query timed with and without the rule.

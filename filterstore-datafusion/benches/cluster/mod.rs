@@ -35,6 +35,9 @@ pub mod metrics;
 #[path = "../../tests/common/netns.rs"]
 pub mod netns;
 
+#[path = "../../tests/common/scans.rs"]
+pub mod scans;
+
 /// Generated data kept between runs (shared with the tests).
 #[path = "../../tests/common/cache.rs"]
 pub mod cache;
@@ -46,6 +49,7 @@ use filterstore_datafusion::remote_cluster;
 use filterstore_datafusion::{last_report, FilterOutcome, RuntimeFilterConfig};
 use in_memory::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use metrics::{executed_plan, one_line, sum_metric};
+use scans::{is_scan, probe_rows, scans, Scan};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -82,13 +86,15 @@ pub fn cpu() -> String {
 }
 
 /// Rows and bytes entering the plan's network shuffles.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 pub struct Figures {
     pub shuffle_rows: usize,
     pub shuffle_bytes: usize,
     /// Rows leaving the plan's Parquet scans (every scan: build sides read
     /// the same in every mode).
     pub scan_rows: usize,
+    /// The plan's scans, each with its rows and whether it is a probe side.
+    pub scans: Vec<Scan>,
     /// Summed over the plan's `BloomFilterExec`s: rows in, rows read
     /// before their filter came, rows passed unfiltered before it, and the
     /// partitions whose buffer filled or whose deadline passed.
@@ -106,13 +112,6 @@ const PROBE_METRICS: [&str; 5] = [
 
 fn is_probe(n: &dyn ExecutionPlan) -> bool {
     n.name() == "BloomFilterExec"
-}
-
-/// A scan as datafusion-distributed shows it (a `BloomScanExec` above one
-/// runs a copy of it that shares its metrics).
-fn is_scan(n: &dyn ExecutionPlan) -> bool {
-    let line = one_line(n);
-    line.starts_with("DataSourceExec") || line.starts_with("DistributedLeafExec: DataSourceExec")
 }
 
 fn is_shuffle(n: &dyn ExecutionPlan) -> bool {
@@ -171,6 +170,7 @@ pub async fn once(
         shuffle_rows: sum_metric(&plan, "output_rows", is_shuffle)?,
         shuffle_bytes: sum_metric(&plan, "output_bytes", is_shuffle)?,
         scan_rows: sum_metric(&plan, "output_rows", is_scan)?,
+        scans: scans(&plan),
         probe: {
             let mut probe = [0; 5];
             for (v, name) in probe.iter_mut().zip(PROBE_METRICS) {
@@ -334,6 +334,9 @@ pub struct Totals {
     pub bytes_with: usize,
     pub scan_rows_without: usize,
     pub scan_rows_with: usize,
+    /// Rows leaving the probe sides' scans ([`probe_rows`]).
+    pub probe_rows_without: usize,
+    pub probe_rows_with: usize,
     pub ms_without: f64,
     pub ms_with: f64,
     /// Sum of the natural logarithms of the queries' wall ratios (with the
@@ -370,6 +373,15 @@ impl Totals {
         println!(
             "RESULT {prefix}.scan_rows_ratio {:.3}",
             self.scan_rows_with as f64 / self.scan_rows_without.max(1) as f64
+        );
+        println!(
+            "# rows leaving the probe sides' scans (a runtime filter above them): {} without \
+             the rule, {} with it",
+            self.probe_rows_without, self.probe_rows_with
+        );
+        println!(
+            "RESULT {prefix}.probe_scan_rows_ratio {:.3}",
+            self.probe_rows_with as f64 / self.probe_rows_without.max(1) as f64
         );
         println!(
             "RESULT {prefix}.wall_ratio_sum {:.3}",
@@ -424,6 +436,9 @@ impl Totals {
         self.bytes_with += row.figs[1].shuffle_bytes;
         self.scan_rows_without += row.figs[0].scan_rows;
         self.scan_rows_with += row.figs[1].scan_rows;
+        let (without, with) = probe_rows(&row.figs[0].scans, &row.figs[1].scans);
+        self.probe_rows_without += without;
+        self.probe_rows_with += with;
         for (t, v) in self.probe.iter_mut().zip(row.figs[1].probe) {
             *t += v;
         }
@@ -528,7 +543,7 @@ async fn run_query(
     let mut times = [Vec::new(), Vec::new(), Vec::new()];
     let mut row = QueryRow {
         ms: [0.0; 3],
-        figs: [Figures::default(); 3],
+        figs: Default::default(),
         filters: 0,
         wrong: 0,
         shipped: Vec::new(),
@@ -576,13 +591,14 @@ pub async fn run_all(
 ) -> Res<Totals> {
     let mut t = Totals::default();
     println!(
-        "{:>6} {:>3} {:>12} {:>12} {:>8} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6} {:>5}",
+        "{:>6} {:>3} {:>12} {:>12} {:>8} {:>6} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6} {:>5}",
         "q",
         "bf",
         "rows w/o",
         "rows with",
         "MB ratio",
         "scan",
+        "probe",
         "ms w/o",
         "ms with",
         "ms forced",
@@ -608,15 +624,20 @@ pub async fn run_all(
             }
         };
         t.add(label, &row);
-        let ([m0, m1, m2], figs) = (row.ms, row.figs);
+        let ([m0, m1, m2], figs) = (row.ms, &row.figs);
+        let probe = match probe_rows(&figs[0].scans, &figs[1].scans) {
+            (0, _) => "-".to_string(),
+            (without, with) => format!("{:.3}", with as f64 / without as f64),
+        };
         println!(
-            "{:>6} {:>3} {:>12} {:>12} {:>8.3} {:>6.3} {:>9.1} {:>9.1} {:>9.1} {:>6.3} {:>6.3} {:>5}",
+            "{:>6} {:>3} {:>12} {:>12} {:>8.3} {:>6.3} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>6.3} {:>6.3} {:>5}",
             label,
             row.filters,
             figs[0].shuffle_rows,
             figs[1].shuffle_rows,
             figs[1].shuffle_bytes as f64 / figs[0].shuffle_bytes.max(1) as f64,
             figs[1].scan_rows as f64 / figs[0].scan_rows.max(1) as f64,
+            probe,
             m0,
             m1,
             m2,

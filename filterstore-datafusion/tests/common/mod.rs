@@ -6,6 +6,7 @@ pub mod data;
 pub mod metrics;
 pub mod netns;
 pub mod procs;
+pub mod scans;
 pub mod star;
 pub mod tpcds;
 pub mod tpch;
