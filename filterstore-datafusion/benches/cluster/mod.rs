@@ -98,6 +98,9 @@ pub struct Figures {
     pub scan_rows: usize,
     /// The plan's scans, each with its rows and whether it is a probe side.
     pub scans: Vec<Scan>,
+    /// Rows entering the shuffles toward a join's build side
+    /// ([`build_shuffle_rows`]).
+    pub build_shuffle_rows: usize,
     /// Summed over the plan's `BloomFilterExec`s: rows in, rows read
     /// before their filter came, rows passed unfiltered before it, and the
     /// partitions whose buffer filled or whose deadline passed.
@@ -119,6 +122,28 @@ fn is_probe(n: &dyn ExecutionPlan) -> bool {
 
 fn is_shuffle(n: &dyn ExecutionPlan) -> bool {
     one_line(n).contains("NetworkShuffleExec")
+}
+
+/// Rows entering the plan's shuffles that feed a join's build side (its
+/// first input, read whole before the probe side), the nearest join above a
+/// shuffle deciding. A runtime filter goes from a build side to a probe
+/// side: these rows are never filtered.
+fn build_shuffle_rows(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    fn walk(node: &dyn ExecutionPlan, build: bool) -> usize {
+        let mut rows = 0;
+        if build && is_shuffle(node) {
+            rows += node
+                .metrics()
+                .and_then(|m| m.output_rows())
+                .unwrap_or_default();
+        }
+        let join = matches!(node.name(), "HashJoinExec" | "NestedLoopJoinExec");
+        for (i, child) in node.children().into_iter().enumerate() {
+            rows += walk(child.as_ref(), if join { i == 0 } else { build });
+        }
+        rows
+    }
+    walk(plan.as_ref(), false)
 }
 
 /// A query's statements split around the one that returns its rows (a
@@ -174,6 +199,7 @@ pub async fn once(
         shuffle_bytes: sum_metric(&plan, "output_bytes", is_shuffle)?,
         scan_rows: sum_metric(&plan, "output_rows", is_scan)?,
         scans: scans(&plan),
+        build_shuffle_rows: build_shuffle_rows(&plan),
         probe: {
             let mut probe = [0; 5];
             for (v, name) in probe.iter_mut().zip(PROBE_METRICS) {

@@ -14,6 +14,10 @@ pub struct Totals {
     pub filters: usize,
     pub bytes_without: usize,
     pub bytes_with: usize,
+    /// Rows entering the shuffles, and those of them toward a join's build
+    /// side ([`super::Figures::build_shuffle_rows`]): without the rule, with it.
+    pub rows: [usize; 2],
+    pub build_rows: [usize; 2],
     pub scan_rows_without: usize,
     pub scan_rows_with: usize,
     /// Rows leaving the probe sides' scans ([`probe_rows`]).
@@ -47,6 +51,11 @@ impl Totals {
         println!(
             "RESULT {prefix}.shuffle_bytes_ratio {:.3}",
             self.bytes_with as f64 / self.bytes_without.max(1) as f64
+        );
+        println!(
+            "# rows entering the shuffles: {} without the rule, {} with it; of them toward a \
+             join's build side (never filtered): {} and {}",
+            self.rows[0], self.rows[1], self.build_rows[0], self.build_rows[1]
         );
         println!(
             "# rows leaving the Parquet scans: {} without the rule, {} with it",
@@ -116,6 +125,10 @@ impl Totals {
         self.filters += row.filters;
         self.bytes_without += row.figs[0].shuffle_bytes;
         self.bytes_with += row.figs[1].shuffle_bytes;
+        for m in 0..2 {
+            self.rows[m] += row.figs[m].shuffle_rows;
+            self.build_rows[m] += row.figs[m].build_shuffle_rows;
+        }
         self.scan_rows_without += row.figs[0].scan_rows;
         self.scan_rows_with += row.figs[1].scan_rows;
         let (without, with) = probe_rows(&row.figs[0].scans, &row.figs[1].scans);
