@@ -7,7 +7,7 @@
 //! has ended ([`super::feed`] reads the input meanwhile), and counts what it
 //! did in the node's metrics.
 
-use super::rendezvous::{self, Delivery, FilterId};
+use super::rendezvous::{self, fits_plan, Delivery, FilterId};
 use super::scan::{self, ScanArrival};
 use crate::cache;
 use crate::rowkey::{contains_rows, KeyColumns};
@@ -201,19 +201,6 @@ pub(super) fn decode(
         return Err("a filter of another shape than planned".into());
     }
     Ok(decoded)
-}
-
-/// Whether a shipped filter of shape `got` is the `planned` one halved zero
-/// or more times (`SlotPolicy::fit_fp`): the same layout, hash and `k`, and
-/// a power-of-two fraction of the planned bits.
-pub(super) fn fits_plan(got: &FilterParams, planned: &FilterParams) -> bool {
-    let same =
-        got.layout() == planned.layout() && got.hash() == planned.hash() && got.k() == planned.k();
-    let m = got.m();
-    same && m > 0
-        && m <= planned.m()
-        && planned.m().is_multiple_of(m)
-        && (planned.m() / m).is_power_of_two()
 }
 
 /// Where a partition stands with its filter.

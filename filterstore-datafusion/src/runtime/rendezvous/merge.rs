@@ -5,6 +5,19 @@ use super::PartialBody;
 use filterstore::{decode_message_with_limit, BitFilter, BloomRead, FilterParams};
 use std::sync::Arc;
 
+/// Whether a shipped filter of shape `got` is the `planned` one halved zero
+/// or more times (`SlotPolicy::fit_fp`): the same layout, hash and `k`, and
+/// a power-of-two fraction of the planned bits.
+pub(in crate::runtime) fn fits_plan(got: &FilterParams, planned: &FilterParams) -> bool {
+    let same =
+        got.layout() == planned.layout() && got.hash() == planned.hash() && got.k() == planned.k();
+    let m = got.m();
+    same && m > 0
+        && m <= planned.m()
+        && planned.m().is_multiple_of(m)
+        && (planned.m() / m).is_power_of_two()
+}
+
 /// The merged filter's distinct keys, and its rate at its planned size,
 /// that [`Run::finish`] judges it by.
 ///
@@ -82,7 +95,7 @@ impl Part {
         };
         let msg = decode_message_with_limit(&bytes, params.m())
             .map_err(|e| format!("an unreadable partial: {e}"))?;
-        if !super::super::probe::fits_plan(msg.params(), params) {
+        if !fits_plan(msg.params(), params) {
             return Err("a partial of another shape".into());
         }
         let unreadable = |e: &dyn std::fmt::Display| format!("an unreadable partial: {e}");

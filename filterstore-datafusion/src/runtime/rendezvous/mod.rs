@@ -67,6 +67,7 @@ pub(super) use service::{acknowledge_remote, fetch_remote, post_remote};
 pub use service::{RendezvousServer, RendezvousStats};
 pub(super) use token::RunKey;
 
+pub(super) use merge::fits_plan;
 use merge::{fit, judged, Part};
 
 use super::bounds::KeyBounds;

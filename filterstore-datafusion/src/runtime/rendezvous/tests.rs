@@ -513,7 +513,7 @@ fn an_advertised_host_gets_the_bound_port_and_a_bad_one_is_refused() {
 
 /// A filter planned for far more keys than it gets ships halved to its
 /// keys: every key still in it, its rate within the target, and a shape the
-/// probe tasks accept as the plan's (`probe::fits_plan`). Without the
+/// probe tasks accept as the plan's (`fits_plan`). Without the
 /// target it ships at its planned size.
 #[test]
 fn a_filter_planned_too_large_ships_fitted_to_its_keys() {
@@ -547,7 +547,7 @@ fn a_filter_planned_too_large_ships_fitted_to_its_keys() {
         assert_eq!(f.params().m(), want_bits, "{:?}", slot.outcome());
         assert!((0..6000u32).all(|k| f.contains(&k.to_le_bytes())));
         assert!(f.estimated_fp() <= 0.01 || policy.fit_fp.is_none());
-        assert!(crate::runtime::probe::fits_plan(f.params(), &planned));
+        assert!(super::fits_plan(f.params(), &planned));
         acknowledge_local(slot.id(), SCOPE, true);
         assert!(matches!(
             slot.outcome(),
@@ -562,7 +562,7 @@ fn probes_accept_the_planned_shape_halved_and_nothing_else() {
     let shape = |m: u64, k: u32, seed: u64| {
         FilterParams::new(Layout::Blocked, m, k, HashSpec::xxh3(seed)).unwrap()
     };
-    let fits = |p: FilterParams| crate::runtime::probe::fits_plan(&p, &planned);
+    let fits = |p: FilterParams| super::fits_plan(&p, &planned);
     assert!(fits(planned));
     assert!(fits(shape(512 * 48, 7, 7)) && fits(shape(512 * 3, 7, 7)));
     assert!(!fits(shape(512 * 32, 7, 7)), "a third is not a halving");
