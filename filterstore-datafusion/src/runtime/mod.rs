@@ -39,6 +39,7 @@ mod report;
 mod rule;
 mod scan;
 mod scan_node;
+mod scan_place;
 mod scope;
 mod stats;
 mod tap;

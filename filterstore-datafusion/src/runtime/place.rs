@@ -5,7 +5,7 @@ use super::config::RuntimeFilterConfig;
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::lineage::{Keys, Point};
 use super::rendezvous::Slot;
-use super::scan::{self, ScanSpec};
+use super::scan_place::{self, ScanSpec};
 use super::scope::ScopeCell;
 use super::tap::BloomTapExec;
 use datafusion::error::{DataFusionError, Result};
@@ -139,7 +139,7 @@ pub(super) fn tap(
 /// `root` with a [`BloomFilterExec`] above the node at each point (each
 /// numbered, for plans and reports), and with `scans`, the filter's
 /// predicate in the Parquet scans each point's key reaches in its stage
-/// ([`scan::into_scans`], each waiting up to `scans` for the filter before
+/// ([`scan_place::into_scans`], each waiting up to `scans` for the filter before
 /// it opens a file; `None`: no scan); the plan and the scans reached.
 pub(super) fn probe(
     root: &Arc<dyn ExecutionPlan>,
@@ -188,7 +188,7 @@ pub(super) fn probe(
                 scope: &spec.scope,
                 wait,
             };
-            let (below, n) = scan::into_scans(&node, &p.keys, &to)?;
+            let (below, n) = scan_place::into_scans(&node, &p.keys, &to)?;
             node = below;
             reached += n;
         }

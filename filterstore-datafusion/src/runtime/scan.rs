@@ -3,10 +3,10 @@
 //! filter arrives, then "each key within the build keys' bounds, and in the
 //! filter".
 //!
-//! The rule ([`into_scans`]) follows each probe place's key down its stage
-//! by lineage ([`super::lineage::step`]: through projections, filters,
+//! The rule ([`super::scan_place::into_scans`]) follows each probe place's
+//! key down its stage by lineage (through projections, filters,
 //! repartitions and the kept side of joins, never across a shuffle) to
-//! every Parquet scan it reaches, and puts a [`BloomScanExec`] above it.
+//! every Parquet scan it reaches, and puts a `BloomScanExec` above it.
 //! When that node runs, it pushes one `DynamicFilterPhysicalExpr` per
 //! filter into the scan ([`with_predicates`]: `DataSource::
 //! try_pushdown_filters`, which maps the key's columns from the scan's
@@ -23,7 +23,7 @@
 //! - a file already open stops early once its statistics fall outside
 //!   (DataFusion's pruner of an open file's row groups pruned none in the
 //!   TPC-DS runs: docs/DATAFUSION.md), so the scan waits for its filters
-//!   before it opens a file, within a budget ([`BloomScanExec`]'s
+//!   before it opens a file, within a budget (`BloomScanExec`'s
 //!   `scan_wait`, from [`watch`]'s signal);
 //! - where the scan drops rows itself, [`ScanFilter`] checks each row's key
 //!   against the Bloom filter before the scan decodes the other columns:
@@ -31,7 +31,7 @@
 //!   pushdown_filters` (off by default), and otherwise where a filter has
 //!   come [`sparse`] to a scan with no predicate of its own that reads a
 //!   column besides the keys ([`with_predicates`]; its partitions choose
-//!   once they have waited, [`BloomScanExec`]'s `reader_filtered` counts
+//!   once they have waited, `BloomScanExec`'s `reader_filtered` counts
 //!   them). Only for these scans: the rule never sets the session's option.
 //!
 //! Before the filter, and when the run passes every row ([`passed`]), the
@@ -39,16 +39,13 @@
 //! remove, those whose key the build side does not hold.
 
 use super::bounds::{ColumnBounds, KeyBounds};
-use super::lineage::{self, Keys, Step};
 use super::rendezvous::{FilterId, Scope};
-use super::scan_node::{BloomScanExec, ScanFilterSpec};
-use super::scope::ScopeCell;
 use crate::cache::DecodedFilter;
 use crate::rowkey::{contains_rows, KeyColumns};
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::ConfigOptions;
-use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
+use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::{DataSource, DataSourceExec};
 use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, Operator};
@@ -56,7 +53,7 @@ use datafusion::physical_expr::expressions::{lit, BinaryExpr, DynamicFilterPhysi
 use datafusion::physical_expr::split_conjunction;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion_distributed::DistributedLeafExec;
 use filterstore::BloomRead;
 use parking_lot::Mutex;
@@ -64,7 +61,6 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, Weak};
-use std::time::Duration;
 use tokio::sync::watch as signal;
 
 /// Name of the predicate in plans.
@@ -219,12 +215,25 @@ fn set(target: &DynamicFilterPhysicalExpr, a: &ScanArrival, spec: &ScanFilterSpe
     target.mark_complete();
 }
 
+/// One filter of a `BloomScanExec`.
+#[derive(Clone, Debug)]
+pub(crate) struct ScanFilterSpec {
+    /// The filter's id.
+    pub(crate) filter: FilterId,
+    /// The key expressions, over the scan's output.
+    pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Their types as planned.
+    pub(crate) types: Vec<DataType>,
+    /// Whether rows with a null key pass.
+    pub(crate) nulls_pass: bool,
+}
+
 /// Whether each row's key may be on the build side: the Bloom filter's
 /// answer (what the scan evaluates where it drops rows itself).
 #[derive(Debug)]
 pub(crate) struct ScanFilter {
     filter: Arc<DecodedFilter>,
-    keys: Keys,
+    keys: Vec<Arc<dyn PhysicalExpr>>,
     nulls_pass: bool,
 }
 
@@ -294,84 +303,7 @@ impl PhysicalExpr for ScanFilter {
     }
 }
 
-/// What [`into_scans`] needs of the filter.
-pub(super) struct ScanSpec<'a> {
-    pub(super) filter: FilterId,
-    pub(super) nulls_pass: bool,
-    pub(super) scope: &'a Arc<ScopeCell>,
-    /// How long the scan waits for the filter before it opens a file.
-    pub(super) wait: Duration,
-}
-
-/// `node` (keys `keys` over its output) with the filter handed to every
-/// Parquet scan its key reaches within its stage (each under a
-/// [`BloomScanExec`]), and how many.
-pub(super) fn into_scans(
-    node: &Arc<dyn ExecutionPlan>,
-    keys: &Keys,
-    spec: &ScanSpec<'_>,
-) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
-    let filter = |schema: &Schema| -> Result<ScanFilterSpec> {
-        let types = keys
-            .iter()
-            .map(|k| k.data_type(schema))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(ScanFilterSpec {
-            filter: spec.filter,
-            keys: keys.clone(),
-            types,
-            nulls_pass: spec.nulls_pass,
-        })
-    };
-    if let Some(s) = node.downcast_ref::<BloomScanExec>() {
-        let more = s.with_filter(filter(&node.schema())?, spec.wait);
-        return Ok((Arc::new(more), 1));
-    }
-    if is_parquet_scan(node) {
-        let f = filter(&node.schema())?;
-        let scope = Arc::clone(spec.scope);
-        let wrapped = BloomScanExec::new(Arc::clone(node), vec![f], scope, spec.wait);
-        return Ok((Arc::new(wrapped), 1));
-    }
-    if lineage::is_boundary(node) {
-        return Ok((Arc::clone(node), 0));
-    }
-    let Step::Into(into) = lineage::step(node, keys)? else {
-        return Ok((Arc::clone(node), 0));
-    };
-    let mut children: Vec<Arc<dyn ExecutionPlan>> =
-        node.children().into_iter().map(Arc::clone).collect();
-    let mut reached = 0;
-    for (i, k) in into {
-        let Some(child) = children.get(i) else {
-            continue;
-        };
-        let (new, n) = into_scans(child, &k, spec)?;
-        children[i] = new;
-        reached += n;
-    }
-    if reached == 0 {
-        return Ok((Arc::clone(node), 0));
-    }
-    let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
-    Ok((Arc::clone(node).replace_children(children, opts)?, reached))
-}
-
-/// Whether `node` is a Parquet scan: a `DataSourceExec` of a
-/// `ParquetSource`, or datafusion-distributed's leaf of such scans (one per
-/// task).
-fn is_parquet_scan(node: &Arc<dyn ExecutionPlan>) -> bool {
-    let parquet = |p: &Arc<dyn ExecutionPlan>| {
-        p.downcast_ref::<DataSourceExec>()
-            .is_some_and(|s| s.downcast_to_file_source::<ParquetSource>().is_some())
-    };
-    match node.downcast_ref::<DistributedLeafExec>() {
-        Some(leaf) => parquet(leaf.original()) && leaf.variants().iter().all(parquet),
-        None => parquet(node),
-    }
-}
-
-/// `node` (a Parquet scan, see [`is_parquet_scan`]) with `predicates` in
+/// `node` (a Parquet scan, see [`super::scan_place::is_parquet_scan`]) with `predicates` in
 /// its predicate, unchanged where the scan refuses them; with `reader`,
 /// the Parquet reader drops the rows they rule out where it may
 /// ([`reader_may_drop_rows`]), and whether it does anywhere.

@@ -26,12 +26,11 @@
 //! `wait_time` (the partitions' time waiting) and `wait_expired` (the
 //! partitions whose budget ran out before every filter came).
 
-use super::rendezvous::FilterId;
 use super::rendezvous::Scope;
+pub(crate) use super::scan::ScanFilterSpec;
 use super::scan::{sparse, watch, with_predicates, NAME as PREDICATE};
 use super::scope::ScopeCell;
 use crate::node::{self, one_child_plan};
-use datafusion::arrow::datatypes::DataType;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
@@ -50,19 +49,6 @@ use tokio::sync::watch as signal;
 
 /// Name of the node in plans.
 pub(super) const NAME: &str = "BloomScanExec";
-
-/// One filter of a [`BloomScanExec`].
-#[derive(Clone, Debug)]
-pub(crate) struct ScanFilterSpec {
-    /// The filter's id.
-    pub(crate) filter: FilterId,
-    /// The key expressions, over the scan's output.
-    pub(crate) keys: Vec<Arc<dyn PhysicalExpr>>,
-    /// Their types as planned.
-    pub(crate) types: Vec<DataType>,
-    /// Whether rows with a null key pass.
-    pub(crate) nulls_pass: bool,
-}
 
 /// A Parquet scan with runtime filters (see the module documentation).
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use super::*;
 use crate::runtime::rendezvous::RunKey;
 use crate::runtime::scope::{BloomQueryExec, ScopeCell};
 use datafusion::arrow::array::{Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::stats::Precision;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::physical_expr::expressions::col;
