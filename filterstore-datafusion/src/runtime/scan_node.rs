@@ -71,13 +71,8 @@ pub struct BloomScanExec {
 /// live as long as the scan for the update to reach it.
 #[derive(Debug)]
 struct Watched {
-    scope: Scope,
-    scan: Arc<dyn ExecutionPlan>,
-    /// The same scan with the Parquet reader dropping rows, where the
-    /// reader may ([`super::scan::with_predicates`]).
-    rows: Option<Arc<dyn ExecutionPlan>>,
+    scans: Scans,
     _filters: Vec<Arc<DynamicFilterPhysicalExpr>>,
-    opening: Opening,
 }
 
 /// What a partition of one execution waits on before its scan opens a
@@ -160,9 +155,9 @@ impl BloomScanExec {
         let scope = self.scope.get();
         let mut cached = self.scan.lock();
         if let Some(w) = cached.as_ref()
-            && w.scope == scope
+            && w.scans.scope == scope
         {
-            return Ok(Scans::of(w));
+            return Ok(w.scans.clone());
         }
         let (filters, done): (Vec<_>, Vec<_>) = self
             .filters
@@ -183,40 +178,35 @@ impl BloomScanExec {
             true => with_predicates(&self.input, &predicates, false)?.0,
             false => Arc::clone(&rows),
         };
-        let w = Watched {
+        let scans = Scans {
             scope,
             scan,
             rows: reader.then_some(rows),
-            _filters: filters,
             opening: Opening {
                 done,
                 first_poll: Arc::default(),
             },
         };
-        let scans = Scans::of(&w);
-        *cached = Some(w);
+        *cached = Some(Watched {
+            scans: scans.clone(),
+            _filters: filters,
+        });
         Ok(scans)
     }
 }
 
-/// What one partition may run ([`BloomScanExec::scan`]).
+/// What one partition of an execution may run ([`BloomScanExec::scan`]).
+#[derive(Clone, Debug)]
 struct Scans {
     scope: Scope,
     scan: Arc<dyn ExecutionPlan>,
+    /// The same scan with the Parquet reader dropping rows, where the
+    /// reader may ([`super::scan::with_predicates`]).
     rows: Option<Arc<dyn ExecutionPlan>>,
     opening: Opening,
 }
 
 impl Scans {
-    fn of(w: &Watched) -> Scans {
-        Scans {
-            scope: w.scope,
-            scan: Arc::clone(&w.scan),
-            rows: w.rows.clone(),
-            opening: w.opening.clone(),
-        }
-    }
-
     /// The scan to open once the partition has waited: the one whose
     /// reader drops rows where it exists and a filter of `specs` has come
     /// sparse ([`sparse`]), else the plain one (the filter node above
