@@ -21,10 +21,11 @@
 //! | 4 | probe place number |
 //! | 8 + 8 + 8 + 8 | wait (ms), check window (rows), minimum drop share (f64 bits), buffer (bytes) |
 //!
-//! A [`BloomTapExec`]: magic `FSRT`, version 5, flags (zero), label, keys,
+//! A [`BloomTapExec`]: magic `FSRT`, version 6, flags (zero), label, keys,
 //! the filter's shape, filter id, scope and token, the rendezvous address,
-//! and the rate its partials are halved to before they post (f64 bits, in
-//! (0, 1); 0: posted at the planned size). The token is the execution's secret: the rendezvous takes a
+//! the rate its partials are halved to before they post (f64 bits, in
+//! (0, 1); 0: posted at the planned size), and the bytes each partition
+//! reads ahead of the join (8; 0: none, a reverse filter's tap otherwise). The token is the execution's secret: the rendezvous takes a
 //! post or fetch only with it (`super::rendezvous`). The shape is checked by
 //! `FilterParams::new` and capped at [`MAX_PARTIAL_BITS`] before a tap
 //! allocates its filter.
@@ -41,8 +42,8 @@
 //! this build does not read is refused with a message saying so. Version 1
 //! (a message inside the node, a creation side run at planning), version
 //! 2 (no token) and version 3 (no probe buffer) are gone, and so are tap
-//! version 4 (no rate: partials posted at the planned size) and scan node
-//! version 1 (no wait).
+//! version 4 (no rate: partials posted at the planned size), tap version 5
+//! (no read-ahead) and scan node version 1 (no wait).
 
 use super::exec::{BloomFilterExec, ProbeSpec};
 use super::probe::ProbePolicy;
@@ -70,7 +71,7 @@ const MAGIC: &[u8; 4] = b"FSRF";
 const SCAN_MAGIC: &[u8; 4] = b"FSRS";
 const SCAN_VERSION: u8 = 2;
 const TAP_MAGIC: &[u8; 4] = b"FSRT";
-const TAP_VERSION: u8 = 5;
+const TAP_VERSION: u8 = 6;
 /// The largest partial filter a decoded plan may ask a worker to allocate:
 /// 2^33 bits, 1 GiB.
 pub(super) const MAX_PARTIAL_BITS: u64 = 1 << 33;
@@ -114,6 +115,7 @@ impl PhysicalExtensionCodec for BloomCodec {
         let url = (!url.is_empty()).then_some(url);
         if is_tap {
             let fit = decode_fit(&mut r)?;
+            let ahead = u64::from_le_bytes(r.array()?);
             r.end()?;
             let tap = BloomTapExec::try_new(
                 Arc::clone(input),
@@ -122,7 +124,8 @@ impl PhysicalExtensionCodec for BloomCodec {
                 filter,
                 (url, scope),
                 label,
-            )?;
+            )?
+            .with_read_ahead(ahead);
             return Ok(Arc::new(tap));
         }
         let (point, policy) = decode_probe(&mut r, flags)?;
@@ -164,6 +167,7 @@ impl PhysicalExtensionCodec for BloomCodec {
             put_sized(buf, t.rendezvous().unwrap_or("").as_bytes())?;
             let fit = t.fit_fp().unwrap_or(0.0);
             buf.extend_from_slice(&fit.to_bits().to_le_bytes());
+            buf.extend_from_slice(&t.read_ahead().to_le_bytes());
             return Ok(());
         }
         let Some(node) = node.downcast_ref::<BloomFilterExec>() else {

@@ -34,6 +34,7 @@ mod lineage;
 mod place;
 mod planner;
 mod probe;
+mod read_ahead;
 mod rendezvous;
 mod report;
 mod rule;

@@ -23,9 +23,15 @@
 //! merged filter's size (`BitFilter::union_with_halved`), so a task that
 //! holds more keys than the others loses none of them.
 //!
+//! The tap of a reverse filter (the probe side's keys, for the build side,
+//! [`super::reverse`]) sits above the probe child and reads it ahead of the
+//! join ([`super::read_ahead`]), up to a bound: past it the filter is
+//! abandoned.
+//!
 //! The tap reads nothing the join does not read, and runs nothing twice.
 
 use super::bounds::{BoundsAcc, KeyBounds};
+use super::read_ahead::ReadAhead;
 use super::rendezvous::{self, FilterId, PartialBody, Post, RunKey, Scope};
 use super::scope::ScopeCell;
 use crate::node::one_child_plan;
@@ -33,6 +39,7 @@ use crate::rowkey::{insert_rows, KeyColumns};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::CardinalityEffect;
@@ -60,6 +67,9 @@ pub struct BloomTapExec {
     /// The rate a partial posted from another process is halved to
     /// ([`fit_partial`]); `None`: it posts at its planned size.
     fit: Option<f64>,
+    /// Bytes each partition reads ahead of the join (a reverse filter's
+    /// tap); 0: none.
+    ahead: u64,
     filter: FilterId,
     rendezvous: Option<String>,
     scope: Arc<ScopeCell>,
@@ -98,6 +108,7 @@ impl BloomTapExec {
             keys,
             params,
             fit,
+            ahead: 0,
             filter,
             rendezvous,
             scope,
@@ -106,6 +117,18 @@ impl BloomTapExec {
             metrics: ExecutionPlanMetricsSet::new(),
             runs: Arc::default(),
         })
+    }
+
+    /// The tap with each partition reading its input ahead of the join, up
+    /// to `bytes` (0: not ahead).
+    pub fn with_read_ahead(mut self, bytes: u64) -> Self {
+        self.ahead = bytes;
+        self
+    }
+
+    /// Bytes each partition reads ahead of the join (0: none).
+    pub fn read_ahead(&self) -> u64 {
+        self.ahead
     }
 
     /// The key expressions, over the input's schema.
@@ -397,7 +420,11 @@ impl DisplayAs for BloomTapExec {
             keys.join(", "),
             self.params.m(),
             self.params.k()
-        )
+        )?;
+        if self.ahead > 0 {
+            write!(f, ", read_ahead={}", self.ahead)?;
+        }
+        Ok(())
     }
 }
 
@@ -412,23 +439,43 @@ impl ExecutionPlan for BloomTapExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let run = self.run(&context)?;
-        let input = self.input.execute(partition, context)?;
+        let input = self.input.execute(partition, Arc::clone(&context))?;
         let schema = self.input.schema();
         let types = self
             .keys
             .iter()
             .map(|k| k.data_type(&schema))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Box::pin(TapStream {
+        let tapped: SendableRecordBatchStream = Box::pin(TapStream {
             schema: input.schema(),
             input,
-            run,
+            run: Arc::clone(&run),
             keys: self.keys.clone(),
             bounds: BoundsAcc::new(&types),
             ended: false,
             rows: MetricBuilder::new(&self.metrics).counter("build_rows", partition),
             time: MetricBuilder::new(&self.metrics).elapsed_compute(partition),
-        }))
+        });
+        if self.ahead == 0 {
+            return Ok(tapped);
+        }
+        let full = MetricBuilder::new(&self.metrics).counter("read_ahead_full", partition);
+        let on_full = move || {
+            full.add(1);
+            run.fail("the probe side outgrew its read-ahead".into());
+        };
+        let pool = context.memory_pool();
+        let reservation = MemoryConsumer::new(format!("{NAME}[{partition}]")).register(pool);
+        match ReadAhead::start(tapped, reservation, self.ahead, on_full) {
+            Ok(ahead) => Ok(Box::pin(ahead)),
+            // No runtime to read ahead on: the filter would come after the
+            // build side, and is abandoned at once (the stream's own run).
+            Err(tapped) => {
+                self.run(&context)?
+                    .fail("no runtime to read the probe side ahead on".into());
+                Ok(tapped)
+            }
+        }
     }
 
     one_child_plan!(input_statistics);
@@ -472,6 +519,8 @@ impl Stream for TapStream {
         }
         let item = futures::ready!(self.input.poll_next_unpin(cx));
         match &item {
+            // A run that posted (a failure) takes no more keys.
+            Some(Ok(_)) if self.run.posted.load(Ordering::Acquire) => {}
             Some(Ok(batch)) => match self.insert(batch) {
                 Ok(n) => {
                     self.rows.add(n as usize);

@@ -102,35 +102,41 @@ fn tap_node(fit: Option<f64>) -> (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>
     (Arc::new(tap), input)
 }
 
-/// A tap's rate its partials are halved to crosses to the worker (version
-/// 5); version 4, a rate outside (0, 1) and every cut are refused.
+/// A tap's rate its partials are halved to and its read-ahead cross to the
+/// worker (version 6); version 5, a rate outside (0, 1) and every cut are
+/// refused.
 #[test]
-fn a_tap_carries_its_partial_rate_and_version_4_is_refused() {
+fn a_tap_carries_its_partial_rate_and_read_ahead_and_version_5_is_refused() {
     let conv = DefaultPhysicalProtoConverter {};
     let ctx = TaskContext::default();
-    for fit in [Some(0.01), None] {
+    for (fit, ahead) in [(Some(0.01), 0), (None, 32 << 20)] {
         let (node, input) = tap_node(fit);
+        let node = node.downcast_ref::<BloomTapExec>().unwrap().clone();
+        let node = Arc::new(node.with_read_ahead(ahead));
         let mut buf = Vec::new();
         BloomCodec.try_encode(node, &mut buf, &conv).unwrap();
         let inputs = [input];
         let back = BloomCodec.try_decode(&buf, &inputs, &ctx, &conv).unwrap();
         let back = back.downcast_ref::<BloomTapExec>().expect("a tap");
-        assert_eq!(back.fit_fp(), fit);
+        assert_eq!((back.fit_fp(), back.read_ahead()), (fit, ahead));
         assert_eq!((back.filter_id(), back.params().m()), (0xabcd, 512 * 96));
         for cut in 0..buf.len() {
             let cut = BloomCodec.try_decode(&buf[..cut], &inputs, &ctx, &conv);
             assert!(cut.is_err());
         }
         let mut old = buf.clone();
-        old[4] = 4;
+        old[4] = 5;
         let err = BloomCodec
             .try_decode(&old, &inputs, &ctx, &conv)
             .unwrap_err();
-        assert!(err.to_string().contains("this build reads 5"), "{err}");
-        let at = buf.len() - 8;
+        assert!(err.to_string().contains("this build reads 6"), "{err}");
+        // Version 5's layout (no read-ahead) under version 6 is a cut.
+        let short = &buf[..buf.len() - 8];
+        assert!(BloomCodec.try_decode(short, &inputs, &ctx, &conv).is_err());
+        let at = buf.len() - 16;
         for bad in [1.5f64, -0.01, f64::NAN, 1.0] {
             let mut b = buf.clone();
-            b[at..].copy_from_slice(&bad.to_bits().to_le_bytes());
+            b[at..at + 8].copy_from_slice(&bad.to_bits().to_le_bytes());
             let err = BloomCodec.try_decode(&b, &inputs, &ctx, &conv).unwrap_err();
             assert!(err.to_string().contains("partial rate"), "{bad}: {err}");
         }
