@@ -245,7 +245,9 @@ pub struct Sessions {
 /// `FILTERSTORE_SCAN_FILTERS=0`, and with filters shipped at their planned
 /// size when `FILTERSTORE_FIT_FILTERS=0` (their partials at their planned
 /// size when `FILTERSTORE_FIT_PARTIALS=0`), and with scans waiting
-/// `FILTERSTORE_SCAN_WAIT_MS` for their filters (0: they open at once).
+/// `FILTERSTORE_SCAN_WAIT_MS` for their filters (0: they open at once),
+/// without reverse filters when `FILTERSTORE_REVERSE=0`, and with
+/// `FILTERSTORE_READ_AHEAD` (bytes) as `read_ahead_bytes`.
 pub fn rule_config() -> RuntimeFilterConfig {
     let mut rule = RuntimeFilterConfig::default();
     if let Some(b) = std::env::var("FILTERSTORE_PROBE_BUFFER")
@@ -268,6 +270,15 @@ pub fn rule_config() -> RuntimeFilterConfig {
     }
     if std::env::var("FILTERSTORE_FIT_PARTIALS").is_ok_and(|v| v == "0") {
         rule.fit_partials = false;
+    }
+    if std::env::var("FILTERSTORE_REVERSE").is_ok_and(|v| v == "0") {
+        rule.reverse_filters = false;
+    }
+    if let Some(b) = std::env::var("FILTERSTORE_READ_AHEAD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        rule.read_ahead_bytes = b;
     }
     if let Some(ms) = std::env::var("FILTERSTORE_SCAN_WAIT_MS")
         .ok()

@@ -87,6 +87,16 @@ pub struct RuntimeFilterConfig {
     /// 500 ms and 1 s pruned no more in one run each;
     /// `docs/BENCHMARKS.md`).
     pub scan_wait: Duration,
+    /// Where no filter of the build side's keys is placed, place one of the
+    /// probe side's keys on the build side ([`super::reverse`]): the join's
+    /// probe side is then read ahead of its build side, up to
+    /// [`RuntimeFilterConfig::read_ahead_bytes`]. Default true.
+    pub reverse_filters: bool,
+    /// The most bytes of rows each partition of a reverse filter's probe
+    /// side reads ahead of the join and holds (reserved in the task's
+    /// memory pool); past it the filter is abandoned and its build side
+    /// passes every row. Default 32 MiB.
+    pub read_ahead_bytes: u64,
     /// Rows a probe task checks before it judges the filter. Default 65,536.
     pub check_window: u64,
     /// A filter that drops less than this share of the rows checked stops
@@ -125,6 +135,8 @@ impl Default for RuntimeFilterConfig {
             probe_buffer_bytes: 64 << 20,
             scan_filters: true,
             scan_wait: Duration::from_millis(200),
+            reverse_filters: true,
+            read_ahead_bytes: 32 << 20,
             check_window: 65_536,
             min_drop: 0.1,
             rendezvous: None,

@@ -1,8 +1,9 @@
 //! Which join side gets a runtime filter, and why.
 //!
 //! A hash join reads its build side (the left child) whole before it reads
-//! the probe side, so the filter is always made of the build side's keys and
-//! applied to the probe side (the right child). The probe side may be
+//! the probe side, so a filter is made of the build side's keys and applied
+//! to the probe side (the right child); where none is placed, one the other
+//! way may be ([`super::reverse`]). The probe side may be
 //! filtered only where dropping one of its rows whose key is not on the
 //! build side can never change the join's output:
 //!
@@ -36,7 +37,7 @@ use super::stats::{range_size, within, Stats};
 use crate::rowkey;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::NullEquality;
+use datafusion::common::{JoinSide, NullEquality};
 use datafusion::error::Result;
 use datafusion::logical_expr::{JoinType, Operator};
 use datafusion::physical_expr::expressions::{
@@ -67,18 +68,72 @@ pub(super) struct ProbePlan {
     pub nulls_pass: bool,
 }
 
-/// Whether the probe side of a join of this type may be filtered.
-pub(super) fn probe_allowed(join: &HashJoinExec) -> std::result::Result<(), SkipReason> {
+/// Whether `side` of a join of this type may be filtered by the other
+/// side's keys: the table above for the probe (right) side, and the one in
+/// [`super::reverse`] for the build (left) side.
+pub(super) fn side_allowed(
+    join: &HashJoinExec,
+    side: JoinSide,
+) -> std::result::Result<(), SkipReason> {
     use JoinType::*;
     if join.null_aware {
         return Err(SkipReason::JoinType("null-aware join (NOT IN)".into()));
     }
-    match join.join_type() {
-        Inner | Left | LeftSemi | RightSemi | LeftAnti | LeftMark => Ok(()),
-        t => Err(SkipReason::JoinType(format!(
+    let t = join.join_type();
+    let allowed = match side {
+        JoinSide::Left => matches!(
+            t,
+            Inner | LeftSemi | RightSemi | Right | RightAnti | RightMark
+        ),
+        _ => matches!(t, Inner | Left | LeftSemi | RightSemi | LeftAnti | LeftMark),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(SkipReason::JoinType(format!(
             "a {t} join keeps this side's rows"
-        ))),
+        )))
     }
+}
+
+/// Where a filter goes on a join side: the places, the side's keys, and
+/// the other side's keys.
+pub(super) type Places = (Vec<Point>, Keys, Keys);
+
+/// The places for a filter on `side` of `join` (of the other side's keys),
+/// when the join type allows one: the keys encode alike, their lineage
+/// reaches below a shuffle on that side, and no key there may fail.
+pub(super) fn places(
+    join: &HashJoinExec,
+    side: JoinSide,
+) -> Result<std::result::Result<Places, SkipReason>> {
+    if *join.partition_mode() == PartitionMode::CollectLeft {
+        return Ok(Err(SkipReason::Broadcast));
+    }
+    if let Err(r) = side_allowed(join, side) {
+        return Ok(Err(r));
+    }
+    let (left_keys, right_keys): (Keys, Keys) = join
+        .on()
+        .iter()
+        .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
+        .unzip();
+    let ((filtered, keys), (other, other_keys)) = match side {
+        JoinSide::Left => ((join.left(), left_keys), (join.right(), right_keys)),
+        _ => ((join.right(), right_keys), (join.left(), left_keys)),
+    };
+    if let Err(r) = key_types(&keys, filtered, &other_keys, other) {
+        return Ok(Err(r));
+    }
+    let found = reach(filtered, keys.clone())?;
+    let points: Vec<Point> = found.points.into_iter().filter(|p| p.depth > 0).collect();
+    if points.is_empty() {
+        return Ok(Err(SkipReason::NoShuffle(found.stops)));
+    }
+    if let Some(e) = points.iter().find_map(|p| fallible_point(filtered, p)) {
+        return Ok(Err(SkipReason::FallibleKey(e)));
+    }
+    Ok(Ok((points, keys, other_keys)))
 }
 
 /// The decision for the probe side of `join` (see the module documentation).
@@ -87,34 +142,11 @@ pub(super) fn decide(
     cfg: &RuntimeFilterConfig,
     stats: &Stats,
 ) -> Result<std::result::Result<ProbePlan, SkipReason>> {
-    if *join.partition_mode() == PartitionMode::CollectLeft {
-        return Ok(Err(SkipReason::Broadcast));
-    }
-    if let Err(r) = probe_allowed(join) {
-        return Ok(Err(r));
-    }
-    let (build, probe) = (join.left(), join.right());
-    let (build_keys, probe_keys): (Keys, Keys) = join
-        .on()
-        .iter()
-        .map(|(l, r)| (Arc::clone(l), Arc::clone(r)))
-        .unzip();
-    if let Err(r) = key_types(&probe_keys, probe, &build_keys, build) {
-        return Ok(Err(r));
-    }
-    let found = reach(probe, probe_keys.clone())?;
-    let points: Vec<Point> = found.points.into_iter().filter(|p| p.depth > 0).collect();
-    if points.is_empty() {
-        return Ok(Err(SkipReason::NoShuffle(found.stops)));
-    }
-    for p in &points {
-        let Some(node) = super::stats::node_at(probe, &p.path) else {
-            continue;
-        };
-        if let Some(e) = p.keys.iter().find_map(|k| fallible(k, &node.schema())) {
-            return Ok(Err(SkipReason::FallibleKey(e)));
-        }
-    }
+    let (points, probe_keys, build_keys) = match places(join, JoinSide::Right)? {
+        Ok(found) => found,
+        Err(r) => return Ok(Err(r)),
+    };
+    let probe = join.right();
     let plan = with_statistics(join, (points, build_keys, probe_keys), stats, cfg.fp)?;
     if !cfg.force {
         let small = plan.probe_rows.filter(|&r| r < cfg.min_filtered_rows);
@@ -126,6 +158,14 @@ pub(super) fn decide(
         }
     }
     Ok(Ok(plan))
+}
+
+/// The first part of a key at `point` (below `root`) that may fail on a
+/// row ([`fallible`]).
+pub(super) fn fallible_point(root: &Arc<dyn ExecutionPlan>, point: &Point) -> Option<String> {
+    let node = super::stats::node_at(root, &point.path)?;
+    let schema = node.schema();
+    point.keys.iter().find_map(|k| fallible(k, &schema))
 }
 
 /// The probe plan with what statistics tell of both sides: rows, the probe

@@ -58,18 +58,32 @@ fn skip(j: &HashJoinExec) -> SkipReason {
 fn probe_side_allowed_exactly_where_the_table_says() {
     use JoinType::*;
     for t in [Inner, Left, LeftSemi, RightSemi, LeftAnti, LeftMark] {
-        assert_eq!(probe_allowed(&join(t)), Ok(()), "{t}");
+        assert_eq!(side_allowed(&join(t), JoinSide::Right), Ok(()), "{t}");
     }
     for t in [Right, Full, RightAnti, RightMark] {
-        let r = probe_allowed(&join(t));
+        let r = side_allowed(&join(t), JoinSide::Right);
         assert!(matches!(r, Err(SkipReason::JoinType(_))), "{t}: {r:?}");
     }
     let (i64, mode) = (DataType::Int64, PartitionMode::Partitioned);
     let not_in = join_of(i64.clone(), i64, LeftAnti, mode, true);
     assert!(matches!(
-        probe_allowed(&not_in),
+        side_allowed(&not_in, JoinSide::Right),
         Err(SkipReason::JoinType(why)) if why.contains("NOT IN")
     ));
+}
+
+/// The build side (a reverse filter's) is filtered exactly where its
+/// unmatched rows are never output: the table in `super::reverse`.
+#[test]
+fn build_side_allowed_exactly_where_the_reverse_table_says() {
+    use JoinType::*;
+    for t in [Inner, LeftSemi, RightSemi, Right, RightAnti, RightMark] {
+        assert_eq!(side_allowed(&join(t), JoinSide::Left), Ok(()), "{t}");
+    }
+    for t in [Left, LeftAnti, LeftMark, Full] {
+        let r = side_allowed(&join(t), JoinSide::Left);
+        assert!(matches!(r, Err(SkipReason::JoinType(_))), "{t}: {r:?}");
+    }
 }
 
 #[test]

@@ -37,6 +37,7 @@ mod probe;
 mod read_ahead;
 mod rendezvous;
 mod report;
+mod reverse;
 mod rule;
 mod scan;
 mod scan_node;

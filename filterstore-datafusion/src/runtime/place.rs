@@ -118,22 +118,24 @@ pub(super) fn likely_keys(source_rows: Option<u64>, build_rows: Option<u64>) -> 
     }
 }
 
-/// `build` under a tap that feeds `slot`'s filter.
+/// `build` under a tap that feeds `slot`'s filter, reading `ahead` bytes
+/// ahead of the join (0: none; a reverse filter's tap).
 pub(super) fn tap(
     build: &Arc<dyn ExecutionPlan>,
     keys: Keys,
     slot: &Slot,
     (cfg, scope): (&RuntimeFilterConfig, &Arc<ScopeCell>),
-    label: &str,
+    (label, ahead): (&str, u64),
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    Ok(Arc::new(BloomTapExec::try_new(
+    let tap = BloomTapExec::try_new(
         Arc::clone(build),
         keys,
         (*slot.params(), cfg.partial_fit()),
         slot.id(),
         (cfg.rendezvous.clone(), Arc::clone(scope)),
         label.to_string(),
-    )?))
+    )?;
+    Ok(Arc::new(tap.with_read_ahead(ahead)))
 }
 
 /// `root` with a [`BloomFilterExec`] above the node at each point (each

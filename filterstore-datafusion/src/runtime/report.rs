@@ -18,10 +18,19 @@ pub enum SkipReason {
     /// The join type keeps this side's rows (outer, anti, mark, full), or
     /// the join is null-aware.
     JoinType(String),
-    /// The build side: a hash join reads it whole before it reads a row of
-    /// the probe side, so a filter of the probe side's keys would come after
-    /// the rows it could drop.
+    /// The build side, with no filter of the probe side's keys: the probe
+    /// side has a filter of this side's keys (the two would wait for each
+    /// other), or reverse filters are off
+    /// (`RuntimeFilterConfig::reverse_filters`).
     BuildSide,
+    /// The probe side is estimated at many times the build side's rows: its
+    /// keys would cover the build side's, read ahead past the bound.
+    LargeProbeSide {
+        /// Estimated rows of the probe side.
+        rows: u64,
+        /// Estimated rows of the build side.
+        build_rows: u64,
+    },
     /// A sort-merge join reads both sides at once: no side is complete
     /// before the other is read.
     SortMerge,
@@ -58,7 +67,11 @@ impl fmt::Display for SkipReason {
             SkipReason::JoinType(t) => write!(f, "{t}"),
             SkipReason::BuildSide => write!(
                 f,
-                "build side (read whole before the probe side's first row)"
+                "build side (the probe side has a filter of its keys, or reverse filters are off)"
+            ),
+            SkipReason::LargeProbeSide { rows, build_rows } => write!(
+                f,
+                "the probe side (~{rows} rows) is far larger than this side (~{build_rows})"
             ),
             SkipReason::SortMerge => write!(
                 f,
@@ -135,7 +148,9 @@ pub enum Verdict {
         scans: usize,
         /// Rows this side was estimated to send into its shuffle.
         probe_rows: Option<u64>,
-        /// Rows the build side was estimated to hold.
+        /// Rows of the side the keys come from, as estimated: the build
+        /// side, or the probe side for a filter on the build side (a
+        /// reverse filter, whose tap reads the probe side ahead).
         build_rows: Option<u64>,
         /// Estimated share of this side's rows that pass, where statistics tell.
         pass: Option<f64>,

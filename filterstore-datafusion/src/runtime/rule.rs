@@ -9,6 +9,11 @@
 //! ([`super::lineage`]), and registers the filter's meeting point on the
 //! coordinator ([`super::rendezvous::Slot`]).
 //!
+//! Where it places none, the join's build side may get a filter of the
+//! probe side's keys instead ([`super::reverse`]): the tap then goes above
+//! the probe input, reading it ahead of the join, and the filter nodes on
+//! the build side.
+//!
 //! Planning only inserts nodes and reads statistics: nothing runs until
 //! the query does, and `EXPLAIN` runs nothing.
 
@@ -18,14 +23,16 @@ use super::exec::ProbeSpec;
 use super::place::{capacity, likely_keys, plan_params, probe, tap};
 use super::rendezvous::{new_filter_id, Slot};
 use super::report::{FilterHandle, JoinDecision, RuntimeFilterReport, SkipReason, Verdict};
+use super::reverse::decide_reverse;
 use super::scope::{BloomQueryExec, ScopeCell};
 use super::stats::Stats;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::JoinSide;
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode, SortMergeJoinExec};
 use datafusion::physical_plan::{ChildrenPropertiesMode, ExecutionPlan, ReplaceChildrenOptions};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The physical rule (see the module documentation). Applied by
 /// [`super::BloomRuntimeFilterPlanner`] to the plan datafusion-distributed
@@ -193,35 +200,43 @@ impl Walk<'_> {
             self.skip_both(&name, SkipReason::IsolatedUnion);
             return Ok(node);
         }
-        let build = if *join.partition_mode() == PartitionMode::CollectLeft {
-            SkipReason::Broadcast
-        } else {
-            SkipReason::BuildSide
-        };
-        self.push(&name, JoinSide::Left, Verdict::Skipped(build));
-        let decision = match decide(join, self.config, &self.stats) {
-            Ok(d) => d,
-            Err(e) => Err(SkipReason::Failed(e.to_string())),
-        };
-        let plan = match decision {
-            Ok(plan) => plan,
-            Err(reason) => {
-                self.push(&name, JoinSide::Right, Verdict::Skipped(reason));
-                return Ok(node);
+        let failed = |e: DataFusionError| Err(SkipReason::Failed(e.to_string()));
+        let forward = decide(join, self.config, &self.stats).unwrap_or_else(failed);
+        let (plan, side, other) = match forward {
+            Ok(plan) => {
+                let build = if *join.partition_mode() == PartitionMode::CollectLeft {
+                    SkipReason::Broadcast
+                } else {
+                    SkipReason::BuildSide
+                };
+                (plan, JoinSide::Right, build)
             }
+            Err(reason) => match decide_reverse(join, self.config, &self.stats) {
+                Ok(Ok(plan)) => (plan, JoinSide::Left, reason),
+                not => {
+                    let left = not
+                        .unwrap_or_else(failed)
+                        .err()
+                        .unwrap_or(SkipReason::BuildSide);
+                    self.push(&name, JoinSide::Left, Verdict::Skipped(left));
+                    self.push(&name, JoinSide::Right, Verdict::Skipped(reason));
+                    return Ok(node);
+                }
+            },
         };
         // Anything that fails while placing leaves the join as planned.
-        match self.place(&node, join, &plan, &name) {
-            Ok((new_join, verdict)) => {
-                self.push(&name, JoinSide::Right, verdict);
-                Ok(new_join)
-            }
-            Err(e) => {
-                let reason = SkipReason::Failed(e.to_string());
-                self.push(&name, JoinSide::Right, Verdict::Skipped(reason));
-                Ok(node)
-            }
-        }
+        let (new_join, verdict) = match self.place(&node, join, &plan, (&name, side)) {
+            Ok(placed) => placed,
+            Err(e) => (node, Verdict::Skipped(SkipReason::Failed(e.to_string()))),
+        };
+        let other = Verdict::Skipped(other);
+        let (left, right) = match side {
+            JoinSide::Left => (verdict, other),
+            _ => (other, verdict),
+        };
+        self.push(&name, JoinSide::Left, left);
+        self.push(&name, JoinSide::Right, right);
+        Ok(new_join)
     }
 
     /// `node` over its children rewritten (itself when none changed).
@@ -248,12 +263,15 @@ impl Walk<'_> {
         node.replace_children(children, opts)
     }
 
+    /// The filter of `plan` on `join`: on its probe side (`side` right), or
+    /// on its build side (`side` left, a reverse filter whose tap reads the
+    /// probe side ahead).
     fn place(
         &mut self,
         node: &Arc<dyn ExecutionPlan>,
         join: &HashJoinExec,
         plan: &ProbePlan,
-        name: &str,
+        (name, side): (&str, JoinSide),
     ) -> Result<(Arc<dyn ExecutionPlan>, Verdict)> {
         let cfg = self.config;
         let (source, build) = (plan.build_source_rows, plan.build_rows);
@@ -274,16 +292,29 @@ impl Walk<'_> {
             scope: Arc::clone(&self.cell),
         };
         let points: Vec<_> = plan.points.iter().cloned().enumerate().collect();
-        let (right, scans) = probe(join.right(), &points, &spec, cfg.scan_wait())?;
-        let left = tap(
-            join.left(),
-            plan.build_keys.clone(),
-            &slot,
-            (cfg, &self.cell),
-            name,
-        )?;
+        let reverse = side == JoinSide::Left;
+        let (probed, tapped) = if reverse {
+            (join.left(), join.right())
+        } else {
+            (join.right(), join.left())
+        };
+        // A reverse filter comes when the probe side has been read: its
+        // build side's scans open at once, and prune only the files they
+        // open after it came.
+        let wait = cfg
+            .scan_wait()
+            .map(|w| if reverse { Duration::ZERO } else { w });
+        let (probed, scans) = probe(probed, &points, &spec, wait)?;
+        let ahead = if reverse { cfg.read_ahead_bytes } else { 0 };
+        let keys = plan.build_keys.clone();
+        let tapped = tap(tapped, keys, &slot, (cfg, &self.cell), (name, ahead))?;
+        let children = if reverse {
+            vec![probed, tapped]
+        } else {
+            vec![tapped, probed]
+        };
         let opts = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Keep);
-        let new_join = Arc::clone(node).replace_children(vec![left, right], opts)?;
+        let new_join = Arc::clone(node).replace_children(children, opts)?;
         self.slots.push(Arc::clone(&slot));
         let verdict = Verdict::Placed {
             points: plan.points.len(),

@@ -16,7 +16,7 @@ use filterstore_datafusion::RuntimeFilterConfig;
 use std::path::Path;
 use std::sync::Arc;
 
-const CASES: [(&str, &str, bool); 4] = [
+const CASES: [(&str, &str, bool); 5] = [
     (
         "inner_selective",
         "SELECT count(*), sum(f.f_val) FROM fact f JOIN dim d ON f.f_dkey = d.d_key WHERE d.d_cat < 10",
@@ -30,6 +30,11 @@ const CASES: [(&str, &str, bool); 4] = [
     (
         "whole_table_foreign_key",
         "SELECT count(*), sum(d.d_cat) FROM fact f JOIN dim d ON f.f_dkey = d.d_key",
+        false,
+    ),
+    (
+        "reverse_build_side",
+        "SELECT count(*), sum(d.d_cat) FROM dim d JOIN fact f ON d.d_key = f.f_dkey WHERE f.f_val % 1000 = 1",
         false,
     ),
     (
