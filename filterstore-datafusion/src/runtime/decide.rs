@@ -66,6 +66,11 @@ pub(super) struct ProbePlan {
     pub probe_distinct: Option<f64>,
     /// Whether rows with a null key pass (`NullEqualsNull`).
     pub nulls_pass: bool,
+    /// The build side keeps every key of its table, and statistics cannot
+    /// tell whether the probe key's values lie within them (a composite
+    /// key, or no bounds): likely a foreign key, which the filter would pass
+    /// whole. The rule then prefers a reverse filter where one is allowed.
+    pub whole_build: bool,
 }
 
 /// Whether `side` of a join of this type may be filtered by the other
@@ -186,7 +191,9 @@ fn with_statistics(
         .map(|d| probe_rows.map_or(d, |r| d.min(r as f64)));
     let build_source_rows = stats.source_rows(build, &build_keys)?;
     let build_range = stats.key_range(build, &build_keys)?;
-    let pass = if keeps_every_key(build, &build_keys)? {
+    let whole = keeps_every_key(build, &build_keys)?;
+    let whole_build = whole && (probe_range.is_none() || build_range.is_none());
+    let pass = if whole {
         foreign_key_pass(
             (build_rows, build_source_rows),
             (probe_range.as_ref(), build_range.as_ref()),
@@ -198,6 +205,7 @@ fn with_statistics(
     Ok(ProbePlan {
         points,
         build_keys,
+        whole_build,
         probe_rows,
         build_rows,
         build_source_rows,

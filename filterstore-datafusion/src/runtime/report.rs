@@ -23,6 +23,11 @@ pub enum SkipReason {
     /// other), or reverse filters are off
     /// (`RuntimeFilterConfig::reverse_filters`).
     BuildSide,
+    /// The build side keeps every key of its table, and statistics cannot
+    /// tell whether the probe key lies within them (likely a foreign key,
+    /// which the filter would pass whole): a filter of the probe side's keys
+    /// is placed on the build side instead.
+    WholeBuildSide,
     /// The probe side is estimated at many times the build side's rows: its
     /// keys would cover the build side's, read ahead past the bound.
     LargeProbeSide {
@@ -68,6 +73,10 @@ impl fmt::Display for SkipReason {
             SkipReason::BuildSide => write!(
                 f,
                 "build side (the probe side has a filter of its keys, or reverse filters are off)"
+            ),
+            SkipReason::WholeBuildSide => write!(
+                f,
+                "the build side holds every key of its table (likely a foreign key): filtered the other way"
             ),
             SkipReason::LargeProbeSide { rows, build_rows } => write!(
                 f,

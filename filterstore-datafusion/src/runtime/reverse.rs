@@ -16,8 +16,12 @@
 //! | `Right` (outer), `RightAnti`, `RightMark` | yes | a right row's outcome depends only on the left rows that match it, and those all pass |
 //! | `Left`, `LeftAnti`, `LeftMark`, `Full` | never | the left side's rows are kept (or marked) whether or not they match |
 //!
-//! The rule tries this only where it placed no filter of the build side's
-//! keys (a filter each way would wait for the other). The tap sits above the
+//! The rule tries this only where it places no filter of the build side's
+//! keys (a filter each way would wait for the other): where none is
+//! allowed or pays, and where the build side keeps every key of its table
+//! and statistics cannot tell whether the probe key lies within them (a
+//! composite foreign key, TPC-H q9's `partsupp`), which a filter of the
+//! build side's keys would pass whole. The tap sits above the
 //! probe child and reads it ahead of the join, up to a bound
 //! ([`super::read_ahead`]); the build side's places wait for the filter as a
 //! probe side's do. A probe side larger than the bound abandons its filter:
@@ -90,5 +94,6 @@ pub(super) fn decide_reverse(
         pass: None,
         probe_distinct: distinct,
         nulls_pass: join.null_equality() == NullEquality::NullEqualsNull,
+        whole_build: false,
     }))
 }

@@ -200,29 +200,8 @@ impl Walk<'_> {
             self.skip_both(&name, SkipReason::IsolatedUnion);
             return Ok(node);
         }
-        let failed = |e: DataFusionError| Err(SkipReason::Failed(e.to_string()));
-        let forward = decide(join, self.config, &self.stats).unwrap_or_else(failed);
-        let (plan, side, other) = match forward {
-            Ok(plan) => {
-                let build = if *join.partition_mode() == PartitionMode::CollectLeft {
-                    SkipReason::Broadcast
-                } else {
-                    SkipReason::BuildSide
-                };
-                (plan, JoinSide::Right, build)
-            }
-            Err(reason) => match decide_reverse(join, self.config, &self.stats) {
-                Ok(Ok(plan)) => (plan, JoinSide::Left, reason),
-                not => {
-                    let left = not
-                        .unwrap_or_else(failed)
-                        .err()
-                        .unwrap_or(SkipReason::BuildSide);
-                    self.push(&name, JoinSide::Left, Verdict::Skipped(left));
-                    self.push(&name, JoinSide::Right, Verdict::Skipped(reason));
-                    return Ok(node);
-                }
-            },
+        let Some((plan, side, other)) = self.choose(join, &name) else {
+            return Ok(node);
         };
         // Anything that fails while placing leaves the join as planned.
         let (new_join, verdict) = match self.place(&node, join, &plan, (&name, side)) {
@@ -237,6 +216,44 @@ impl Walk<'_> {
         self.push(&name, JoinSide::Left, left);
         self.push(&name, JoinSide::Right, right);
         Ok(new_join)
+    }
+
+    /// The filter to place on `join`, the side it filters, and why the
+    /// other side gets none; `None` (both sides' reasons pushed) when
+    /// neither side gets one. A filter of the build side's keys on the probe
+    /// side where one is allowed and may pay; else one of the probe side's
+    /// keys on the build side ([`super::reverse`]), which is also preferred
+    /// where the build side holds every key of its table and statistics
+    /// cannot tell whether the probe key lies within them.
+    fn choose(
+        &mut self,
+        join: &HashJoinExec,
+        name: &str,
+    ) -> Option<(ProbePlan, JoinSide, SkipReason)> {
+        let failed = |e: DataFusionError| Err(SkipReason::Failed(e.to_string()));
+        let reverse = |w: &Self| decide_reverse(join, w.config, &w.stats).unwrap_or_else(failed);
+        match decide(join, self.config, &self.stats).unwrap_or_else(failed) {
+            Ok(plan) if plan.whole_build && !self.config.force => match reverse(self) {
+                Ok(r) => Some((r, JoinSide::Left, SkipReason::WholeBuildSide)),
+                Err(_) => Some((plan, JoinSide::Right, SkipReason::BuildSide)),
+            },
+            Ok(plan) => {
+                let build = if *join.partition_mode() == PartitionMode::CollectLeft {
+                    SkipReason::Broadcast
+                } else {
+                    SkipReason::BuildSide
+                };
+                Some((plan, JoinSide::Right, build))
+            }
+            Err(reason) => match reverse(self) {
+                Ok(r) => Some((r, JoinSide::Left, reason)),
+                Err(left) => {
+                    self.push(name, JoinSide::Left, Verdict::Skipped(left));
+                    self.push(name, JoinSide::Right, Verdict::Skipped(reason));
+                    None
+                }
+            },
+        }
     }
 
     /// `node` over its children rewritten (itself when none changed).
