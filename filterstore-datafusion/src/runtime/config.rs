@@ -88,9 +88,9 @@ pub struct RuntimeFilterConfig {
     /// `docs/BENCHMARKS.md`).
     pub scan_wait: Duration,
     /// Where no filter of the build side's keys is placed, place one of the
-    /// probe side's keys on the build side ([`super::reverse`]): the join's
-    /// probe side is then read ahead of its build side, up to
-    /// [`RuntimeFilterConfig::read_ahead_bytes`]. Default true.
+    /// probe side's keys on the build side (`docs/DATAFUSION.md`, "Reverse
+    /// filters"): the join's probe side is then read ahead of its build
+    /// side, up to [`RuntimeFilterConfig::read_ahead_bytes`]. Default true.
     pub reverse_filters: bool,
     /// The most bytes of rows each partition of a reverse filter's probe
     /// side reads ahead of the join and holds (reserved in the task's

@@ -126,10 +126,16 @@ impl Stream for ReadAhead {
                         }
                         return Poll::Ready(Some(item));
                     }
-                    match ahead.rest.as_mut() {
-                        Some(rest) => return rest.poll_next_unpin(cx),
-                        None => self.state = State::Done,
+                    let Some(rest) = ahead.rest.as_mut() else {
+                        self.state = State::Done;
+                        continue;
+                    };
+                    let item = futures::ready!(rest.poll_next_unpin(cx));
+                    if item.is_none() {
+                        // An input is not polled past its end.
+                        self.state = State::Done;
                     }
+                    return Poll::Ready(item);
                 }
                 State::Done => return Poll::Ready(None),
             }
