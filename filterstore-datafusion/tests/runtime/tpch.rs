@@ -59,7 +59,7 @@ async fn body() {
         dir.path(),
     )
     .await;
-    let (mut applied, mut forced_applied) = (0, 0);
+    let (mut applied, mut forced_applied, mut reverse) = (0, 0, 0);
     for q in 1..=22 {
         let stmts = tpch::statements(q);
         let expected = tpch::rows(&tpch::run(&single, &stmts).await.unwrap());
@@ -75,6 +75,10 @@ async fn body() {
         let report = |ctx: &SessionContext| last_report(ctx).map_or(0, |r| r.built());
         applied += report(&with);
         forced_applied += report(&forced);
+        reverse += [&with, &forced]
+            .iter()
+            .map(|c| reverse_built(c))
+            .sum::<usize>();
         println!(
             "q{q}: {} rows, filters {} (default) / {} (forced)",
             expected.len(),
@@ -86,4 +90,25 @@ async fn body() {
     // The rule must have had something to do, or this test checks nothing.
     assert!(applied > 0, "no runtime filter built with the default rule");
     assert!(forced_applied > applied, "forcing placed no more filters");
+    // Nor the build-side direction (TPC-H q21's NOT EXISTS, q9, q5).
+    println!("reverse filters built: {reverse}");
+    assert!(reverse > 0, "no reverse filter built");
+}
+
+/// Filters built on a join's build (left) side by the last query: reverse
+/// filters.
+fn reverse_built(ctx: &SessionContext) -> usize {
+    let Some(r) = last_report(ctx) else {
+        return 0;
+    };
+    r.decisions
+        .iter()
+        .filter(|d| d.side == datafusion::common::JoinSide::Left)
+        .filter(|d| match &d.verdict {
+            filterstore_datafusion::Verdict::Placed { filter, .. } => {
+                filter.outcome().is_some_and(|o| o.is_built())
+            }
+            _ => false,
+        })
+        .count()
 }
