@@ -170,9 +170,10 @@ impl BitFilter {
     /// Adds `key`. Returns `true` if at least one of its bits was clear when
     /// this insert read it, so `false` means the key was already reported
     /// as present. Two threads inserting the same new key at once may both
-    /// get `true`: the bits are set with an atomic OR whose old value is not
-    /// asked for (on x86-64 one `lock or`; an OR that returns the old value
-    /// is a compare-and-swap loop, 14% slower in bulk inserts).
+    /// get `true`: each reads the bits before it sets them. The blocked
+    /// layout sets a key's block under a spin lock shared by a few blocks
+    /// (held for eight loads and stores, never by a reader), the other
+    /// layouts with an atomic OR per word.
     #[inline]
     pub fn insert(&self, key: &[u8]) -> bool {
         self.insert_hash(self.params.hash().hash(key))
@@ -211,7 +212,8 @@ impl BitFilter {
         let mut changed = false;
         // A locked read-modify-write is a full barrier on x86-64: no later
         // load starts before it completes. Hence (1) a word (the blocked
-        // layout: its whole block, `Locked::or_block`) is read first and
+        // layout: its whole block, `Locked::or_block`, one locked
+        // instruction for its lock) is read first and
         // only written if it lacks a bit (a key inserted twice, or whose
         // bits other keys already set, costs no locked operation), and (2)
         // the standard layout prefetches its k lines before the first write,
@@ -269,7 +271,7 @@ impl BitFilter {
                     blocks: &mut copy.blocks,
                     src,
                 });
-                shadow::merge(&copy.blocks, &self.blocks);
+                shadow::merge(&copy.blocks, &self.blocks, p.layout());
                 return changed;
             }
         }

@@ -77,7 +77,9 @@ pub(crate) trait WordOr: Copy {
     }
 }
 
-/// For a filter any thread may write: the atomic OR of [`or_into`].
+/// For a filter any thread may write: a word with the atomic OR of
+/// [`or_into`] (the standard and split-block layouts), a blocked filter's
+/// block under its stripe lock ([`WordOr::or_block`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Locked;
 
@@ -91,26 +93,13 @@ impl WordOr for Locked {
         clear
     }
 
-    /// Reads the whole block, then, if a bit is clear, ORs every word with
-    /// its mask (eight `lock or`, those of zero masks setting nothing): no
-    /// branch per word. Which of a new key's words lack a bit (about five
-    /// of eight, at random) is unpredictable, and a mispredicted branch
-    /// between locked instructions cost more than the three extra locked
-    /// ORs (lab loop of `insert`, `u64` ids, XXH3-64: 45–58 → 35–39 ns per
-    /// key at 1M keys, 108–113 → 85–86 at 10M). As before, a key whose
-    /// bits are all set costs no locked instruction.
+    /// A blocked filter's block: under its stripe lock, with plain loads
+    /// and stores ([`super::stripes`], whose protocol every OR into a
+    /// blocked filter through `&self` keeps). As before, a key whose bits
+    /// are all set costs no locked instruction.
     #[inline(always)]
     fn or_block(words: &[AtomicU64; WORDS_PER_BLOCK], masks: [u64; WORDS_PER_BLOCK]) -> bool {
-        let mut clear = 0;
-        for (word, mask) in words.iter().zip(masks) {
-            clear |= !word.load(Ordering::Relaxed) & mask;
-        }
-        if clear != 0 {
-            for (word, mask) in words.iter().zip(masks) {
-                word.fetch_or(mask, Ordering::Relaxed);
-            }
-        }
-        clear != 0
+        super::stripes::or_block(words, masks)
     }
 }
 

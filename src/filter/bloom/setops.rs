@@ -1,5 +1,6 @@
 //! Set operations between compatible filters: union, intersection, halving.
 
+use super::probe::{Locked, WordOr};
 use super::{BitFilter, BloomRead, BloomReadDyn};
 use crate::error::FilterError;
 use crate::filter::geometry::SPLIT_BLOCK_BITS;
@@ -38,11 +39,24 @@ impl BitFilter {
     /// both sets would have built.
     pub fn union_with(&self, other: &dyn BloomReadDyn) -> Result<(), FilterError> {
         check_compatible(&self.params, other.params_dyn())?;
+        if self.params.layout() == Layout::Blocked {
+            for b in 0..self.blocks.len() {
+                self.or_from(b, other, b);
+            }
+            return Ok(());
+        }
         for i in 0..self.params.num_words() {
             self.atomic_word(i)
                 .fetch_or(other.word_dyn(i), Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// ORs block `from` of `other` into block `b` of this blocked filter,
+    /// under the block's stripe lock (`bloom::stripes`).
+    fn or_from(&self, b: usize, other: &dyn BloomReadDyn, from: usize) {
+        let masks = std::array::from_fn(|w| other.word_dyn(from * WORDS_PER_BLOCK + w));
+        Locked::or_block(&self.blocks[b].0, masks);
     }
 
     /// Adds every key of `other`, a filter of this one's shape halved
@@ -86,6 +100,12 @@ impl BitFilter {
         }
         let shift = folds.trailing_zeros();
         let blocks = (p.m() / (unit as u64 * 64)) as usize;
+        if p.layout() == Layout::Blocked {
+            for b in 0..blocks {
+                self.or_from(b, other, b >> shift);
+            }
+            return Ok(());
+        }
         for b in 0..blocks {
             let from = (b >> shift) * unit;
             for w in 0..unit {

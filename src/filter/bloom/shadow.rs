@@ -1,7 +1,8 @@
 //! Shared bulk inserts through a private copy: a batch dense enough to
 //! set many bits in each block is inserted into a copy of the filter with
 //! plain loads and stores, and the copy is then ORed into the shared bits
-//! word by word, one locked OR per word that gained a bit.
+//! word by word, one locked OR per word that gained a bit (a blocked
+//! filter: block by block, under the block's stripe lock, `bloom::stripes`).
 //!
 //! # Why
 //! A locked read-modify-write is a full barrier on x86-64, and an insert
@@ -36,7 +37,7 @@
 //! only cleared under the caller's own ordering anyway (`BitFilter` docs).
 
 use super::probe::{Locked, WordOr};
-use crate::filter::params::FilterParams;
+use crate::filter::params::{FilterParams, Layout};
 use crate::filter::simd::SharedBlock;
 use std::sync::atomic::Ordering;
 
@@ -49,10 +50,18 @@ pub(super) fn worth_copying(p: &FilterParams, keys: usize) -> bool {
     (keys as u64).saturating_mul(COPY_BYTES_PER_KEY) >= p.bit_bytes()
 }
 
-/// ORs every word of `copy` into the same word of `into` where `into`
-/// lacks one of its bits (a plain read first: a word the batch left
-/// unchanged costs no locked operation).
-pub(super) fn merge(copy: &[SharedBlock], into: &[SharedBlock]) {
+/// ORs every word of `copy` into the same word of `into` (a filter of
+/// layout `layout`) where `into` lacks one of its bits (a plain read
+/// first: a word the batch left unchanged costs no locked operation); a
+/// blocked filter's blocks under their stripe locks (`bloom::stripes`).
+pub(super) fn merge(copy: &[SharedBlock], into: &[SharedBlock], layout: Layout) {
+    if layout == Layout::Blocked {
+        for (block, from) in into.iter().zip(copy) {
+            let masks = std::array::from_fn(|w| from.0[w].load(Ordering::Relaxed));
+            Locked::or_block(&block.0, masks);
+        }
+        return;
+    }
     let from = SharedBlock::flat(copy);
     for (word, bits) in SharedBlock::flat(into).iter().zip(from) {
         let bits = bits.load(Ordering::Relaxed);
