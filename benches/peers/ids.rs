@@ -10,7 +10,9 @@
 //! and absent (criterion, as the main section), then whole builds from
 //! empty timed once each: sbbf's insert loop (`&mut`), and per layout ours
 //! key by key shared (`insert`), key by key exclusive (`insert_mut`) and
-//! in one shared batch (`insert_many`, `_many`), and the floor of a shared
+//! in one shared batch (`insert_many`, `_many`), the blocked layout's key by
+//! key shared insert from two threads at once (`_2threads`, wall clock), and
+//! the floor of a shared
 //! insert (`floor_locked5`, `floor_locked1`: [`locked_floor`]). RESULT lines
 //! `ids_*.<subject>`; the ratios are in `ratios.rs`.
 
@@ -37,8 +39,9 @@ const LOOKUPS: [&str; 4] = [
 ];
 
 /// Every subject of the table (inserts included), in its order.
-const ROWS: [&str; 10] = [
+const ROWS: [&str; 11] = [
     "filterstore_blocked",
+    "filterstore_blocked_2threads",
     "filterstore_blocked_mut",
     "filterstore_blocked_many",
     "filterstore_split",
@@ -217,6 +220,15 @@ fn build_round(r: &mut Results, round: usize, ids: &Ids) -> Result<(), ParamErro
         let start = Tick::now();
         keys.iter().for_each(|id| _ = f.insert(id));
         r.add_round(Figure::IdsInsertNs, one, round, &[per_key(start)]);
+        if layout == Layout::Blocked {
+            let ns = two_threads(&BitFilter::new(p)?, keys);
+            r.add_round(
+                Figure::IdsInsertNs,
+                "filterstore_blocked_2threads",
+                round,
+                &[ns],
+            );
+        }
         let mut f = BitFilter::new(p)?;
         let start = Tick::now();
         keys.iter().for_each(|id| _ = f.insert_mut(id));
@@ -227,6 +239,20 @@ fn build_round(r: &mut Results, round: usize, ids: &Ids) -> Result<(), ParamErro
         r.add_round(Figure::IdsInsertNs, many, round, &[per_key(start)]);
     }
     Ok(())
+}
+
+/// Two threads inserting half of `keys` each, key by key, into `f` at
+/// once: wall-clock nanoseconds per key of the whole (the threads' CPU
+/// clocks would leave out the time one waits for the other's lock line).
+fn two_threads(f: &BitFilter, keys: &[Id]) -> f64 {
+    let (a, b) = keys.split_at(keys.len() / 2);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for half in [a, b] {
+            s.spawn(move || half.iter().for_each(|id| _ = f.insert(id)));
+        }
+    });
+    start.elapsed().as_nanos() as f64 / keys.len() as f64
 }
 
 /// Runs the section: returns its table.
@@ -281,8 +307,10 @@ fn table(r: &Results, n: usize) -> String {
     }
     s.push_str(
         "insert: whole builds from empty, one per round: `insert` key by key (shared), \
-         `_mut` insert_mut key by key, `_many` one insert_many; sbbf: its insert loop; \
-         floor_locked5 (1): the hash, the block and 5 (1) locked ORs per key, nothing else.\n",
+         `_mut` insert_mut key by key, `_many` one insert_many, `_2threads` two threads \
+         inserting key by key into one filter (wall clock per key of the whole); sbbf: its \
+         insert loop; floor_locked5 (1): the hash, the block and 5 (1) locked ORs per key, \
+         nothing else.\n",
     );
     s
 }

@@ -244,7 +244,8 @@ impl BitFilter {
     /// the cache misses of many inserts overlap. A batch of at least one key
     /// per 32 bytes of filter is inserted into a private copy with plain
     /// stores, and the copy ORed back with one atomic OR per word that
-    /// gained a bit, instead of one per word per key: the copy costs the
+    /// gained a bit (a blocked filter: its blocks under their locks, as
+    /// [`BitFilter::insert`] writes them), instead of one per word per key: the copy costs the
     /// filter's bytes for the duration of the call, and lookups meanwhile
     /// see the batch's bits appear when it is merged (a key is guaranteed
     /// present once this returns, as always). Returns how many keys found
@@ -260,8 +261,9 @@ impl BitFilter {
     }
 
     /// The shared bulk insert of `src`: through a private copy merged back
-    /// with one locked OR per changed word when the batch is dense enough
-    /// (`bloom::shadow`), else with locked ORs per key (`WordOr::or_block`).
+    /// with one locked OR per changed word (a blocked filter: one lock per
+    /// changed block) when the batch is dense enough (`bloom::shadow`),
+    /// else key by key (`WordOr::or_block`, `bloom::stripes`).
     fn insert_shared<S: HashSource>(&self, src: S) -> u64 {
         let p = self.params;
         if shadow::worth_copying(&p, src.count()) {

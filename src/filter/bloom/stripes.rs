@@ -13,8 +13,11 @@
 //! locked instruction (the lock's compare-and-swap; its release is a plain
 //! store on x86-64) and eight plain stores. The same bench, one build
 //! before and one after, 2026-12-04: a key-by-key shared insert of `u64`
-//! ids took 20.2 ns against 42.6 at 1M keys and 29.4 against 74.7 at 10M
-//! (`docs/BENCHMARKS.md`, which also has two threads inserting at once).
+//! ids took 14.7–20.2 ns against 42.6–45.0 at 1M keys and 29.4–68.9
+//! against 74.7–90.0 at 10M; two threads inserting at once, 16.1 against
+//! 32.3 per id of wall time at 1M, where they scale no better than one
+//! thread: every insert writes one of the lock lines, which move between
+//! the cores (`docs/BENCHMARKS.md`, `docs/KNOWN_ISSUES.md`).
 //!
 //! # The protocol
 //! Every OR into a blocked filter's bits through `&self` holds the lock of
