@@ -261,19 +261,30 @@ fn contended_shared_inserts_lose_no_bit() {
     }
 }
 
-/// Unions into a blocked filter (of filters of its size and halved ones)
+/// Unions into a blocked or split-block filter (of filters of its size and
+/// halved ones)
 /// beside key-by-key shared inserts into it,
 /// and beside shared batches merged through a private copy, lose no bit:
-/// all three OR its blocks under their stripe locks (`bloom::stripes`).
+/// all three OR its lines under their stripe locks (`bloom::stripes`).
 /// Three threads wait on a counter to start each round together; each
 /// round ORs 64 keys each way into a fresh filter of 16 blocks and then
 /// looks them all up. (With `union_with` by lock-free atomic ORs beside the
 /// inserts' plain stores under the locks, this lost keys.)
 #[test]
 fn unions_beside_shared_inserts_lose_no_bit() {
+    for (layout, spec) in [
+        (Layout::Blocked, HashSpec::xxh3_64(24)),
+        (Layout::SplitBlock, HashSpec::xxh64()),
+    ] {
+        let p = FilterParams::new(layout, 512 * 16, layout_k(layout), spec).unwrap();
+        unions_beside_shared_inserts(p);
+    }
+}
+
+/// [`unions_beside_shared_inserts_lose_no_bit`] into a filter of `p`.
+fn unions_beside_shared_inserts(p: FilterParams) {
     const ROUNDS: u64 = 1_000;
     const KEYS: u64 = 64;
-    let p = FilterParams::new(Layout::Blocked, 512 * 16, 7, HashSpec::xxh3_64(24)).unwrap();
     let key = |t: u64, r: u64, i: u64| (t << 48 | r << 16 | i).to_le_bytes();
     let f = BitFilter::new(p).unwrap();
     let arrived = std::sync::atomic::AtomicU64::new(0);
@@ -321,7 +332,12 @@ fn unions_beside_shared_inserts_lose_no_bit() {
             .filter(|k| !f.contains(k))
             .count();
     }
-    assert_eq!(lost, 0, "{lost} keys lost in {ROUNDS} rounds");
+    assert_eq!(
+        lost,
+        0,
+        "{:?}: {lost} keys lost in {ROUNDS} rounds",
+        p.layout()
+    );
 }
 
 /// The `k` a filter of `layout` takes (the split-block layout's is 8).

@@ -1,9 +1,7 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
 use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, Keys};
-use super::probe::{
-    block_of, insert_standard, or_into, prefetch, probe_standard, Alone, Locked, WordOr,
-};
+use super::probe::{block_of, insert_standard, prefetch, probe_standard, Alone, Locked, WordOr};
 use super::shadow;
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
@@ -170,10 +168,10 @@ impl BitFilter {
     /// Adds `key`. Returns `true` if at least one of its bits was clear when
     /// this insert read it, so `false` means the key was already reported
     /// as present. Two threads inserting the same new key at once may both
-    /// get `true`: each reads the bits before it sets them. The blocked
-    /// layout sets a key's block under a spin lock shared by a few blocks
-    /// (held for eight loads and stores, never by a reader), the other
-    /// layouts with an atomic OR per word.
+    /// get `true`: each reads the bits before it sets them. The blocked and
+    /// split-block layouts set a key's block under a spin lock shared by a
+    /// few blocks (held for its words' loads and stores, never by a
+    /// reader), the standard layout with an atomic OR per word.
     #[inline]
     pub fn insert(&self, key: &[u8]) -> bool {
         self.insert_hash(self.params.hash().hash(key))
@@ -209,11 +207,10 @@ impl BitFilter {
     #[inline(always)]
     fn insert_hash_with<P: Probe>(&self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
-        let mut changed = false;
         // A locked read-modify-write is a full barrier on x86-64: no later
-        // load starts before it completes. Hence (1) a word (the blocked
-        // layout: its whole block, `Locked::or_block`, one locked
-        // instruction for its lock) is read first and
+        // load starts before it completes. Hence (1) a word (the blocked and
+        // split-block layouts: their whole block, `Locked::or_block` and
+        // `or_split`, one locked instruction for its lock) is read first and
         // only written if it lacks a bit (a key inserted twice, or whose
         // bits other keys already set, costs no locked operation), and (2)
         // the standard layout prefetches its k lines before the first write,
@@ -223,19 +220,16 @@ impl BitFilter {
         // removals, which the store orders under its page locks, and any
         // lookup that happens after this insert sees what this read saw.
         match p.layout() {
-            Layout::Standard => return insert_standard::<Locked>(self.words(), &p, h),
+            Layout::Standard => insert_standard::<Locked>(self.words(), &p, h),
             Layout::Blocked => {
                 let block = self.block(block_of(&p, h));
-                changed = Locked::or_block(block, block_masks(probe, h.h2, p.k()));
+                Locked::or_block(block, block_masks(probe, h.h2, p.k()))
             }
             Layout::SplitBlock => {
                 let half = &SharedBlock::split_halves(&self.blocks)[split_block_of(&p, h)];
-                for (word, mask) in half.0.iter().zip(probe.split_word_masks(h.h1 as u32)) {
-                    changed |= or_into(word, mask);
-                }
+                Locked::or_split(&half.0, probe.split_word_masks(h.h1 as u32))
             }
         }
-        changed
     }
 
     /// Adds every key of `keys` to a filter that may be shared: the same

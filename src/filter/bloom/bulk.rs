@@ -203,11 +203,7 @@ fn insert_split_block<S: HashSource, O: WordOr, P: Probe>(
         #[inline(always)]
         |blocks, (b, x)| {
             let half = &SharedBlock::split_halves(blocks)[b];
-            let mut changed = false;
-            for (word, mask) in half.0.iter().zip(probe.split_word_masks(x)) {
-                changed |= O::or(word, mask);
-            }
-            u64::from(changed)
+            u64::from(O::or_split(&half.0, probe.split_word_masks(x)))
         },
     )
 }

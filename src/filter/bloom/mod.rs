@@ -7,10 +7,10 @@
 //! split-block filter with an odd number of its 256-bit blocks up to a
 //! whole line; the padding is never set), stored as one flat slice of words. `insert` and
 //! `contains` take `&self`: inserts are `fetch_or` (after a plain read, for
-//! the words that lack a bit) in the standard and split-block layouts, and
-//! in the blocked layout plain stores of the block under one of a few
+//! the words that lack a bit) in the standard layout, and in the blocked
+//! and split-block layouts plain stores of the block under one of a few
 //! striped spin locks (`stripes`: one locked instruction per key instead of
-//! eight); lookups are relaxed loads — plain `mov`s on
+//! up to eight); lookups are relaxed loads — plain `mov`s on
 //! x86-64 — so readers never take a lock and never wait for writers. A key whose `insert` has returned (and
 //! whose return happens-before the lookup, e.g. through a channel or a lock) is
 //! always found: the bits are only ever cleared by [`BitFilter::clear`],

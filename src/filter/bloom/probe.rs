@@ -49,17 +49,6 @@ pub(super) fn probe_standard(h: KeyHash, m: u64, k: u32, word: impl Fn(usize) ->
 /// for the AVX2 one).
 pub(super) use crate::filter::simd::scalar_block_has_all as probe_block;
 
-/// Sets the bits of `mask` in `word`; returns whether any was clear when
-/// read. Reads before writing (see [`BitFilter::insert_hash`]), and asks
-/// the OR for nothing back: a `fetch_or` whose result is unused is one
-/// `lock or` on x86-64, where one whose result is used is a
-/// compare-and-swap loop (bulk shared inserts, 10M keys: 39.7 → 34.3 ns
-/// per key).
-#[inline(always)]
-pub(super) fn or_into(word: &AtomicU64, mask: u64) -> bool {
-    Locked::or(word, mask)
-}
-
 /// How an insert sets the bits of a mask in a word; returns whether any
 /// was clear when read.
 pub(crate) trait WordOr: Copy {
@@ -75,15 +64,31 @@ pub(crate) trait WordOr: Copy {
         }
         clear
     }
+
+    /// [`WordOr::or_block`] of a split block's four words.
+    #[inline(always)]
+    fn or_split(words: &[AtomicU64; 4], masks: [u64; 4]) -> bool {
+        let mut clear = false;
+        for (word, mask) in words.iter().zip(masks) {
+            clear |= Self::or(word, mask);
+        }
+        clear
+    }
 }
 
-/// For a filter any thread may write: a word with the atomic OR of
-/// [`or_into`] (the standard and split-block layouts), a blocked filter's
-/// block under its stripe lock ([`WordOr::or_block`]).
+/// For a filter any thread may write: a word with an atomic OR
+/// ([`WordOr::or`], the standard layout), a blocked or split-block filter's
+/// block under its line's stripe lock ([`WordOr::or_block`],
+/// [`WordOr::or_split`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Locked;
 
 impl WordOr for Locked {
+    /// Reads before writing (see [`BitFilter::insert_hash`]), and asks the
+    /// OR for nothing back: a `fetch_or` whose result is unused is one
+    /// `lock or` on x86-64, where one whose result is used is a
+    /// compare-and-swap loop (bulk shared inserts, 10M keys: 39.7 → 34.3 ns
+    /// per key).
     #[inline(always)]
     fn or(word: &AtomicU64, mask: u64) -> bool {
         let clear = word.load(Ordering::Relaxed) & mask != mask;
@@ -99,6 +104,13 @@ impl WordOr for Locked {
     /// are all set costs no locked instruction.
     #[inline(always)]
     fn or_block(words: &[AtomicU64; WORDS_PER_BLOCK], masks: [u64; WORDS_PER_BLOCK]) -> bool {
+        super::stripes::or_block(words, masks)
+    }
+
+    /// A split block: under the stripe lock of its line, as
+    /// [`WordOr::or_block`].
+    #[inline(always)]
+    fn or_split(words: &[AtomicU64; 4], masks: [u64; 4]) -> bool {
         super::stripes::or_block(words, masks)
     }
 }

@@ -5,6 +5,7 @@ use super::{BitFilter, BloomRead, BloomReadDyn};
 use crate::error::FilterError;
 use crate::filter::geometry::SPLIT_BLOCK_BITS;
 use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
+use crate::filter::simd::SharedBlock;
 use std::sync::atomic::Ordering;
 
 pub(crate) fn check_compatible(a: &FilterParams, b: &FilterParams) -> Result<(), FilterError> {
@@ -39,7 +40,7 @@ impl BitFilter {
     /// both sets would have built.
     pub fn union_with(&self, other: &dyn BloomReadDyn) -> Result<(), FilterError> {
         check_compatible(&self.params, other.params_dyn())?;
-        if self.params.layout() == Layout::Blocked {
+        if self.params.layout() != Layout::Standard {
             for b in 0..self.blocks.len() {
                 self.or_from(b, other, b);
             }
@@ -52,8 +53,8 @@ impl BitFilter {
         Ok(())
     }
 
-    /// ORs block `from` of `other` into block `b` of this blocked filter,
-    /// under the block's stripe lock (`bloom::stripes`).
+    /// ORs line `from` of `other` into line `b` of this blocked or
+    /// split-block filter, under the line's stripe lock (`bloom::stripes`).
     fn or_from(&self, b: usize, other: &dyn BloomReadDyn, from: usize) {
         let masks = std::array::from_fn(|w| other.word_dyn(from * WORDS_PER_BLOCK + w));
         Locked::or_block(&self.blocks[b].0, masks);
@@ -106,12 +107,12 @@ impl BitFilter {
             }
             return Ok(());
         }
-        for b in 0..blocks {
+        // Split blocks, each under its line's stripe lock.
+        let halves = SharedBlock::split_halves(&self.blocks);
+        for (b, half) in halves.iter().enumerate().take(blocks) {
             let from = (b >> shift) * unit;
-            for w in 0..unit {
-                self.atomic_word(b * unit + w)
-                    .fetch_or(other.word_dyn(from + w), Ordering::Relaxed);
-            }
+            let masks = std::array::from_fn(|w| other.word_dyn(from + w));
+            Locked::or_split(&half.0, masks);
         }
         Ok(())
     }

@@ -1,8 +1,9 @@
 //! Shared bulk inserts through a private copy: a batch dense enough to
 //! set many bits in each block is inserted into a copy of the filter with
 //! plain loads and stores, and the copy is then ORed into the shared bits
-//! word by word, one locked OR per word that gained a bit (a blocked
-//! filter: block by block, under the block's stripe lock, `bloom::stripes`).
+//! word by word, one locked OR per word that gained a bit (a blocked or
+//! split-block filter: line by line, under the line's stripe lock,
+//! `bloom::stripes`).
 //!
 //! # Why
 //! A locked read-modify-write is a full barrier on x86-64, and an insert
@@ -53,9 +54,10 @@ pub(super) fn worth_copying(p: &FilterParams, keys: usize) -> bool {
 /// ORs every word of `copy` into the same word of `into` (a filter of
 /// layout `layout`) where `into` lacks one of its bits (a plain read
 /// first: a word the batch left unchanged costs no locked operation); a
-/// blocked filter's blocks under their stripe locks (`bloom::stripes`).
+/// blocked or split-block filter line by line, under the lines' stripe
+/// locks (`bloom::stripes`).
 pub(super) fn merge(copy: &[SharedBlock], into: &[SharedBlock], layout: Layout) {
-    if layout == Layout::Blocked {
+    if layout != Layout::Standard {
         for (block, from) in into.iter().zip(copy) {
             let masks = std::array::from_fn(|w| from.0[w].load(Ordering::Relaxed));
             Locked::or_block(&block.0, masks);

@@ -1,5 +1,5 @@
-//! The blocked layout's shared ORs: each block ORed under one of a fixed
-//! set of striped spin locks, with plain loads and stores.
+//! The blocked and split-block layouts' shared ORs: each block ORed under
+//! one of a fixed set of striped spin locks, with plain loads and stores.
 //!
 //! # Why
 //! A shared `insert(&self)` into a blocked filter sets a key's seven bits
@@ -11,7 +11,9 @@
 //! locked instructions per key alone cost 2.2–3.0× sbbf-rs-safe's whole
 //! insert and one cost 0.92–1.15×. Under a lock, the block takes one
 //! locked instruction (the lock's compare-and-swap; its release is a plain
-//! store on x86-64) and eight plain stores. The same bench, one build
+//! store on x86-64) and eight plain stores. A split block (Parquet's
+//! layout) sets one bit in each of its four words: four locked ORs
+//! lock-free, one lock and four stores here. The same bench, one build
 //! before and one after, 2026-12-04: a key-by-key shared insert of `u64`
 //! ids took 14.7–20.2 ns against 42.6–45.0 at 1M keys and 29.4–68.9
 //! against 74.7–90.0 at 10M; two threads inserting at once, 16.1 against
@@ -20,16 +22,17 @@
 //! the cores (`docs/BENCHMARKS.md`, `docs/KNOWN_ISSUES.md`).
 //!
 //! # The protocol
-//! Every OR into a blocked filter's bits through `&self` holds the lock of
-//! the block it writes ([`or_block`]): `insert`, `insert_hash`, the direct
-//! path of `insert_many`, the merge of its copy (`bloom::shadow`),
-//! `union_with` and `union_with_halved`. Those are all the ORs of the
-//! blocked layout's `&self` API but the store's (`set_bit` and
+//! Every OR into a blocked or split-block filter's bits through `&self`
+//! holds the lock of the 64-byte line it writes ([`or_block`]; a line is a
+//! blocked filter's block, or two split blocks): `insert`, `insert_hash`,
+//! the direct path of `insert_many`, the merge of its copy
+//! (`bloom::shadow`), `union_with` and `union_with_halved`. Those are all
+//! the ORs of those layouts' `&self` API but the store's (`set_bit` and
 //! `insert_hashes_one_writer`, which it calls only under a writer lock that
-//! every write of those bits holds); the standard and split-block layouts keep
-//! their lock-free ORs (`probe::Locked::or`), and no lock-free OR ever
-//! writes a blocked filter, so a plain store under the lock cannot erase a
-//! bit that another thread ORed in meanwhile. The writes that overwrite
+//! every write of those bits holds); the standard layout keeps its
+//! lock-free ORs (`probe::Locked::or`), and no lock-free OR ever writes a
+//! blocked or split-block filter, so a plain store under the lock cannot
+//! erase a bit that another thread ORed in meanwhile. The writes that overwrite
 //! words instead (`clear`, `intersect_with`, the store's writes under its
 //! writer lock, which no `&self` OR meets) take no stripe: an OR under a
 //! lock that meets one may set again bits it cleared, a false positive,
@@ -45,7 +48,6 @@
 //! waits on it; a waiter yields its thread after [`SPINS`] tries, so a
 //! holder that lost its core gets it back.
 
-use crate::filter::params::WORDS_PER_BLOCK;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// How many locks (a power of two): 4 KiB of lock lines in all.
@@ -61,10 +63,11 @@ struct Stripe(AtomicBool);
 
 static LOCKS: [Stripe; STRIPES] = [const { Stripe(AtomicBool::new(false)) }; STRIPES];
 
-/// The lock of `block`, by its address (a block is one 64-byte line).
+/// The lock of the 64-byte line that holds `words` (a blocked filter's
+/// block, or a split block: half a line), by its address.
 #[inline(always)]
-fn stripe_of(block: &[AtomicU64; WORDS_PER_BLOCK]) -> &'static AtomicBool {
-    let line = block.as_ptr() as usize >> 6;
+fn stripe_of<const N: usize>(words: &[AtomicU64; N]) -> &'static AtomicBool {
+    let line = words.as_ptr() as usize >> 6;
     &LOCKS[line % STRIPES].0
 }
 
@@ -99,17 +102,15 @@ impl Drop for Held {
     }
 }
 
-/// Sets the bits of `masks` in `block`, a block of a blocked filter (the
-/// module's protocol); returns whether any was clear when read. A block
-/// that already holds them all costs no lock and no write (a plain read
-/// first); else its lock is taken, and all eight words are read again and
-/// stored with their masks (no branch per word: which of a key's words
-/// lack a bit is unpredictable).
+/// Sets the bits of `masks` in `words`, a block of a blocked filter or of
+/// a split-block one, or a whole line of either (the module's protocol);
+/// returns whether any was clear when read. Words that already hold them
+/// all cost no lock and no write (a plain read first); else the lock of
+/// their line is taken, and every word is read again and stored with its
+/// mask (no branch per word: which of a key's words lack a bit is
+/// unpredictable).
 #[inline(always)]
-pub(super) fn or_block(
-    words: &[AtomicU64; WORDS_PER_BLOCK],
-    masks: [u64; WORDS_PER_BLOCK],
-) -> bool {
+pub(super) fn or_block<const N: usize>(words: &[AtomicU64; N], masks: [u64; N]) -> bool {
     let mut clear = 0;
     for (word, mask) in words.iter().zip(masks) {
         clear |= !word.load(Ordering::Relaxed) & mask;
@@ -128,6 +129,7 @@ pub(super) fn or_block(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filter::params::WORDS_PER_BLOCK;
     use crate::filter::simd::SharedBlock;
     use std::sync::Barrier;
     use std::time::Duration;
