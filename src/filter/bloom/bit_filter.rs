@@ -1,16 +1,14 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
 use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, Keys};
-use super::probe::{block_of, insert_standard, prefetch, probe_standard, Alone, Locked, WordOr};
+use super::probe::{prefetch, probe_standard, Alone, Locked};
 use super::shadow;
 use super::BloomRead;
 use crate::error::{FilterError, ParamError};
 use crate::filter::hash::KeyHash;
 use crate::filter::pages::{advise_huge, Pages};
-use crate::filter::params::{split_block_of, FilterParams, Layout, WORDS_PER_BLOCK};
-use crate::filter::simd::{
-    self, block_masks, InsertFn, LookupFn, Probe, Scalar, SharedBlock, SplitShared,
-};
+use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
+use crate::filter::simd::{self, InsertFn, LookupFn, SharedBlock, SplitShared};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Bloom filter held in memory, safe to share between threads.
@@ -198,38 +196,26 @@ impl BitFilter {
     }
 
     /// [`BitFilter::insert`] for a key already hashed with this filter's spec.
+    ///
+    /// A locked read-modify-write is a full barrier on x86-64: no later
+    /// load starts before it completes. Hence (1) a block (the blocked and
+    /// split-block layouts: one locked instruction for its stripe lock,
+    /// `bloom::stripes`) or a word (the standard layout) is read first and
+    /// only written if it lacks a bit (a key inserted twice, or whose bits
+    /// other keys already set, costs no locked operation), and (2) the
+    /// standard layout prefetches its k lines before the first write, so
+    /// the k misses overlap instead of queueing behind each barrier.
+    /// Skipping a write whose bits are already set is safe: bits are only
+    /// cleared by `clear`, `intersect_with` and the counting layer's
+    /// removals, which the store orders under its page locks, and any
+    /// lookup that happens after this insert sees what this read saw. The
+    /// insert is compiled per layout and probe and called through the
+    /// filter's pointer (`filter::simd::InsertFn::call_shared`), as
+    /// `insert_mut` is.
     #[inline]
     pub fn insert_hash(&self, h: KeyHash) -> bool {
-        self.insert_hash_with(Scalar, h)
-    }
-
-    /// [`BitFilter::insert_hash`] with the block positions from `probe`.
-    #[inline(always)]
-    fn insert_hash_with<P: Probe>(&self, probe: P, h: KeyHash) -> bool {
-        let p = self.params;
-        // A locked read-modify-write is a full barrier on x86-64: no later
-        // load starts before it completes. Hence (1) a word (the blocked and
-        // split-block layouts: their whole block, `Locked::or_block` and
-        // `or_split`, one locked instruction for its lock) is read first and
-        // only written if it lacks a bit (a key inserted twice, or whose
-        // bits other keys already set, costs no locked operation), and (2)
-        // the standard layout prefetches its k lines before the first write,
-        // so the k misses overlap instead of queueing behind each barrier.
-        // Skipping a write whose bits are already set is safe: bits are only
-        // cleared by `clear`, `intersect_with` and the counting layer's
-        // removals, which the store orders under its page locks, and any
-        // lookup that happens after this insert sees what this read saw.
-        match p.layout() {
-            Layout::Standard => insert_standard::<Locked>(self.words(), &p, h),
-            Layout::Blocked => {
-                let block = self.block(block_of(&p, h));
-                Locked::or_block(block, block_masks(probe, h.h2, p.k()))
-            }
-            Layout::SplitBlock => {
-                let half = &SharedBlock::split_halves(&self.blocks)[split_block_of(&p, h)];
-                Locked::or_split(&half.0, probe.split_word_masks(h.h1 as u32))
-            }
-        }
+        let insert = self.insert;
+        insert.call_shared(self, h)
     }
 
     /// Adds every key of `keys` to a filter that may be shared: the same

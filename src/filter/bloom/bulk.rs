@@ -10,7 +10,7 @@
 //! against one generic loop that matched on the layout and the hash
 //! algorithm per key and computed the block twice.
 
-use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, WordOr};
+use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, Locked, WordOr};
 use super::BitFilter;
 use crate::filter::geometry::WORDS_PER_BLOCK;
 use crate::filter::hash::{
@@ -346,6 +346,31 @@ impl HashInsert for BitFilter {
             _ => {
                 let masks = block_masks(probe, h.h2, p.k());
                 probe.block_or_mut(&mut blocks[block_of(&p, h)], masks)
+            }
+        }
+    }
+
+    /// `BitFilter::insert_hash`: the masks from `probe` (the AVX2 one where
+    /// the CPU has it: one `vpmulld` for eight positions), the block ORed
+    /// under its line's stripe lock (`bloom::stripes`), the standard
+    /// layout's words with atomic ORs.
+    #[inline(always)]
+    fn insert_shared_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool {
+        let p = self.params;
+        let blocks = &self.blocks[..];
+        match KIND {
+            STANDARD => insert_standard::<Locked>(SharedBlock::flat(blocks), &p, h),
+            SPLIT => {
+                let half = &SharedBlock::split_halves(blocks)[split_block_of(&p, h)];
+                Locked::or_split(&half.0, probe.split_word_masks(h.h1 as u32))
+            }
+            BLOCKED32 => {
+                let masks = block_masks32(probe, (h.h2 >> 32) as u32, p.k());
+                Locked::or_block(&blocks[block_of(&p, h)].0, masks)
+            }
+            _ => {
+                let masks = block_masks(probe, h.h2, p.k());
+                Locked::or_block(&blocks[block_of(&p, h)].0, masks)
             }
         }
     }

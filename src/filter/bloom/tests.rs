@@ -316,12 +316,13 @@ fn every_compiled_lookup_matches_the_reference() {
     }
 }
 
-/// Every compiled `&mut` insert (the scalar one, and the AVX2 one on a CPU
-/// that has it), every layout and hash, `k` around the probe's row of
-/// eight, keys repeated: the bits of one shared `insert` per key, and the
-/// same answer (whether a bit was clear).
+/// Every compiled insert, `&mut` and shared (the scalar one, and the AVX2
+/// one on a CPU that has it), every layout and hash, `k` around the
+/// probe's row of eight, keys repeated: the bits of the key's `positions`
+/// set one by one, and the same answer (whether a bit was clear).
 #[test]
 fn every_compiled_insert_matches_single_inserts() {
+    use crate::filter::hash::positions;
     use crate::filter::simd::InsertFn;
     let kinds = [
         (Layout::Standard, HashSpec::xxh3(2)),
@@ -339,7 +340,15 @@ fn every_compiled_insert_matches_single_inserts() {
             .unwrap();
             let want = BitFilter::new(p).unwrap();
             let keys: Vec<[u8; 8]> = (0u64..3_000).chain(0..500).map(u64::to_le_bytes).collect();
-            let fresh: Vec<bool> = keys.iter().map(|key| want.insert(key)).collect();
+            let fresh: Vec<bool> = keys
+                .iter()
+                .map(|key| {
+                    let at = positions(layout, p.m(), k, p.hash().hash(key));
+                    at.as_slice()
+                        .iter()
+                        .fold(false, |c, &q| want.set_bit(q) | c)
+                })
+                .collect();
             for (j, ins) in InsertFn::<BitFilter>::all_for_tests(layout, hash.algo)
                 .into_iter()
                 .enumerate()
@@ -352,6 +361,13 @@ fn every_compiled_insert_matches_single_inserts() {
                 let case = format!("{layout} {} k={k} insert {j}", hash.algo.name());
                 assert_eq!(got, fresh, "{case}: answers");
                 assert!(f.to_words() == want.to_words(), "{case}: bits");
+                let g = BitFilter::new(p).unwrap();
+                let got: Vec<bool> = keys
+                    .iter()
+                    .map(|key| ins.call_shared_pointer_for_tests(&g, p.hash().hash(key)))
+                    .collect();
+                assert_eq!(got, fresh, "{case}: shared answers");
+                assert!(g.to_words() == want.to_words(), "{case}: shared bits");
             }
         }
     }

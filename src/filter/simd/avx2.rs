@@ -51,9 +51,26 @@ pub(super) unsafe fn insert_avx2<T: super::HashInsert, const KIND: u8>(
     t.insert_mut_with::<_, KIND>(Avx2(()), h)
 }
 
+/// `T`'s shared insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
+///
+/// # Safety
+/// The CPU must support every feature enabled here (what `Isa::detect`
+/// asks for).
+#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+pub(super) unsafe fn insert_shared_avx2<T: super::HashInsert, const KIND: u8>(
+    t: &T,
+    h: crate::filter::hash::KeyHash,
+) -> bool {
+    #[cfg(test)]
+    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t.insert_shared_with::<_, KIND>(Avx2(()), h)
+}
+
 /// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
 /// is private to `filter::simd`, which makes one only
-/// inside [`run_avx2`], [`lookup_avx2`] and [`insert_avx2`] (called only
+/// inside [`run_avx2`], [`lookup_avx2`], [`insert_avx2`] and
+/// [`insert_shared_avx2`] (called only
 /// after `Isa::detect` said yes: `dispatch`, `LookupFn::best`,
 /// `InsertFn::best`), and in `dispatch`, `LookupFn::call` and
 /// `InsertFn::call` of a crate built for AVX2 and BMI2

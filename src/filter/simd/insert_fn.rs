@@ -9,16 +9,21 @@ use super::Scalar;
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use super::{insert_avx2, Isa};
+use super::{insert_avx2, insert_shared_avx2, Isa};
 use crate::filter::geometry::Layout;
 use crate::filter::hash::{HashAlgo, KeyHash};
 
-/// An insert of one hashed key into a filter no other thread can reach,
-/// written once over [`Probe`] (see [`InsertFn`]).
+/// An insert of one hashed key, written once over [`Probe`] (see
+/// [`InsertFn`]): into a filter no other thread can reach, or one that
+/// others may write at the same time.
 pub(crate) trait HashInsert {
     /// Sets the bits of the key hashed to `h`, with `probe`; whether one
     /// was clear. `KIND` is the filter's kind ([`STANDARD`] ...).
     fn insert_mut_with<P: Probe, const KIND: u8>(&mut self, probe: P, h: KeyHash) -> bool;
+
+    /// [`HashInsert::insert_mut_with`] into a filter other threads may
+    /// write and read meanwhile.
+    fn insert_shared_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool;
 }
 
 /// A filter's `&mut` insert compiled for its kind and the best probe of
@@ -36,6 +41,12 @@ pub(crate) struct InsertFn<T> {
         allow(dead_code)
     )]
     f: unsafe fn(&mut T, KeyHash) -> bool,
+    /// The compiled shared insert, as `f` ([`InsertFn::call_shared`]).
+    #[cfg_attr(
+        all(target_feature = "avx2", target_feature = "bmi2"),
+        allow(dead_code)
+    )]
+    shared: unsafe fn(&T, KeyHash) -> bool,
     /// The filter's kind ([`STANDARD`] ...), read by [`InsertFn::call`]
     /// in a crate built for AVX2.
     #[cfg_attr(
@@ -71,7 +82,16 @@ impl<T: HashInsert> InsertFn<T> {
                     insert_avx2::<T, BLOCKED32>,
                 ],
             );
-            return InsertFn { f, kind };
+            let shared = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
+                kind,
+                [
+                    insert_shared_avx2::<T, STANDARD>,
+                    insert_shared_avx2::<T, BLOCKED>,
+                    insert_shared_avx2::<T, SPLIT>,
+                    insert_shared_avx2::<T, BLOCKED32>,
+                ],
+            );
+            return InsertFn { f, shared, kind };
         }
         InsertFn::scalar(kind)
     }
@@ -87,7 +107,16 @@ impl<T: HashInsert> InsertFn<T> {
                 insert_scalar::<T, BLOCKED32>,
             ],
         );
-        InsertFn { f, kind }
+        let shared = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
+            kind,
+            [
+                insert_shared_scalar::<T, STANDARD>,
+                insert_shared_scalar::<T, BLOCKED>,
+                insert_shared_scalar::<T, SPLIT>,
+                insert_shared_scalar::<T, BLOCKED32>,
+            ],
+        );
+        InsertFn { f, shared, kind }
     }
 
     /// Inserts `h` into `t`.
@@ -112,6 +141,29 @@ impl<T: HashInsert> InsertFn<T> {
             (self.f)(t, h)
         }
     }
+
+    /// Inserts `h` into `t`, which other threads may write and read
+    /// meanwhile.
+    #[inline(always)]
+    pub(crate) fn call_shared(self, t: &T, h: KeyHash) -> bool {
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "bmi2"
+        ))]
+        return match self.kind {
+            STANDARD => t.insert_shared_with::<_, STANDARD>(super::avx2::Avx2(()), h),
+            BLOCKED => t.insert_shared_with::<_, BLOCKED>(super::avx2::Avx2(()), h),
+            BLOCKED32 => t.insert_shared_with::<_, BLOCKED32>(super::avx2::Avx2(()), h),
+            _ => t.insert_shared_with::<_, SPLIT>(super::avx2::Avx2(()), h),
+        };
+        // SAFETY: as in `call`: the pointer is `insert_shared_avx2` only if
+        // `Isa::detect` found every feature it enables, else the scalar one.
+        #[allow(unreachable_code)]
+        unsafe {
+            (self.shared)(t, h)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -132,10 +184,23 @@ impl<T: HashInsert> InsertFn<T> {
         // CPU has every feature it enables.
         unsafe { (self.f)(t, h) }
     }
+
+    /// Calls the shared insert's pointer itself (which
+    /// [`InsertFn::call_shared`] skips in a crate built for AVX2).
+    pub(crate) fn call_shared_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
+        // SAFETY: as in `call_shared`: the pointer is `insert_shared_avx2`
+        // only if this CPU has every feature it enables.
+        unsafe { (self.shared)(t, h) }
+    }
 }
 
 /// `T`'s insert with the scalar probe (`unsafe` only to share
 /// [`InsertFn`]'s pointer type; it has no requirement).
 unsafe fn insert_scalar<T: HashInsert, const KIND: u8>(t: &mut T, h: KeyHash) -> bool {
     t.insert_mut_with::<_, KIND>(Scalar, h)
+}
+
+/// `T`'s shared insert with the scalar probe (as [`insert_scalar`]).
+unsafe fn insert_shared_scalar<T: HashInsert, const KIND: u8>(t: &T, h: KeyHash) -> bool {
+    t.insert_shared_with::<_, KIND>(Scalar, h)
 }

@@ -508,4 +508,4 @@ pub(crate) use lookup::{HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDAR
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use avx2::{insert_avx2, lookup_avx2, run_avx2};
+use avx2::{insert_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
