@@ -203,7 +203,7 @@ fn insert_split_block<S: HashSource, O: WordOr, P: Probe>(
         #[inline(always)]
         |blocks, (b, x)| {
             let half = &SharedBlock::split_halves(blocks)[b];
-            u64::from(O::or_split(&half.0, probe.split_word_masks(x)))
+            u64::from(O::or_block(&half.0, probe.split_word_masks(x)))
         },
     )
 }
@@ -362,7 +362,7 @@ impl HashInsert for BitFilter {
             STANDARD => insert_standard::<Locked>(SharedBlock::flat(blocks), &p, h),
             SPLIT => {
                 let half = &SharedBlock::split_halves(blocks)[split_block_of(&p, h)];
-                Locked::or_split(&half.0, probe.split_word_masks(h.h1 as u32))
+                Locked::or_block(&half.0, probe.split_word_masks(h.h1 as u32))
             }
             BLOCKED32 => {
                 let masks = block_masks32(probe, (h.h2 >> 32) as u32, p.k());

@@ -2,7 +2,6 @@
 //! them all (over any `BloomRead`), and the prefetch hint.
 
 use super::BloomRead;
-use crate::filter::geometry::WORDS_PER_BLOCK;
 use crate::filter::hash::{for_each_standard_position, KeyHash, StandardProbes};
 use crate::filter::params::FilterParams;
 use crate::filter::simd::Probe;
@@ -54,20 +53,11 @@ pub(super) use crate::filter::simd::scalar_block_has_all as probe_block;
 pub(crate) trait WordOr: Copy {
     fn or(word: &AtomicU64, mask: u64) -> bool;
 
-    /// Sets the bits of `masks` in the words of a block (a zero mask sets
-    /// nothing); returns whether any was clear when read.
+    /// Sets the bits of `masks` in the words of a block (a blocked
+    /// filter's eight, a split block's four; a zero mask sets nothing);
+    /// returns whether any was clear when read.
     #[inline(always)]
-    fn or_block(words: &[AtomicU64; WORDS_PER_BLOCK], masks: [u64; WORDS_PER_BLOCK]) -> bool {
-        let mut clear = false;
-        for (word, mask) in words.iter().zip(masks) {
-            clear |= Self::or(word, mask);
-        }
-        clear
-    }
-
-    /// [`WordOr::or_block`] of a split block's four words.
-    #[inline(always)]
-    fn or_split(words: &[AtomicU64; 4], masks: [u64; 4]) -> bool {
+    fn or_block<const N: usize>(words: &[AtomicU64; N], masks: [u64; N]) -> bool {
         let mut clear = false;
         for (word, mask) in words.iter().zip(masks) {
             clear |= Self::or(word, mask);
@@ -78,8 +68,7 @@ pub(crate) trait WordOr: Copy {
 
 /// For a filter any thread may write: a word with an atomic OR
 /// ([`WordOr::or`], the standard layout), a blocked or split-block filter's
-/// block under its line's stripe lock ([`WordOr::or_block`],
-/// [`WordOr::or_split`]).
+/// block under its line's stripe lock ([`WordOr::or_block`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Locked;
 
@@ -98,19 +87,12 @@ impl WordOr for Locked {
         clear
     }
 
-    /// A blocked filter's block: under its stripe lock, with plain loads
-    /// and stores ([`super::stripes`], whose protocol every OR into a
-    /// blocked filter through `&self` keeps). As before, a key whose bits
-    /// are all set costs no locked instruction.
+    /// A blocked or split-block filter's block: under its line's stripe
+    /// lock, with plain loads and stores ([`super::stripes`], whose
+    /// protocol every OR into those layouts through `&self` keeps). As
+    /// before, a key whose bits are all set costs no locked instruction.
     #[inline(always)]
-    fn or_block(words: &[AtomicU64; WORDS_PER_BLOCK], masks: [u64; WORDS_PER_BLOCK]) -> bool {
-        super::stripes::or_block(words, masks)
-    }
-
-    /// A split block: under the stripe lock of its line, as
-    /// [`WordOr::or_block`].
-    #[inline(always)]
-    fn or_split(words: &[AtomicU64; 4], masks: [u64; 4]) -> bool {
+    fn or_block<const N: usize>(words: &[AtomicU64; N], masks: [u64; N]) -> bool {
         super::stripes::or_block(words, masks)
     }
 }

@@ -112,7 +112,7 @@ impl BitFilter {
         for (b, half) in halves.iter().enumerate().take(blocks) {
             let from = (b >> shift) * unit;
             let masks = std::array::from_fn(|w| other.word_dyn(from + w));
-            Locked::or_split(&half.0, masks);
+            Locked::or_block(&half.0, masks);
         }
         Ok(())
     }
