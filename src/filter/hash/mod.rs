@@ -200,7 +200,7 @@ impl HashSpec {
 pub(crate) trait KeyHasher: Copy {
     /// Whether `h2` is `h << 32` (XXH3-64), whose in-block positions the
     /// probes compute from 32-bit products
-    /// (`Probe::for_each_block_position32`).
+    /// (`Probe::block_masks32`).
     const H2_SHIFTED: bool = false;
 
     /// The hash of `key`.

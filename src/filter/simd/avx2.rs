@@ -101,50 +101,38 @@ const SALT_ROWS: [SaltRow; (MAX_K / 8) as usize] = {
 
 impl Probe for Avx2 {
     #[inline(always)]
-    fn for_each_block_position(self, h2: u64, k: u32, mut f: impl FnMut(u32)) {
+    fn block_masks(self, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
         use std::arch::x86_64::*;
-        let k = (k as usize).min(MAX_K as usize);
-        let mut first = [0u32; 8];
-        // SAFETY: holding an `Avx2` means AVX2 is there (its docs); the
-        // store writes the 32 bytes of the local `first` (`storeu`: no
-        // alignment needed).
-        unsafe {
+        // SAFETY: holding an `Avx2` means AVX2 is there (its docs).
+        let mut masks = unsafe {
             let h = [
                 _mm256_set1_epi32(h2 as u32 as i32),
                 _mm256_set1_epi32((h2 >> 32) as u32 as i32),
             ];
-            let pos = _mm256_srli_epi32::<23>(avx2_row_tops(h, &SALT_ROWS[0]));
-            _mm256_storeu_si256(first.as_mut_ptr().cast::<__m256i>(), pos);
+            avx2_block_masks(_mm256_srli_epi32::<23>(avx2_row_tops(h, &SALT_ROWS[0])), k)
+        };
+        for i in 8..(k as usize).min(MAX_K as usize) {
+            let (w, bit) = super::block_word_bit(in_block_position(h2, i));
+            masks[w] |= bit;
         }
-        for &pos in first.iter().take(k) {
-            f(pos);
-        }
-        for i in 8..k {
-            f(in_block_position(h2, i));
-        }
+        masks
     }
 
     #[inline(always)]
-    fn for_each_block_position32(self, x: u32, k: u32, mut f: impl FnMut(u32)) {
+    fn block_masks32(self, x: u32, k: u32) -> [u64; WORDS_PER_BLOCK] {
         use std::arch::x86_64::*;
-        let k = (k as usize).min(MAX_K as usize);
-        let mut first = [0u32; 8];
         // SAFETY: holding an `Avx2` means AVX2 is there (its docs); the
-        // salt load reads a 32-byte aligned row of 32 bytes, the store
-        // writes the 32 bytes of the local `first` (`storeu`: no alignment
-        // needed).
-        unsafe {
+        // salt load reads a 32-byte aligned row of 32 bytes.
+        let mut masks = unsafe {
             let salts = _mm256_load_si256(SALT_ROWS[0].0[0].as_ptr().cast::<__m256i>());
             let tops = _mm256_mullo_epi32(_mm256_set1_epi32(x as i32), salts);
-            let pos = _mm256_srli_epi32::<23>(tops);
-            _mm256_storeu_si256(first.as_mut_ptr().cast::<__m256i>(), pos);
+            avx2_block_masks(_mm256_srli_epi32::<23>(tops), k)
+        };
+        for i in 8..(k as usize).min(MAX_K as usize) {
+            let (w, bit) = super::block_word_bit(in_block_position(u64::from(x) << 32, i));
+            masks[w] |= bit;
         }
-        for &pos in first.iter().take(k) {
-            f(pos);
-        }
-        for i in 8..k {
-            f(in_block_position(u64::from(x) << 32, i));
-        }
+        masks
     }
 
     #[inline(always)]
@@ -206,29 +194,9 @@ impl Probe for Avx2 {
 
     #[inline(always)]
     fn shared_split_has_all(self, block: &SplitShared, x: u32) -> bool {
-        use std::arch::x86_64::*;
-        let p = block.0.as_ptr();
-        let (lo, hi): (__m128i, __m128i);
-        // SAFETY: AVX, so VMOVDQA exists (an `Avx2` is held). `p` points to
-        // a live split block of 32 bytes, 32-byte aligned (`SplitShared`),
-        // so both 16-byte loads are in bounds and aligned. As for
-        // `shared_block_has_all` below: the loads are in asm, not Rust, and
-        // each is one atomic 16-byte access on every CPU with AVX (Intel SDM
-        // Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2), so each word is read whole
-        // as a relaxed atomic load would read it; a 32-byte load carries no
-        // such guarantee, hence two. `readonly`, no `pure`: each call reads
-        // the words again (`tests::shared_probes_see_later_stores`).
-        unsafe {
-            std::arch::asm!(
-                "vmovdqa {lo}, xmmword ptr [{p}]",
-                "vmovdqa {hi}, xmmword ptr [{p} + 16]",
-                p = in(reg) p,
-                lo = out(xmm_reg) lo,
-                hi = out(xmm_reg) hi,
-                options(nostack, readonly, preserves_flags),
-            );
-            split_block_has_masks(_mm256_set_m128i(hi, lo), split_masks(x))
-        }
+        // SAFETY: AVX2 (an `Avx2` is held), as `shared_split_register`
+        // requires.
+        unsafe { split_block_has_masks(shared_split_register(block), split_masks(x)) }
     }
 
     #[inline(always)]
@@ -268,12 +236,70 @@ impl Probe for Avx2 {
     }
 
     #[inline(always)]
+    fn shared_block_lacks(self, block: &SharedBlock, masks: &[u64; WORDS_PER_BLOCK]) -> bool {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX2 (an `Avx2` is held), as `shared_block_registers`
+        // requires; the mask loads read the 64 bytes of `masks` (`loadu`).
+        unsafe {
+            let (lo, hi) = shared_block_registers(block);
+            let m = masks.as_ptr().cast::<__m256i>();
+            let (m_lo, m_hi) = (_mm256_loadu_si256(m), _mm256_loadu_si256(m.add(1)));
+            _mm256_testc_si256(lo, m_lo) & _mm256_testc_si256(hi, m_hi) == 0
+        }
+    }
+
+    #[inline(always)]
+    fn shared_split_lacks(self, block: &SplitShared, masks: &[u64; 4]) -> bool {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX2 (an `Avx2` is held), as `shared_split_register`
+        // requires; the mask load reads the 32 bytes of `masks` (`loadu`).
+        unsafe {
+            let words = shared_split_register(block);
+            let m = _mm256_loadu_si256(masks.as_ptr().cast::<__m256i>());
+            _mm256_testc_si256(words, m) == 0
+        }
+    }
+
+    #[inline(always)]
     fn shared_block_has_all32(self, block: &SharedBlock, x: u32, k: u32) -> bool {
         // SAFETY: AVX2 (an `Avx2` is held), as both functions require.
         unsafe {
             let (lo, hi) = shared_block_registers(block);
             avx2_registers_have_all32(lo, hi, x, k)
         }
+    }
+}
+
+/// The four words of a shared split block in one register, read by two
+/// aligned 16-byte loads in `asm!`.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn shared_split_register(block: &SplitShared) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let p = block.0.as_ptr();
+    let (lo, hi): (__m128i, __m128i);
+    // SAFETY: the caller holds an `Avx2` (this function's contract), so AVX
+    // is there and VMOVDQA exists. `p` points to a live split block of 32
+    // bytes, 32-byte aligned (`SplitShared`), so both 16-byte loads are in
+    // bounds and aligned. As for `shared_block_registers` below: the loads
+    // are in asm, not Rust, and each is one atomic 16-byte access on every
+    // CPU with AVX (Intel SDM Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2), so
+    // each word is read whole as a relaxed atomic load would read it; a
+    // 32-byte load carries no such guarantee, hence two. `readonly`, no
+    // `pure`: each call reads the words again
+    // (`tests::shared_probes_see_later_stores`).
+    unsafe {
+        std::arch::asm!(
+            "vmovdqa {lo}, xmmword ptr [{p}]",
+            "vmovdqa {hi}, xmmword ptr [{p} + 16]",
+            p = in(reg) p,
+            lo = out(xmm_reg) lo,
+            hi = out(xmm_reg) hi,
+            options(nostack, readonly, preserves_flags),
+        );
+        _mm256_set_m128i(hi, lo)
     }
 }
 
@@ -319,6 +345,48 @@ unsafe fn shared_block_registers(
         );
         (_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2))
     }
+}
+
+/// The masks of the first `min(k, 8)` of a block's positions, given in
+/// the eight 32-bit lanes of `pos` (each below 512), as the block's eight
+/// words. The block is taken as sixteen 32-bit words in two registers (the
+/// eight 64-bit words in memory order, little-endian): position `p` sets
+/// bit `p % 32` of 32-bit word `p / 32`. Per position, one broadcast and,
+/// in each register, a subtract of the words' first positions and a
+/// `vpsllvd` of 1 by the difference: only the position's own word gets a
+/// count below 32; every other difference is 32 or more (or wrapped), and
+/// `vpsllvd` by such a count gives 0. Lanes from `k` on are set to
+/// `u32::MAX` first, so they set nothing. No scatter through memory: a
+/// scatter of 8-byte ORs into an array that a 32-byte load then reads does
+/// not forward, and the load waits for the stores (what made the block's
+/// masks cost more time than their instructions).
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn avx2_block_masks(pos: std::arch::x86_64::__m256i, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    use std::arch::x86_64::*;
+    let mut masks = [0u64; WORDS_PER_BLOCK];
+    // SAFETY: AVX2 per this function's contract; the stores write the 64
+    // bytes of the local `masks` (`storeu`: no alignment needed).
+    unsafe {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let live = _mm256_cmpgt_epi32(_mm256_set1_epi32(k.min(8) as i32), lanes);
+        let pos = _mm256_or_si256(pos, _mm256_xor_si256(live, _mm256_set1_epi32(-1)));
+        let first_lo = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
+        let first_hi = _mm256_setr_epi32(256, 288, 320, 352, 384, 416, 448, 480);
+        let one = _mm256_set1_epi32(1);
+        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for i in 0..8 {
+            let p = _mm256_permutevar8x32_epi32(pos, _mm256_set1_epi32(i));
+            lo = _mm256_or_si256(lo, _mm256_sllv_epi32(one, _mm256_sub_epi32(p, first_lo)));
+            hi = _mm256_or_si256(hi, _mm256_sllv_epi32(one, _mm256_sub_epi32(p, first_hi)));
+        }
+        let out = masks.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(out, lo);
+        _mm256_storeu_si256(out.add(1), hi);
+    }
+    masks
 }
 
 /// The AVX2 probe of a block held in two registers (words 0–3, 4–7).

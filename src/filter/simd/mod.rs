@@ -104,8 +104,7 @@ pub(crate) trait Probe: Copy {
     }
 
     /// Calls `f` with each of the `k` in-block positions of `h2` (each
-    /// below 512), in probe order. The AVX2 probe computes the first eight
-    /// with one vector multiply.
+    /// below 512), in probe order (the scalar [`Probe::block_masks`]).
     #[inline(always)]
     fn for_each_block_position(self, h2: u64, k: u32, mut f: impl FnMut(u32)) {
         for i in 0..(k as usize).min(MAX_K as usize) {
@@ -113,15 +112,44 @@ pub(crate) trait Probe: Copy {
         }
     }
 
-    /// [`Probe::for_each_block_position`] of `h2 = x << 32` (the blocked
-    /// layout hashed with XXH3-64): the positions are the top 9 bits of the
-    /// 32-bit products `x · lo32(SALT[i])`, the same positions; the AVX2
-    /// probe computes the first eight with one `vpmulld`.
+    /// The word masks of a key's `k` in-block positions (bit `p % 64` of
+    /// word `p / 64` for each position `p`): what an insert ORs into its
+    /// block (`hash::in_block_masks` computes the same masks on its own, as
+    /// the reference of `positions()`). The AVX2 probe builds them in two
+    /// registers, without a scatter through memory.
     #[inline(always)]
-    fn for_each_block_position32(self, x: u32, k: u32, mut f: impl FnMut(u32)) {
-        for i in 0..(k as usize).min(MAX_K as usize) {
-            f(in_block_position(u64::from(x) << 32, i));
-        }
+    fn block_masks(self, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+        let mut masks = [0u64; WORDS_PER_BLOCK];
+        self.for_each_block_position(h2, k, |pos| {
+            let (w, bit) = block_word_bit(pos);
+            masks[w] |= bit;
+        });
+        masks
+    }
+
+    /// [`Probe::block_masks`] of `h2 = x << 32` (the blocked layout hashed
+    /// with XXH3-64): the positions are the top 9 bits of the 32-bit
+    /// products `x · lo32(SALT[i])`, which the AVX2 probe computes with one
+    /// `vpmulld`.
+    #[inline(always)]
+    fn block_masks32(self, x: u32, k: u32) -> [u64; WORDS_PER_BLOCK] {
+        self.block_masks(u64::from(x) << 32, k)
+    }
+
+    /// Whether a bit of `masks` is clear in a block that other threads may
+    /// be setting bits in (each word read as a relaxed atomic load would
+    /// read it): the first read of a shared insert, which takes its block's
+    /// lock only when this says yes. The AVX2 probe reads the block as
+    /// [`Probe::shared_block_has_all`] does and tests it with two `vptest`.
+    #[inline(always)]
+    fn shared_block_lacks(self, block: &SharedBlock, masks: &[u64; WORDS_PER_BLOCK]) -> bool {
+        lacks(&block.0, masks)
+    }
+
+    /// [`Probe::shared_block_lacks`] of a split block.
+    #[inline(always)]
+    fn shared_split_lacks(self, block: &SplitShared, masks: &[u64; 4]) -> bool {
+        lacks(&block.0, masks)
     }
 
     /// ORs `masks` into a block no other thread can reach; whether one of
@@ -212,30 +240,15 @@ pub(crate) fn block_word_bit(pos: u32) -> (usize, u64) {
     ((pos / 64) as usize & 7, 1 << (pos % 64))
 }
 
-/// The word masks of a key's `k` in-block positions (bit `p % 64` of word
-/// `p / 64` for each position `p`): what a shared insert ORs into its
-/// block, positions from `probe` (`hash::in_block_masks` computes the same
-/// masks on its own, as the reference of `positions()`).
+/// Whether a bit of `masks` is clear in `words`, each read with a relaxed
+/// load (the scalar [`Probe::shared_block_lacks`]).
 #[inline(always)]
-pub(crate) fn block_masks<P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
-    let mut masks = [0u64; WORDS_PER_BLOCK];
-    probe.for_each_block_position(h2, k, |pos| {
-        let (w, bit) = block_word_bit(pos);
-        masks[w] |= bit;
-    });
-    masks
-}
-
-/// [`block_masks`] of `h2 = x << 32` (the blocked layout hashed with
-/// XXH3-64), through [`Probe::for_each_block_position32`]: the same masks.
-#[inline(always)]
-pub(crate) fn block_masks32<P: Probe>(probe: P, x: u32, k: u32) -> [u64; WORDS_PER_BLOCK] {
-    let mut masks = [0u64; WORDS_PER_BLOCK];
-    probe.for_each_block_position32(x, k, |pos| {
-        let (w, bit) = block_word_bit(pos);
-        masks[w] |= bit;
-    });
-    masks
+fn lacks<const N: usize>(words: &[AtomicU64; N], masks: &[u64; N]) -> bool {
+    let mut clear = 0;
+    for (word, mask) in words.iter().zip(masks) {
+        clear |= !word.load(Ordering::Relaxed) & mask;
+    }
+    clear != 0
 }
 
 /// One block of the split-block layout in a shared filter: four atomic

@@ -211,7 +211,7 @@ fn blocked_inserts_match_scalar() {
         type Out = ([u64; 8], bool);
         #[inline(always)]
         fn run<P: Probe>(self, probe: P) -> ([u64; 8], bool) {
-            let masks = block_masks32(probe, self.1, self.2);
+            let masks = probe.block_masks32(self.1, self.2);
             (masks, probe.block_or_mut(self.0, masks))
         }
     }
@@ -234,7 +234,7 @@ fn blocked_inserts_match_scalar() {
         let (masks, changed) = dispatch(Insert(&mut blocks[1], x, k));
         assert_eq!(
             masks,
-            block_masks(Scalar, u64::from(x) << 32, k),
+            Scalar.block_masks(u64::from(x) << 32, k),
             "x = {x:#x}, k = {k}"
         );
         let had_all = want.iter().zip(masks).all(|(w, m)| w & m == m);
@@ -253,6 +253,45 @@ fn blocked_inserts_match_scalar() {
     for b in [&blocks[0], &blocks[2]] {
         assert!(b.0.iter().all(|w| w.load(Ordering::Relaxed) == 0));
     }
+}
+
+/// The masks of a key's positions, as this CPU's probe builds them (the
+/// AVX2 one in two registers, `avx2_block_masks`), are the reference
+/// masks (`hash::in_block_masks`, position by position) for every `k` up to
+/// `MAX_K` (eight positions in the vector, the rest one by one), from
+/// 64-bit and from 32-bit products, at edge and pseudo-random hashes. A
+/// dead lane that set a bit, or a shift count off by one word, fails it.
+#[test]
+fn block_masks_match_the_reference() {
+    struct Masks(u64, u32);
+    impl Job for Masks {
+        type Out = ([u64; 8], [u64; 8]);
+        #[inline(always)]
+        fn run<P: Probe>(self, probe: P) -> Self::Out {
+            let x = (self.0 >> 32) as u32;
+            (
+                probe.block_masks(self.0, self.1),
+                probe.block_masks32(x, self.1),
+            )
+        }
+    }
+    let edges = [0, 1, u64::MAX, 1 << 63, 0xffff_ffff, 0xffff_ffff_0000_0000];
+    let mut h2 = 0x243f_6a88_85a3_08d3u64;
+    let mut seen_dead_lane = false;
+    for round in 0..4_000u32 {
+        h2 = h2
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(0x632b_e59b_d9b4_e019);
+        let h = edges.get(round as usize).copied().unwrap_or(h2);
+        let k = 1 + round % MAX_K;
+        seen_dead_lane |= k < 8;
+        let (masks, masks32) = dispatch(Masks(h, k));
+        let want = crate::filter::hash::in_block_masks(h, k);
+        assert_eq!(masks, want, "h2 = {h:#x}, k = {k}");
+        let want32 = crate::filter::hash::in_block_masks(h >> 32 << 32, k);
+        assert_eq!(masks32, want32, "x = {:#x}, k = {k}", h >> 32);
+    }
+    assert!(seen_dead_lane);
 }
 
 /// Every feature a function of `avx2.rs` enables is one `Isa::ask_cpu`
