@@ -73,24 +73,10 @@ impl<T: HashInsert> InsertFn<T> {
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(
-                kind,
-                [
-                    insert_avx2::<T, STANDARD>,
-                    insert_avx2::<T, BLOCKED>,
-                    insert_avx2::<T, SPLIT>,
-                    insert_avx2::<T, BLOCKED32>,
-                ],
-            );
-            let shared = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
-                kind,
-                [
-                    insert_shared_avx2::<T, STANDARD>,
-                    insert_shared_avx2::<T, BLOCKED>,
-                    insert_shared_avx2::<T, SPLIT>,
-                    insert_shared_avx2::<T, BLOCKED32>,
-                ],
-            );
+            let f =
+                by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(kind, per_kind!(insert_avx2::<T>));
+            let shared =
+                by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(insert_shared_avx2::<T>));
             return InsertFn { f, shared, kind };
         }
         InsertFn::scalar(kind)
@@ -98,24 +84,9 @@ impl<T: HashInsert> InsertFn<T> {
 
     /// The insert of a filter of this kind with the portable probe.
     fn scalar(kind: u8) -> Self {
-        let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(
-            kind,
-            [
-                insert_scalar::<T, STANDARD>,
-                insert_scalar::<T, BLOCKED>,
-                insert_scalar::<T, SPLIT>,
-                insert_scalar::<T, BLOCKED32>,
-            ],
-        );
-        let shared = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
-            kind,
-            [
-                insert_shared_scalar::<T, STANDARD>,
-                insert_shared_scalar::<T, BLOCKED>,
-                insert_shared_scalar::<T, SPLIT>,
-                insert_shared_scalar::<T, BLOCKED32>,
-            ],
-        );
+        let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(kind, per_kind!(insert_scalar::<T>));
+        let shared =
+            by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(insert_shared_scalar::<T>));
         InsertFn { f, shared, kind }
     }
 
@@ -127,12 +98,7 @@ impl<T: HashInsert> InsertFn<T> {
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return match self.kind {
-            STANDARD => t.insert_mut_with::<_, STANDARD>(super::avx2::Avx2(()), h),
-            BLOCKED => t.insert_mut_with::<_, BLOCKED>(super::avx2::Avx2(()), h),
-            BLOCKED32 => t.insert_mut_with::<_, BLOCKED32>(super::avx2::Avx2(()), h),
-            _ => t.insert_mut_with::<_, SPLIT>(super::avx2::Avx2(()), h),
-        };
+        return with_kind!(self.kind, t.insert_mut_with(super::avx2::Avx2(()), h));
         // SAFETY: the pointer is `insert_avx2` only if `Isa::detect` found
         // every feature it enables (`best`, the only constructor), else the
         // scalar one, which has no requirement.
@@ -151,12 +117,7 @@ impl<T: HashInsert> InsertFn<T> {
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return match self.kind {
-            STANDARD => t.insert_shared_with::<_, STANDARD>(super::avx2::Avx2(()), h),
-            BLOCKED => t.insert_shared_with::<_, BLOCKED>(super::avx2::Avx2(()), h),
-            BLOCKED32 => t.insert_shared_with::<_, BLOCKED32>(super::avx2::Avx2(()), h),
-            _ => t.insert_shared_with::<_, SPLIT>(super::avx2::Avx2(()), h),
-        };
+        return with_kind!(self.kind, t.insert_shared_with(super::avx2::Avx2(()), h));
         // SAFETY: as in `call`: the pointer is `insert_shared_avx2` only if
         // `Isa::detect` found every feature it enables, else the scalar one.
         #[allow(unreachable_code)]

@@ -106,15 +106,7 @@ impl<T: HashLookup> LookupFn<T> {
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
-                kind,
-                [
-                    lookup_avx2::<T, STANDARD>,
-                    lookup_avx2::<T, BLOCKED>,
-                    lookup_avx2::<T, SPLIT>,
-                    lookup_avx2::<T, BLOCKED32>,
-                ],
-            );
+            let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(lookup_avx2::<T>));
             return LookupFn { f, kind };
         }
         LookupFn::scalar(kind)
@@ -122,15 +114,7 @@ impl<T: HashLookup> LookupFn<T> {
 
     /// The lookup of a filter of this kind with the portable probe.
     fn scalar(kind: u8) -> Self {
-        let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(
-            kind,
-            [
-                lookup_scalar::<T, STANDARD>,
-                lookup_scalar::<T, BLOCKED>,
-                lookup_scalar::<T, SPLIT>,
-                lookup_scalar::<T, BLOCKED32>,
-            ],
-        );
+        let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(lookup_scalar::<T>));
         LookupFn { f, kind }
     }
 
@@ -142,12 +126,7 @@ impl<T: HashLookup> LookupFn<T> {
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return match self.kind {
-            STANDARD => t.lookup_with::<_, STANDARD>(super::avx2::Avx2(()), h),
-            BLOCKED => t.lookup_with::<_, BLOCKED>(super::avx2::Avx2(()), h),
-            BLOCKED32 => t.lookup_with::<_, BLOCKED32>(super::avx2::Avx2(()), h),
-            _ => t.lookup_with::<_, SPLIT>(super::avx2::Avx2(()), h),
-        };
+        return with_kind!(self.kind, t.lookup_with(super::avx2::Avx2(()), h));
         // SAFETY: the pointer is `lookup_avx2` only if `Isa::detect` found
         // every feature it enables (`best`, the only constructor), else the scalar one,
         // which has no requirement.

@@ -506,6 +506,39 @@ pub(crate) fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// `[f::<T, STANDARD>, f::<T, BLOCKED>, f::<T, SPLIT>, f::<T, BLOCKED32>]`:
+/// a function compiled once per filter kind, in the order
+/// `lookup::by_kind` indexes (the kinds are 0 to 3).
+macro_rules! per_kind {
+    ($f:ident::<$t:ty>) => {
+        [
+            $f::<$t, STANDARD>,
+            $f::<$t, BLOCKED>,
+            $f::<$t, SPLIT>,
+            $f::<$t, BLOCKED32>,
+        ]
+    };
+}
+
+/// `t.method::<_, KIND>(args)` for the filter kind `kind`, each kind's
+/// call compiled on its own: what a crate built for AVX2 runs in place of
+/// the pointers of `per_kind!` (`LookupFn::call`, `InsertFn::call`).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "bmi2"
+))]
+macro_rules! with_kind {
+    ($kind:expr, $t:ident.$method:ident($($arg:expr),*)) => {
+        match $kind {
+            STANDARD => $t.$method::<_, STANDARD>($($arg),*),
+            BLOCKED => $t.$method::<_, BLOCKED>($($arg),*),
+            BLOCKED32 => $t.$method::<_, BLOCKED32>($($arg),*),
+            _ => $t.$method::<_, SPLIT>($($arg),*),
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod insert_fn;
