@@ -25,6 +25,15 @@
 //!   instructions to ignore the lanes past `k`: 94 → 92 instructions per
 //!   lookup).
 //!
+//! * **Masks (inserts).** An insert ORs its key's word masks into the
+//!   block. The AVX2 probe builds them in the same two registers of
+//!   sixteen lanes (`avx2_block_masks`): per position, one broadcast and,
+//!   per register, a subtract of the lanes' first positions and a `vpsllvd`
+//!   of 1, whose count is 32 or more (so the result 0) in every lane but
+//!   the position's own. The masks never go through memory a lane at a
+//!   time: a scatter of 8-byte ORs read back by 32-byte loads is not
+//!   store-forwarded and stalls each insert (`docs/BENCHMARKS.md`).
+//!
 //! That is about 23 instructions for up to eight probes where the scalar
 //! loop spends nine per probe (63 at k = 7): fewer instructions per lookup
 //! is more lookups in the reorder buffer, hence more cache misses in flight
@@ -52,7 +61,9 @@
 //!   aligned by their type, [`SharedBlock`]; 128 with the one-row probe of
 //!   `k ≤ 8`). Blocks of a borrowed
 //!   [`crate::FilterView`] are plain bytes, copied into a local `[u64; 8]`
-//!   that the vector loads read.
+//!   that the vector loads read. A shared insert reads its block the same
+//!   way first ([`Probe::shared_block_lacks`]), and writes it under its
+//!   line's stripe lock with relaxed atomic stores (`bloom::stripes`).
 //!
 //! * **The flat view.** A [`crate::BitFilter`] keeps its bits as a slice of
 //!   [`SharedBlock`]s; [`SharedBlock::flat`] reads the same memory as one
