@@ -1,6 +1,6 @@
 //! Metadata records: a serde value encoded with bincode 2.0.1 in one pinned
 //! configuration (little-endian, fixed-width integers, at most
-//! [`META_LIMIT`] bytes), inside a [`frame`](super::frame). Bincode is kept
+//! [`META_LIMIT`] bytes), inside a [`frame`]. Bincode is kept
 //! behind this file and `docs/FORMAT.md`: the bytes are specified there field by
 //! field, so the encoder can be replaced without changing a byte.
 

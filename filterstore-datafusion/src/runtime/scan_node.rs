@@ -2,7 +2,7 @@
 //! predicate when it runs.
 //!
 //! The rule puts it directly above a Parquet scan that a filter's probe key
-//! reaches ([`super::scan::into_scans`]). Its child is the scan as planned,
+//! reaches ([`super::scan_place::into_scans`]). Its child is the scan as planned,
 //! so that the plan crosses to workers as DataFusion encodes it (DataFusion
 //! 55's composed codec carries no custom expression). When it executes, it
 //! pushes one dynamic filter per runtime filter ([`super::scan::watch`])

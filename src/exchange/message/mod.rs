@@ -6,7 +6,7 @@
 //! A filter sized for lookups has about half its bits set and does not
 //! compress; a filter sized for *transmission* is larger and sparser, with
 //! fewer hash functions, and its entropy-coded size is what goes on the wire.
-//! [`build_message`] sizes the filter with [`optimize`](super::optimize)
+//! [`build_message`] sizes the filter with [`optimize`]
 //! for a target rate or a byte budget; [`encode_message`] and [`encode_delta_message`]
 //! code any filter and fall back to the plain array whenever the coded one
 //! would not be smaller, so every filter can always be sent.

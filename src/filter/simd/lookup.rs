@@ -69,6 +69,8 @@ pub(crate) trait HashLookup {
 /// Built for AVX2 (`-C target-cpu=x86-64-v3`) there is no pointer: the
 /// lookup inlines into the caller (85: fewer instructions, but at 100M
 /// keys no faster; docs/BENCHMARKS.md).
+///
+/// [`dispatch`]: super::dispatch
 pub(crate) struct LookupFn<T> {
     /// The compiled lookup (not called in a crate built for AVX2, where
     /// [`LookupFn::call`] inlines the lookup instead).

@@ -83,7 +83,7 @@ pub(crate) fn header_with(magic: [u8; 4], id: u64) -> [u8; HEADER] {
 
 /// The log id its header names, `None` if the header is not a valid one
 /// (the log is then one that a cut interrupted before its rename made it
-/// this name's: see [`create`]).
+/// this name's: see [`CatalogLog::create`]).
 fn parse_header(magic: [u8; 4], bytes: &[u8]) -> Option<u64> {
     let h = bytes.get(..HEADER)?;
     let valid = h[..4] == magic

@@ -2,7 +2,7 @@
 //! of checksummed records, one record per
 //! [`write_diff`](crate::DiffStorage::write_diff) call, each made durable by
 //! one `fdatasync` before the call returns. The record framing is the
-//! catalog log's ([`catalog_log`](super::catalog_log)): a header naming the
+//! catalog log's ([`catalog_log`]): a header naming the
 //! log's generation, then records numbered 0, 1, 2, … whose body is a list
 //! of puts and removes. Only the magic differs (`FSGL`). The bytes:
 //! `docs/FORMAT.md` § 8b.

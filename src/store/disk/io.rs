@@ -279,7 +279,7 @@ pub mod fault {
     }
 
     /// Runs `f`, a fold in the background of the store at `dir`, under the
-    /// plan of [`fail_in_next_background_fold`] if one waits (unit tests;
+    /// plan of `fail_in_next_background_fold` if one waits (unit tests;
     /// `f` alone otherwise).
     pub(crate) fn in_background_fold<T>(dir: &Path, f: impl FnOnce() -> T) -> T {
         #[cfg(test)]

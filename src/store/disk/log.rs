@@ -89,6 +89,8 @@ pub(crate) enum Binding {
     /// the number below which every record of the log was durable when it
     /// was appended (how a lost record that was synced is told from a torn
     /// tail: [`check_tail`]).
+    ///
+    /// [`check_tail`]: super::log_read::check_tail
     Bound { table_id: u64, generation: u64 },
     /// Store format 3: records name neither. Read by a read-only open of a
     /// store of that format and by its migration, which also empties the
@@ -343,6 +345,8 @@ impl LogFile {
     /// past what its last record says: on a clean close, so that a record
     /// synced last, which rots while the store is closed, is found missing
     /// instead of taken for a torn tail ([`check_tail`]). Format 4 only.
+    ///
+    /// [`check_tail`]: super::log_read::check_tail
     pub(crate) fn seal(&mut self) -> io::Result<()> {
         if self.binding == Binding::Unbound
             || self.sync.synced_seq.load(Ordering::Acquire) <= self.last_claim
@@ -359,6 +363,8 @@ impl LogFile {
     /// the superblock in force expects is the sign of a newer superblock
     /// lost to damage ([`first_seq`]), not of a cut (not synced: a cut may
     /// leave the file empty, or as it was).
+    ///
+    /// [`first_seq`]: super::log_read::first_seq
     pub(crate) fn reset(&mut self) -> io::Result<()> {
         self.base += self.end;
         self.end = 0;

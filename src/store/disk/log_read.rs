@@ -1,7 +1,7 @@
 //! Reading a table generation's log: its records one by one, the prefix
-//! of whole records in sequence that recovery takes ([`scan`]), and what
-//! lies past it ([`check_tail`]). The record layout and why recovery is a
-//! prefix: [`log`](super::log).
+//! of whole records in sequence that recovery takes ([`scan_from`]), and
+//! what lies past it ([`check_tail`]). The record layout and why recovery
+//! is a prefix: [`log`](super::log).
 
 use super::io::{le_u64, read_up_to};
 use super::log::{decode_body, head, Binding, LogOp, RecordHead, MAX_BODY};
@@ -61,7 +61,7 @@ pub(crate) fn read_record(
     }))
 }
 
-/// What [`scan`] found.
+/// What [`scan_from`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Scanned {
     /// Bytes of the prefix of whole records in sequence.
@@ -117,7 +117,13 @@ pub(crate) fn scan(
     scan_from(file, binding, span, limit, f)
 }
 
-/// [`scan`] from byte `span.at`, stopping before record `span.until_seq`.
+/// Reads the log's records in order from byte `span.at`, starting at sequence
+/// number `span.first_seq`, calling `f` with every operation, until the prefix
+/// of whole records of this log (`binding`) in sequence ends (module docs),
+/// record `span.until_seq` is next, or the next record would take the
+/// operations read past `limit` (`stopped`; never before the first record).
+/// A record whose frame is whole but whose body is not a valid record is
+/// corruption, not a tear: an error.
 pub(crate) fn scan_from(
     file: &File,
     binding: Binding,
@@ -168,7 +174,7 @@ pub(crate) fn first_seq(file: &File, at: u64, binding: Binding) -> Result<Option
 /// Bytes of the log read per step when looking past the prefix.
 const TAIL_WINDOW: usize = 1 << 16;
 
-/// Looks past the prefix that [`scan`] took for what says that the log lost
+/// Looks past the prefix that [`scan_from`] took for what says that the log lost
 /// records it had made durable (store format 4; nothing in format 3): a
 /// whole record of this log whose `synced_below` passes the end of the
 /// prefix (records it says were durable are missing from it: a synced
@@ -188,6 +194,8 @@ const TAIL_WINDOW: usize = 1 << 16;
 /// written (`Superblock::durable_seq`, by every fold and a clean close):
 /// a prefix that ends before that is damage too
 /// (`store::table::replay::short_of_claim`).
+///
+/// [`LogFile::seal`]: super::log::LogFile::seal
 pub(crate) fn check_tail(
     file: &File,
     scanned: &Scanned,

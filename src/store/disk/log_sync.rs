@@ -12,6 +12,8 @@ use std::sync::Arc;
 /// Durability bookkeeping of one log, shared with the callers that sync it
 /// outside the table's writer lock. Positions count every byte ever
 /// appended to this log, across [`LogFile::reset`]s.
+///
+/// [`LogFile::reset`]: super::log::LogFile::reset
 #[derive(Debug)]
 pub(crate) struct LogSync {
     pub(super) file: Arc<File>,

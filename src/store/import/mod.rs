@@ -22,7 +22,7 @@
 //! table until every check passed:
 //!
 //! * the file (frame, descriptor, lengths, padding, CRC: `docs/FORMAT.md` §7);
-//! * **the counters against `n`** ([`check`](check)):
+//! * **the counters against `n`** ([`check`]):
 //!   their sum, their fill, every block (a run of 512 counters in the
 //!   standard layout) and, in the split-block layout, every block's lanes,
 //!   against what `n` distinct keys make, with tolerances from the model's

@@ -221,7 +221,7 @@ impl FilterStore {
     /// lock shared, so a store open for writing elsewhere is
     /// [`StoreError::Locked`] (in this process, [`StoreError::AlreadyOpen`]).
     /// A directory that is not a filterstore database (no marker, see
-    /// [`MARKER_FILE`](super::MARKER_FILE)) is
+    /// [`MARKER_FILE`]) is
     /// [`StoreError::NotAFilterStore`] and left byte-for-byte unchanged.
     ///
     /// A store of format 1 or 2 cannot be read without migrating it, which

@@ -15,6 +15,9 @@
 //! and `k`, so the mismatch marks the table until it is regenerated, and a
 //! regeneration writes the capacity it sized for as `expected_keys`.
 //!
+//! [`DriftPolicy`]: crate::filter::drift::DriftPolicy
+//! [`FilterParams::for_capacity`]: crate::filter::params::FilterParams::for_capacity
+//!
 //! # Regeneration
 //! [`Table::regenerate`] builds a new generation from a key source beside the
 //! old one and swaps it in with one catalog write:

@@ -20,6 +20,9 @@
 //! ([`RegenReport::live_keys_before`], [`RegenReport::keys_read`]); the
 //! store cannot tell a stale key file from a table that lacked keys, and
 //! says so there.
+//!
+//! [`RegenReport::live_keys_before`]: super::RegenReport::live_keys_before
+//! [`RegenReport::keys_read`]: super::RegenReport::keys_read
 
 use super::build::Build;
 use super::health::parameters_changed;

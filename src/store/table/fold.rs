@@ -223,7 +223,8 @@ thread_local! {
         const { std::cell::Cell::new(None) };
 }
 
-/// Fails when a test's write budget ([`WRITES_BEFORE_CRASH`]) is spent.
+/// Fails when a test's write budget (`WRITES_BEFORE_CRASH`, in test builds
+/// only) is spent; outside tests, never fails.
 pub(super) fn crash_point() -> Result<(), StoreError> {
     #[cfg(test)]
     if let Some(n) = WRITES_BEFORE_CRASH.get() {

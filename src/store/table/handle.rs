@@ -1,6 +1,6 @@
 //! The public handle of a table ([`Table`]: its lookups, writes and
 //! statistics) and its statistics ([`TableStats`]); the shared state every
-//! handle reaches is [`TableInner`](super::inner::TableInner).
+//! handle reaches is [`TableInner`].
 
 use super::bloom::TableBloom;
 use super::generation::Generation;

@@ -37,6 +37,8 @@ pub(in crate::runtime) fn fits_plan(got: &FilterParams, planned: &FilterParams) 
 /// at the planned size. TPC-DS q23 has four filters of 1,461 keys against
 /// 1,827 probe keys (79.97%, under `max_pass` 0.8): summed from the
 /// halved partials' fills they read 1,468.5 (80.4%) and passed every row.
+///
+/// [`Run::finish`]: super::Run::finish
 pub(super) fn judged(filter: &BitFilter, halved_keys: Option<f64>) -> (f64, f64) {
     let estimate = filter.estimate_len();
     match halved_keys {
