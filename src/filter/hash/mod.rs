@@ -373,8 +373,9 @@ impl StandardProbes {
 
 /// A key's in-block positions as the eight 64-bit words of a 512-bit block:
 /// bit `p % 64` of word `p / 64` is set for each probe `p` (repeats merge).
-/// The scalar reference of the inserts' `simd::block_masks` (which may
-/// take its positions from the AVX2 probe), used by [`positions`].
+/// The scalar probe's `Probe::block_masks`, and the reference of the AVX2
+/// one (`simd::tests::block_masks_match_the_reference`); used by
+/// [`positions`].
 #[inline(always)]
 pub(crate) fn in_block_masks(h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     let mut masks = [0u64; WORDS_PER_BLOCK];

@@ -86,7 +86,7 @@
 //! `h2`) and under concurrent inserts.
 
 use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
-use crate::filter::hash::in_block_position;
+use crate::filter::hash::{in_block_masks, in_block_position};
 use crate::filter::split::{split_masks, split_word_masks};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -114,28 +114,14 @@ pub(crate) trait Probe: Copy {
         self.shared_block_has_all(block, u64::from(x) << 32, k)
     }
 
-    /// Calls `f` with each of the `k` in-block positions of `h2` (each
-    /// below 512), in probe order (the scalar [`Probe::block_masks`]).
-    #[inline(always)]
-    fn for_each_block_position(self, h2: u64, k: u32, mut f: impl FnMut(u32)) {
-        for i in 0..(k as usize).min(MAX_K as usize) {
-            f(in_block_position(h2, i));
-        }
-    }
-
     /// The word masks of a key's `k` in-block positions (bit `p % 64` of
     /// word `p / 64` for each position `p`): what an insert ORs into its
-    /// block (`hash::in_block_masks` computes the same masks on its own, as
-    /// the reference of `positions()`). The AVX2 probe builds them in two
-    /// registers, without a scatter through memory.
+    /// block. The scalar probe's are `hash::in_block_masks`, the reference;
+    /// the AVX2 probe builds the same in two registers, without a scatter
+    /// through memory.
     #[inline(always)]
     fn block_masks(self, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
-        let mut masks = [0u64; WORDS_PER_BLOCK];
-        self.for_each_block_position(h2, k, |pos| {
-            let (w, bit) = block_word_bit(pos);
-            masks[w] |= bit;
-        });
-        masks
+        in_block_masks(h2, k)
     }
 
     /// [`Probe::block_masks`] of `h2 = x << 32` (the blocked layout hashed
