@@ -1,10 +1,13 @@
 //! The AVX2 block probe (x86-64): see the parent module for what it computes
 //! and why it is sound.
 
+mod asm;
+
 use super::{Probe, SharedBlock, SplitShared};
 use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 use crate::filter::split::SPLIT_SALTS;
+use asm::{all_live_set, shared_block_registers, shared_split_register};
 
 /// `job` compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
 ///
@@ -270,83 +273,6 @@ impl Probe for Avx2 {
     }
 }
 
-/// The four words of a shared split block in one register, read by two
-/// aligned 16-byte loads in `asm!`.
-///
-/// # Safety
-/// The CPU must support AVX2 (callers hold an [`Avx2`]).
-#[inline(always)]
-unsafe fn shared_split_register(block: &SplitShared) -> std::arch::x86_64::__m256i {
-    use std::arch::x86_64::*;
-    let p = block.0.as_ptr();
-    let (lo, hi): (__m128i, __m128i);
-    // SAFETY: the caller holds an `Avx2` (this function's contract), so AVX
-    // is there and VMOVDQA exists. `p` points to a live split block of 32
-    // bytes, 32-byte aligned (`SplitShared`), so both 16-byte loads are in
-    // bounds and aligned. As for `shared_block_registers` below: the loads
-    // are in asm, not Rust, and each is one atomic 16-byte access on every
-    // CPU with AVX (Intel SDM Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2), so
-    // each word is read whole as a relaxed atomic load would read it; a
-    // 32-byte load carries no such guarantee, hence two. `readonly`, no
-    // `pure`: each call reads the words again
-    // (`tests::shared_probes_see_later_stores`).
-    unsafe {
-        std::arch::asm!(
-            "vmovdqa {lo}, xmmword ptr [{p}]",
-            "vmovdqa {hi}, xmmword ptr [{p} + 16]",
-            p = in(reg) p,
-            lo = out(xmm_reg) lo,
-            hi = out(xmm_reg) hi,
-            options(nostack, readonly, preserves_flags),
-        );
-        _mm256_set_m128i(hi, lo)
-    }
-}
-
-/// The eight words of a shared block in two registers (words 0–3, 4–7),
-/// read by four aligned 16-byte loads in `asm!`.
-///
-/// # Safety
-/// The CPU must support AVX2 (callers hold an [`Avx2`]).
-#[inline(always)]
-unsafe fn shared_block_registers(
-    block: &SharedBlock,
-) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
-    use std::arch::x86_64::*;
-    let p = block.0.as_ptr();
-    let (q0, q1, q2, q3): (__m128i, __m128i, __m128i, __m128i);
-    // SAFETY: the caller holds an `Avx2` (this function's contract), so AVX
-    // is there and VMOVDQA exists. `p` points to a live block of 64
-    // bytes, 64-byte aligned (`SharedBlock`), so the four 16-byte loads
-    // are in bounds and aligned. The loads are not a data race although
-    // other threads write these words through atomics: the block is
-    // read in asm, not by Rust loads, and the asm's effect is what Rust
-    // code with relaxed `AtomicU64` loads of the eight words could do,
-    // because every CPU with AVX performs an aligned VEX.128 VMOVDQA as
-    // one atomic 16-byte access (Intel SDM Vol. 3A §9.1.1, "Guaranteed
-    // Atomic Operations"; AMD APM Vol. 2 §7.3.2 likewise for AVX
-    // CPUs), so each word is read whole, at some point of its
-    // modification order. No ordering beyond relaxed is claimed, and
-    // none is needed: lookups are relaxed loads (`bloom` module docs).
-    // `readonly`: the asm writes no memory; no `pure`, so each call
-    // reads the words again.
-    unsafe {
-        std::arch::asm!(
-            "vmovdqa {q0}, xmmword ptr [{p}]",
-            "vmovdqa {q1}, xmmword ptr [{p} + 16]",
-            "vmovdqa {q2}, xmmword ptr [{p} + 32]",
-            "vmovdqa {q3}, xmmword ptr [{p} + 48]",
-            p = in(reg) p,
-            q0 = out(xmm_reg) q0,
-            q1 = out(xmm_reg) q1,
-            q2 = out(xmm_reg) q2,
-            q3 = out(xmm_reg) q3,
-            options(nostack, readonly, preserves_flags),
-        );
-        (_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2))
-    }
-}
-
 /// The masks of the first `min(k, 8)` of a block's positions, given in
 /// the eight 32-bit lanes of `pos` (each below 512), as the block's eight
 /// words. The block is taken as sixteen 32-bit words in two registers (the
@@ -514,32 +440,6 @@ unsafe fn split_block_has_masks(
     // `asm!` of `all_live_set`: with masks computed in registers LLVM
     // emits `vptest` and `setb` for it, and knows the result is 0 or 1.)
     unsafe { std::arch::x86_64::_mm256_testc_si256(block, masks) != 0 }
-}
-
-/// Whether every bit set in `mask` is set in `got`: one `vptest` (CF)
-/// and `setb`. In `asm!` because LLVM rewrites `_mm256_testc_si256` with a
-/// mask loaded from a table into an AND-NOT and a horizontal OR (nine
-/// instructions where this is two).
-///
-/// # Safety
-/// The CPU must support AVX (callers hold an [`Avx2`]).
-#[inline]
-#[target_feature(enable = "avx")]
-unsafe fn all_live_set(got: std::arch::x86_64::__m256i, mask: std::arch::x86_64::__m256i) -> bool {
-    let all: u8;
-    // SAFETY: AVX per this function's contract. The asm reads two
-    // registers and writes one byte register and the flags; no memory.
-    unsafe {
-        std::arch::asm!(
-            "vptest {got}, {mask}",
-            "setb {all}",
-            got = in(ymm_reg) got,
-            mask = in(ymm_reg) mask,
-            all = out(reg_byte) all,
-            options(pure, nomem, nostack),
-        );
-    }
-    all != 0
 }
 
 /// Bit 0 set in the first `live` (at most 8) 32-bit lanes: which probes

@@ -49,7 +49,9 @@
 //!   a pointer to `lookup_avx2` only if it was made after that answer.
 //! * **Memory.** A block of a shared [`crate::BitFilter`], which other
 //!   threads may be setting bits in through atomics, is read by four
-//!   aligned 16-byte `VMOVDQA` loads in `asm!` ([`SharedBlock`]), never by a
+//!   aligned 16-byte `VMOVDQA` loads in `asm!` ([`SharedBlock`]; every
+//!   `asm!` of the probe is in `avx2/asm.rs`, each with its SAFETY
+//!   argument), never by a
 //!   Rust vector load (that would be a data race in Rust's memory model).
 //!   The asm's effect is one that Rust code with relaxed `AtomicU64` loads
 //!   could have: every CPU with AVX performs such a load as one atomic
@@ -401,7 +403,7 @@ impl Isa {
         }
     }
 
-    /// Every feature that a function of `avx2.rs` enables
+    /// Every feature that a function of `avx2.rs` or `avx2/asm.rs` enables
     /// (`#[target_feature(enable = ...)]`) must be asked for here: running
     /// code compiled for a feature the CPU lacks is undefined behaviour (a
     /// VM may mask BMI1 or POPCNT while passing AVX2 through). The test

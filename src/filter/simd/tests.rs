@@ -294,8 +294,9 @@ fn block_masks_match_the_reference() {
     assert!(seen_dead_lane);
 }
 
-/// Every feature a function of `avx2.rs` enables is one `Isa::ask_cpu`
-/// detects (issue 22: BMI1 and POPCNT were enabled but not asked for).
+/// Every feature a function of `avx2.rs` or `avx2/asm.rs` enables is one
+/// `Isa::ask_cpu` detects (issue 22: BMI1 and POPCNT were enabled but not
+/// asked for).
 /// Read from the sources, so that a feature added to an attribute without
 /// its detection fails here.
 #[test]
@@ -310,15 +311,18 @@ fn detection_covers_every_enabled_feature() {
         .map(|s| s.split('"').next().unwrap())
         .collect();
     assert!(detected.len() >= 5, "{detected:?}");
-    let mut enabled: Vec<&str> = include_str!("avx2.rs")
-        .split("target_feature(enable = \"")
-        .skip(1)
+    let sources = [include_str!("avx2.rs"), include_str!("avx2/asm.rs")];
+    let mut enabled: Vec<&str> = sources
+        .iter()
+        .flat_map(|src| src.split("target_feature(enable = \"").skip(1))
         .flat_map(|s| s.split('"').next().unwrap().split(','))
         .collect();
     enabled.sort_unstable();
     enabled.dedup();
     assert!(
-        enabled.contains(&"bmi1") && enabled.contains(&"popcnt"),
+        ["avx", "bmi1", "popcnt"]
+            .iter()
+            .all(|f| enabled.contains(f)),
         "{enabled:?}"
     );
     for f in &enabled {
@@ -446,7 +450,7 @@ fn shared_probes_see_later_stores() {
 /// undocumented behaviour; this test keeps the documented instruction.
 #[test]
 fn shared_loads_use_the_documented_atomic_instruction() {
-    let src = include_str!("avx2.rs");
+    let src = include_str!("avx2/asm.rs");
     let asm_loads = src.matches("\"vmovdqa {").count();
     assert_eq!(asm_loads, 6, "four loads of a line, two of a split block");
     assert!(
