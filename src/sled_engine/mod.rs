@@ -235,17 +235,18 @@
 
 pub(crate) mod blobkeep;
 mod gate;
+mod iter;
 mod open;
 #[cfg(test)]
 mod tests;
 mod worker;
 
+pub(crate) use iter::Iter;
 pub(crate) use open::{open_with_retry, OpenError};
 use open::{repair_conf, sync_conf};
 pub(crate) use sled::IVec;
 
 use gate::{noted, settle_all, settle_keys, Gate};
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -400,9 +401,6 @@ impl Drop for Tree {
     }
 }
 
-/// Records fetched per gate acquisition while iterating.
-const ITER_BATCH: usize = 64;
-
 impl Tree {
     fn tree(&self) -> sled::Result<sled::Tree> {
         self.inner.clone().ok_or_else(dropped)
@@ -495,7 +493,7 @@ impl Tree {
     }
 
     /// The records whose keys start with `prefix`, in key order, fetched
-    /// [`ITER_BATCH`] at a time.
+    /// [`ITER_BATCH`](iter::ITER_BATCH) at a time.
     pub(crate) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         self.iter_from(Some(prefix.as_ref().to_vec()))
     }
@@ -506,13 +504,7 @@ impl Tree {
     }
 
     fn iter_from(&self, prefix: Option<Vec<u8>>) -> Iter {
-        Iter {
-            tree: self.clone(),
-            prefix,
-            after: None,
-            done: false,
-            buffered: VecDeque::new(),
-        }
+        Iter::new(self.clone(), prefix)
     }
 
     /// Runs `f` as one sled transaction over `self` and `other`, writing at
@@ -542,62 +534,6 @@ impl Tree {
                 Err(TransactionError::Storage(e)) => Err(e),
             }
         })
-    }
-}
-
-/// A sled iterator run on the caller's thread under the tree's gate,
-/// [`ITER_BATCH`] records per acquisition (between two, writes may run:
-/// each resumes after the last key returned).
-pub(crate) struct Iter {
-    tree: Tree,
-    prefix: Option<Vec<u8>>,
-    after: Option<IVec>,
-    done: bool,
-    buffered: VecDeque<(IVec, IVec)>,
-}
-
-impl Iter {
-    fn refill(&mut self) -> sled::Result<()> {
-        let (prefix, after) = (self.prefix.clone(), self.after.clone());
-        let batch = self.tree.read(move |t| {
-            let start = match (&after, &prefix) {
-                (Some(a), _) => std::ops::Bound::Excluded(a.clone()),
-                (None, Some(p)) => std::ops::Bound::Included(IVec::from(p.as_slice())),
-                (None, None) => std::ops::Bound::Unbounded,
-            };
-            let mut out = Vec::with_capacity(ITER_BATCH);
-            for item in t.range::<IVec, _>((start, std::ops::Bound::Unbounded)) {
-                let (k, v) = item?;
-                if prefix.as_ref().is_some_and(|p| !k.starts_with(p)) {
-                    break;
-                }
-                out.push((k, v));
-                if out.len() == ITER_BATCH {
-                    break;
-                }
-            }
-            Ok(out)
-        })?;
-        if batch.len() < ITER_BATCH {
-            self.done = true;
-        }
-        self.after = batch.last().map(|(k, _)| k.clone());
-        self.buffered.extend(batch);
-        Ok(())
-    }
-}
-
-impl Iterator for Iter {
-    type Item = sled::Result<(IVec, IVec)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.buffered.is_empty() && !self.done {
-            if let Err(e) = self.refill() {
-                self.done = true;
-                return Some(Err(e));
-            }
-        }
-        self.buffered.pop_front().map(Ok)
     }
 }
 
