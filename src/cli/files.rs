@@ -1,6 +1,6 @@
 //! The file commands: `export`, `import`, `inspect`, `probe` and
 //! `estimate`. Each reads or writes one of the two framed formats of
-//! `docs/FORMAT.md` — exported filter files (§6, bit or counting) and
+//! `docs/FORMAT.md` — exported filter files (§5, §7, bit or counting) and
 //! exchange messages (§12, full or delta) — and tells them apart by the
 //! frame's kind byte, so every command accepts both wherever that makes
 //! sense.

@@ -1,6 +1,8 @@
 //! Keeps sled's blob files until the log that stops needing them is durable.
 //!
-//! sled 0.34.7 writes a value or node over its inline limit (128 KiB) to a
+//! sled 0.34.7 writes a value or node over its inline limit (a quarter of
+//! the segment: 128 KiB in a store of format 1 or 2, 4 MiB in the guard's
+//! database) to a
 //! file `blobs/<lsn>` and logs a pointer to it. When a later log record
 //! replaces that node, sled deletes the old file as soon as the record is
 //! *stable* in its own sense (`segment.rs`: `active_to_inactive` runs the

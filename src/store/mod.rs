@@ -47,7 +47,9 @@
 //!   leaves a store that opens without error and answers "maybe" for every
 //!   key whose insert was durable.
 //! * A full or failing disk is a prompt error, never a hang: every call
-//!   runs the system calls on the caller's thread and returns their error.
+//!   runs the system calls on the caller's thread and returns their error,
+//!   except a fold started at the fold threshold, which runs on a thread of
+//!   its own (`table::background`) and whose failure a later write reports.
 //!   After a failed sync (whose pages the kernel may have dropped: the
 //!   failure is sticky, nothing reports durable after it) or a commit whose
 //!   outcome is unknown the store stops writing ([`StoreError::Degraded`];
@@ -82,7 +84,7 @@
 //! # No hop, no global lock
 //! Every table operation runs on the caller's thread: a lookup reads memory
 //! only; a write takes its table's writer lock, and its system calls are
-//! its own. Nothing queues behind another table or another store. sled
+//! its own (a background fold's run on the fold's own thread). Nothing queues behind another table or another store. sled
 //! 0.34.7 is used only for the guard's base ([`SledDiffStorage`]), opened
 //! on first use (`guard_db.rs`); `src/sled_engine/` bounds what remains of
 //! it (see there, and the argument from sled's code for why its reads run
@@ -122,7 +124,7 @@
 //! 1. a [`Guard`](crate::Guard)'s writer lock (guarded writes and merges);
 //! 2. a table's regeneration lock (`TableInner::regen_lock`: one
 //!    regeneration at a time per table);
-//! 3. the catalog (`StoreInner::catalog`: create, import, drop,
+//! 3. the catalog (`Shared::catalog`: create, import, drop,
 //!    `set_params`, a regeneration's commit);
 //! 4. the open-tables map (`StoreInner::tables`);
 //! 5. a generation's writer lock (`Generation::writer`: every write, fold
@@ -130,7 +132,7 @@
 //!
 //! Leaves, never held while another lock is taken: a table's catalog record
 //! in memory (`TableInner::meta`), the drift policy and the health callback
-//! (`StoreInner::policy`, `StoreInner::regen_hook`; the callback is cloned
+//! (`Shared::policy`, `Shared::regen_hook`; the callback is cloned
 //! and called with no lock held), a log's sync lock (taken with no other
 //! lock held). Lookups take no lock at all. The sites: `create_table` and
 //! `import` (3 → 4), `drop_table` (3 → 4 → 5), `open_table` (4), `flush`

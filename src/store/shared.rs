@@ -34,8 +34,9 @@ pub(crate) struct Shared {
     pub(crate) has_regen_hook: AtomicBool,
     /// The policy of `Table::health`.
     pub(crate) policy: Mutex<DriftPolicy>,
-    /// The store format of its files (the catalog header's): 4, or 3 for a
-    /// read-only open of a store of that format (or its migration).
+    /// The store format of its files (the catalog header's): today's
+    /// (`STORE_FORMAT_VERSION`), or an older one for a read-only open of a
+    /// store of that format (or its migration).
     format: u32,
     failed: AtomicBool,
     reason: Mutex<String>,

@@ -23,7 +23,9 @@
 //! ([`BuildStats`], format version 2: [`encode_message_with_stats`]), so
 //! that the receiving site estimates the join's size from the bytes alone
 //! ([`DecodedMessage::estimate_join_size`]). A message without them is
-//! written as format version 1, byte for byte what version-1 readers read.
+//! written at the lowest version its filter allows: 1, byte for byte what
+//! version-1 readers read, unless its layout (split-block, 2) or hash
+//! (XXH3-64, 4) needs a later one.
 //!
 //! # Decoding
 //! Every check of the frame and descriptor applies. A plain full message is

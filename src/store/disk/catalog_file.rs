@@ -1,8 +1,10 @@
-//! The catalog file: the store header and one record per table, as the
-//! (key, value) pairs the catalog tree of store formats 1 and 2 held, in one
-//! file that is replaced whole on every change.
+//! The catalog file: the store header and one record per table and per
+//! sealed filter, as (key, value) pairs like those the catalog tree of store
+//! formats 1 and 2 held, in one file that is replaced whole at a checkpoint
+//! (on every change before format 6; since, a change is a record of the
+//! catalog log, `catalog_log`).
 //!
-//! A change writes the new catalog to `catalog.new`, syncs it, renames it
+//! A rewrite writes the new catalog to `catalog.new`, syncs it, renames it
 //! over `catalog` and syncs the directory: a cut leaves either the old file
 //! or the new one, each synced before its name could point at it (the
 //! rename is the commit point; a failure of the directory sync after it

@@ -1,7 +1,8 @@
 //! A guard storage's differential file (store format 7): append-only logs
-//! of checksummed records, one record per
-//! [`write_diff`](crate::DiffStorage::write_diff) call, each made durable by
-//! one `fdatasync` before the call returns. The record framing is the
+//! of checksummed records, one record per group of
+//! [`write_diff`](crate::DiffStorage::write_diff) calls (those that queued
+//! while the record before was written, and the buffered changes), each
+//! made durable by one `fdatasync` before those calls return. The record framing is the
 //! catalog log's ([`catalog_log`]): a header naming the
 //! log's generation, then records numbered 0, 1, 2, … whose body is a list
 //! of puts and removes. Only the magic differs (`FSGL`). The bytes:
@@ -9,7 +10,8 @@
 //!
 //! A storage has one log being appended to (the *active* one) and the logs
 //! a merge is moving into the base (`guard::diff_log`); each log is a file
-//! of its own, `<store>/guard-logs/<storage>-<generation>.log`, never
+//! of its own, `<store>/guard-logs/<name>-<generation>.log` (the storage's
+//! name in hexadecimal, the generation in 16 hexadecimal digits), never
 //! reused: a new one is created for every generation, and a merged one is
 //! deleted.
 //!

@@ -1,4 +1,4 @@
-//! The store's own files (store format 6, `docs/FORMAT.md` §8-§11; the
+//! The store's own files (store format 8, `docs/FORMAT.md` §8-§11; the
 //! log reader also reads format 3's records, and the page file format 4's
 //! superblocks, for a read-only open and the migrations): the catalog file
 //! and its log, per table generation a page file and a log, and the packs

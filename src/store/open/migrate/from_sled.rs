@@ -1,6 +1,6 @@
 //! The migration from store formats 1 and 2 (sled) to format 3 (the
 //! store's own files), run when a store of format 1 or 2 is opened for
-//! writing; `store/open/migrate.rs` then brings format 3 to the current one.
+//! writing; `store/open/migrate/mod.rs` then brings format 3 to the current one.
 //!
 //! # Layout of the code
 //! Each step lives in `migrations/steps/v<N>_to_v<N+1>.rs`, next to the

@@ -1,7 +1,7 @@
 //! Reading a table generation of store formats 1 and 2, which kept
 //! everything in sled: the counter chunks, the log records and the state
 //! record of each generation in the generation's own tree
-//! (`docs/FORMAT.md` §10 and §11 as they were, kept in §15). Only the
+//! (`docs/FORMAT.md` §11, "Stores of formats 1 and 2"). Only the
 //! migration to format 3 reads them ([`from_sled`](super::from_sled)).
 
 use crate::codec::frame::{self, Kind};
