@@ -57,7 +57,8 @@
 //!   `filterstore_blocked_mut` (`insert_mut`, the filter held `&mut`, as
 //!   sbbf's insert is), and the same for the split-block layout.
 //!
-//! Environment: `PEERS_N` (default 10,000,000 keys), `PEERS_ROUNDS` (4),
+//! Environment: `PEERS_N` (default 10,000,000 keys; 100,000,000 with
+//! `FILTERSTORE_PEERS_100M=1`), `PEERS_ROUNDS` (4),
 //! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
 //! `PEERS_WARMUP_SECS` (0.5), `PEERS_ONLY` (comma-separated parts, for
 //! development: `hash,standard,blocked,split,fastbloom,sbbf,xorf,bloomfilter,

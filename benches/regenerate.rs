@@ -3,7 +3,7 @@
 //! against idle, in one run.
 //!
 //! * **bulk load**: a table created for the 10M keys, loaded in buffered
-//!   batches of 4,096 keys, then flushed (the CLI's `insert` path);
+//!   batches of 4,096 keys (`Durability::Buffered`), then flushed;
 //! * **regeneration**: the same table regenerated from a key source yielding
 //!   the same 10M keys (hashing, counting in memory, writing the counter
 //!   pages, the commit with its flushes);

@@ -25,7 +25,7 @@
 //!   `guard.writes_vs_fsync_bound`, `guard.merge_keys_per_s`,
 //!   `guard.buffered_writes_vs_durable`, `guard.group_commit_4_writers_vs_1`
 //!   (the last five also `.fast_sync`).
-//!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part,
+//!   `FILTERSTORE_BENCH_ONLY=goals` runs only this part and (h),
 //!   `FILTERSTORE_BENCH_ONLY=guard` only the guard's figures
 //!   (`guard-writes`: only its writes' figures; `guard-reads`: only the
 //!   reads' figures in processes of their own).
@@ -202,9 +202,10 @@ fn median_of(v: &[f64]) -> f64 {
 }
 
 /// Builds a table of `n` keys: bulk load with a large fold threshold, then
-/// the last 1,000,000 keys through the default configuration, just under its
-/// fold threshold (1,048,576 operations), so that the reopen replays the
-/// longest unfolded log the default configuration leaves: the worst case.
+/// the last 1,000,000 keys through the default configuration, under its
+/// fold threshold (for a blocked table at least 1,048,576 operations; 3.09M for a 10M-key
+/// table, `StoreConfig::fold_threshold_ops`), so that the reopen replays an
+/// unfolded log of 1M operations.
 fn build_big(dir: &Path, n: u64) -> Duration {
     let t0 = Instant::now();
     let tail = n.min(1_000_000);

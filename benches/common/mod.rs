@@ -1,6 +1,7 @@
-//! Shared by the `exchange` and `diffguard` benches: run `op` under criterion
-//! and keep the per-call time of every sample, so that a bench can report a
-//! median over samples (and over interleaved rounds) in its `RESULT` lines.
+//! Used by the `diffguard` bench (`exchange` includes only `common/clock.rs`):
+//! run `op` under criterion and keep the per-call time of every sample, so
+//! that a bench can report a median over samples (and over interleaved
+//! rounds) in its `RESULT` lines.
 
 use criterion::Criterion;
 use std::time::Instant;

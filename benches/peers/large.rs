@@ -4,9 +4,10 @@
 //! would need 14 GB as an array), built and probed twice: on 4 KiB pages
 //! (`Pages::Base`) and on 2 MiB transparent huge pages (`Pages::Huge`, what
 //! `BitFilter::new` chooses for a filter this large). Each is probed in
-//! `LARGE_ROUNDS` interleaved rounds with 4M present and 4M absent keys:
-//! one `contains` per key, the prefetching pipeline, and the partitioned
-//! batch (`BatchStrategy`), each over the whole batch.
+//! `LARGE_ROUNDS` (default 3) interleaved rounds: one `contains` per key
+//! over 4M present and 4M absent keys, and the prefetching pipeline and
+//! the partitioned batch (`BatchStrategy`) over the 4M absent keys, each
+//! over the whole batch.
 //!
 //! RESULT lines: `large_*.filterstore_split_{4k,2m}` and
 //! `ratio.batch_partitioned_vs_pipeline.large` (2 MiB pages, the default)

@@ -15,7 +15,7 @@
 //!   (`fastfs.rs`), where a sync costs little and the batch's CPU shows.
 //! * the guard's figures, `guard.rs`.
 //!
-//! `FILTERSTORE_BENCH_PROFILE=durable|fold|raw|copy|storage|guard|writes|none`
+//! `FILTERSTORE_BENCH_PROFILE=durable|fold|raw|copy|storage|guard|same|writes|none`
 //! runs one subject alone instead (durable batches and the bound in turn,
 //! on the fast file system when it can be mounted, without or with a fold;
 //! 4M reads on one thread after the same setup; the guard's writes), for

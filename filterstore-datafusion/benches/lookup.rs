@@ -7,15 +7,16 @@
 //! local directory behind `object_store`'s `ThrottledStore` (`LOOKUP_LATENCY_MS`
 //! per GET and per LIST, default 20) and a wrapper that counts requests
 //! (`lookup/counting.rs`). Each file holds `LOOKUP_ROWS` rows (default
-//! 1,000) of a random `u64` key `id` (unique, unclustered: the files' min
+//! 1,000) of a random 64-bit key `id` (`Int64`; unique, unclustered: the files' min
 //! and max prune nothing), a string and a float, one row group, and a
 //! Parquet Bloom filter on `id` sized for its rows at the rate the index
 //! gives each file (`IndexOptions::file_fp`): both subjects are built for
 //! the same false positives. `LOOKUP_FILES` (default `1000,10000`) the
 //! file counts; `LOOKUP_RUNS` (default 3) the runs per warm figure, cold
-//! ones run once at 10,000 files (DataFusion's take minutes); every
+//! ones run once, from 5,000 files up (DataFusion's take minutes); every
 //! session has 16 target partitions. `LOOKUP_SMOKE=1`: 100 files of 100
-//! rows at 1 ms, one run (what CI runs).
+//! rows at 1 ms, one run (what CI runs). `LOOKUP_TRACE` (any value): print
+//! every GET.
 //!
 //! Workloads: a present key, an absent key, an `IN` list of 100 present
 //! keys. Every answer is compared across subjects and with the keys the
@@ -31,7 +32,8 @@
 //! warm indexed lookup, LIST apart), `lookup.index_bytes_ratio` (the bits a
 //! lookup probes over the bytes of the files' own Bloom filters), and
 //! `lookup.refresh_1pct_ratio` (a refresh after 1% new files over the full
-//! build), each for the largest file count run.
+//! build), and `lookup.wall_ms.<subject>.<workload>` per subject and
+//! workload, each for the last file count of `LOOKUP_FILES`.
 
 #[path = "lookup/counting.rs"]
 mod counting;

@@ -365,7 +365,7 @@ fn exact_message(fp: f64, hashes: &HashSet<(u64, u64)>, limits: Limits) -> Resul
         return Ok(msg);
     }
     // Over budget: plan for the budget (less the coder's few bytes of slack),
-    // shrinking by the overshoot until it fits, as the core's build_from_keys.
+    // shrinking by the overshoot until it fits, as the core's build_message.
     let Some(payload) = limits.budget.checked_sub(MESSAGE_OVERHEAD as u64 + 1) else {
         return pass_all_message();
     };

@@ -2,7 +2,7 @@
 //!
 //! `bloom_contains(<message literal>, key)` is evaluated once per batch
 //! (8,192 rows by default), in every task of every query. Decoding an
-//! entropy-coded message costs about 4 ns per bit of filter (the core's
+//! entropy-coded message costs about 4 ns per byte of filter (the core's
 //! decoder runs at ~250 MB/s of filter: a 5 KB message of a 40,000-bit
 //! filter decodes in ~20 µs), so decoding per batch would spend more time on
 //! the filter than on the lookups. DataFusion offers no per-query state a
@@ -29,7 +29,7 @@ use xxhash_rust::xxh3::xxh3_128;
 /// of 200M keys, or thousands of typical semi-join filters).
 pub const DEFAULT_CACHE_BUDGET: u64 = 256 << 20;
 
-/// A decoded message: the filter and the key count its sender declared.
+/// A decoded message: its filter.
 #[derive(Debug)]
 pub(crate) struct DecodedFilter {
     /// The filter, owned, queryable from any thread.

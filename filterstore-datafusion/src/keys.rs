@@ -1,7 +1,7 @@
 //! The key encoding: how an Arrow value becomes the bytes a filter hashes.
 //!
 //! One rule for every producer, so that a filter built anywhere (this crate's
-//! `bloom_agg`, the core's `build_from_keys`, another language) answers for
+//! `bloom_agg`, the core's `build_message`, another language) answers for
 //! keys read anywhere else:
 //!
 //! | Arrow type | bytes hashed |
@@ -24,8 +24,9 @@
 //! Nulls are never hashed: `bloom_contains` answers null for a null key and
 //! `bloom_agg` skips null keys, as a join on a null key matches nothing.
 //!
-//! Everything here walks an array in chunks of [`CHUNK`] keys held on the
-//! stack, so evaluating a batch allocates nothing but its output.
+//! A lookup of an array walks it in chunks of [`CHUNK`] keys held on the
+//! stack, so evaluating a batch allocates nothing but its output;
+//! `for_each_hash` (building) goes key by key.
 
 use crate::error::{BloomUdfError, Result};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder};

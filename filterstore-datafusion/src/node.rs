@@ -1,7 +1,8 @@
 //! What this crate's one-child plan nodes share: the runtime filter's tap
-//! (`BloomTapExec`) and probe (`BloomFilterExec`), the indexed scan
-//! (`IndexedScanExec`), and the two nodes that only wrap a plan on the
-//! coordinator (`BloomQueryExec`, `BloomReportExec`).
+//! (`BloomTapExec`), probe (`BloomFilterExec`) and scan node
+//! (`BloomScanExec`), the indexed scan (`IndexedScanExec`), and the two
+//! nodes that only wrap a plan on the coordinator (`BloomQueryExec`,
+//! `BloomReportExec`).
 //!
 //! The helpers are functions where a node needs one step, and
 //! [`one_child_plan!`] writes the `ExecutionPlan` methods the nodes write

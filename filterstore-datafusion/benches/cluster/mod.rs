@@ -19,7 +19,13 @@
 //! they ran (run `r` in the order [`ORDERS`]`[r % 6]`; 0 without the rule,
 //! 1 with it, 2 forced). After the in-memory cluster, each other
 //! cluster of the same run is compared with it query by query: what each
-//! filter of the forced runs shipped ([`compare_shipped`]).
+//! filter of the forced runs shipped ([`compare_shipped`]). The rule's
+//! settings can be changed for a run, each by a variable
+//! ([`rule_config`]): `FILTERSTORE_PROBE_BUFFER`,
+//! `FILTERSTORE_MAX_FILTER_BYTES`, `FILTERSTORE_READ_AHEAD` (bytes),
+//! `FILTERSTORE_SCAN_WAIT_MS`, and `FILTERSTORE_SCAN_FILTERS=0`,
+//! `FILTERSTORE_FIT_FILTERS=0`, `FILTERSTORE_FIT_PARTIALS=0`,
+//! `FILTERSTORE_REVERSE=0` to turn one off.
 
 #![allow(dead_code)]
 

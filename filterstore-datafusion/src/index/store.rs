@@ -92,8 +92,9 @@ fn open_store(dir: &Path) -> StoreAccess {
 #[derive(Debug, Default)]
 pub(crate) struct Loaded {
     pub(crate) files: FileMap,
-    /// Filters that could not be used (damaged, over the memory budget, of
-    /// a column no longer indexed), with the first reason.
+    /// Filters that could not be used (damaged, over the memory budget),
+    /// with the first reason; those of a column no longer indexed are
+    /// skipped without counting.
     pub(crate) unusable: usize,
     pub(crate) first_problem: Option<String>,
 }
