@@ -7,8 +7,10 @@
 
 use filterstore::{FilterStore, StoreConfig, StoreError};
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+mod timeout;
+pub use timeout::with_timeout;
 
 /// How long [`open_with_retry`] waits for a lock to go: the kernel releases
 /// a killed process's lock when it is reaped, sled a dropped store's a few
@@ -37,34 +39,6 @@ pub fn open_with_retry(dir: &Path, cfg: StoreConfig) -> Result<FilterStore, Stor
 pub fn reopen(dir: &Path, what: &str) -> FilterStore {
     open_with_retry(dir, StoreConfig::default())
         .unwrap_or_else(|e| panic!("{what}: the store does not open: {e}"))
-}
-
-/// Runs `body` on its own thread and returns its result; re-raises its
-/// panic; panics if it has not finished within `limit` (the stuck thread is
-/// abandoned, and the test fails instead of hanging).
-pub fn with_timeout<T, F>(limit: Duration, body: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    let handle = std::thread::Builder::new()
-        .name("test-body".into())
-        .spawn(move || {
-            let value = body();
-            let _ = tx.send(());
-            value
-        })
-        .expect("spawning the test thread");
-    match rx.recv_timeout(limit) {
-        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => match handle.join() {
-            Ok(value) => value,
-            Err(panic) => std::panic::resume_unwind(panic),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the test did not finish within {limit:?}: it hangs")
-        }
-    }
 }
 
 /// Runs the `main` of a `harness = false` test target: each test under its
