@@ -432,15 +432,24 @@ fn demo_never_touches_an_existing_database() {
         .env("FILTERSTORE_DB", &db)
         .env("TMPDIR", &tmp)
         .arg("demo")
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut first = String::new();
+    // The first line, read on a thread of its own: a tour that printed
+    // nothing would otherwise hold the test forever.
     let stdout = child.stdout.take().unwrap();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut first).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = tx.send(line);
+    });
+    let first = rx.recv_timeout(COMMAND_TIMEOUT);
     child.kill().unwrap();
     child.wait().unwrap();
+    let first = first.expect("demo printed no line within the command timeout");
     assert!(
         first.contains("database in") && first.contains(tmp.to_str().unwrap()),
         "{first}"

@@ -14,3 +14,7 @@ mod props;
 mod simd;
 mod split_block;
 mod theory;
+/// A test body under a time limit (`simd`'s threads).
+#[cfg(feature = "test-internals")]
+#[path = "../common/timeout.rs"]
+mod timeout;

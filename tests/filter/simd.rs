@@ -13,12 +13,18 @@
 //! * `insert_many` and `insert_many_mut` set exactly the bits of one
 //!   `insert` per key.
 
+use crate::timeout::with_timeout;
 use filterstore::__internals::{block_has_all, scalar_block_has_all, uses_avx2};
 use filterstore::{
     positions, BitFilter, BloomRead, FilterParams, FilterView, HashSpec, Layout, MAX_K,
 };
 use proptest::prelude::*;
 use rand::{RngCore, SeedableRng};
+
+/// The time limit of a test of threads that take the stripe locks, which
+/// spin without a bound: a lock left taken (what these tests look for)
+/// fails the test instead of hanging it.
+const STRIPE_TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 fn key_bits(h2: u64, k: u32) -> [u64; 8] {
     let mut w = [0u64; 8];
@@ -155,30 +161,32 @@ fn lookups_equal_reference(rng: &mut impl RngCore, layout: Layout, m: u64, k: u3
 /// lookups began are never missed, single or batched.
 #[test]
 fn no_false_negative_under_concurrent_inserts() {
-    let p = FilterParams::with_bits_per_key(400_000, 10.0, Layout::Blocked, HashSpec::xxh3(21))
-        .unwrap();
-    let f = BitFilter::new(p).unwrap();
-    let before: Vec<[u8; 8]> = (0..100_000u64).map(|i| i.to_le_bytes()).collect();
-    f.insert_many(&before);
-    std::thread::scope(|s| {
-        for t in 0..2u64 {
-            let f = &f;
-            s.spawn(move || {
-                for i in 0..150_000u64 {
-                    f.insert(&(1_000_000 * (t + 1) + i).to_le_bytes());
-                }
-            });
-        }
-        for _ in 0..5 {
-            assert!(
-                before.iter().all(|k| f.contains(k)),
-                "single lookup missed a key"
-            );
-            assert!(
-                f.contains_many(&before).iter().all(|&x| x),
-                "batch missed a key"
-            );
-        }
+    with_timeout(STRIPE_TEST_LIMIT, || {
+        let p = FilterParams::with_bits_per_key(400_000, 10.0, Layout::Blocked, HashSpec::xxh3(21))
+            .unwrap();
+        let f = BitFilter::new(p).unwrap();
+        let before: Vec<[u8; 8]> = (0..100_000u64).map(|i| i.to_le_bytes()).collect();
+        f.insert_many(&before);
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let f = &f;
+                s.spawn(move || {
+                    for i in 0..150_000u64 {
+                        f.insert(&(1_000_000 * (t + 1) + i).to_le_bytes());
+                    }
+                });
+            }
+            for _ in 0..5 {
+                assert!(
+                    before.iter().all(|k| f.contains(k)),
+                    "single lookup missed a key"
+                );
+                assert!(
+                    f.contains_many(&before).iter().all(|&x| x),
+                    "batch missed a key"
+                );
+            }
+        });
     });
 }
 
@@ -188,35 +196,39 @@ fn no_false_negative_under_concurrent_inserts() {
 /// have returned, and each thread finds its own earlier batches meanwhile.
 #[test]
 fn concurrent_copied_bulk_inserts_lose_no_bit() {
-    let p = FilterParams::with_bits_per_key(200_000, 10.0, Layout::Blocked, HashSpec::xxh3(22))
-        .unwrap();
-    let f = BitFilter::new(p).unwrap();
-    let batch = |t: u64, b: u64| -> Vec<[u8; 8]> {
-        (0..20_000u64)
-            .map(|i| (t << 40 | b << 20 | i).to_le_bytes())
-            .collect()
-    };
-    std::thread::scope(|s| {
-        for t in 0..2u64 {
-            let (f, batch) = (&f, &batch);
-            s.spawn(move || {
-                for b in 0..4 {
-                    f.insert_many(&batch(t, b));
-                    for done in 0..=b {
-                        assert!(batch(t, done).iter().all(|k| f.contains(k)), "{t}/{done}");
+    with_timeout(STRIPE_TEST_LIMIT, || {
+        let p = FilterParams::with_bits_per_key(200_000, 10.0, Layout::Blocked, HashSpec::xxh3(22))
+            .unwrap();
+        let f = BitFilter::new(p).unwrap();
+        let batch = |t: u64, b: u64| -> Vec<[u8; 8]> {
+            (0..20_000u64)
+                .map(|i| (t << 40 | b << 20 | i).to_le_bytes())
+                .collect()
+        };
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (f, batch) = (&f, &batch);
+                s.spawn(move || {
+                    for b in 0..4 {
+                        f.insert_many(&batch(t, b));
+                        for done in 0..=b {
+                            assert!(batch(t, done).iter().all(|k| f.contains(k)), "{t}/{done}");
+                        }
                     }
-                }
+                });
+            }
+            let f = &f;
+            s.spawn(move || {
+                (0..40_000u64).for_each(|i| _ = f.insert(&(9 << 40 | i).to_le_bytes()))
             });
+        });
+        for t in 0..2 {
+            for b in 0..4 {
+                assert!(batch(t, b).iter().all(|k| f.contains(k)), "{t}/{b}");
+            }
         }
-        let f = &f;
-        s.spawn(move || (0..40_000u64).for_each(|i| _ = f.insert(&(9 << 40 | i).to_le_bytes())));
+        assert!((0..40_000u64).all(|i| f.contains(&(9 << 40 | i).to_le_bytes())));
     });
-    for t in 0..2 {
-        for b in 0..4 {
-            assert!(batch(t, b).iter().all(|k| f.contains(k)), "{t}/{b}");
-        }
-    }
-    assert!((0..40_000u64).all(|i| f.contains(&(9 << 40 | i).to_le_bytes())));
 }
 
 /// Key-by-key shared inserts and small shared batches (below the private
@@ -227,38 +239,40 @@ fn concurrent_copied_bulk_inserts_lose_no_bit() {
 /// here.)
 #[test]
 fn contended_shared_inserts_lose_no_bit() {
-    const KEYS: u64 = 40_000;
-    for layout in [Layout::Blocked, Layout::SplitBlock] {
-        let spec = match layout {
-            Layout::SplitBlock => HashSpec::xxh64(),
-            _ => HashSpec::xxh3_64(23),
-        };
-        let p = FilterParams::new(layout, 512 * 2_048, layout_k(layout), spec).unwrap();
-        let f = BitFilter::new(p).unwrap();
-        let key = |t: u64, i: u64| (t << 40 | i).to_le_bytes();
-        let start = std::sync::Barrier::new(3);
-        std::thread::scope(|s| {
-            for t in 0..2u64 {
+    with_timeout(STRIPE_TEST_LIMIT, || {
+        const KEYS: u64 = 40_000;
+        for layout in [Layout::Blocked, Layout::SplitBlock] {
+            let spec = match layout {
+                Layout::SplitBlock => HashSpec::xxh64(),
+                _ => HashSpec::xxh3_64(23),
+            };
+            let p = FilterParams::new(layout, 512 * 2_048, layout_k(layout), spec).unwrap();
+            let f = BitFilter::new(p).unwrap();
+            let key = |t: u64, i: u64| (t << 40 | i).to_le_bytes();
+            let start = std::sync::Barrier::new(3);
+            std::thread::scope(|s| {
+                for t in 0..2u64 {
+                    let (f, start) = (&f, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        (0..KEYS).for_each(|i| _ = f.insert(&key(t, i)));
+                    });
+                }
                 let (f, start) = (&f, &start);
                 s.spawn(move || {
                     start.wait();
-                    (0..KEYS).for_each(|i| _ = f.insert(&key(t, i)));
+                    for b in 0..KEYS / 8 {
+                        let batch: Vec<[u8; 8]> = (0..8).map(|i| key(2, b * 8 + i)).collect();
+                        f.insert_many(&batch);
+                    }
                 });
-            }
-            let (f, start) = (&f, &start);
-            s.spawn(move || {
-                start.wait();
-                for b in 0..KEYS / 8 {
-                    let batch: Vec<[u8; 8]> = (0..8).map(|i| key(2, b * 8 + i)).collect();
-                    f.insert_many(&batch);
-                }
             });
-        });
-        for t in 0..3 {
-            let missed = (0..KEYS).filter(|&i| !f.contains(&key(t, i))).count();
-            assert_eq!(missed, 0, "{layout:?}: thread {t} lost {missed} keys");
+            for t in 0..3 {
+                let missed = (0..KEYS).filter(|&i| !f.contains(&key(t, i))).count();
+                assert_eq!(missed, 0, "{layout:?}: thread {t} lost {missed} keys");
+            }
         }
-    }
+    });
 }
 
 /// Unions into a blocked or split-block filter (of filters of its size and
@@ -272,13 +286,15 @@ fn contended_shared_inserts_lose_no_bit() {
 /// inserts' plain stores under the locks, this lost keys.)
 #[test]
 fn unions_beside_shared_inserts_lose_no_bit() {
-    for (layout, spec) in [
-        (Layout::Blocked, HashSpec::xxh3_64(24)),
-        (Layout::SplitBlock, HashSpec::xxh64()),
-    ] {
-        let p = FilterParams::new(layout, 512 * 16, layout_k(layout), spec).unwrap();
-        unions_beside_shared_inserts(p);
-    }
+    with_timeout(STRIPE_TEST_LIMIT, || {
+        for (layout, spec) in [
+            (Layout::Blocked, HashSpec::xxh3_64(24)),
+            (Layout::SplitBlock, HashSpec::xxh64()),
+        ] {
+            let p = FilterParams::new(layout, 512 * 16, layout_k(layout), spec).unwrap();
+            unions_beside_shared_inserts(p);
+        }
+    });
 }
 
 /// [`unions_beside_shared_inserts_lose_no_bit`] into a filter of `p`.

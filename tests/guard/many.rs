@@ -3,6 +3,7 @@
 //! no single reads), over a storage that counts its calls and over
 //! `SledDiffStorage`.
 
+use crate::common;
 use filterstore::{Change, DiffStorage, FilterStore, Guard, SledDiffStorage, TableSpec};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -141,87 +142,93 @@ where
 
 #[test]
 fn read_many_answers_as_single_reads_in_one_trip_per_storage() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path()).unwrap();
-    let table = store
-        .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
-        .unwrap();
-    let storage = Counted::default();
-    let guard = Guard::open(storage, table).unwrap();
-    fill(&guard, |records| {
-        guard.storage().base.lock().extend(records)
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        let table = store
+            .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
+            .unwrap();
+        let storage = Counted::default();
+        let guard = Guard::open(storage, table).unwrap();
+        fill(&guard, |records| {
+            guard.storage().base.lock().extend(records)
+        });
+        let st = guard.storage();
+        let (s0, d0, b0) = (
+            st.single_reads.load(Ordering::Relaxed),
+            st.diff_many.load(Ordering::Relaxed),
+            st.base_many.load(Ordering::Relaxed),
+        );
+        let keys: Vec<Vec<u8>> = (0..500).map(|i| key(i * 16)).collect();
+        let got = guard.read_many(&keys).unwrap();
+        assert_eq!(got.len(), 500);
+        assert_eq!(st.single_reads.load(Ordering::Relaxed), s0, "a single read");
+        assert_eq!(st.diff_many.load(Ordering::Relaxed), d0 + 1);
+        assert_eq!(st.base_many.load(Ordering::Relaxed), b0 + 1);
+        assert!(same_as_single_reads(&guard) > 0);
+        // An empty batch reads nothing wrongly and answers nothing.
+        assert!(guard.read_many::<&[u8]>(&[]).unwrap().is_empty());
     });
-    let st = guard.storage();
-    let (s0, d0, b0) = (
-        st.single_reads.load(Ordering::Relaxed),
-        st.diff_many.load(Ordering::Relaxed),
-        st.base_many.load(Ordering::Relaxed),
-    );
-    let keys: Vec<Vec<u8>> = (0..500).map(|i| key(i * 16)).collect();
-    let got = guard.read_many(&keys).unwrap();
-    assert_eq!(got.len(), 500);
-    assert_eq!(st.single_reads.load(Ordering::Relaxed), s0, "a single read");
-    assert_eq!(st.diff_many.load(Ordering::Relaxed), d0 + 1);
-    assert_eq!(st.base_many.load(Ordering::Relaxed), b0 + 1);
-    assert!(same_as_single_reads(&guard) > 0);
-    // An empty batch reads nothing wrongly and answers nothing.
-    assert!(guard.read_many::<&[u8]>(&[]).unwrap().is_empty());
 }
 
 #[test]
 fn read_many_over_sled_answers_as_single_reads() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path()).unwrap();
-    let storage = SledDiffStorage::open(&store, "accounts").unwrap();
-    let table = store
-        .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
-        .unwrap();
-    let guard = Guard::open(storage, table).unwrap();
-    fill(&guard, |records| {
-        guard.storage().load_base(records).unwrap()
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        let storage = SledDiffStorage::open(&store, "accounts").unwrap();
+        let table = store
+            .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
+            .unwrap();
+        let guard = Guard::open(storage, table).unwrap();
+        fill(&guard, |records| {
+            guard.storage().load_base(records).unwrap()
+        });
+        assert!(same_as_single_reads(&guard) > 0);
+        // After a merge the filter is empty: every read is avoided and answered
+        // from the base, which now holds the changes.
+        guard.merge().unwrap();
+        let keys: Vec<Vec<u8>> = (0..6_000).map(key).collect();
+        let many = guard.read_many(&keys).unwrap();
+        let single: Vec<_> = keys.iter().map(|k| guard.read(k).unwrap()).collect();
+        assert_eq!(many, single);
     });
-    assert!(same_as_single_reads(&guard) > 0);
-    // After a merge the filter is empty: every read is avoided and answered
-    // from the base, which now holds the changes.
-    guard.merge().unwrap();
-    let keys: Vec<Vec<u8>> = (0..6_000).map(key).collect();
-    let many = guard.read_many(&keys).unwrap();
-    let single: Vec<_> = keys.iter().map(|k| guard.read(k).unwrap()).collect();
-    assert_eq!(many, single);
 }
 
 #[test]
 fn statistics_count_every_read_of_every_thread() {
-    // The counters are kept per thread slot (16 of them) and summed: 20
-    // threads (more than the slots, so some share one) of 2,000 reads each,
-    // half through `read`, half through `read_many`, must add up exactly.
-    let dir = tempfile::tempdir().unwrap();
-    let store = FilterStore::open(dir.path()).unwrap();
-    let table = store
-        .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
-        .unwrap();
-    let guard = Guard::open(Counted::default(), table).unwrap();
-    fill(&guard, |records| {
-        guard.storage().base.lock().extend(records)
+    common::with_timeout(common::TEST_LIMIT, || {
+        // The counters are kept per thread slot (16 of them) and summed: 20
+        // threads (more than the slots, so some share one) of 2,000 reads each,
+        // half through `read`, half through `read_many`, must add up exactly.
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilterStore::open(dir.path()).unwrap();
+        let table = store
+            .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
+            .unwrap();
+        let guard = Guard::open(Counted::default(), table).unwrap();
+        fill(&guard, |records| {
+            guard.storage().base.lock().extend(records)
+        });
+        let s0 = guard.stats();
+        std::thread::scope(|s| {
+            for t in 0..20u32 {
+                let guard = &guard;
+                s.spawn(move || {
+                    let keys: Vec<Vec<u8>> = (0..1_000).map(|i| key(t * 1_000 + i)).collect();
+                    for k in &keys {
+                        guard.read(k).unwrap();
+                    }
+                    guard.read_many(&keys).unwrap();
+                });
+            }
+        });
+        let s1 = guard.stats();
+        assert_eq!(s1.reads - s0.reads, 40_000);
+        assert_eq!(
+            (s1.diff_reads - s0.diff_reads) + (s1.diff_reads_avoided - s0.diff_reads_avoided),
+            40_000
+        );
+        assert!(s1.false_positives - s0.false_positives <= s1.diff_reads - s0.diff_reads);
     });
-    let s0 = guard.stats();
-    std::thread::scope(|s| {
-        for t in 0..20u32 {
-            let guard = &guard;
-            s.spawn(move || {
-                let keys: Vec<Vec<u8>> = (0..1_000).map(|i| key(t * 1_000 + i)).collect();
-                for k in &keys {
-                    guard.read(k).unwrap();
-                }
-                guard.read_many(&keys).unwrap();
-            });
-        }
-    });
-    let s1 = guard.stats();
-    assert_eq!(s1.reads - s0.reads, 40_000);
-    assert_eq!(
-        (s1.diff_reads - s0.diff_reads) + (s1.diff_reads_avoided - s0.diff_reads_avoided),
-        40_000
-    );
-    assert!(s1.false_positives - s0.false_positives <= s1.diff_reads - s0.diff_reads);
 }

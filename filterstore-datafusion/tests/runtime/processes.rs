@@ -279,18 +279,38 @@ fn workers_are_stopped_when_a_test_panics() {
 #[test]
 fn a_worker_with_stdin_at_its_end_serves_until_sigterm() {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(crate::common::procs::binary())
-        .args(["--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    use std::process::{Child, Command, Stdio};
+    /// Kills the worker if the test ends early (a panic, a timeout): it
+    /// would otherwise serve on after the test binary exits.
+    struct KillOnDrop(Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut guard = KillOnDrop(
+        Command::new(crate::common::procs::binary())
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut guard.0;
+    // Its first line, read on a thread of its own, at most 60 s: a worker
+    // that never printed it would otherwise hold the test forever.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the worker printed no line within 60 s");
     assert!(line.contains("listening on http://127.0.0.1:"), "{line:?}");
     let addr = line.trim().rsplit("http://").next().unwrap().to_string();
     std::thread::sleep(Duration::from_millis(500));

@@ -126,6 +126,10 @@ fn every_failure_of_an_append_or_a_checkpoint_is_before_or_unknown() {
     while !matches!(&c.log, LogSlot::Open(l) if l.len() > edge(&c)) {
         put(&mut c, id).unwrap();
         id += 1;
+        assert!(
+            id < 100_000,
+            "the log never came within 150 bytes of a checkpoint"
+        );
     }
     drop(c);
     let base = tempfile::tempdir().unwrap();

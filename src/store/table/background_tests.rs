@@ -184,8 +184,13 @@ fn two_background_folds(t: &Table, model: &mut CountingFilter, next: &mut u32) -
     let mut last = superblock(t);
     let mut background = 0;
     let running = || t.inner.gen.load_full().writer.lock().background.is_some();
+    let started = std::time::Instant::now();
     while background < 2 || running() {
         assert!(*next < 80_000, "no two folds in the background");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "a background fold still running after 60 s"
+        );
         let batch = if background < 2 {
             for i in *next..*next + 500 {
                 model.insert(&key(i));
