@@ -170,13 +170,7 @@ fn a_full_tmpfs_ends_every_call_promptly_and_loses_nothing_durable() {
         eprintln!("cannot mount a tmpfs here (not root?): full-filesystem case skipped");
         return;
     }
-    struct Unmount<'a>(&'a std::path::Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _unmount = Unmount(&mnt);
+    let _unmount = Unmount(mnt.clone());
     let db = mnt.join("db");
     // Each call may take the deadline; a few calls around the error, then
     // the exit: far below this limit unless something hangs.
@@ -280,14 +274,39 @@ fn a_read_only_directory_is_a_typed_error() {
     let ro = dir.path().join("ro");
     std::fs::create_dir(&ro).unwrap();
     std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // As root, permissions stop no write: a read-only tmpfs does.
+    let mut _unmount = None;
     if std::fs::write(ro.join("probe"), b"x").is_ok() {
-        eprintln!(
-            "running as root: directory permissions do not stop writes; read-only case skipped"
+        std::fs::remove_file(ro.join("probe")).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+            .arg(&ro)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!(
+                "directory permissions do not stop writes here (root) and no read-only tmpfs \
+                 can be mounted: read-only case skipped"
+            );
+            return;
+        }
+        _unmount = Some(Unmount(ro.clone()));
+        assert!(
+            std::fs::write(ro.join("probe"), b"x").is_err(),
+            "a read-only tmpfs took a write"
         );
-        return;
     }
     match FilterStore::open(ro.join("db")) {
         Err(StoreError::Io { .. }) => {}
         other => panic!("{other:?}"),
+    }
+}
+
+/// Unmounts its path when dropped.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
     }
 }
