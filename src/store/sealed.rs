@@ -248,25 +248,11 @@ impl FilterStore {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let held = batch
-            .puts
-            .iter()
-            .map(|p| {
-                budget::reserve(
-                    || format!("sealed filter {:?}", p.name),
-                    p.filter.params().bit_bytes(),
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let files: Vec<Vec<u8>> = batch
-            .puts
-            .iter()
-            .map(|p| encode_bit_filter(&p.filter, p.keys))
-            .collect();
-        let _encoded = budget::reserve(
-            || "the encoded filters of a sealed batch".to_string(),
-            files.iter().map(|f| f.len() as u64).sum(),
-        )?;
+        let Encoded {
+            held,
+            files,
+            bytes: _encoded,
+        } = reserve_and_encode(&batch)?;
         let shared = &self.inner.shared;
         let mut catalog = shared.catalog.lock();
         let before = catalog.packs();
@@ -362,6 +348,43 @@ impl FilterStore {
 }
 
 /// The catalog record of `p`, written at `offset` of pack `pack`.
+/// A sealed batch's filters encoded as files, with the memory budget's
+/// reservations.
+struct Encoded {
+    /// One per filter: what it holds while loaded, kept by the
+    /// [`SealedFilter`]s the commit returns.
+    held: Vec<Reservation>,
+    /// The encoded filters, in the batch's order.
+    files: Vec<Vec<u8>>,
+    /// The encoded bytes', kept by the caller until they are written.
+    bytes: Reservation,
+}
+
+/// [`Encoded`] of `batch`: an error, with nothing reserved, where the
+/// budget refuses.
+fn reserve_and_encode(batch: &SealedBatch) -> Result<Encoded, StoreError> {
+    let held = batch
+        .puts
+        .iter()
+        .map(|p| {
+            budget::reserve(
+                || format!("sealed filter {:?}", p.name),
+                p.filter.params().bit_bytes(),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let files: Vec<Vec<u8>> = batch
+        .puts
+        .iter()
+        .map(|p| encode_bit_filter(&p.filter, p.keys))
+        .collect();
+    let bytes = budget::reserve(
+        || "the encoded filters of a sealed batch".to_string(),
+        files.iter().map(|f| f.len() as u64).sum(),
+    )?;
+    Ok(Encoded { held, files, bytes })
+}
+
 fn sealed_meta(p: &NewSealed, pack: u64, offset: u64, len: usize, created: u64) -> SealedMeta {
     let params = p.filter.params();
     SealedMeta {
