@@ -140,14 +140,19 @@ where
     many.iter().filter(|v| v.is_some()).count()
 }
 
+/// The guard's table of these tests, sized for 1,500 changed keys at 5%.
+fn changed_table(store: &FilterStore) -> filterstore::Table {
+    store
+        .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
+        .unwrap()
+}
+
 #[test]
 fn read_many_answers_as_single_reads_in_one_trip_per_storage() {
     common::with_timeout(common::TEST_LIMIT, || {
         let dir = tempfile::tempdir().unwrap();
         let store = FilterStore::open(dir.path()).unwrap();
-        let table = store
-            .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
-            .unwrap();
+        let table = changed_table(&store);
         let storage = Counted::default();
         let guard = Guard::open(storage, table).unwrap();
         fill(&guard, |records| {
@@ -177,9 +182,7 @@ fn read_many_over_sled_answers_as_single_reads() {
         let dir = tempfile::tempdir().unwrap();
         let store = FilterStore::open(dir.path()).unwrap();
         let storage = SledDiffStorage::open(&store, "accounts").unwrap();
-        let table = store
-            .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
-            .unwrap();
+        let table = changed_table(&store);
         let guard = Guard::open(storage, table).unwrap();
         fill(&guard, |records| {
             guard.storage().load_base(records).unwrap()
@@ -203,9 +206,7 @@ fn statistics_count_every_read_of_every_thread() {
         // half through `read`, half through `read_many`, must add up exactly.
         let dir = tempfile::tempdir().unwrap();
         let store = FilterStore::open(dir.path()).unwrap();
-        let table = store
-            .create_table("changed", TableSpec::new(1_500, 0.05).seed(3))
-            .unwrap();
+        let table = changed_table(&store);
         let guard = Guard::open(Counted::default(), table).unwrap();
         fill(&guard, |records| {
             guard.storage().base.lock().extend(records)
