@@ -56,15 +56,7 @@ impl IndexedParquetTable {
         let i = &self.inner;
         let _one = i.refresh_lock.lock().await;
         let started = Instant::now();
-        let store = match i.access.as_ref() {
-            StoreAccess::Writable(s) => s.clone(),
-            other => {
-                let why = other.limitation().unwrap_or("the index cannot be written");
-                return Err(DataFusionError::Execution(format!(
-                    "cannot refresh the index: {why}"
-                )));
-            }
-        };
+        let store = self.writable_store()?;
         let listed_at = SystemTime::now();
         let listed = list(
             &i.object_store,
@@ -88,7 +80,38 @@ impl IndexedParquetTable {
             fp,
             batch_rows: i.options.batch_rows,
         };
-        let mut removes: Vec<String> = dropped;
+        self.build_and_commit(&store, work, spec, dropped, &mut report)
+            .await?;
+        report.elapsed = started.elapsed();
+        Ok(report)
+    }
+
+    /// The store to refresh into, or why this table's index cannot be
+    /// written.
+    fn writable_store(&self) -> Result<FilterStore> {
+        match self.inner.access.as_ref() {
+            StoreAccess::Writable(s) => Ok(s.clone()),
+            other => {
+                let why = other.limitation().unwrap_or("the index cannot be written");
+                Err(DataFusionError::Execution(format!(
+                    "cannot refresh the index: {why}"
+                )))
+            }
+        }
+    }
+
+    /// Builds the filters of `work`, `concurrency` files at a time, and
+    /// commits them (with the drops of `removes`) in batches of
+    /// `commit_files`; a file that fails goes into `report.failed`.
+    async fn build_and_commit(
+        &self,
+        store: &FilterStore,
+        work: Vec<ObjectMeta>,
+        spec: BuildSpec,
+        mut removes: Vec<String>,
+        report: &mut RefreshReport,
+    ) -> Result<()> {
+        let i = &self.inner;
         let mut builds = futures::stream::iter(work)
             .map(|meta| {
                 let (store, spec) = (Arc::clone(&i.object_store), spec.clone());
@@ -105,19 +128,13 @@ impl IndexedParquetTable {
                 Err(e) => report.failed.push((path, e.to_string())),
             }
             if pending.len() >= i.options.commit_files {
-                self.commit(
-                    &store,
-                    std::mem::take(&mut pending),
-                    &mut removes,
-                    &mut report,
-                )?;
+                self.commit(store, std::mem::take(&mut pending), &mut removes, report)?;
             }
         }
         if !pending.is_empty() || !removes.is_empty() {
-            self.commit(&store, pending, &mut removes, &mut report)?;
+            self.commit(store, pending, &mut removes, report)?;
         }
-        report.elapsed = started.elapsed();
-        Ok(report)
+        Ok(())
     }
 
     /// The files to build (new, rewritten, outgrown; modified before
