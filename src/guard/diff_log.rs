@@ -187,6 +187,46 @@ fn record_charge(record_len: usize, changes: usize) -> u64 {
     record_len as u64 + changes as u64 * ENTRY_OVERHEAD
 }
 
+/// The changes of every log of `generations`, oldest first, as the index
+/// holds them (records encoded again as the append made them, hashed with
+/// `seed`), and what the index is charged for them ([`record_charge`]).
+fn read_logs(
+    dir: &Path,
+    stem: &str,
+    generations: &[u64],
+    seed: u64,
+) -> Result<(Part, u64), StoreError> {
+    let mut changes = Part::default();
+    let mut bytes = 0;
+    for &generation in generations {
+        let replay = guard_log::read(dir, stem, generation).map_err(|e| match e {
+            ReadError::Io(source) => StoreError::Io {
+                op: "reading the guard's differential file",
+                source,
+            },
+            ReadError::Damaged(what) => StoreError::storage(
+                "reading the guard's differential file (nothing was changed; restore the \
+                 log from a backup, or move it away to open the storage without its changes)",
+                what,
+            ),
+        })?;
+        for ops in replay.records {
+            let mut record = Vec::new();
+            encode_record_into(
+                &mut record,
+                0,
+                ops.iter().map(|op| match op {
+                    Op::Put(k, v) => (true, k.as_slice(), v.as_slice()),
+                    Op::Remove(k) => (false, k.as_slice(), &[][..]),
+                }),
+            );
+            bytes += record_charge(record.len(), ops.len());
+            changes.push(seed, record);
+        }
+    }
+    Ok((changes, bytes))
+}
+
 impl DiffLog {
     /// Opens the differential file of guard storage `name` in the store at
     /// `store_dir`: every log found read into the frozen part (module
@@ -201,35 +241,7 @@ impl DiffLog {
         let generations = guard_log::generations(&dir, &stem)
             .map_err(io_err("listing the guard's differential file"))?;
         let seed = new_seed();
-        let mut changes = Part::default();
-        let mut bytes = 0;
-        for &generation in &generations {
-            let replay = guard_log::read(&dir, &stem, generation).map_err(|e| match e {
-                ReadError::Io(source) => StoreError::Io {
-                    op: "reading the guard's differential file",
-                    source,
-                },
-                ReadError::Damaged(what) => StoreError::storage(
-                    "reading the guard's differential file (nothing was changed; restore the \
-                     log from a backup, or move it away to open the storage without its changes)",
-                    what,
-                ),
-            })?;
-            for ops in replay.records {
-                // Encoded again as the append made it: the index's form.
-                let mut record = Vec::new();
-                encode_record_into(
-                    &mut record,
-                    0,
-                    ops.iter().map(|op| match op {
-                        Op::Put(k, v) => (true, k.as_slice(), v.as_slice()),
-                        Op::Remove(k) => (false, k.as_slice(), &[][..]),
-                    }),
-                );
-                bytes += record_charge(record.len(), ops.len());
-                changes.push(seed, record);
-            }
-        }
+        let (changes, bytes) = read_logs(&dir, &stem, &generations, seed)?;
         let memory = budget::reserve(
             || format!("the differential file of guard storage {name:?}"),
             bytes,
@@ -422,26 +434,29 @@ impl DiffLog {
         write_pending(&mut log, &mut pending)
     }
 
+    /// The writes queued, oldest first, as many as one record holds (at
+    /// least one, if any is queued), taken off the queue.
+    fn take_group(&self) -> Vec<Queued> {
+        let mut queue = self.queue.lock();
+        let mut bytes = 0;
+        let mut taken = 0;
+        for q in &queue.waiting {
+            bytes += q.ops.len() - RECORD_HEAD - 4;
+            if taken > 0 && bytes + RECORD_HEAD + 4 > MAX_RECORD {
+                break;
+            }
+            taken += 1;
+        }
+        queue.waiting.drain(..taken).collect()
+    }
+
     /// Commits the writes queued (as many as one record holds, at least
     /// one) as one record of the active log, and makes them readable if it
     /// is durable; returns each one's outcome. Takes the group once the log
     /// is free, so that the writes queued meanwhile join it.
     fn commit_group(&self) -> Vec<(u64, Outcome)> {
         let mut log = self.writer.lock();
-        let group = {
-            let mut queue = self.queue.lock();
-            let mut bytes = 0;
-            let mut taken = 0;
-            for q in &queue.waiting {
-                bytes += q.ops.len() - RECORD_HEAD - 4;
-                if taken > 0 && bytes + RECORD_HEAD + 4 > MAX_RECORD {
-                    break;
-                }
-                taken += 1;
-            }
-            queue.waiting.drain(..taken).collect::<Vec<_>>()
-        };
-        let mut group = group.into_iter();
+        let mut group = self.take_group().into_iter();
         let Some(first) = group.next() else {
             return Vec::new();
         };
