@@ -298,16 +298,7 @@ impl Walk<'_> {
             params,
             cfg.slot_policy(plan.probe_distinct),
         );
-        let spec = ProbeSpec {
-            filter: slot.id(),
-            point: 0,
-            params,
-            nulls_pass: plan.nulls_pass,
-            label: name.to_string(),
-            policy: cfg.probe_policy(),
-            rendezvous: cfg.rendezvous.clone(),
-            scope: Arc::clone(&self.cell),
-        };
+        let spec = self.probe_spec(&slot, plan, name);
         let points: Vec<_> = plan.points.iter().cloned().enumerate().collect();
         let reverse = side == JoinSide::Left;
         let (probed, tapped) = if reverse {
@@ -344,5 +335,20 @@ impl Walk<'_> {
             filter: FilterHandle::new(slot),
         };
         Ok((new_join, verdict))
+    }
+
+    /// What the probes of `slot`'s filter, named `name`, are built from
+    /// (its first point; [`probe`] numbers the others).
+    fn probe_spec(&self, slot: &Slot, plan: &ProbePlan, name: &str) -> ProbeSpec {
+        ProbeSpec {
+            filter: slot.id(),
+            point: 0,
+            params: *slot.params(),
+            nulls_pass: plan.nulls_pass,
+            label: name.to_string(),
+            policy: self.config.probe_policy(),
+            rendezvous: self.config.rendezvous.clone(),
+            scope: Arc::clone(&self.cell),
+        }
     }
 }
