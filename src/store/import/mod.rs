@@ -210,40 +210,7 @@ impl FilterStore {
         let mut fh = [0u8; frame::HEADER_LEN];
         fh.copy_from_slice(&head[..frame::HEADER_LEN]);
         let (kind, flags, body_len, version) = frame::decode_header(&fh).map_err(bad)?;
-        match kind {
-            Kind::CountingFilter => {}
-            Kind::BitFilter => return Err(StoreError::NotCounting),
-            other => {
-                return Err(bad(CodecError::WrongKind {
-                    expected: Kind::CountingFilter.name(),
-                    found: other.name(),
-                }))
-            }
-        }
-        if flags != 0 {
-            return Err(bad(CodecError::InvalidField {
-                field: "flags",
-                reason: format!("{flags:#04x}: a filter file defines none"),
-            }));
-        }
-        let d =
-            DescriptorV1::read(&mut ByteReader::new(&head[frame::HEADER_LEN..])).map_err(bad)?;
-        // A version-1 frame cannot name the split-block layout (as the
-        // in-memory decoder refuses it).
-        d.check_frame_version(version).map_err(bad)?;
-        if d.counter_width != CounterWidth::Four
-            || d.payload_len != crate::filter::counting::counter_bytes(&d.params) as u64
-            || body_len != DESCRIPTOR_LEN as u64 + d.payload_len
-        {
-            return Err(bad(CodecError::InvalidField {
-                field: "payload length",
-                reason: format!(
-                    "a body of {body_len} bytes with a payload of {} for counters of m = {}",
-                    d.payload_len,
-                    d.params.m()
-                ),
-            }));
-        }
+        let d = counting_descriptor(&head[frame::HEADER_LEN..], kind, flags, body_len, version)?;
         let p = d.params;
         // Checked above: the descriptor and the counters of `p`, which fit
         // in memory (`counter_bytes` is a usize).
@@ -431,4 +398,51 @@ impl Input<'_> {
         self.at += got as u64;
         Ok(())
     }
+}
+
+/// The descriptor of a filter file whose frame header says `kind`, `flags`,
+/// `body_len` and `version`, once the file is known to be a counting filter
+/// of 4-bit counters whose body is exactly the descriptor and its counters.
+fn counting_descriptor(
+    descriptor: &[u8],
+    kind: Kind,
+    flags: u8,
+    body_len: u64,
+    version: u16,
+) -> Result<DescriptorV1, StoreError> {
+    let bad = StoreError::BadFilterFile;
+    match kind {
+        Kind::CountingFilter => {}
+        Kind::BitFilter => return Err(StoreError::NotCounting),
+        other => {
+            return Err(bad(CodecError::WrongKind {
+                expected: Kind::CountingFilter.name(),
+                found: other.name(),
+            }))
+        }
+    }
+    if flags != 0 {
+        return Err(bad(CodecError::InvalidField {
+            field: "flags",
+            reason: format!("{flags:#04x}: a filter file defines none"),
+        }));
+    }
+    let d = DescriptorV1::read(&mut ByteReader::new(descriptor)).map_err(bad)?;
+    // A version-1 frame cannot name the split-block layout (as the
+    // in-memory decoder refuses it).
+    d.check_frame_version(version).map_err(bad)?;
+    if d.counter_width != CounterWidth::Four
+        || d.payload_len != crate::filter::counting::counter_bytes(&d.params) as u64
+        || body_len != DESCRIPTOR_LEN as u64 + d.payload_len
+    {
+        return Err(bad(CodecError::InvalidField {
+            field: "payload length",
+            reason: format!(
+                "a body of {body_len} bytes with a payload of {} for counters of m = {}",
+                d.payload_len,
+                d.params.m()
+            ),
+        }));
+    }
+    Ok(d)
 }
