@@ -118,9 +118,25 @@ fn a_torn_or_damaged_tail_is_cut_off_and_appends_go_on() {
 
 #[test]
 fn every_failure_of_an_append_or_a_checkpoint_is_before_or_unknown() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = writable(dir.path());
-    // Bring the log to the edge of a checkpoint.
+    let base = tempfile::tempdir().unwrap();
+    bring_to_a_checkpoints_edge(base.path());
+    // Failures counted by where they struck: [commit refused, commit
+    // unknown, checkpoint refused, checkpoint unknown].
+    let mut seen = [0; 4];
+    for op in [Op::Write, Op::Sync, Op::SyncDir, Op::Rename] {
+        for skip in 0.. {
+            if !commit_failing_at(base.path(), op, skip, &mut seen) {
+                break;
+            }
+            assert!(skip < 32);
+        }
+    }
+    assert!(seen.iter().all(|&n| n >= 1), "{seen:?}");
+}
+
+/// Makes a catalog in `dir` whose log is within 150 bytes of a checkpoint.
+fn bring_to_a_checkpoints_edge(dir: &std::path::Path) {
+    let mut c = writable(dir);
     let mut id = 1;
     let edge = |c: &Catalog| CHECKPOINT_MIN_BYTES.max(c.file_bytes) - 150;
     while !matches!(&c.log, LogSlot::Open(l) if l.len() > edge(&c)) {
@@ -131,62 +147,56 @@ fn every_failure_of_an_append_or_a_checkpoint_is_before_or_unknown() {
             "the log never came within 150 bytes of a checkpoint"
         );
     }
-    drop(c);
-    let base = tempfile::tempdir().unwrap();
-    copy_dir(dir.path(), base.path());
-    // Failures counted by where they struck: [commit refused, commit
-    // unknown, checkpoint refused, checkpoint unknown].
-    let mut seen = [0; 4];
-    for op in [Op::Write, Op::Sync, Op::SyncDir, Op::Rename] {
-        for skip in 0.. {
-            let d = tempfile::tempdir().unwrap();
-            copy_dir(base.path(), d.path());
-            let mut c = reopen(d.path());
-            let n0 = names(&c).len();
-            fault::fail_after(op, skip, EIO);
-            let committed = c.commit(|e| e.put(meta(90_000)));
-            let checkpoint = committed.as_ref().map(|_| c.checkpoint_if_due());
-            let fired = fault::clear();
-            let what = format!("{op:?} {skip}: {committed:?} {checkpoint:?}");
-            let unknown = match (&committed, &checkpoint) {
-                (Err(e), _) if !e.is_outcome_unknown() => {
-                    seen[0] += 1;
-                    Some(n0)
-                }
-                (Err(_), _) => {
-                    seen[1] += 1;
-                    None
-                }
-                (Ok(()), Ok(Err(e))) if !e.is_outcome_unknown() => {
-                    seen[2] += 1;
-                    Some(n0 + 1)
-                }
-                (Ok(()), Ok(Err(_))) => {
-                    seen[3] += 1;
-                    None
-                }
-                (Ok(()), _) => Some(n0 + 1),
-            };
-            match unknown {
-                // The store would stop writing: a reopen finds either.
-                None => {
-                    let got = names(&reopen_after(c, d.path())).len();
-                    assert!(got == n0 || got == n0 + 1, "{what}");
-                }
-                // Nothing lost, and the next commit is durable.
-                Some(want) => {
-                    put(&mut c, 90_001).unwrap();
-                    let got = names(&reopen_after(c, d.path())).len();
-                    assert_eq!(got, want + 1, "{what}");
-                }
-            }
-            if !fired {
-                break;
-            }
-            assert!(skip < 32);
+}
+
+/// Commits one table into a copy of the catalog in `base` (and
+/// checkpoints, if due) with the `skip + 1`-th `op` failing; checks that a
+/// refused failure lost nothing and left the catalog writable, and that an
+/// unknown one left either outcome, counting each kind into `seen` (as the
+/// test). Whether the failure fired.
+fn commit_failing_at(base: &std::path::Path, op: Op, skip: u32, seen: &mut [usize; 4]) -> bool {
+    let d = tempfile::tempdir().unwrap();
+    copy_dir(base, d.path());
+    let mut c = reopen(d.path());
+    let n0 = names(&c).len();
+    fault::fail_after(op, skip, EIO);
+    let committed = c.commit(|e| e.put(meta(90_000)));
+    let checkpoint = committed.as_ref().map(|_| c.checkpoint_if_due());
+    let fired = fault::clear();
+    let what = format!("{op:?} {skip}: {committed:?} {checkpoint:?}");
+    let unknown = match (&committed, &checkpoint) {
+        (Err(e), _) if !e.is_outcome_unknown() => {
+            seen[0] += 1;
+            Some(n0)
+        }
+        (Err(_), _) => {
+            seen[1] += 1;
+            None
+        }
+        (Ok(()), Ok(Err(e))) if !e.is_outcome_unknown() => {
+            seen[2] += 1;
+            Some(n0 + 1)
+        }
+        (Ok(()), Ok(Err(_))) => {
+            seen[3] += 1;
+            None
+        }
+        (Ok(()), _) => Some(n0 + 1),
+    };
+    match unknown {
+        // The store would stop writing: a reopen finds either.
+        None => {
+            let got = names(&reopen_after(c, d.path())).len();
+            assert!(got == n0 || got == n0 + 1, "{what}");
+        }
+        // Nothing lost, and the next commit is durable.
+        Some(want) => {
+            put(&mut c, 90_001).unwrap();
+            let got = names(&reopen_after(c, d.path())).len();
+            assert_eq!(got, want + 1, "{what}");
         }
     }
-    assert!(seen.iter().all(|&n| n >= 1), "{seen:?}");
+    fired
 }
 
 /// Drops the catalog and reopens the store's catalog from disk.

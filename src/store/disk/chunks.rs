@@ -459,20 +459,7 @@ mod tests {
                 sat_reference > 0,
                 "{layout}: nothing saturated, the test tests less"
             );
-            let mut grouped = ByChunk::new(&p);
-            for op in &ops {
-                grouped.count(*op);
-            }
-            grouped.start_placing().unwrap();
-            for (i, op) in ops.iter().enumerate() {
-                grouped.place(i as u64, *op);
-            }
-            let grouped = grouped.finish().unwrap();
-            let mut sorted = Vec::new();
-            for (i, op) in ops.iter().enumerate() {
-                push_entries(&p, i as u64, *op, &mut sorted);
-            }
-            sort_entries(&mut sorted);
+            let (grouped, sorted) = (group(&p, &ops, 0).unwrap(), sort(&p, &ops));
             for (how, entries) in [("grouped", &grouped), ("sorted", &sorted)] {
                 let mut counters = start.as_bytes().to_vec();
                 let mut saturated = 0;
@@ -485,15 +472,31 @@ mod tests {
                 assert_eq!(saturated, sat_reference, "{layout} {how}");
             }
             // One operation fewer in pass 2 than in pass 1: refused.
-            let mut short = ByChunk::new(&p);
-            for op in &ops {
-                short.count(*op);
-            }
-            short.start_placing().unwrap();
-            for (i, op) in ops.iter().enumerate().skip(1) {
-                short.place(i as u64, *op);
-            }
-            assert!(short.finish().is_none(), "{layout}");
+            assert!(group(&p, &ops, 1).is_none(), "{layout}");
         }
+    }
+
+    /// The entries of `ops` grouped by [`ByChunk`]: every operation
+    /// counted, all but the first `skip` placed.
+    fn group(p: &FilterParams, ops: &[LogOp], skip: usize) -> Option<Vec<Entry>> {
+        let mut grouped = ByChunk::new(p);
+        for op in ops {
+            grouped.count(*op);
+        }
+        grouped.start_placing().unwrap();
+        for (i, op) in ops.iter().enumerate().skip(skip) {
+            grouped.place(i as u64, *op);
+        }
+        grouped.finish()
+    }
+
+    /// The entries of `ops` sorted by [`sort_entries`].
+    fn sort(p: &FilterParams, ops: &[LogOp]) -> Vec<Entry> {
+        let mut sorted = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            push_entries(p, i as u64, *op, &mut sorted);
+        }
+        sort_entries(&mut sorted);
+        sorted
     }
 }
