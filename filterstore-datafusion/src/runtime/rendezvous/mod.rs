@@ -578,6 +578,8 @@ impl State {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_fitted;
+#[cfg(test)]
 mod tests_halved;
 #[cfg(test)]
 mod tests_remote;

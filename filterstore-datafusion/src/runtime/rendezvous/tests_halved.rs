@@ -2,7 +2,8 @@
 //! planned size, they lose no key whatever the skew between tasks, and the
 //! merged filter is judged as if they had not been halved.
 
-use super::tests::{near_max_pass, partial, policy, post};
+use super::tests::{partial, policy, post};
+use super::tests_fitted::near_max_pass;
 use super::*;
 use crate::runtime::tap::fit_partial;
 use filterstore::{decode_message, BloomRead, HashSpec, Layout};
