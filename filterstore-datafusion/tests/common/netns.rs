@@ -77,6 +77,18 @@ impl Netns {
             .unwrap_or_else(|e| e)
     }
 
+    /// Bytes sent through the loopback's queue so far (`Sent` of
+    /// [`Netns::qdisc`]); an error names what `tc` said instead.
+    pub fn sent_bytes(&self) -> Result<u64, String> {
+        let queue = self.qdisc();
+        queue
+            .split_whitespace()
+            .skip_while(|w| *w != "Sent")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("no byte count in {queue:?}"))
+    }
+
     /// Runs this binary again inside the namespace with `args` and the
     /// environment of this process plus `env` and [`INSIDE`]; its standard
     /// output and error are this process's.
@@ -97,6 +109,45 @@ impl Netns {
             Err(format!("the run inside {} failed: {status}", self.name))
         }
     }
+}
+
+/// A test that runs again inside a namespace limited to `rate` (its name,
+/// `name`, as `--exact` takes it). Outside one, makes the namespace, runs
+/// the test there, and returns the namespace for its queue's figures, or
+/// `None` when it cannot be made (said on standard error; a failure when
+/// `FILTERSTORE_REQUIRE_NETNS` is set). Inside it (the run [`INSIDE`]
+/// marks), runs `body` on a runtime of two threads, failing past `limit`,
+/// and returns `None`.
+pub fn test_inside<F: std::future::Future<Output = ()>>(
+    (tag, rate): (&str, &str),
+    name: &str,
+    limit: std::time::Duration,
+    body: impl FnOnce() -> F,
+) -> Option<Netns> {
+    if std::env::var(INSIDE).is_ok() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(limit, body())
+                .await
+                .unwrap_or_else(|_| panic!("{name} ran past {limit:?} inside the namespace"))
+        });
+        return None;
+    }
+    let ns = match Netns::create(tag, rate) {
+        Ok(ns) => ns,
+        Err(why) if std::env::var("FILTERSTORE_REQUIRE_NETNS").is_err() => {
+            eprintln!("skipped, no rate-limited network: {why}");
+            return None;
+        }
+        Err(why) => panic!("FILTERSTORE_REQUIRE_NETNS is set and: {why}"),
+    };
+    let args = [name, "--exact", "--nocapture", "--test-threads=1"].map(String::from);
+    ns.run_self(&args, &[]).unwrap();
+    Some(ns)
 }
 
 impl Drop for Netns {

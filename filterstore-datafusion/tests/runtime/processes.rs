@@ -217,39 +217,15 @@ async fn a_rendezvous_on_every_address_without_an_advertised_host_is_refused() {
 fn worker_processes_on_a_rate_limited_network_filter_as_on_loopback() {
     const NAME: &str =
         "processes::worker_processes_on_a_rate_limited_network_filter_as_on_loopback";
-    if std::env::var(netns::INSIDE).is_ok() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(600), async {
-                let workers = Workers::start(3).unwrap();
-                drop(filter_across(&workers, "127.0.0.1:0", None).await);
-            })
-            .await
-            .expect("the rate-limited process cluster timed out")
-        });
+    let limit = Duration::from_secs(600);
+    let Some(ns) = netns::test_inside(("test", "100mbit"), NAME, limit, || async {
+        let workers = Workers::start(3).unwrap();
+        drop(filter_across(&workers, "127.0.0.1:0", None).await);
+    }) else {
         return;
-    }
-    let ns = match netns::Netns::create("test", "100mbit") {
-        Ok(ns) => ns,
-        Err(why) if std::env::var("FILTERSTORE_REQUIRE_NETNS").is_err() => {
-            eprintln!("skipped, no rate-limited network: {why}");
-            return;
-        }
-        Err(why) => panic!("FILTERSTORE_REQUIRE_NETNS is set and: {why}"),
     };
-    let args = [NAME, "--exact", "--nocapture", "--test-threads=1"].map(String::from);
-    ns.run_self(&args, &[]).unwrap();
     let queue = ns.qdisc();
-    let sent: u64 = queue
-        .split_whitespace()
-        .skip_while(|w| *w != "Sent")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no byte count in {queue:?}"));
+    let sent = ns.sent_bytes().unwrap();
     eprintln!("the limited loopback's queue after the run: {queue}");
     assert!(
         sent > 1 << 20,

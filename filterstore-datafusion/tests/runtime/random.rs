@@ -1,7 +1,9 @@
 //! A differential test of the runtime-filter rule on random join shapes:
-//! every query runs on single-node DataFusion, on the 3-worker cluster
-//! without the rule, and on the cluster with the rule forced (it then
-//! places a filter everywhere it may), and the three answers must be equal.
+//! every query runs on single-node DataFusion and on the 3-worker cluster
+//! without the rule, with it, and with it forced (it then places a filter
+//! everywhere it may), and the four answers must be equal. The cluster's
+//! tasks run in this process, on three `filterstore-worker` processes, and
+//! on three such processes behind a loopback limited to 100 Mbit/s.
 //!
 //! Shapes: inner, left, right, full, semi (IN, EXISTS), anti (NOT EXISTS,
 //! NOT IN) and mark joins; plain and null-safe equality; self-joins on
@@ -11,17 +13,20 @@
 //! sides; skewed keys (a tenth of all rows share one key).
 //!
 //! Seeded: a failure prints its seed and SQL. `RUNTIME_RANDOM_CASES` sets
-//! the number of queries (default 200); the `--ignored` long run does 3,000.
+//! the number of queries (by default 200 in memory, 100 on processes, 60 on
+//! the limited network); the `--ignored` long run does 3,000 in memory.
 
 use crate::common::cluster::{in_memory_cluster, partitioned_join_config, WorkerFunctions};
 use crate::common::data::{table, Rng};
+use crate::common::netns;
+use crate::common::procs::Workers;
 use crate::common::tpch::{diff, rows};
 use datafusion::arrow::array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array,
     Int64Array, StringArray, UInt16Array,
 };
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::{last_report, RuntimeFilterConfig};
+use filterstore_datafusion::{last_report, remote_cluster, RemoteCluster, RuntimeFilterConfig};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -236,28 +241,69 @@ fn side(rng: &mut Rng, t: &str, key: &str) -> String {
     }
 }
 
-async fn contexts(dir: &Path) -> (SessionContext, SessionContext, SessionContext) {
-    let single = SessionContext::new();
-    let plain = in_memory_cluster(
-        3,
-        WorkerFunctions::Registered,
-        partitioned_join_config(3).unwrap(),
-        None,
-    )
-    .unwrap();
-    let forced = RuntimeFilterConfig {
-        force: true,
-        ..RuntimeFilterConfig::default()
+/// Where the clusters' tasks run: in this process, or in worker processes
+/// (every cluster of a run shares them).
+#[derive(Clone, Copy)]
+enum On<'a> {
+    Memory,
+    Processes(&'a Workers),
+}
+
+/// The sessions a random query runs on: single-node DataFusion, and the
+/// 3-worker cluster in each of [`MODES`]. Holds the process clusters'
+/// coordinators (their rendezvous servers) while the sessions live.
+struct Contexts {
+    single: SessionContext,
+    clusters: Vec<(&'static str, SessionContext)>,
+    _coordinators: Vec<RemoteCluster>,
+}
+
+/// The cluster's modes: without the rule; with it, deciding as by default
+/// but for sides of 1,000 rows or more (by default 100,000, more than any
+/// table here holds, so it would place nothing); and forced (a filter
+/// everywhere it may go). The last is the one whose filters are counted.
+const MODES: [&str; 3] = ["cluster", "cluster+rule", "cluster+forced"];
+
+fn mode_config(mode: &str) -> Option<RuntimeFilterConfig> {
+    match mode {
+        "cluster+rule" => Some(RuntimeFilterConfig {
+            min_filtered_rows: 1_000,
+            ..RuntimeFilterConfig::default()
+        }),
+        "cluster+forced" => Some(RuntimeFilterConfig {
+            force: true,
+            ..RuntimeFilterConfig::default()
+        }),
+        _ => None,
+    }
+}
+
+async fn contexts(dir: &Path, on: On<'_>) -> Contexts {
+    let mut c = Contexts {
+        single: SessionContext::new(),
+        clusters: Vec::new(),
+        _coordinators: Vec::new(),
     };
-    let rule = in_memory_cluster(
-        3,
-        WorkerFunctions::Registered,
-        partitioned_join_config(3).unwrap(),
-        Some(forced),
-    )
-    .unwrap();
-    write(dir, &[&single, &plain, &rule]).await;
-    (single, plain, rule)
+    for mode in MODES {
+        let (config, rule) = (partitioned_join_config(3).unwrap(), mode_config(mode));
+        let ctx = match on {
+            On::Memory => in_memory_cluster(3, WorkerFunctions::Registered, config, rule).unwrap(),
+            On::Processes(workers) => {
+                let bind = "127.0.0.1:0".parse().unwrap();
+                let coordinator = remote_cluster(workers.urls.clone(), config, rule, bind)
+                    .await
+                    .unwrap();
+                let ctx = coordinator.ctx.clone();
+                c._coordinators.push(coordinator);
+                ctx
+            }
+        };
+        c.clusters.push((mode, ctx));
+    }
+    let mut all = vec![&c.single];
+    all.extend(c.clusters.iter().map(|(_, ctx)| ctx));
+    write(dir, &all).await;
+    c
 }
 
 async fn answer(
@@ -269,32 +315,31 @@ async fn answer(
     Ok(rows(&b))
 }
 
-async fn run(cases: usize, seed: u64) {
+async fn run(cases: usize, seed: u64, on: On<'_>) {
     let dir = tempfile::tempdir().unwrap();
-    let (single, plain, rule) = contexts(dir.path()).await;
+    let c = contexts(dir.path(), on).await;
     let mut rng = Rng(seed);
     let (mut filtered, mut planned) = (0, 0);
     for case in 0..cases {
         let sql = query(&mut rng);
-        let expected = match answer(&single, &sql).await {
+        let expected = match answer(&c.single, &sql).await {
             Ok(r) => r,
             // A shape DataFusion itself refuses (e.g. a type it cannot
             // compare): nothing to compare.
             Err(_) => continue,
         };
         planned += 1;
-        for (name, ctx) in [("cluster", &plain), ("cluster+rule", &rule)] {
+        for (name, ctx) in &c.clusters {
             let got = answer(ctx, &sql)
                 .await
                 .unwrap_or_else(|e| panic!("case {case} (seed {seed}) {name}: {e}\n{sql}"));
             if let Some(d) = diff(&expected, &got) {
-                let report = last_report(&rule)
-                    .map(|r| r.to_string())
-                    .unwrap_or_default();
+                let report = last_report(ctx).map(|r| r.to_string()).unwrap_or_default();
                 panic!("case {case} (seed {seed}) {name} differs from single-node DataFusion: {d}\n{sql}\n{report}");
             }
         }
-        filtered += last_report(&rule).map_or(0, |r| r.built());
+        let (_, forced) = c.clusters.last().unwrap();
+        filtered += last_report(forced).map_or(0, |r| r.built());
     }
     println!("{planned} of {cases} random queries planned, {filtered} filters placed, every answer equal");
     assert!(planned * 2 > cases, "most random queries must be valid SQL");
@@ -304,21 +349,63 @@ async fn run(cases: usize, seed: u64) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_joins_answer_as_single_node() {
-    let cases = std::env::var("RUNTIME_RANDOM_CASES")
+/// `RUNTIME_RANDOM_CASES`, else `default`.
+fn cases(default: usize) -> usize {
+    std::env::var("RUNTIME_RANDOM_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    tokio::time::timeout(Duration::from_secs(1200), run(cases, 7))
+        .unwrap_or(default)
+}
+
+/// [`run`] on three worker processes started for it.
+async fn run_on_processes(cases: usize, seed: u64) {
+    let workers = Workers::start(3).unwrap();
+    run(cases, seed, On::Processes(&workers)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_joins_answer_as_single_node() {
+    tokio::time::timeout(Duration::from_secs(1200), run(cases(200), 7, On::Memory))
         .await
         .expect("random join test timed out");
+}
+
+/// The random shapes on three `filterstore-worker` processes: the taps post
+/// their partials to the coordinator's rendezvous over gRPC, the probe
+/// tasks fetch the filters from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_joins_on_worker_processes_answer_as_single_node() {
+    tokio::time::timeout(Duration::from_secs(1200), run_on_processes(cases(100), 11))
+        .await
+        .expect("random join test on worker processes timed out");
+}
+
+/// The random shapes on three worker processes in a network namespace
+/// whose loopback is limited to 100 Mbit/s (`tests/common/netns.rs`, as
+/// `processes::worker_processes_on_a_rate_limited_network_filter_as_on_loopback`):
+/// a filter or a shuffle that arrives late must not change an answer.
+/// Needs root: else skipped, and said (`FILTERSTORE_REQUIRE_NETNS=1` makes
+/// that a failure).
+#[test]
+fn random_joins_on_a_rate_limited_network_answer_as_single_node() {
+    const NAME: &str = "random::random_joins_on_a_rate_limited_network_answer_as_single_node";
+    let limit = Duration::from_secs(1200);
+    let body = || run_on_processes(cases(60), 13);
+    let Some(ns) = netns::test_inside(("random", "100mbit"), NAME, limit, body) else {
+        return;
+    };
+    let sent = ns.sent_bytes().unwrap();
+    eprintln!("the limited loopback's queue after the run: {}", ns.qdisc());
+    assert!(
+        sent > 1 << 20,
+        "{sent} bytes through the limited loopback: the run did not cross it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long run: cargo test --release -p filterstore-datafusion --test runtime -- --ignored random::random_joins_long_run"]
 async fn random_joins_long_run() {
-    tokio::time::timeout(Duration::from_secs(7200), run(3_000, 1234))
+    tokio::time::timeout(Duration::from_secs(7200), run(3_000, 1234, On::Memory))
         .await
         .expect("random join long run timed out");
 }
@@ -333,15 +420,14 @@ async fn one_query() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (single, _, rule) = contexts(dir.path()).await;
-    let expected = answer(&single, &sql).await.unwrap();
-    let got = answer(&rule, &sql).await.unwrap();
+    let c = contexts(dir.path(), On::Memory).await;
+    let (single, (_, rule)) = (&c.single, c.clusters.last().unwrap());
+    let expected = answer(single, &sql).await.unwrap();
+    let got = answer(rule, &sql).await.unwrap();
     println!("single: {expected:?}\nrule:   {got:?}");
     println!(
         "{}",
-        last_report(&rule)
-            .map(|r| r.to_string())
-            .unwrap_or_default()
+        last_report(rule).map(|r| r.to_string()).unwrap_or_default()
     );
     let plan = rule
         .sql(&sql)
