@@ -48,6 +48,16 @@ pub(super) fn delivered(slot: &Slot) -> Delivery {
     futures::executor::block_on(delivery(rx))
 }
 
+/// The filter the slot's run of [`SCOPE`] delivers (a failure if it
+/// delivers none).
+pub(super) fn delivered_filter(slot: &Slot) -> BitFilter {
+    let Delivery::Message(bytes, _) = delivered(slot) else {
+        panic!("{:?}", slot.outcome())
+    };
+    let msg = filterstore::decode_message(&bytes).unwrap();
+    msg.filter().unwrap().into_owned().unwrap()
+}
+
 /// Posts to the slot's run of [`SCOPE`].
 pub(super) fn send(slot: &Slot, p: Post) {
     assert!(post_local(slot.id(), SCOPE, p));

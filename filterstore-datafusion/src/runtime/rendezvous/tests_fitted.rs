@@ -2,7 +2,7 @@
 //! shapes probe tasks accept, and the policy's judgement made before the
 //! fitting.
 
-use super::tests::{delivered, policy, post, send, SCOPE};
+use super::tests::{delivered_filter, policy, post, send, SCOPE};
 use super::*;
 use filterstore::{BloomRead, HashSpec, Layout};
 
@@ -30,13 +30,7 @@ fn a_filter_planned_too_large_ships_fitted_to_its_keys() {
         let slot = Slot::register(new_filter_id(), planned, policy);
         send(&slot, post(0, 2, PartialBody::Filter(build(0..3000))));
         send(&slot, post(1, 2, PartialBody::Filter(build(3000..6000))));
-        let Delivery::Message(bytes, _) = delivered(&slot) else {
-            panic!("{:?}", slot.outcome())
-        };
-        let f = filterstore::decode_message(&bytes)
-            .unwrap()
-            .filter()
-            .unwrap();
+        let f = delivered_filter(&slot);
         // 6,000 keys: 98,304 bits (16 a key) hold them under 1% at k = 7;
         // 49,152 (8 a key) would not (~2%).
         assert_eq!(f.params().m(), want_bits, "{:?}", slot.outcome());
@@ -93,13 +87,7 @@ fn a_filter_is_judged_before_it_is_fitted() {
     let (planned, f, judged) = near_max_pass();
     let slot = Slot::register(new_filter_id(), planned, judged);
     send(&slot, post(0, 1, PartialBody::Filter(Arc::new(f))));
-    let Delivery::Message(bytes, _) = delivered(&slot) else {
-        panic!("{:?}", slot.outcome())
-    };
-    let shipped = filterstore::decode_message(&bytes)
-        .unwrap()
-        .filter()
-        .unwrap();
+    let shipped = delivered_filter(&slot);
     assert!(shipped.params().m() < planned.m(), "fitted");
     let fp = shipped.estimated_fp();
     assert!(fp > 0.01 && fp <= 0.05, "{fp}: 0.60 + fp is over max_pass");
