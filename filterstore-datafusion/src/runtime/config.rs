@@ -34,8 +34,9 @@ pub struct RuntimeFilterConfig {
     /// build side's estimated rows) and may hold far fewer keys. Every key
     /// stays in the halved filter. Default true.
     pub fit_filters: bool,
-    /// With [`RuntimeFilterConfig::fit_filters`], a build task in a worker
-    /// process halves its partial filter before it posts it, while the
+    /// With [`RuntimeFilterConfig::fit_filters`], a build task halves its
+    /// partial filter before it posts it (in a worker process or in the
+    /// coordinator's alike, so that both ship the same filter), while the
     /// merged filter would stay within `fp` if every task held as many keys
     /// as this one: fewer bytes to encode, send, decode and OR. A task
     /// holding more keys than the others loses none: the coordinator

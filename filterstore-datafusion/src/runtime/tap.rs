@@ -15,13 +15,15 @@
 //! Beside the filter, each partition gathers the bounds of the keys it
 //! saw ([`super::bounds`]); the task posts them widened into one.
 //!
-//! A task in a worker process halves its partial before it posts it
-//! ([`fit_partial`]) while the merged filter would keep its target rate if
-//! every task held as many keys as this one: a filter is planned from
-//! estimates that run high, and every bit of a partial is encoded, sent,
-//! decoded and OR-ed. The coordinator spreads a halved partial over the
-//! merged filter's size (`BitFilter::union_with_halved`), so a task that
-//! holds more keys than the others loses none of them.
+//! A task halves its partial before it posts it ([`fit_partial`]) while
+//! the merged filter would keep its target rate if every task held as many
+//! keys as this one: a filter is planned from estimates that run high, and
+//! every bit of a partial is encoded, sent, decoded and OR-ed. The
+//! coordinator spreads a halved partial over the merged filter's size
+//! (`BitFilter::union_with_halved`), so a task that holds more keys than the
+//! others loses none of them. A task in the coordinator's process halves
+//! its partial as one in a worker process does (it only skips the
+//! encoding), so that both merge the same bits and ship the same filter.
 //!
 //! The tap of a reverse filter (the probe side's keys, for the build side,
 //! [`super::reverse`]) sits above the probe child and reads it ahead of the
@@ -277,6 +279,7 @@ impl TapRun {
     }
 
     fn send(&self, body: PartialBody) {
+        let body = self.fitted(body);
         let post = Post {
             task: self.task,
             tasks: self.tasks,
@@ -335,36 +338,49 @@ impl TapRun {
         });
     }
 
-    /// The post as a frame for another process (the filter as a message).
+    /// `body` with its filter halved by [`fit_partial`] where the tap
+    /// fits its partials: `PartialBody::Halved` with the partial's distinct
+    /// keys estimated at its planned size, where the estimate is sharpest
+    /// (the coordinator judges halved partials by it).
+    fn fitted(&self, body: PartialBody) -> PartialBody {
+        let PartialBody::Filter(f) = body else {
+            return body;
+        };
+        match self.fit.map(|fp| fit_partial(&f, self.tasks, fp)) {
+            // Halved, so not saturated: its estimate is finite.
+            Some((Some(half), halvings)) => {
+                self.halvings.add(halvings as usize);
+                let keys = f.estimate_len().round() as u64;
+                PartialBody::Halved {
+                    filter: Arc::new(half),
+                    keys,
+                }
+            }
+            _ => PartialBody::Filter(f),
+        }
+    }
+
+    /// The post as a frame for another process (the filter as a message
+    /// whose key count is the partial's distinct keys at its planned size).
     fn remote_frame(&self, post: Post) -> Option<Vec<u8>> {
-        let post = match post.body {
-            PartialBody::Filter(f) => {
-                // The message's key count: the partial's distinct keys,
-                // estimated at its planned size, where the estimate is
-                // sharpest; the coordinator judges halved partials by it.
+        let (f, n) = match post.body {
+            PartialBody::Filter(ref f) => {
                 let keys = f.estimate_len();
                 let n = if keys.is_finite() {
                     keys.round() as u64
                 } else {
                     post.rows
                 };
-                let fitted = self.fit.map(|fp| fit_partial(&f, self.tasks, fp));
-                let f = match fitted {
-                    Some((Some(half), halvings)) => {
-                        self.halvings.add(halvings as usize);
-                        Arc::new(half)
-                    }
-                    _ => f,
-                };
-                let body = match encode_message(f.as_ref(), n, 0, CodecChoice::Auto) {
-                    Ok(m) => PartialBody::Message(m),
-                    Err(e) => PartialBody::Failed(format!("encoding the partial: {e}")),
-                };
-                Post { body, ..post }
+                (Arc::clone(f), n)
             }
-            _ => post,
+            PartialBody::Halved { ref filter, keys } => (Arc::clone(filter), keys),
+            _ => return rendezvous::encode_post(self.id, self.key, &post),
         };
-        rendezvous::encode_post(self.id, self.key, &post)
+        let body = match encode_message(f.as_ref(), n, 0, CodecChoice::Auto) {
+            Ok(m) => PartialBody::Message(m),
+            Err(e) => PartialBody::Failed(format!("encoding the partial: {e}")),
+        };
+        rendezvous::encode_post(self.id, self.key, &Post { body, ..post })
     }
 }
 

@@ -26,7 +26,9 @@ use datafusion::arrow::array::{
     Int64Array, StringArray, UInt16Array,
 };
 use datafusion::prelude::SessionContext;
-use filterstore_datafusion::{last_report, remote_cluster, RemoteCluster, RuntimeFilterConfig};
+use filterstore_datafusion::{
+    last_report, remote_cluster, FilterOutcome, RemoteCluster, RuntimeFilterConfig,
+};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -255,6 +257,9 @@ enum On<'a> {
 struct Contexts {
     single: SessionContext,
     clusters: Vec<(&'static str, SessionContext)>,
+    /// On processes, the in-memory cluster with the rule forced: what the
+    /// processes' forced filters must equal, shape and bytes.
+    memory_forced: Option<SessionContext>,
     _coordinators: Vec<RemoteCluster>,
 }
 
@@ -282,6 +287,7 @@ async fn contexts(dir: &Path, on: On<'_>) -> Contexts {
     let mut c = Contexts {
         single: SessionContext::new(),
         clusters: Vec::new(),
+        memory_forced: None,
         _coordinators: Vec::new(),
     };
     for mode in MODES {
@@ -300,10 +306,48 @@ async fn contexts(dir: &Path, on: On<'_>) -> Contexts {
         };
         c.clusters.push((mode, ctx));
     }
+    if let On::Processes(_) = on {
+        let (config, rule) = (partitioned_join_config(3).unwrap(), mode_config(MODES[2]));
+        let memory = in_memory_cluster(3, WorkerFunctions::Registered, config, rule).unwrap();
+        c.memory_forced = Some(memory);
+    }
     let mut all = vec![&c.single];
     all.extend(c.clusters.iter().map(|(_, ctx)| ctx));
+    all.extend(c.memory_forced.iter());
     write(dir, &all).await;
     c
+}
+
+/// What each filter of the session's last query shipped, where it was
+/// built: its bits, its message's bytes, its partials and build rows.
+fn shipped(ctx: &SessionContext) -> Vec<Option<(u64, usize, usize, u64)>> {
+    let Some(report) = last_report(ctx) else {
+        return Vec::new();
+    };
+    report
+        .filters()
+        .map(|f| match f.outcome() {
+            Some(FilterOutcome::Built {
+                bits,
+                message_bytes,
+                partials,
+                build_rows,
+                ..
+            }) => Some((bits, message_bytes, partials, build_rows)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the forced filters of processes and memory, where both were
+/// built, are the same filters.
+fn same_filters(processes: &SessionContext, memory: &SessionContext) -> bool {
+    let (p, m) = (shipped(processes), shipped(memory));
+    p.len() == m.len()
+        && p.iter().zip(&m).all(|pair| match pair {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        })
 }
 
 async fn answer(
@@ -340,6 +384,17 @@ async fn run(cases: usize, seed: u64, on: On<'_>) {
         }
         let (_, forced) = c.clusters.last().unwrap();
         filtered += last_report(forced).map_or(0, |r| r.built());
+        if let Some(memory) = &c.memory_forced {
+            // The processes' filters are the in-memory cluster's, bit for bit.
+            let got = answer(memory, &sql).await.unwrap();
+            assert!(diff(&expected, &got).is_none(), "case {case}: {sql}");
+            assert!(
+                same_filters(forced, memory),
+                "case {case} (seed {seed}): processes shipped {:?}, memory {:?}\n{sql}",
+                shipped(forced),
+                shipped(memory)
+            );
+        }
     }
     println!("{planned} of {cases} random queries planned, {filtered} filters placed, every answer equal");
     assert!(planned * 2 > cases, "most random queries must be valid SQL");

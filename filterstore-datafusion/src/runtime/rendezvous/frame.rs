@@ -233,8 +233,8 @@ pub(super) fn decode_unit(bytes: &[u8]) -> Result<Delivery, FrameError> {
 }
 
 /// The post frame of one task's partial (as a filter message) or failure.
-/// A `PartialBody::Filter` must be encoded by the caller first: it is
-/// refused here (`None`).
+/// A `PartialBody::Filter` or `Halved` must be encoded by the caller first:
+/// it is refused here (`None`).
 pub(crate) fn encode_post(id: FilterId, key: RunKey, post: &Post) -> Option<Vec<u8>> {
     let mut head = Vec::with_capacity(POST_HEAD);
     head.extend_from_slice(&id.to_le_bytes());
@@ -249,7 +249,7 @@ pub(crate) fn encode_post(id: FilterId, key: RunKey, post: &Post) -> Option<Vec<
             None => encode(POST, KIND_MESSAGE, &[&head, m]),
         },
         PartialBody::Failed(why) => encode(POST, KIND_NONE, &[&head, why.as_bytes()]),
-        PartialBody::Filter(_) => return None,
+        PartialBody::Filter(_) | PartialBody::Halved { .. } => return None,
     })
 }
 

@@ -93,6 +93,12 @@ impl Part {
                 let keys = f.estimate_len();
                 return Ok((Part::Local(f), keys));
             }
+            PartialBody::Halved { filter, keys } => {
+                if !fits_plan(filter.params(), params) {
+                    return Err("a partial of another shape".into());
+                }
+                return Ok((Part::Local(filter), keys as f64));
+            }
             PartialBody::Message(bytes) => bytes,
         };
         let msg = decode_message_with_limit(&bytes, params.m())

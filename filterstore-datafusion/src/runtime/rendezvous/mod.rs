@@ -141,6 +141,10 @@ pub(super) enum Delivery {
 pub enum PartialBody {
     /// The task's filter, in this process (no encoding).
     Filter(Arc<BitFilter>),
+    /// The task's filter, in this process, halved before it posts (the
+    /// tap's partial fit); `keys`: its distinct keys as the tap estimated
+    /// them at the planned size, as a halved partial's message carries them.
+    Halved { filter: Arc<BitFilter>, keys: u64 },
     /// The task's filter as a filter message (from another process).
     Message(Vec<u8>),
     /// The task's build input failed or was cancelled: its keys are unknown.

@@ -39,13 +39,34 @@ fn post_partial(slot: &Slot, (task, tasks): (usize, usize), f: BitFilter, fit: O
     f.params().m()
 }
 
-/// [`post_partial`] of task `task`'s `n` keys ([`keys_of`]).
-fn post_from_worker(slot: &Slot, (task, tasks): (usize, usize), n: u32, fit: Option<f64>) -> u64 {
+/// Task `task`'s partial of the planned shape, holding its `n` keys
+/// ([`keys_of`]).
+fn partial_of(task: usize, n: u32) -> BitFilter {
     let f = BitFilter::new(planned()).unwrap();
     for k in keys_of(task, n) {
         f.insert(&k.to_le_bytes());
     }
-    post_partial(slot, (task, tasks), f, fit)
+    f
+}
+
+/// [`post_partial`] of task `task`'s `n` keys ([`keys_of`]).
+fn post_from_worker(slot: &Slot, (task, tasks): (usize, usize), n: u32, fit: Option<f64>) -> u64 {
+    post_partial(slot, (task, tasks), partial_of(task, n), fit)
+}
+
+/// Task `task` of `tasks` posts `f` as a tap in the coordinator's process
+/// does: halved to `fit` (no encoding), with its key count estimated at
+/// the planned size.
+fn post_in_process(slot: &Slot, (task, tasks): (usize, usize), f: BitFilter, fit: f64) {
+    let keys = f.estimate_len().round() as u64;
+    let body = match fit_partial(&f, tasks, fit) {
+        (Some(half), _) => PartialBody::Halved {
+            filter: Arc::new(half),
+            keys,
+        },
+        _ => PartialBody::Filter(Arc::new(f)),
+    };
+    assert!(post_local(slot.id(), SCOPE, post(task, tasks, body)));
 }
 
 fn shipped(slot: &Slot) -> BitFilter {
@@ -113,6 +134,50 @@ fn halved_partials_lose_no_key_whatever_the_skew() {
             assert_eq!(ships[0], ships[1], "an even split ships the same filter");
         }
     }
+}
+
+/// Partials halved in the coordinator's process merge, are judged and ship
+/// exactly as the same partials halved in worker processes: the same bits,
+/// the same key estimate, the same size (until both halved, the processes'
+/// filters were denser than the in-memory cluster's where the tasks' keys
+/// were skewed). A halved partial of another shape is refused.
+#[test]
+fn partials_halved_in_the_coordinators_process_ship_as_from_workers() {
+    let fitted = SlotPolicy {
+        fit_fp: Some(0.01),
+        ..policy()
+    };
+    for split in [[4_000u32, 4_000, 4_000], [12_000, 100, 0], [0, 0, 9_000]] {
+        let mut ships = Vec::new();
+        for in_process in [true, false] {
+            let slot = Slot::register(new_filter_id(), planned(), fitted);
+            for (t, &n) in split.iter().enumerate() {
+                if in_process {
+                    post_in_process(&slot, (t, 3), partial_of(t, n), 0.01);
+                } else {
+                    post_partial(&slot, (t, 3), partial_of(t, n), Some(0.01));
+                }
+            }
+            let f = shipped(&slot);
+            acknowledge_local(slot.id(), SCOPE, true);
+            let Some(FilterOutcome::Built { keys, bits, .. }) = slot.outcome() else {
+                panic!("{:?}", slot.outcome())
+            };
+            ships.push((f.to_words(), keys, bits));
+        }
+        assert!(ships[0] == ships[1], "{split:?}");
+    }
+    let slot = Slot::register(new_filter_id(), planned(), fitted);
+    let other = FilterParams::new(Layout::Blocked, 512 * 96, 6, HashSpec::xxh3(7)).unwrap();
+    let body = PartialBody::Halved {
+        filter: Arc::new(BitFilter::new(other).unwrap()),
+        keys: 10,
+    };
+    assert!(post_local(slot.id(), SCOPE, post(0, 1, body)));
+    let Some(FilterOutcome::PassAll { reason, .. }) = slot.outcome() else {
+        panic!("{:?}", slot.outcome())
+    };
+    assert!(reason.contains("another shape"), "{reason}");
 }
 
 /// `fit_partial` sizes a partial for `tasks` times its keys: more tasks,
