@@ -8,7 +8,7 @@ use crate::error::{FilterError, ParamError};
 use crate::filter::hash::KeyHash;
 use crate::filter::pages::{advise_huge, Pages};
 use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
-use crate::filter::simd::{self, InsertFn, LookupFn, SharedBlock, SplitShared};
+use crate::filter::simd::{self, Blocks, InsertFn, LookupFn, SharedBlock, SplitShared};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A Bloom filter held in memory, safe to share between threads.
@@ -32,7 +32,7 @@ pub struct BitFilter {
     /// alignment test); a standard-layout probe indexes the flat view of
     /// the same words (`SharedBlock::flat`: one bounds check and one load at
     /// `pos / 64`).
-    pub(super) blocks: Box<[SharedBlock]>,
+    pub(super) blocks: Blocks,
     /// This filter's lookup for this CPU (`filter::simd`).
     lookup: LookupFn<BitFilter>,
     /// This filter's `&mut` insert for this CPU (`filter::simd`).
@@ -81,6 +81,10 @@ impl BloomRead for BitFilter {
         Some(&self.blocks[block])
     }
     #[inline(always)]
+    fn shared_blocks(&self) -> Option<&Blocks> {
+        Some(&self.blocks)
+    }
+    #[inline(always)]
     fn shared_split_block(&self, b: usize) -> Option<&SplitShared> {
         Some(&SharedBlock::split_halves(&self.blocks)[b])
     }
@@ -121,8 +125,8 @@ impl BitFilter {
         v.resize_with(n, SharedBlock::zeroed);
         Ok(BitFilter {
             params,
-            blocks: v.into_boxed_slice(),
-            lookup: LookupFn::best(params.layout(), params.hash().algo),
+            blocks: Blocks::new(v),
+            lookup: LookupFn::best(params.layout(), params.hash().algo, params.k()),
             insert: InsertFn::best(params.layout(), params.hash().algo),
             huge,
         })

@@ -11,7 +11,7 @@ use super::BatchStrategy;
 use super::BloomRead;
 use crate::filter::hash::{HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, Layout};
-use crate::filter::simd::{HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT};
+use crate::filter::simd::{base_kind, fixed_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -38,13 +38,22 @@ impl<F: BloomRead + ?Sized> Job for ContainsHash<'_, F> {
 impl<F: BloomRead> HashLookup for F {
     #[inline(always)]
     fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool {
-        match LAYOUT {
-            BLOCKED => blocked_has_all(self, probe, h),
-            BLOCKED32 => {
-                let p = self.params();
-                block32_has_all(self, probe, block_of(p, h), (h.h2 >> 32) as u32, p.k())
+        let p = self.params();
+        // A constant where the lookup was compiled for this filter's `k`.
+        let k = match fixed_k(LAYOUT) {
+            0 => p.k(),
+            k => k,
+        };
+        match (base_kind(LAYOUT), self.shared_blocks()) {
+            (BLOCKED, Some(blocks)) => probe.shared_block_has_all(blocks.of_hash(h.h1), h.h2, k),
+            (BLOCKED32, Some(blocks)) => {
+                probe.shared_block_has_all32(blocks.of_hash(h.h1), (h.h2 >> 32) as u32, k)
             }
-            SPLIT => split_has_all(self, probe, h),
+            (BLOCKED, None) => block_has_all(self, probe, block_of(p, h), h.h2, k),
+            (BLOCKED32, None) => {
+                block32_has_all(self, probe, block_of(p, h), (h.h2 >> 32) as u32, k)
+            }
+            (SPLIT, _) => split_has_all(self, probe, h),
             _ => self.standard_has_all(h),
         }
     }

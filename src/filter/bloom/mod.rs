@@ -159,6 +159,17 @@ pub trait BloomRead {
         None
     }
 
+    /// All of a shared filter's blocks (an owned [`BitFilter`]), for the
+    /// blocked layout's lookup to find the block of a hash without a bounds
+    /// check ([`simd::Blocks::of_hash`]); `None` (the default) finds it by
+    /// [`BloomRead::shared_block`] or [`BloomRead::block_words`]. A blocked
+    /// filter's are its `m / 512` blocks.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn shared_blocks(&self) -> Option<&simd::Blocks> {
+        None
+    }
+
     /// Split block `b` of a split-block filter as the aligned atomic words
     /// a shared filter keeps (an owned [`BitFilter`]), for vector loads;
     /// `None` (the default) reads [`BloomRead::split_block_bytes`].

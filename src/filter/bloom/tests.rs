@@ -261,9 +261,11 @@ fn union_with_halved_refuses_other_shapes() {
 }
 
 /// Every compiled lookup (the scalar one, and the AVX2 one on a CPU that
-/// has it), every layout and hash (the blocked layout with XXH3-128 and
-/// XXH3-64), `k` around the probe's row of eight: the answer of the
-/// reference positions, and the same as `contains_hash`.
+/// has it, compiled for the filter's `k` where it fits the probe's one
+/// row), every layout and hash (the blocked layout with XXH3-128 and
+/// XXH3-64), every `k` of that row and some beyond: the answer of the
+/// reference positions, and the same as `contains_hash` of the filter (its
+/// blocks found without a bounds check) and of a view of its bytes.
 #[test]
 fn every_compiled_lookup_matches_the_reference() {
     use crate::filter::hash::positions;
@@ -278,7 +280,7 @@ fn every_compiled_lookup_matches_the_reference() {
         (Layout::SplitBlock, HashSpec::xxh64()),
     ];
     for (layout, spec) in kinds {
-        for k in [1, 2, 7, 8, 9, 16, 17, 32] {
+        for k in [1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 32] {
             let hash = HashSpec {
                 seed: if layout == Layout::SplitBlock {
                     0
@@ -298,7 +300,9 @@ fn every_compiled_lookup_matches_the_reference() {
                 .map(|_| next() | next() | next())
                 .collect();
             let f = BitFilter::from_words(p, &words).unwrap();
-            let lookups = LookupFn::<BitFilter>::all_for_tests(layout, hash.algo);
+            let bytes = f.to_le_bytes();
+            let view = FilterView::new(p, &bytes).unwrap();
+            let lookups = LookupFn::<BitFilter>::all_for_tests(layout, hash.algo, k);
             for i in 0..3_000u64 {
                 let h = p.hash().hash(&i.to_le_bytes());
                 let want = positions(layout, p.m(), k, h)
@@ -307,6 +311,7 @@ fn every_compiled_lookup_matches_the_reference() {
                     .all(|&q| f.bit(q));
                 let case = format!("{layout} {} k={k} key {i}", hash.algo.name());
                 assert_eq!(f.contains_hash(h), want, "{case}");
+                assert_eq!(view.contains_hash(h), want, "{case} view");
                 for (j, l) in lookups.iter().enumerate() {
                     let got = l.call_pointer_for_tests(&f, h);
                     assert_eq!(got, want, "{case} lookup {j}");

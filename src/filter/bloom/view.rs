@@ -95,7 +95,8 @@ impl BloomRead for FilterView<'_> {
         // Chosen per call, not kept in the view: a stored `fn(&FilterView<'a>)`
         // would make the view invariant in `'a` (a view of `'static` bytes
         // could no longer be passed where a shorter one is expected).
-        LookupFn::best(self.params.layout(), self.params.hash().algo).call(self, h)
+        let p = &self.params;
+        LookupFn::best(p.layout(), p.hash().algo, p.k()).call(self, h)
     }
     #[inline(always)]
     fn split_block_bytes(&self, b: usize) -> Option<&[u8; 32]> {

@@ -73,6 +73,13 @@
 //!   compile time). Tested against indexing block by block
 //!   (`flat_view_matches_block_indexing`).
 //!
+//! * **The block of a hash.** [`Blocks`] holds a filter's blocks, never
+//!   none; [`Blocks::of_hash`] indexes block `⌊h1·n / 2^64⌋` of its `n`
+//!   without a bounds check, which that bound keeps below `n`. Tested
+//!   against the checked index at the extremes of `h1` (`blocks::tests`)
+//!   and, through every compiled blocked lookup, against the reference
+//!   positions (`every_compiled_lookup_matches_the_reference`).
+//!
 //! * **Split-block layout** (Parquet's SBBF, `filter::split`). A block is
 //!   eight 32-bit lanes, exactly one AVX2 register: `vpmulld` of the
 //!   broadcast lower hash half by the eight salts, a shift by 27 and a
@@ -540,13 +547,17 @@ macro_rules! with_kind {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod blocks;
 mod insert_fn;
 mod lookup;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use blocks::Blocks;
 pub(crate) use insert_fn::{HashInsert, InsertFn};
-pub(crate) use lookup::{HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD};
+pub(crate) use lookup::{
+    base_kind, fixed_k, HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD,
+};
 
 // Called only behind a run-time check, so absent from a crate built for AVX2.
 #[cfg(all(

@@ -84,9 +84,11 @@ pub(super) unsafe fn shared_block_registers(
 }
 
 /// Whether every bit set in `mask` is set in `got`: one `vptest` (CF)
-/// and `setb`. In `asm!` because LLVM rewrites `_mm256_testc_si256` with a
-/// mask loaded from a table into an AND-NOT and a horizontal OR (nine
-/// instructions where this is two).
+/// and `setb`, for the rows of a probe of `k > 8`. In `asm!` because LLVM
+/// rewrote `_mm256_testc_si256` with a mask loaded from a table into an
+/// AND-NOT and a horizontal OR (nine instructions where this is two); the
+/// one-row probe of `k ≤ 8` uses the intrinsic again, which LLVM now
+/// compiles there to `vptest` and `setb` (`avx2_rows_have_all`).
 ///
 /// # Safety
 /// The CPU must support AVX (callers hold an [`Avx2`](super::Avx2)).
