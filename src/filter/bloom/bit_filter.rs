@@ -127,7 +127,7 @@ impl BitFilter {
             params,
             blocks: Blocks::new(v),
             lookup: LookupFn::best(params.layout(), params.hash().algo, params.k()),
-            insert: InsertFn::best(params.layout(), params.hash().algo),
+            insert: InsertFn::best(params.layout(), params.hash().algo, params.k()),
             huge,
         })
     }

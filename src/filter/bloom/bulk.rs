@@ -18,7 +18,9 @@ use crate::filter::hash::{
     Xxh64Hasher,
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
-use crate::filter::simd::{HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT, STANDARD};
+use crate::filter::simd::{
+    base_kind, fixed_k, HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT, STANDARD,
+};
 use std::sync::atomic::AtomicU64;
 
 /// Keys hashed ahead, their lines prefetched, in the bulk inserts (the
@@ -312,12 +314,16 @@ impl HashInsert for BitFilter {
     #[inline(always)]
     fn insert_mut_with<P: Probe, const KIND: u8>(&mut self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
-        let blocks = &mut self.blocks[..];
-        match KIND {
-            STANDARD => standard_set_mut(SharedBlock::flat_mut(blocks), p.m(), p.k(), h),
+        // A constant where the insert was compiled for this filter's `k`.
+        let k = match fixed_k(KIND) {
+            0 => p.k(),
+            k => k,
+        };
+        match base_kind(KIND) {
+            STANDARD => standard_set_mut(SharedBlock::flat_mut(&mut self.blocks), p.m(), k, h),
             SPLIT => {
-                let half = &mut SharedBlock::split_halves_mut(blocks)[split_block_of(&p, h)];
-                probe.split_insert_mut(half, h.h1 as u32)
+                let halves = SharedBlock::split_halves_mut(&mut self.blocks);
+                probe.split_insert_mut(&mut halves[split_block_of(&p, h)], h.h1 as u32)
             }
             // The key's masks first, then the block read and written once: a
             // key-by-key insert's line is not prefetched, and ORing position
@@ -326,12 +332,12 @@ impl HashInsert for BitFilter {
             // `insert_mut`, 10M keys, this 2-core machine at load 5: 106 ns
             // per 16-byte key against 90, 74 per `u64` key against 66).
             BLOCKED32 => {
-                let masks = probe.block_masks32((h.h2 >> 32) as u32, p.k());
-                probe.block_or_mut(&mut blocks[block_of(&p, h)], masks)
+                let masks = probe.block_masks32((h.h2 >> 32) as u32, k);
+                probe.block_or_mut(self.blocks.of_hash_mut(h.h1), masks)
             }
             _ => {
-                let masks = probe.block_masks(h.h2, p.k());
-                probe.block_or_mut(&mut blocks[block_of(&p, h)], masks)
+                let masks = probe.block_masks(h.h2, k);
+                probe.block_or_mut(self.blocks.of_hash_mut(h.h1), masks)
             }
         }
     }
@@ -344,7 +350,11 @@ impl HashInsert for BitFilter {
     fn insert_shared_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
         let blocks = &self.blocks[..];
-        match KIND {
+        let k = match fixed_k(KIND) {
+            0 => p.k(),
+            k => k,
+        };
+        match base_kind(KIND) {
             STANDARD => insert_standard::<Locked>(SharedBlock::flat(blocks), &p, h),
             SPLIT => {
                 let half = &SharedBlock::split_halves(blocks)[split_block_of(&p, h)];
@@ -355,12 +365,12 @@ impl HashInsert for BitFilter {
                 }
                 lacks
             }
-            _ => {
-                let block = &blocks[block_of(&p, h)];
-                let masks = if KIND == BLOCKED32 {
-                    probe.block_masks32((h.h2 >> 32) as u32, p.k())
+            kind => {
+                let block = self.blocks.of_hash(h.h1);
+                let masks = if kind == BLOCKED32 {
+                    probe.block_masks32((h.h2 >> 32) as u32, k)
                 } else {
-                    probe.block_masks(h.h2, p.k())
+                    probe.block_masks(h.h2, k)
                 };
                 let lacks = probe.shared_block_lacks(block, &masks);
                 if lacks {

@@ -36,6 +36,16 @@ impl Blocks {
         // in bounds (`tests::block_of_hash_is_in_bounds_at_the_extremes`).
         unsafe { self.0.get_unchecked(i) }
     }
+
+    /// [`Blocks::of_hash`], borrowed exclusively.
+    #[inline(always)]
+    pub(crate) fn of_hash_mut(&mut self, h1: u64) -> &mut SharedBlock {
+        let n = self.0.len();
+        let i = map_to_range(h1, n as u64) as usize;
+        debug_assert!(i < n);
+        // SAFETY: as in `of_hash`: `n ≥ 1` and `i < n`.
+        unsafe { self.0.get_unchecked_mut(i) }
+    }
 }
 
 impl std::ops::Deref for Blocks {
@@ -63,11 +73,13 @@ mod tests {
     #[test]
     fn block_of_hash_is_in_bounds_at_the_extremes() {
         for n in [1usize, 2, 3, 7, 64, 1000] {
-            let blocks = Blocks::new((0..n).map(|_| SharedBlock::zeroed()).collect());
+            let mut blocks = Blocks::new((0..n).map(|_| SharedBlock::zeroed()).collect());
             for h1 in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
                 let want = map_to_range(h1, n as u64) as usize;
                 assert!(want < n, "n {n} h1 {h1}");
                 assert!(std::ptr::eq(blocks.of_hash(h1), &blocks[want]));
+                let at: *const SharedBlock = &blocks[want];
+                assert!(std::ptr::eq(blocks.of_hash_mut(h1), at));
             }
         }
         // The mapping's bound at the largest count (2^31 blocks), without

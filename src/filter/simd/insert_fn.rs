@@ -2,6 +2,11 @@
 //! once per filter kind and probe, called through a pointer chosen when the
 //! filter is made ([`InsertFn`]): what [`super::LookupFn`] is to lookups.
 
+#[cfg(all(
+    target_arch = "x86_64",
+    not(all(target_feature = "avx2", target_feature = "bmi2"))
+))]
+use super::lookup::with_k;
 use super::lookup::{by_kind, kind, BLOCKED, BLOCKED32, SPLIT, STANDARD};
 use super::Probe;
 use super::Scalar;
@@ -64,21 +69,37 @@ impl<T> Clone for InsertFn<T> {
 impl<T> Copy for InsertFn<T> {}
 
 impl<T: HashInsert> InsertFn<T> {
-    /// The insert of a filter of this layout and hash for this CPU.
+    /// The insert of a filter of this layout and hash for this CPU; `k` is
+    /// the filter's: a blocked filter whose `k` fits the probe's one row
+    /// gets the inserts compiled for its `k` (as `LookupFn::best`).
     #[inline]
-    pub(crate) fn best(layout: Layout, algo: HashAlgo) -> Self {
+    pub(crate) fn best(layout: Layout, algo: HashAlgo, k: u32) -> Self {
         let kind = kind(layout, algo);
         #[cfg(all(
             target_arch = "x86_64",
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            let f =
-                by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(kind, per_kind!(insert_avx2::<T>));
-            let shared =
-                by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(insert_shared_avx2::<T>));
+            type Mut<T> = unsafe fn(&mut T, KeyHash) -> bool;
+            type Shared<T> = unsafe fn(&T, KeyHash) -> bool;
+            let row = (k as usize).wrapping_sub(1);
+            let (f, shared): (Mut<T>, Shared<T>) = match kind {
+                BLOCKED32 if row < 8 => (
+                    per_k!(insert_avx2::<T>, BLOCKED32)[row],
+                    per_k!(insert_shared_avx2::<T>, BLOCKED32)[row],
+                ),
+                BLOCKED if row < 8 => (
+                    per_k!(insert_avx2::<T>, BLOCKED)[row],
+                    per_k!(insert_shared_avx2::<T>, BLOCKED)[row],
+                ),
+                _ => (
+                    by_kind::<Mut<T>>(kind, per_kind!(insert_avx2::<T>)),
+                    by_kind::<Shared<T>>(kind, per_kind!(insert_shared_avx2::<T>)),
+                ),
+            };
             return InsertFn { f, shared, kind };
         }
+        let _ = k;
         InsertFn::scalar(kind)
     }
 
@@ -131,10 +152,10 @@ impl<T: HashInsert> InsertFn<T> {
 impl<T: HashInsert> InsertFn<T> {
     /// Every insert this build can run on this CPU for a layout and hash
     /// (the scalar one, and the one [`InsertFn::best`] picks), for the tests.
-    pub(crate) fn all_for_tests(layout: Layout, algo: HashAlgo) -> [Self; 2] {
+    pub(crate) fn all_for_tests(layout: Layout, algo: HashAlgo, k: u32) -> [Self; 2] {
         [
             InsertFn::scalar(kind(layout, algo)),
-            InsertFn::best(layout, algo),
+            InsertFn::best(layout, algo, k),
         ]
     }
 

@@ -51,29 +51,6 @@ pub(crate) const fn fixed_k(layout: u8) -> u32 {
     (layout >> 2) as u32
 }
 
-/// `[f::<T, with_k(kind, 1)>, …, f::<T, with_k(kind, 8)>]`: a blocked
-/// lookup compiled for each `k` of the probe's one row (for the pointers:
-/// a crate built for AVX2 inlines the lookup with the filter's `k` read per
-/// call).
-#[cfg_attr(
-    all(target_feature = "avx2", target_feature = "bmi2"),
-    allow(unused_macros)
-)]
-macro_rules! per_k {
-    ($f:ident::<$t:ty>, $kind:ident) => {
-        [
-            $f::<$t, { with_k($kind, 1) }>,
-            $f::<$t, { with_k($kind, 2) }>,
-            $f::<$t, { with_k($kind, 3) }>,
-            $f::<$t, { with_k($kind, 4) }>,
-            $f::<$t, { with_k($kind, 5) }>,
-            $f::<$t, { with_k($kind, 6) }>,
-            $f::<$t, { with_k($kind, 7) }>,
-            $f::<$t, { with_k($kind, 8) }>,
-        ]
-    };
-}
-
 /// The one of `fs` compiled for `kind`: `fs[STANDARD]`, `fs[BLOCKED]`,
 /// `fs[SPLIT]` or `fs[BLOCKED32]` (the kinds are 0 to 3).
 pub(super) fn by_kind<F: Copy>(kind: u8, fs: [F; 4]) -> F {

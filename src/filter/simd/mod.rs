@@ -526,6 +526,29 @@ macro_rules! per_kind {
     };
 }
 
+/// `[f::<T, with_k(kind, 1)>, …, f::<T, with_k(kind, 8)>]`: a blocked
+/// lookup or insert compiled for each `k` of the probe's one row (for the pointers:
+/// a crate built for AVX2 inlines the lookup or insert with the filter's
+/// `k` read per call).
+#[cfg_attr(
+    all(target_feature = "avx2", target_feature = "bmi2"),
+    allow(unused_macros)
+)]
+macro_rules! per_k {
+    ($f:ident::<$t:ty>, $kind:ident) => {
+        [
+            $f::<$t, { with_k($kind, 1) }>,
+            $f::<$t, { with_k($kind, 2) }>,
+            $f::<$t, { with_k($kind, 3) }>,
+            $f::<$t, { with_k($kind, 4) }>,
+            $f::<$t, { with_k($kind, 5) }>,
+            $f::<$t, { with_k($kind, 6) }>,
+            $f::<$t, { with_k($kind, 7) }>,
+            $f::<$t, { with_k($kind, 8) }>,
+        ]
+    };
+}
+
 /// `t.method::<_, KIND>(args)` for the filter kind `kind`, each kind's
 /// call compiled on its own: what a crate built for AVX2 runs in place of
 /// the pointers of `per_kind!` (`LookupFn::call`, `InsertFn::call`).
