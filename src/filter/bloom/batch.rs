@@ -1,6 +1,6 @@
 //! The batched lookups: software pipelines that hash ahead and prefetch.
 
-use super::probe::{block_has_all, block_of, split_block_has_all};
+use super::probe::{block_of, split_block_has_all};
 use super::BloomRead;
 use crate::filter::hash::{KeyHash, KeyHasher, StandardProbes, Xxh3Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, WORDS_PER_BLOCK};
@@ -16,18 +16,18 @@ pub(super) const RING: usize = 16;
 pub(super) const PIPELINE_MIN_BYTES: u64 = 1 << 20;
 
 /// The batched lookup of the blocked layout: key `i + RING` is hashed and
-/// its block prefetched while key `i` is tested (measured at 10M keys:
-/// 16 ahead as fast as 32, 8 ahead leaves misses exposed).
+/// its block prefetched while key `i` is tested by `test(block, h2)`
+/// (measured at 10M keys: 16 ahead as fast as 32, 8 ahead leaves misses
+/// exposed). `test` must be `#[inline(always)]` (see `bulk::ring`).
 #[inline(always)]
-pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>, H: KeyHasher>(
+pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, K: AsRef<[u8]>, H: KeyHasher>(
     f: &F,
-    probe: P,
     keys: &[K],
     out: &mut [bool],
     hasher: H,
+    test: impl Fn(usize, u64) -> bool,
 ) {
     let p = *f.params();
-    let k = p.k();
     // The ring carries what the test needs, block index and `h2`: the
     // range map runs once per key, at entry.
     ring_pipeline(
@@ -40,8 +40,7 @@ pub(super) fn blocked_pipeline<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>, 
             f.prefetch_word(block * WORDS_PER_BLOCK);
             (block, h.h2)
         },
-        #[inline(always)]
-        |block, h2| block_has_all(f, probe, block, h2, k),
+        test,
     );
 }
 

@@ -19,7 +19,8 @@ use crate::filter::hash::{
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{
-    base_kind, fixed_k, HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT, STANDARD,
+    base_kind, fixed_k, row_k, with_row_k, HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT,
+    STANDARD,
 };
 use std::sync::atomic::AtomicU64;
 
@@ -124,12 +125,16 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
         let (p, blocks, src, _) = (self.p, self.blocks, self.src, self.or);
         let seed = p.hash().seed;
         match (p.layout(), p.hash().algo) {
-            (Layout::Blocked, HashAlgo::Xxh3_64) => {
-                insert_blocked::<S, O, P, _>(p, blocks, src, probe, Xxh3_64Hasher(seed))
-            }
-            (Layout::Blocked, _) => {
-                insert_blocked::<S, O, P, _>(p, blocks, src, probe, Xxh3Hasher(seed))
-            }
+            (Layout::Blocked, HashAlgo::Xxh3_64) => with_row_k!(
+                p.k(),
+                K,
+                insert_blocked::<S, O, P, _, K>(p, blocks, src, probe, Xxh3_64Hasher(seed))
+            ),
+            (Layout::Blocked, _) => with_row_k!(
+                p.k(),
+                K,
+                insert_blocked::<S, O, P, _, K>(p, blocks, src, probe, Xxh3Hasher(seed))
+            ),
             (Layout::SplitBlock, _) => insert_split_block::<S, O, P>(p, blocks, src, probe),
             (Layout::Standard, _) => insert_standard_layout::<S, O>(p, blocks, src),
         }
@@ -137,9 +142,9 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
 }
 
 /// [`BulkInsert`] into a blocked filter whose keys `hasher` hashes: how
-/// many keys changed a bit.
+/// many keys changed a bit. Compiled for `k = K` (`with_row_k`).
 #[inline(always)]
-fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher>(
+fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher, const K: u32>(
     p: FilterParams,
     mut blocks: &[SharedBlock],
     src: S,
@@ -147,6 +152,7 @@ fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher>(
     hasher: H,
 ) -> u64 {
     let n = src.count();
+    let k = row_k::<K>(p.k());
     ring(
         n,
         &mut blocks,
@@ -158,12 +164,7 @@ fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher>(
             (b, h.h2)
         },
         #[inline(always)]
-        |blocks, (b, h2)| {
-            u64::from(O::or_block(
-                &blocks[b].0,
-                masks_of::<H, P>(probe, h2, p.k()),
-            ))
-        },
+        |blocks, (b, h2)| u64::from(O::or_block(&blocks[b].0, masks_of::<H, P>(probe, h2, k))),
     )
 }
 
@@ -249,19 +250,26 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
         let (p, blocks, src) = (self.p, self.blocks, self.src);
         let seed = p.hash().seed;
         match (p.layout(), p.hash().algo) {
-            (Layout::Blocked, HashAlgo::Xxh3_64) => {
-                insert_blocked_mut(p, blocks, src, probe, Xxh3_64Hasher(seed))
-            }
-            (Layout::Blocked, _) => insert_blocked_mut(p, blocks, src, probe, Xxh3Hasher(seed)),
+            (Layout::Blocked, HashAlgo::Xxh3_64) => with_row_k!(
+                p.k(),
+                K,
+                insert_blocked_mut::<S, P, _, K>(p, blocks, src, probe, Xxh3_64Hasher(seed))
+            ),
+            (Layout::Blocked, _) => with_row_k!(
+                p.k(),
+                K,
+                insert_blocked_mut::<S, P, _, K>(p, blocks, src, probe, Xxh3Hasher(seed))
+            ),
             (Layout::SplitBlock, _) => insert_split_block_mut(p, blocks, src, probe),
             (Layout::Standard, _) => insert_standard_mut(p, blocks, src),
         }
     }
 }
 
-/// [`BulkInsertMut`] into a blocked filter.
+/// [`BulkInsertMut`] into a blocked filter, compiled for `k = K`
+/// (`with_row_k`).
 #[inline(always)]
-fn insert_blocked_mut<S: HashSource, P: Probe, H: KeyHasher>(
+fn insert_blocked_mut<S: HashSource, P: Probe, H: KeyHasher, const K: u32>(
     p: FilterParams,
     blocks: &mut [SharedBlock],
     src: S,
@@ -269,6 +277,7 @@ fn insert_blocked_mut<S: HashSource, P: Probe, H: KeyHasher>(
     hasher: H,
 ) -> u64 {
     let n = src.count();
+    let k = row_k::<K>(p.k());
     ring(
         n,
         blocks,
@@ -288,7 +297,7 @@ fn insert_blocked_mut<S: HashSource, P: Probe, H: KeyHasher>(
             // the stack) but slower: shared `insert_many` of 1M `u64` ids,
             // which runs this on its copy, 8.7–9.0 → 6.4–6.6 ns per key
             // (`peers` bench, two pairs).
-            u64::from(probe.block_or_mut(&mut blocks[b], masks_of::<H, P>(probe, h2, p.k())))
+            u64::from(probe.block_or_mut(&mut blocks[b], masks_of::<H, P>(probe, h2, k)))
         },
     )
 }

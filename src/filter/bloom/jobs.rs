@@ -11,7 +11,9 @@ use super::BatchStrategy;
 use super::BloomRead;
 use crate::filter::hash::{HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, Layout};
-use crate::filter::simd::{base_kind, fixed_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT};
+use crate::filter::simd::{
+    base_kind, fixed_k, row_k, with_row_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT,
+};
 
 /// One lookup of a hashed key.
 pub(super) struct ContainsHash<'a, F: ?Sized> {
@@ -107,28 +109,50 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
                     standard_pipeline(f, keys, out);
                 }
             }
-            (Layout::Blocked, HashAlgo::Xxh3_64) => {
-                blocked_batch(f, probe, keys, out, strategy, Xxh3_64Hasher(seed));
-            }
-            (Layout::Blocked, _) => blocked_batch(f, probe, keys, out, strategy, Xxh3Hasher(seed)),
+            (Layout::Blocked, HashAlgo::Xxh3_64) => with_row_k!(
+                p.k(),
+                RK,
+                blocked_batch::<_, _, _, _, RK>(f, probe, keys, out, strategy, Xxh3_64Hasher(seed))
+            ),
+            (Layout::Blocked, _) => with_row_k!(
+                p.k(),
+                RK,
+                blocked_batch::<_, _, _, _, RK>(f, probe, keys, out, strategy, Xxh3Hasher(seed))
+            ),
             (Layout::SplitBlock, _) => split_batch(f, probe, keys, out, strategy),
         }
     }
 }
 
 /// A batch of lookups of a blocked filter whose keys `hasher` hashes.
+/// Compiled for `k = RK` (`with_row_k`); an XXH3-64 filter's blocks are
+/// probed from 32-bit products ([`block_h2_has_all`]).
 #[inline(always)]
-fn blocked_batch<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>, H: KeyHasher>(
+fn blocked_batch<F, P, K, H, const RK: u32>(
     f: &F,
     probe: P,
     keys: &[K],
     out: &mut [bool],
     strategy: BatchStrategy,
     hasher: H,
-) {
+) where
+    F: BloomRead + ?Sized,
+    P: Probe,
+    K: AsRef<[u8]>,
+    H: KeyHasher,
+{
     let p = *f.params();
+    let k = row_k::<RK>(p.k());
+    // The closures are `#[inline(always)]`: one left out of line would be
+    // compiled without the probe's target features (`bulk::ring`).
     if strategy == BatchStrategy::KeyByKey {
-        return one_by_one(keys, out, hasher, |h| blocked_has_all(f, probe, h));
+        return one_by_one(
+            keys,
+            out,
+            hasher,
+            #[inline(always)]
+            |h| block_h2_has_all::<F, P, H>(f, probe, block_of(&p, h), h.h2, k),
+        );
     }
     if strategy == BatchStrategy::Partitioned {
         let done = partitioned(
@@ -142,13 +166,38 @@ fn blocked_batch<F: BloomRead + ?Sized, P: Probe, K: AsRef<[u8]>, H: KeyHasher>(
                 (block_of(&p, h) as u64, h.h2)
             },
             #[inline(always)]
-            |b, h2| block_has_all(f, probe, b, h2, p.k()),
+            |b, h2| block_h2_has_all::<F, P, H>(f, probe, b, h2, k),
         );
         if done {
             return;
         }
     }
-    blocked_pipeline(f, probe, keys, out, hasher);
+    blocked_pipeline(
+        f,
+        keys,
+        out,
+        hasher,
+        #[inline(always)]
+        |b, h2| block_h2_has_all::<F, P, H>(f, probe, b, h2, k),
+    );
+}
+
+/// Whether the `k` in-block positions of `h2` (as `H` hashes) are all set
+/// in block `b` of `f`: from 32-bit products where `h2` is `h << 32`
+/// (XXH3-64: one `vpmulld` for eight positions), else from 64-bit ones.
+#[inline(always)]
+pub(super) fn block_h2_has_all<F: BloomRead + ?Sized, P: Probe, H: KeyHasher>(
+    f: &F,
+    probe: P,
+    b: usize,
+    h2: u64,
+    k: u32,
+) -> bool {
+    if H::H2_SHIFTED {
+        block32_has_all(f, probe, b, (h2 >> 32) as u32, k)
+    } else {
+        block_has_all(f, probe, b, h2, k)
+    }
 }
 
 /// A batch of lookups of a split-block filter.

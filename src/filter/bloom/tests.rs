@@ -393,8 +393,11 @@ fn a_view_shortens_its_lifetime() {
 }
 
 /// Every batch strategy gives the answers of the reference, for every
-/// layout, on a filter in L2 and one above the pipeline's threshold, with
-/// batches of every awkward length, one longer than a partitioned round.
+/// layout and hash (the blocked layout with XXH3-128 and XXH3-64, whose
+/// batches probe from 32-bit products, at several `k`: each batch loop is
+/// compiled per `k` of the probe's row), on a filter in L2 and one above
+/// the pipeline's threshold, with batches of every awkward length, one
+/// longer than a partitioned round.
 #[test]
 fn every_batch_strategy_answers_alike() {
     use super::partition::ROUND_KEYS;
@@ -406,10 +409,22 @@ fn every_batch_strategy_answers_alike() {
         BatchStrategy::Pipeline,
         BatchStrategy::Partitioned,
     ];
-    for layout in Layout::ALL {
-        for m in [512 * 64, 4 * PIPELINE_MIN_BYTES * 8] {
-            let k = if layout == Layout::SplitBlock { 8 } else { 6 };
-            let p = FilterParams::new(layout, m, k, spec(layout, 17)).unwrap();
+    let kinds = [
+        (Layout::Standard, spec(Layout::Standard, 17), &[6][..]),
+        (Layout::Blocked, HashSpec::xxh3(17), &[1, 6, 8, 9][..]),
+        (
+            Layout::Blocked,
+            HashSpec::xxh3_64(17),
+            &[1, 3, 6, 7, 8, 9][..],
+        ),
+        (Layout::SplitBlock, HashSpec::xxh64(), &[8][..]),
+    ];
+    for (layout, hash, ks) in kinds {
+        for (m, &k) in [512 * 64, 4 * PIPELINE_MIN_BYTES * 8]
+            .into_iter()
+            .flat_map(|m| ks.iter().map(move |k| (m, k)))
+        {
+            let p = FilterParams::new(layout, m, k, hash).unwrap();
             let words: Vec<u64> = (0..p.num_words())
                 .map(|_| rng.next_u64() | rng.next_u64() | rng.next_u64())
                 .collect();
@@ -426,11 +441,13 @@ fn every_batch_strategy_answers_alike() {
                 for len in [0, 1, 15, 16, 17, 3_000, probe.len()] {
                     f.contains_many_with(&probe[..len], &mut out, s);
                     let n = len.min(3_000);
-                    assert_eq!(&out[..n], &reference[..n], "{layout} m={m} {s:?} len {len}");
+                    let case = format!("{layout} {} k={k} m={m} {s:?}", hash.algo.name());
+                    assert_eq!(&out[..n], &reference[..n], "{case} len {len}");
                 }
                 if probe.len() > 3_000 {
                     let want: Vec<bool> = probe.iter().map(|k| f.contains(k)).collect();
-                    assert!(out == want, "{layout} m={m} {s:?}: the long batch differs");
+                    let case = format!("{layout} {} k={k} m={m} {s:?}", hash.algo.name());
+                    assert!(out == want, "{case}: the long batch differs");
                 }
             }
         }

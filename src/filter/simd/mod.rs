@@ -549,6 +549,66 @@ macro_rules! per_k {
     };
 }
 
+/// `$body` with `$K` a `const u32` there: the filter's `k` (`$k`) where
+/// it fits the probe's one row (1 to 8), else 0 (read per key). A bulk
+/// loop compiled for its filter's `k` as the single lookups and inserts
+/// are ([`lookup::with_k`]): its probe's live lanes and its branch on `k`
+/// fold away.
+macro_rules! with_row_k {
+    ($k:expr, $K:ident, $body:expr) => {
+        match $k {
+            1 => {
+                const $K: u32 = 1;
+                $body
+            }
+            2 => {
+                const $K: u32 = 2;
+                $body
+            }
+            3 => {
+                const $K: u32 = 3;
+                $body
+            }
+            4 => {
+                const $K: u32 = 4;
+                $body
+            }
+            5 => {
+                const $K: u32 = 5;
+                $body
+            }
+            6 => {
+                const $K: u32 = 6;
+                $body
+            }
+            7 => {
+                const $K: u32 = 7;
+                $body
+            }
+            8 => {
+                const $K: u32 = 8;
+                $body
+            }
+            _ => {
+                const $K: u32 = 0;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_row_k;
+
+/// The `k` a loop compiled by [`with_row_k`] for `K` runs with: `K`, or
+/// the filter's `k` where `K` is 0.
+#[inline(always)]
+pub(crate) const fn row_k<const K: u32>(filter_k: u32) -> u32 {
+    if K == 0 {
+        filter_k
+    } else {
+        K
+    }
+}
+
 /// `t.method::<_, KIND>(args)` for the filter kind `kind`, each kind's
 /// call compiled on its own: what a crate built for AVX2 runs in place of
 /// the pointers of `per_kind!` (`LookupFn::call`, `InsertFn::call`).
