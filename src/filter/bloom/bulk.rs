@@ -19,7 +19,7 @@ use crate::filter::hash::{
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{
-    base_kind, fixed_k, row_k, with_row_k, HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT,
+    base_kind, k_of, row_k, with_row_k, HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT,
     STANDARD,
 };
 use std::sync::atomic::AtomicU64;
@@ -324,10 +324,7 @@ impl HashInsert for BitFilter {
     fn insert_mut_with<P: Probe, const KIND: u8>(&mut self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
         // A constant where the insert was compiled for this filter's `k`.
-        let k = match fixed_k(KIND) {
-            0 => p.k(),
-            k => k,
-        };
+        let k = k_of(KIND, p.k());
         match base_kind(KIND) {
             STANDARD => standard_set_mut(SharedBlock::flat_mut(&mut self.blocks), p.m(), k, h),
             SPLIT => {
@@ -359,10 +356,7 @@ impl HashInsert for BitFilter {
     fn insert_shared_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
         let blocks = &self.blocks[..];
-        let k = match fixed_k(KIND) {
-            0 => p.k(),
-            k => k,
-        };
+        let k = k_of(KIND, p.k());
         match base_kind(KIND) {
             STANDARD => insert_standard::<Locked>(SharedBlock::flat(blocks), &p, h),
             SPLIT => {

@@ -12,7 +12,7 @@ use super::BloomRead;
 use crate::filter::hash::{HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh64Hasher};
 use crate::filter::params::{split_block_of, Layout};
 use crate::filter::simd::{
-    base_kind, fixed_k, row_k, with_row_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT,
+    base_kind, k_of, row_k, with_row_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT,
 };
 
 /// One lookup of a hashed key.
@@ -42,10 +42,7 @@ impl<F: BloomRead> HashLookup for F {
     fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool {
         let p = self.params();
         // A constant where the lookup was compiled for this filter's `k`.
-        let k = match fixed_k(LAYOUT) {
-            0 => p.k(),
-            k => k,
-        };
+        let k = k_of(LAYOUT, p.k());
         match (base_kind(LAYOUT), self.shared_blocks()) {
             (BLOCKED, Some(blocks)) => probe.shared_block_has_all(blocks.of_hash(h.h1), h.h2, k),
             (BLOCKED32, Some(blocks)) => {

@@ -45,10 +45,14 @@ pub(crate) const fn base_kind(layout: u8) -> u8 {
     layout & 3
 }
 
-/// The `k` a lookup's `LAYOUT` was compiled for ([`with_k`]), or 0: the
-/// filter's own.
-pub(crate) const fn fixed_k(layout: u8) -> u32 {
-    (layout >> 2) as u32
+/// The `k` a lookup or insert compiled for `layout` ([`with_k`]) runs
+/// with: the one it was compiled for, else the filter's own, `filter_k`.
+#[inline(always)]
+pub(crate) const fn k_of(layout: u8, filter_k: u32) -> u32 {
+    match layout >> 2 {
+        0 => filter_k,
+        k => k as u32,
+    }
 }
 
 /// The one of `fs` compiled for `kind`: `fs[STANDARD]`, `fs[BLOCKED]`,
