@@ -2,6 +2,8 @@
 //! filters in their three layouts, and the drift policy. Nothing here knows about
 //! storage or the wire.
 
+#[allow(unsafe_code)]
+mod barrier;
 pub(crate) mod bloom;
 pub(crate) mod counting;
 pub(crate) mod drift;

@@ -1,8 +1,8 @@
 //! Which pages back a filter's bits: the kernel's base pages (4 KiB on
 //! x86-64), or transparent huge pages (2 MiB), asked for with
-//! `madvise(MADV_HUGEPAGE)` on Linux. One of the three modules with `unsafe`
-//! (with `filter::simd` and `store::disk::sys`): two FFI calls, `sysconf` and
-//! `madvise`, audited below.
+//! `madvise(MADV_HUGEPAGE)` on Linux. One of the four modules with `unsafe`
+//! (with `filter::simd`, `filter::barrier` and `store::disk::sys`): two FFI
+//! calls, `sysconf` and `madvise`, audited below.
 //!
 //! A lookup in a filter larger than the caches takes a cache miss, and on
 //! base pages usually a TLB miss as well: the L2 TLB of this machine's

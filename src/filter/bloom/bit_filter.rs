@@ -1,5 +1,6 @@
 //! [`BitFilter`]: the owned filter of atomic words, with its inserts.
 
+use super::bias::WriteBias;
 use super::bulk::{BulkInsert, BulkInsertMut, HashSource, Hashes, Keys};
 use super::probe::{prefetch, probe_standard, Alone, Locked};
 use super::shadow;
@@ -39,6 +40,8 @@ pub struct BitFilter {
     insert: InsertFn<BitFilter>,
     /// Whether the kernel took the advice to back the bits with huge pages.
     huge: bool,
+    /// Which thread, if one, may OR bits in without locks (`bloom::bias`).
+    pub(super) bias: WriteBias,
 }
 
 impl std::fmt::Debug for BitFilter {
@@ -129,6 +132,7 @@ impl BitFilter {
             lookup: LookupFn::best(params.layout(), params.hash().algo, params.k()),
             insert: InsertFn::best(params.layout(), params.hash().algo, params.k()),
             huge,
+            bias: WriteBias::default(),
         })
     }
 
@@ -170,10 +174,14 @@ impl BitFilter {
     /// Adds `key`. Returns `true` if at least one of its bits was clear when
     /// this insert read it, so `false` means the key was already reported
     /// as present. Two threads inserting the same new key at once may both
-    /// get `true`: each reads the bits before it sets them. The blocked and
-    /// split-block layouts set a key's block under a spin lock shared by a
-    /// few blocks (held for its words' loads and stores, never by a
-    /// reader), the standard layout with an atomic OR per word.
+    /// get `true`: each reads the bits before it sets them. The first thread
+    /// to write a filter holds its write bias (`bloom::bias`) and sets bits
+    /// with plain atomic loads and stores, no locked instruction, until a
+    /// second thread writes it (once: the second thread waits for the
+    /// first's write in progress, under a microsecond). From then on the
+    /// blocked and split-block layouts set a key's block under a spin lock
+    /// shared by a few blocks (held for its words' loads and stores, never
+    /// by a reader), the standard layout with an atomic OR per word.
     #[inline]
     pub fn insert(&self, key: &[u8]) -> bool {
         self.insert_hash(self.params.hash().hash(key))
@@ -214,12 +222,16 @@ impl BitFilter {
     /// removals, which the store orders under its page locks, and any
     /// lookup that happens after this insert sees what this read saw. The
     /// insert is compiled per layout and probe and called through the
-    /// filter's pointer (`filter::simd::InsertFn::call_shared`), as
-    /// `insert_mut` is.
+    /// filter's pointer (`filter::simd::InsertFn::call_shared`, or
+    /// `call_owned` for the holder of the write bias, which takes no lock
+    /// and no locked instruction: `bloom::bias`), as `insert_mut` is.
     #[inline]
     pub fn insert_hash(&self, h: KeyHash) -> bool {
         let insert = self.insert;
-        insert.call_shared(self, h)
+        match self.bias.owned() {
+            Some(_owned) => insert.call_owned(self, h),
+            None => insert.call_shared(self, h),
+        }
     }
 
     /// Adds every key of `keys` to a filter that may be shared: the same
@@ -249,6 +261,7 @@ impl BitFilter {
     /// changed block) when the batch is dense enough (`bloom::shadow`),
     /// else key by key (`WordOr::or_block`, `bloom::stripes`).
     fn insert_shared<S: HashSource>(&self, src: S) -> u64 {
+        self.bias.claim();
         let p = self.params;
         if shadow::worth_copying(&p, src.count()) {
             if let Ok(mut copy) = self.try_clone() {

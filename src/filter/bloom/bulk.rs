@@ -10,7 +10,7 @@
 //! against one generic loop that matched on the layout and the hash
 //! algorithm per key and computed the block twice.
 
-use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, Locked, WordOr};
+use super::probe::{block_of, insert_standard, prefetch, prefetch_standard, Alone, Locked, WordOr};
 use super::{stripes, BitFilter};
 use crate::filter::geometry::WORDS_PER_BLOCK;
 use crate::filter::hash::{
@@ -177,6 +177,15 @@ fn masks_of<H: KeyHasher, P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PE
         probe.block_masks32((h2 >> 32) as u32, k)
     } else {
         probe.block_masks(h2, k)
+    }
+}
+
+/// [`masks_of`] for a blocked kind ([`BLOCKED32`] or `BLOCKED`).
+#[inline(always)]
+fn kind_masks<P: Probe>(probe: P, kind: u8, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    match kind {
+        BLOCKED32 => probe.block_masks32((h2 >> 32) as u32, k),
+        _ => probe.block_masks(h2, k),
     }
 }
 
@@ -348,10 +357,11 @@ impl HashInsert for BitFilter {
         }
     }
 
-    /// `BitFilter::insert_hash`: the masks from `probe` (the AVX2 one where
-    /// the CPU has it: one `vpmulld` for eight positions), the block ORed
-    /// under its line's stripe lock (`bloom::stripes`), the standard
-    /// layout's words with atomic ORs.
+    /// `BitFilter::insert_hash` when this thread does not hold the write
+    /// bias: the masks from `probe` (the AVX2 one where the CPU has it: one
+    /// `vpmulld` for eight positions), the block ORed under its line's
+    /// stripe lock (`bloom::stripes`), the standard layout's words with
+    /// atomic ORs.
     #[inline(always)]
     fn insert_shared_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool {
         let p = self.params;
@@ -370,16 +380,34 @@ impl HashInsert for BitFilter {
             }
             kind => {
                 let block = self.blocks.of_hash(h.h1);
-                let masks = if kind == BLOCKED32 {
-                    probe.block_masks32((h.h2 >> 32) as u32, k)
-                } else {
-                    probe.block_masks(h.h2, k)
-                };
+                let masks = kind_masks(probe, kind, h.h2, k);
                 let lacks = probe.shared_block_lacks(block, &masks);
                 if lacks {
                     stripes::or_lacking(&block.0, masks);
                 }
                 lacks
+            }
+        }
+    }
+
+    /// `BitFilter::insert_hash` by the holder of the write bias
+    /// (`bloom::bias`): the same bits, each block read, ORed and stored
+    /// with plain atomic accesses ([`Alone`], `Probe::shared_block_or_alone`),
+    /// no locked instruction.
+    #[inline(always)]
+    fn insert_owned_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool {
+        let p = self.params;
+        let blocks = &self.blocks[..];
+        let k = k_of(KIND, p.k());
+        match base_kind(KIND) {
+            STANDARD => insert_standard::<Alone>(SharedBlock::flat(blocks), &p, h),
+            SPLIT => {
+                let half = &SharedBlock::split_halves(blocks)[split_block_of(&p, h)];
+                probe.shared_split_or_alone(half, &probe.split_word_masks(h.h1 as u32))
+            }
+            kind => {
+                let masks = kind_masks(probe, kind, h.h2, k);
+                probe.shared_block_or_alone(self.blocks.of_hash(h.h1), &masks)
             }
         }
     }

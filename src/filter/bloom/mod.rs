@@ -6,11 +6,14 @@
 //! layout (the standard layout's `m` is padded up to whole blocks, a
 //! split-block filter with an odd number of its 256-bit blocks up to a
 //! whole line; the padding is never set), stored as one flat slice of words. `insert` and
-//! `contains` take `&self`: inserts are `fetch_or` (after a plain read, for
-//! the words that lack a bit) in the standard layout, and in the blocked
-//! and split-block layouts plain stores of the block under one of a few
-//! striped spin locks (`stripes`: one locked instruction per key instead of
-//! up to eight); lookups are relaxed loads — plain `mov`s on
+//! `contains` take `&self`. The thread that holds a filter's write bias
+//! (`bias`: the first to write it, until a second does) inserts with plain
+//! atomic loads and stores and no locked instruction. Other inserts are
+//! `fetch_or` (after a plain read, for the words that lack a bit) in the
+//! standard layout, and in the blocked and split-block layouts plain
+//! stores of the block under one of a few striped spin locks (`stripes`:
+//! one locked instruction per key instead of up to eight); lookups are
+//! relaxed loads — plain `mov`s on
 //! x86-64 — so readers never take a lock and never wait for writers. A key whose `insert` has returned (and
 //! whose return happens-before the lookup, e.g. through a channel or a lock) is
 //! always found: the bits are only ever cleared by [`BitFilter::clear`],
@@ -71,6 +74,7 @@
 //! against `fastbloom`, `sbbf-rs-safe`, `xorf` and `bloomfilter`.
 
 mod batch;
+mod bias;
 mod bit_filter;
 mod bulk;
 mod jobs;

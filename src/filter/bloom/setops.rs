@@ -40,6 +40,7 @@ impl BitFilter {
     /// both sets would have built.
     pub fn union_with(&self, other: &dyn BloomReadDyn) -> Result<(), FilterError> {
         check_compatible(&self.params, other.params_dyn())?;
+        self.bias.claim();
         if self.params.layout() != Layout::Standard {
             for b in 0..self.blocks.len() {
                 self.or_from(b, other, b);
@@ -85,6 +86,7 @@ impl BitFilter {
         if o.layout() != p.layout() || o.k() != p.k() || o.hash() != p.hash() {
             return check_compatible(&p, &o);
         }
+        self.bias.claim();
         // Words per block: the unit halving folds.
         let unit = match p.layout() {
             Layout::Blocked => WORDS_PER_BLOCK,

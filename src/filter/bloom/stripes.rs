@@ -22,7 +22,12 @@
 //! the cores (`docs/BENCHMARKS.md`, `docs/KNOWN_ISSUES.md`).
 //!
 //! # The protocol
-//! Every OR into a blocked or split-block filter's bits through `&self`
+//! The one thread that holds a filter's write bias (`bloom::bias`) ORs
+//! into it with plain atomic loads and stores, no lock; every other OR
+//! through `&self` first claims the bias, which revokes it and waits for
+//! the holder's write in progress, so no OR below ever meets one of the
+//! holder's. Once the bias is revoked (or where no thread holds it),
+//! every OR into a blocked or split-block filter's bits through `&self`
 //! holds the lock of the 64-byte line it writes ([`or_block`], or
 //! [`or_lacking`] after the caller's own first read; a line is a blocked
 //! filter's block, or two split blocks): `insert`, `insert_hash`,

@@ -321,8 +321,8 @@ fn every_compiled_lookup_matches_the_reference() {
     }
 }
 
-/// Every compiled insert, `&mut` and shared (the scalar one, and the AVX2
-/// one on a CPU that has it), every layout and hash, `k` around the
+/// Every compiled insert, `&mut`, shared and the write bias owner's (the
+/// scalar one, and the AVX2 one on a CPU that has it), every layout and hash, `k` around the
 /// probe's row of eight, keys repeated: the bits of the key's `positions`
 /// set one by one, and the same answer (whether a bit was clear).
 #[test]
@@ -373,6 +373,13 @@ fn every_compiled_insert_matches_single_inserts() {
                     .collect();
                 assert_eq!(got, fresh, "{case}: shared answers");
                 assert!(g.to_words() == want.to_words(), "{case}: shared bits");
+                let o = BitFilter::new(p).unwrap();
+                let got: Vec<bool> = keys
+                    .iter()
+                    .map(|key| ins.call_owned_pointer_for_tests(&o, p.hash().hash(key)))
+                    .collect();
+                assert_eq!(got, fresh, "{case}: owned answers");
+                assert!(o.to_words() == want.to_words(), "{case}: owned bits");
             }
         }
     }

@@ -7,7 +7,10 @@ use super::{Probe, SharedBlock, SplitShared};
 use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 use crate::filter::split::SPLIT_SALTS;
-use asm::{all_live_set, shared_block_registers, shared_split_register};
+use asm::{
+    all_live_set, any_set, shared_block_registers, shared_split_register, store_shared_block,
+    store_shared_split,
+};
 
 /// `job` compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
 ///
@@ -70,10 +73,27 @@ pub(super) unsafe fn insert_shared_avx2<T: super::HashInsert, const KIND: u8>(
     t.insert_shared_with::<_, KIND>(Avx2(()), h)
 }
 
+/// `T`'s insert by the owner of its write bias, compiled with AVX2, BMI1,
+/// BMI2 and POPCNT enabled.
+///
+/// # Safety
+/// The CPU must support every feature enabled here (what `Isa::detect`
+/// asks for).
+#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+pub(super) unsafe fn insert_owned_avx2<T: super::HashInsert, const KIND: u8>(
+    t: &T,
+    h: crate::filter::hash::KeyHash,
+) -> bool {
+    #[cfg(test)]
+    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t.insert_owned_with::<_, KIND>(Avx2(()), h)
+}
+
 /// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
 /// is private to `filter::simd`, which makes one only
-/// inside [`run_avx2`], [`lookup_avx2`], [`insert_avx2`] and
-/// [`insert_shared_avx2`] (called only
+/// inside [`run_avx2`], [`lookup_avx2`], [`insert_avx2`],
+/// [`insert_shared_avx2`] and [`insert_owned_avx2`] (called only
 /// after `Isa::detect` said yes: `dispatch`, `LookupFn::best`,
 /// `InsertFn::best`), and in `dispatch`, `LookupFn::call` and
 /// `InsertFn::call` of a crate built for AVX2 and BMI2
@@ -146,11 +166,9 @@ impl Probe for Avx2 {
         // 64-byte aligned (`SharedBlock`), borrowed exclusively (`&mut`): no
         // other access to it exists, atomic or not, so plain vector loads
         // and stores are race-free. `AtomicU64` has the size, alignment and
-        // bit validity of `u64`, and any bits are a valid block. The mask
-        // loads read the 64 bytes of the local `masks` (`loadu`).
+        // bit validity of `u64`, and any bits are a valid block.
         unsafe {
-            let m = masks.as_ptr().cast::<__m256i>();
-            let (m_lo, m_hi) = (_mm256_loadu_si256(m), _mm256_loadu_si256(m.add(1)));
+            let (m_lo, m_hi) = mask_registers(&masks);
             let (lo, hi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
             _mm256_store_si256(p, _mm256_or_si256(lo, m_lo));
             _mm256_store_si256(p.add(1), _mm256_or_si256(hi, m_hi));
@@ -241,13 +259,53 @@ impl Probe for Avx2 {
     #[inline(always)]
     fn shared_block_lacks(self, block: &SharedBlock, masks: &[u64; WORDS_PER_BLOCK]) -> bool {
         use std::arch::x86_64::*;
-        // SAFETY: AVX2 (an `Avx2` is held), as `shared_block_registers`
-        // requires; the mask loads read the 64 bytes of `masks` (`loadu`).
+        // SAFETY: AVX2 (an `Avx2` is held), as both functions require.
         unsafe {
             let (lo, hi) = shared_block_registers(block);
-            let m = masks.as_ptr().cast::<__m256i>();
-            let (m_lo, m_hi) = (_mm256_loadu_si256(m), _mm256_loadu_si256(m.add(1)));
+            let (m_lo, m_hi) = mask_registers(masks);
             _mm256_testc_si256(lo, m_lo) & _mm256_testc_si256(hi, m_hi) == 0
+        }
+    }
+
+    #[inline(always)]
+    fn shared_block_or_alone(self, block: &SharedBlock, masks: &[u64; WORDS_PER_BLOCK]) -> bool {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX2 (an `Avx2` is held), as the functions called
+        // require. The caller holds the filter's write bias: no other thread writes the block
+        // between the loads and the stores (the trait's contract).
+        unsafe {
+            let (lo, hi) = shared_block_registers(block);
+            let (m_lo, m_hi) = mask_registers(masks);
+            // One `vptest` of the bits the block lacks, in `asm!`: the
+            // intrinsics (`testc` or `testz`) compiled here to a horizontal
+            // OR into a general register, six instructions where this is two.
+            let missing =
+                _mm256_or_si256(_mm256_andnot_si256(lo, m_lo), _mm256_andnot_si256(hi, m_hi));
+            let lacks = any_set(missing);
+            if lacks {
+                let (lo, hi) = (_mm256_or_si256(lo, m_lo), _mm256_or_si256(hi, m_hi));
+                store_shared_block(block, lo, hi);
+            }
+            lacks
+        }
+    }
+
+    #[inline(always)]
+    fn shared_split_or_alone(self, block: &SplitShared, masks: &[u64; 4]) -> bool {
+        use std::arch::x86_64::*;
+        // SAFETY: AVX2 (an `Avx2` is held), as the functions called
+        // require; the mask load reads the 32 bytes of `masks` (`loadu`).
+        // The caller holds the filter's write bias: no other thread writes
+        // the block between the loads and the stores (the trait's
+        // contract).
+        unsafe {
+            let words = shared_split_register(block);
+            let m = _mm256_loadu_si256(masks.as_ptr().cast::<__m256i>());
+            let lacks = any_set(_mm256_andnot_si256(words, m));
+            if lacks {
+                store_shared_split(block, _mm256_or_si256(words, m));
+            }
+            lacks
         }
     }
 
@@ -270,6 +328,23 @@ impl Probe for Avx2 {
             let (lo, hi) = shared_block_registers(block);
             avx2_registers_have_all32(lo, hi, x, k)
         }
+    }
+}
+
+/// A block's eight word masks in two registers (words 0–3, 4–7).
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn mask_registers(
+    masks: &[u64; WORDS_PER_BLOCK],
+) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX per this function's contract; the loads read the 64
+    // bytes of `masks` (`loadu`: no alignment needed).
+    unsafe {
+        let m = masks.as_ptr().cast::<__m256i>();
+        (_mm256_loadu_si256(m), _mm256_loadu_si256(m.add(1)))
     }
 }
 

@@ -14,7 +14,7 @@ use super::Scalar;
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use super::{insert_avx2, insert_shared_avx2, Isa};
+use super::{insert_avx2, insert_owned_avx2, insert_shared_avx2, Isa};
 use crate::filter::geometry::Layout;
 use crate::filter::hash::{HashAlgo, KeyHash};
 
@@ -29,6 +29,11 @@ pub(crate) trait HashInsert {
     /// [`HashInsert::insert_mut_with`] into a filter other threads may
     /// write and read meanwhile.
     fn insert_shared_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool;
+
+    /// [`HashInsert::insert_mut_with`] into a filter other threads may
+    /// read meanwhile but no other thread writes: the caller holds its
+    /// write bias (`bloom::bias`).
+    fn insert_owned_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool;
 }
 
 /// A filter's `&mut` insert compiled for its kind and the best probe of
@@ -52,6 +57,13 @@ pub(crate) struct InsertFn<T> {
         allow(dead_code)
     )]
     shared: unsafe fn(&T, KeyHash) -> bool,
+    /// The compiled insert of the write bias's owner, as `f`
+    /// ([`InsertFn::call_owned`]).
+    #[cfg_attr(
+        all(target_feature = "avx2", target_feature = "bmi2"),
+        allow(dead_code)
+    )]
+    owned: unsafe fn(&T, KeyHash) -> bool,
     /// The filter's kind ([`STANDARD`] ...), read by [`InsertFn::call`]
     /// in a crate built for AVX2.
     #[cfg_attr(
@@ -83,21 +95,29 @@ impl<T: HashInsert> InsertFn<T> {
             type Mut<T> = unsafe fn(&mut T, KeyHash) -> bool;
             type Shared<T> = unsafe fn(&T, KeyHash) -> bool;
             let row = (k as usize).wrapping_sub(1);
-            let (f, shared): (Mut<T>, Shared<T>) = match kind {
+            let (f, shared, owned): (Mut<T>, Shared<T>, Shared<T>) = match kind {
                 BLOCKED32 if row < 8 => (
                     per_k!(insert_avx2::<T>, BLOCKED32)[row],
                     per_k!(insert_shared_avx2::<T>, BLOCKED32)[row],
+                    per_k!(insert_owned_avx2::<T>, BLOCKED32)[row],
                 ),
                 BLOCKED if row < 8 => (
                     per_k!(insert_avx2::<T>, BLOCKED)[row],
                     per_k!(insert_shared_avx2::<T>, BLOCKED)[row],
+                    per_k!(insert_owned_avx2::<T>, BLOCKED)[row],
                 ),
                 _ => (
                     by_kind::<Mut<T>>(kind, per_kind!(insert_avx2::<T>)),
                     by_kind::<Shared<T>>(kind, per_kind!(insert_shared_avx2::<T>)),
+                    by_kind::<Shared<T>>(kind, per_kind!(insert_owned_avx2::<T>)),
                 ),
             };
-            return InsertFn { f, shared, kind };
+            return InsertFn {
+                f,
+                shared,
+                owned,
+                kind,
+            };
         }
         let _ = k;
         InsertFn::scalar(kind)
@@ -106,9 +126,15 @@ impl<T: HashInsert> InsertFn<T> {
     /// The insert of a filter of this kind with the portable probe.
     fn scalar(kind: u8) -> Self {
         let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(kind, per_kind!(insert_scalar::<T>));
-        let shared =
-            by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(insert_shared_scalar::<T>));
-        InsertFn { f, shared, kind }
+        type Shared<T> = unsafe fn(&T, KeyHash) -> bool;
+        let shared = by_kind::<Shared<T>>(kind, per_kind!(insert_shared_scalar::<T>));
+        let owned = by_kind::<Shared<T>>(kind, per_kind!(insert_owned_scalar::<T>));
+        InsertFn {
+            f,
+            shared,
+            owned,
+            kind,
+        }
     }
 
     /// Inserts `h` into `t`.
@@ -146,6 +172,24 @@ impl<T: HashInsert> InsertFn<T> {
             (self.shared)(t, h)
         }
     }
+
+    /// Inserts `h` into `t`, which other threads may read meanwhile but
+    /// not write: the caller holds `t`'s write bias (`bloom::bias`).
+    #[inline(always)]
+    pub(crate) fn call_owned(self, t: &T, h: KeyHash) -> bool {
+        #[cfg(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "bmi2"
+        ))]
+        return with_kind!(self.kind, t.insert_owned_with(super::avx2::Avx2(()), h));
+        // SAFETY: as in `call`: the pointer is `insert_owned_avx2` only if
+        // `Isa::detect` found every feature it enables, else the scalar one.
+        #[allow(unreachable_code)]
+        unsafe {
+            (self.owned)(t, h)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -174,6 +218,15 @@ impl<T: HashInsert> InsertFn<T> {
         // only if this CPU has every feature it enables.
         unsafe { (self.shared)(t, h) }
     }
+
+    /// Calls the bias owner's insert's pointer itself (which
+    /// [`InsertFn::call_owned`] skips in a crate built for AVX2). The
+    /// caller is the only thread that writes `t`.
+    pub(crate) fn call_owned_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
+        // SAFETY: as in `call_owned`: the pointer is `insert_owned_avx2`
+        // only if this CPU has every feature it enables.
+        unsafe { (self.owned)(t, h) }
+    }
 }
 
 /// `T`'s insert with the scalar probe (`unsafe` only to share
@@ -185,4 +238,10 @@ unsafe fn insert_scalar<T: HashInsert, const KIND: u8>(t: &mut T, h: KeyHash) ->
 /// `T`'s shared insert with the scalar probe (as [`insert_scalar`]).
 unsafe fn insert_shared_scalar<T: HashInsert, const KIND: u8>(t: &T, h: KeyHash) -> bool {
     t.insert_shared_with::<_, KIND>(Scalar, h)
+}
+
+/// `T`'s insert by the write bias's owner with the scalar probe (`unsafe`
+/// as [`insert_shared_scalar`]).
+unsafe fn insert_owned_scalar<T: HashInsert, const KIND: u8>(t: &T, h: KeyHash) -> bool {
+    t.insert_owned_with::<_, KIND>(Scalar, h)
 }

@@ -1,8 +1,8 @@
 //! The AVX2 probe's inline assembly, each function with its own SAFETY
-//! argument: the loads of a shared block's words (aligned 16-byte loads,
-//! each one atomic access on every CPU with AVX, where the 32-byte load an
-//! intrinsic would emit carries no such guarantee), and the `vptest` whose
-//! carry flag answers a probe.
+//! argument: the loads and stores of a shared block's words (aligned
+//! 16-byte accesses, each one atomic access on every CPU with AVX, where the
+//! 32-byte access an intrinsic would emit carries no such guarantee), and
+//! the `vptest` whose carry flag answers a probe.
 
 use super::super::{SharedBlock, SplitShared};
 
@@ -83,6 +83,91 @@ pub(super) unsafe fn shared_block_registers(
     }
 }
 
+/// Stores the eight words of a shared block from two registers (words
+/// 0–3, 4–7) by four aligned 16-byte stores in `asm!`: the writes of
+/// [`shared_block_registers`]' reads.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`](super::Avx2)).
+#[inline(always)]
+pub(super) unsafe fn store_shared_block(
+    block: &SharedBlock,
+    lo: std::arch::x86_64::__m256i,
+    hi: std::arch::x86_64::__m256i,
+) {
+    use std::arch::x86_64::*;
+    let p = block.0.as_ptr();
+    // SAFETY: the caller holds an `Avx2` (this function's contract), so AVX
+    // is there and VMOVDQA and VEXTRACTI128 exist. `p` points to a live
+    // block of 64 bytes, 64-byte aligned (`SharedBlock`), so the four
+    // 16-byte stores are in bounds and aligned. Writing through a shared
+    // reference is sound because the words are `AtomicU64` (interior
+    // mutability), and the stores are not a data race with other threads'
+    // atomic accesses because they are asm, not Rust stores, whose effect
+    // is what relaxed `AtomicU64` stores of the eight words could do:
+    // every CPU with AVX performs an aligned VEX.128 VMOVDQA as one atomic
+    // 16-byte access (Intel SDM Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2),
+    // so a reader sees each word whole, before or after. The extracts of
+    // the upper halves are register moves; only VMOVDQA touches memory.
+    // No ordering beyond relaxed is claimed (the caller's release, if any,
+    // comes after). `nostack`: the asm pushes nothing.
+    unsafe {
+        let (q0, q1) = (
+            _mm256_castsi256_si128(lo),
+            _mm256_extracti128_si256::<1>(lo),
+        );
+        let (q2, q3) = (
+            _mm256_castsi256_si128(hi),
+            _mm256_extracti128_si256::<1>(hi),
+        );
+        std::arch::asm!(
+            "vmovdqa xmmword ptr [{p}], {q0}",
+            "vmovdqa xmmword ptr [{p} + 16], {q1}",
+            "vmovdqa xmmword ptr [{p} + 32], {q2}",
+            "vmovdqa xmmword ptr [{p} + 48], {q3}",
+            p = in(reg) p,
+            q0 = in(xmm_reg) q0,
+            q1 = in(xmm_reg) q1,
+            q2 = in(xmm_reg) q2,
+            q3 = in(xmm_reg) q3,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// Stores the four words of a shared split block from one register by two
+/// aligned 16-byte stores in `asm!`: the writes of
+/// [`shared_split_register`]'s reads.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`Avx2`](super::Avx2)).
+#[inline(always)]
+pub(super) unsafe fn store_shared_split(block: &SplitShared, words: std::arch::x86_64::__m256i) {
+    use std::arch::x86_64::*;
+    let p = block.0.as_ptr();
+    // SAFETY: as for `store_shared_block`: AVX is there (this function's
+    // contract); `p` points to a live split block of 32 bytes, 32-byte
+    // aligned (`SplitShared`), so both 16-byte stores are in bounds and
+    // aligned; the words are atomics, written by asm whose effect is what
+    // relaxed `AtomicU64` stores could do, each aligned VEX.128 VMOVDQA
+    // being one atomic access (Intel SDM Vol. 3A §9.1.1; AMD APM Vol. 2
+    // §7.3.2).
+    unsafe {
+        let (lo, hi) = (
+            _mm256_castsi256_si128(words),
+            _mm256_extracti128_si256::<1>(words),
+        );
+        std::arch::asm!(
+            "vmovdqa xmmword ptr [{p}], {lo}",
+            "vmovdqa xmmword ptr [{p} + 16], {hi}",
+            p = in(reg) p,
+            lo = in(xmm_reg) lo,
+            hi = in(xmm_reg) hi,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
 /// Whether every bit set in `mask` is set in `got`: one `vptest` (CF)
 /// and `setb`, for the rows of a probe of `k > 8`. In `asm!` because LLVM
 /// rewrote `_mm256_testc_si256` with a mask loaded from a table into an
@@ -112,4 +197,26 @@ pub(super) unsafe fn all_live_set(
         );
     }
     all != 0
+}
+
+/// Whether any bit of `v` is set: one `vptest` (ZF) and `setne`.
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`](super::Avx2)).
+#[inline]
+#[target_feature(enable = "avx")]
+pub(super) unsafe fn any_set(v: std::arch::x86_64::__m256i) -> bool {
+    let any: u8;
+    // SAFETY: AVX per this function's contract. The asm reads one
+    // register and writes one byte register and the flags; no memory.
+    unsafe {
+        std::arch::asm!(
+            "vptest {v}, {v}",
+            "setne {any}",
+            v = in(ymm_reg) v,
+            any = out(reg_byte) any,
+            options(pure, nomem, nostack),
+        );
+    }
+    any != 0
 }
