@@ -2,6 +2,8 @@
 //! and why it is sound.
 
 mod asm;
+#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
+mod entry;
 
 use super::{Probe, SharedBlock, SplitShared};
 use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
@@ -11,84 +13,8 @@ use asm::{
     all_live_set, any_set, shared_block_registers, shared_split_register, store_shared_block,
     store_shared_split,
 };
-
-/// `job` compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
-///
-/// # Safety
-/// The CPU must support every feature enabled here (what `Isa::detect`
-/// asks for).
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn run_avx2<J: super::Job>(job: J) -> J::Out {
-    #[cfg(test)]
-    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    job.run(Avx2(()))
-}
-
-/// `T`'s lookup compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
-///
-/// # Safety
-/// The CPU must support every feature enabled here (what `Isa::detect`
-/// asks for).
-#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn lookup_avx2<T: super::HashLookup, const LAYOUT: u8>(
-    t: &T,
-    h: crate::filter::hash::KeyHash,
-) -> bool {
-    #[cfg(test)]
-    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.lookup_with::<_, LAYOUT>(Avx2(()), h)
-}
-
-/// `T`'s `&mut` insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
-///
-/// # Safety
-/// The CPU must support every feature enabled here (what `Isa::detect`
-/// asks for).
-#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn insert_avx2<T: super::HashInsert, const KIND: u8>(
-    t: &mut T,
-    h: crate::filter::hash::KeyHash,
-) -> bool {
-    #[cfg(test)]
-    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.insert_mut_with::<_, KIND>(Avx2(()), h)
-}
-
-/// `T`'s shared insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
-///
-/// # Safety
-/// The CPU must support every feature enabled here (what `Isa::detect`
-/// asks for).
-#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn insert_shared_avx2<T: super::HashInsert, const KIND: u8>(
-    t: &T,
-    h: crate::filter::hash::KeyHash,
-) -> bool {
-    #[cfg(test)]
-    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.insert_shared_with::<_, KIND>(Avx2(()), h)
-}
-
-/// `T`'s insert by the owner of its write bias, compiled with AVX2, BMI1,
-/// BMI2 and POPCNT enabled.
-///
-/// # Safety
-/// The CPU must support every feature enabled here (what `Isa::detect`
-/// asks for).
-#[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(super) unsafe fn insert_owned_avx2<T: super::HashInsert, const KIND: u8>(
-    t: &T,
-    h: crate::filter::hash::KeyHash,
-) -> bool {
-    #[cfg(test)]
-    super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.insert_owned_with::<_, KIND>(Avx2(()), h)
-}
+pub(super) use entry::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
 
 /// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
 /// is private to `filter::simd`, which makes one only

@@ -311,7 +311,11 @@ fn detection_covers_every_enabled_feature() {
         .map(|s| s.split('"').next().unwrap())
         .collect();
     assert!(detected.len() >= 5, "{detected:?}");
-    let sources = [include_str!("avx2.rs"), include_str!("avx2/asm.rs")];
+    let sources = [
+        include_str!("avx2.rs"),
+        include_str!("avx2/asm.rs"),
+        include_str!("avx2/entry.rs"),
+    ];
     let mut enabled: Vec<&str> = sources
         .iter()
         .flat_map(|src| src.split("target_feature(enable = \"").skip(1))
