@@ -15,37 +15,44 @@
 //! path free of locked instructions and charges the rare second writer.
 //!
 //! # The protocol
-//! `owner` holds [`UNOWNED`], a thread's id ([`me`]), [`REVOKING`] or
-//! [`REVOKED`], and only moves forward along that list. Every OR into the
-//! filter through `&self` first calls [`WriteBias::claim`], which returns
-//! once `owner` is this thread's id or [`REVOKED`]:
-//! - [`UNOWNED`]: the thread takes the bias (a compare-and-swap), if the
-//!   process has the heavy barrier (`filter::barrier`); else it sets
-//!   [`REVOKED`] and no thread ever holds the bias.
+//! `owner` holds [`UNOWNED`], a thread's id ([`me`]), that id marked
+//! [`PLAIN`], [`REVOKING`] or [`REVOKED`], and only moves forward along
+//! that list. Every OR into the filter through `&self` first claims the
+//! bias ([`WriteBias::claim`]), which returns once `owner` is this thread's
+//! id (marked or not) or [`REVOKED`]:
+//! - [`UNOWNED`]: the thread takes the bias (a compare-and-swap).
 //! - another thread's id: this thread revokes it. It swaps in
-//!   [`REVOKING`], runs the heavy barrier, waits while `busy` is set, then
+//!   [`REVOKING`]; if the id was marked [`PLAIN`], it runs the heavy
+//!   barrier (`filter::barrier`) and waits while `busy` is set; then it
 //!   stores [`REVOKED`] (release).
 //! - [`REVOKING`]: it waits for [`REVOKED`].
 //!
-//! The owner's plain writes happen inside [`WriteBias::owned`]: it sets
-//! `busy`, passes the light barrier, reads `owner` again, and writes only if
-//! that still says its id; it clears `busy` (release) after the writes. By
-//! the barrier pair (`filter::barrier`), either the owner's second read sees
-//! [`REVOKING`] (it writes under the lock instead), or the revoker's read
-//! of `busy` after the heavy barrier sees it set, and the revoker waits
-//! until the owner's writes are done and visible (release, acquire). So
-//! the owner's plain writes happen before [`REVOKED`] is stored, and every
+//! A holder's key-by-key insert ([`WriteBias::owned`]) first marks its id
+//! [`PLAIN`] (once, a compare-and-swap, and only if the process has the
+//! heavy barrier: else it takes the locks, still holding the bias). A
+//! revoke that swapped out an unmarked id therefore never meets a plain
+//! write: the holder's mark would have had to swap `owner` first. Each
+//! plain write then happens inside a window: the holder sets `busy`,
+//! passes the light barrier, reads `owner` again, and writes only if that
+//! still says its marked id; it clears `busy` (release) after the writes.
+//! By the barrier pair, either that second read sees [`REVOKING`] (the
+//! holder writes under the lock instead), or the revoker's read of `busy`
+//! after the heavy barrier sees it set, and the revoker waits until the
+//! holder's writes are done and visible (release, acquire). So the
+//! holder's plain writes happen before [`REVOKED`] is stored, and every
 //! write by any other thread after it: no locked OR ever runs beside a
 //! plain one, and none is lost. Before the bias is revoked no other thread
-//! writes at all (each would have had to revoke first), so the owner may
+//! writes at all (each would have had to revoke first), so the holder may
 //! read, OR and store a block without re-reading it under a lock. Writes
 //! that overwrite words (`clear`, `intersect_with`) are outside the
 //! protocol, as they are outside the stripe locks' (`bloom::stripes`).
 //!
 //! The bias is never handed back: after a second writer, every OR takes
-//! the locks. Its costs: the heavy barrier once per filter that two threads
-//! write (under a microsecond here), and the registration of the process
-//! for it before the first bias (`filter::barrier`).
+//! the locks. Its costs: the heavy barrier once per filter whose plain
+//! holder a second thread revokes (under a microsecond here), and the
+//! registration of the process for it, once, at its first plain write
+//! (`filter::barrier`). A filter written only by bulk inserts and unions
+//! (a query's runtime filter) costs neither.
 
 use crate::filter::barrier;
 use std::cell::Cell;
@@ -53,10 +60,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// No thread holds the bias yet.
 const UNOWNED: u64 = 0;
-/// The id of a thread that came after 2^64 − 4 others (at a million new
-/// threads a second, 580,000 years): never stored in `owner`, so such a
+/// Set in `owner` beside the holder's id once the holder writes plainly
+/// ([`WriteBias::owned`]): only then does a revoke need the heavy barrier.
+const PLAIN: u64 = 1 << 62;
+/// The id of a thread that came after 2^62 − 2 others (at a million new
+/// threads a second, 146,000 years): never stored in `owner`, so such a
 /// thread never holds a bias.
-const NO_ID: u64 = u64::MAX - 2;
+const NO_ID: u64 = PLAIN - 1;
 /// A thread is revoking the bias.
 const REVOKING: u64 = u64::MAX - 1;
 /// No thread holds the bias, nor ever will: every OR takes the locks.
@@ -73,8 +83,8 @@ thread_local! {
     static ME: Cell<u64> = const { Cell::new(0) };
 }
 
-/// This thread's id: unique in the process and never [`UNOWNED`],
-/// [`REVOKING`] or [`REVOKED`], or else [`NO_ID`].
+/// This thread's id: unique in the process, below [`PLAIN`] and never
+/// [`UNOWNED`], or else [`NO_ID`].
 #[inline(always)]
 fn me() -> u64 {
     ME.with(|id| match id.get() {
@@ -104,6 +114,9 @@ struct BiasLine {
     /// Where the owner waits now (0: nowhere), for the tests.
     #[cfg(test)]
     parked: std::sync::atomic::AtomicU8,
+    /// How many revokes of this bias ran the heavy barrier (tests).
+    #[cfg(test)]
+    heavy_runs: std::sync::atomic::AtomicU32,
 }
 
 #[cfg(test)]
@@ -140,6 +153,8 @@ impl Default for WriteBias {
             pause: Default::default(),
             #[cfg(test)]
             parked: Default::default(),
+            #[cfg(test)]
+            heavy_runs: Default::default(),
         }))
     }
 }
@@ -153,12 +168,13 @@ impl WriteBias {
     pub(super) fn owned(&self) -> Option<Owned<'_>> {
         let line = &*self.0;
         let me = me();
-        if line.owner.load(Ordering::Relaxed) == me || self.claim_as(me) {
+        let plain = me | PLAIN;
+        if line.owner.load(Ordering::Relaxed) == plain || self.go_plain(me) {
             #[cfg(test)]
             line.park(tests::BEFORE_BUSY);
             line.busy.store(true, Ordering::Relaxed);
             barrier::light();
-            if line.owner.load(Ordering::Relaxed) == me {
+            if line.owner.load(Ordering::Relaxed) == plain {
                 #[cfg(test)]
                 line.park(tests::IN_WINDOW);
                 return Some(Owned(&line.busy));
@@ -172,13 +188,41 @@ impl WriteBias {
 
     /// Before an OR through `&self` that takes the locks (a bulk insert, a
     /// union): returns once this thread holds the bias or it is revoked,
-    /// so that no plain write of another thread runs beside the OR.
+    /// so that no plain write of another thread runs beside the OR. A
+    /// holder that only ever took the locks is revoked without the heavy
+    /// barrier, and the process never registers for it.
     pub(super) fn claim(&self) {
         self.claim_as(me());
     }
 
+    /// [`WriteBias::owned`] the first time for thread `me`: takes the bias
+    /// (or finds it held by `me`), then marks it [`PLAIN`] (a
+    /// compare-and-swap: a revoke then sees the mark, or this swap fails)
+    /// if the process has the heavy barrier. Whether `me` may write
+    /// plainly; if not, the bias is revoked (or `me` holds it for locked
+    /// writes only, where the process has no heavy barrier).
+    #[cold]
+    fn go_plain(&self, me: u64) -> bool {
+        if !self.claim_as(me) || !barrier::available() {
+            return false;
+        }
+        let line = &*self.0;
+        let marked =
+            line.owner
+                .compare_exchange(me, me | PLAIN, Ordering::AcqRel, Ordering::Acquire);
+        match marked {
+            Ok(_) => true,
+            Err(owner) if owner == me | PLAIN => true,
+            Err(_) => {
+                // Revoked by another thread: wait until that is done.
+                self.claim_as(me);
+                false
+            }
+        }
+    }
+
     /// [`WriteBias::claim`] for thread `me`: whether it holds the bias
-    /// (`false`: revoked).
+    /// (plain or not; `false`: revoked, and the revoke is done).
     #[cold]
     fn claim_as(&self, me: u64) -> bool {
         let line = &*self.0;
@@ -187,12 +231,12 @@ impl WriteBias {
             let owner = line.owner.load(Ordering::Acquire);
             let next = match owner {
                 REVOKED => return false,
-                _ if owner == me => return true,
+                _ if owner & !PLAIN == me => return true,
                 REVOKING => {
                     wait(&mut tries);
                     continue;
                 }
-                UNOWNED if me != NO_ID && barrier::available() => me,
+                UNOWNED if me != NO_ID => me,
                 UNOWNED => REVOKED,
                 _ => REVOKING,
             };
@@ -201,7 +245,7 @@ impl WriteBias {
                 .compare_exchange(owner, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok();
             if swapped && next == REVOKING {
-                self.revoke();
+                self.revoke(owner & PLAIN != 0);
                 return false;
             }
             if swapped {
@@ -211,14 +255,20 @@ impl WriteBias {
     }
 
     /// Ends another thread's bias, `owner` being [`REVOKING`] (this
-    /// thread's swap): the heavy barrier, then a wait for the owner's
-    /// plain writes, then [`REVOKED`].
-    fn revoke(&self) {
+    /// thread's swap from the holder's id, marked [`PLAIN`] or not):
+    /// for a plain holder the heavy barrier, then a wait for its write in
+    /// progress; then [`REVOKED`]. A holder never marked plain never wrote
+    /// plainly, and cannot start: its mark would have to swap `owner`.
+    fn revoke(&self, plain: bool) {
         let line = &*self.0;
-        barrier::heavy();
-        let mut tries = 0u32;
-        while line.busy.load(Ordering::Acquire) {
-            wait(&mut tries);
+        if plain {
+            #[cfg(test)]
+            line.heavy_runs.fetch_add(1, Ordering::Relaxed);
+            barrier::heavy();
+            let mut tries = 0u32;
+            while line.busy.load(Ordering::Acquire) {
+                wait(&mut tries);
+            }
         }
         line.owner.store(REVOKED, Ordering::Release);
     }
@@ -240,6 +290,12 @@ impl WriteBias {
     #[cfg(test)]
     fn parked(&self) -> u8 {
         self.0.parked.load(Ordering::Acquire)
+    }
+
+    /// How many revokes of this bias ran the heavy barrier (tests).
+    #[cfg(test)]
+    fn heavy_runs(&self) -> u32 {
+        self.0.heavy_runs.load(Ordering::Relaxed)
     }
 }
 
@@ -528,6 +584,36 @@ mod tests {
         }
     }
 
+    /// A holder that only ever took the locks (bulk inserts, unions: a
+    /// query's runtime filter) is revoked without the heavy barrier; one
+    /// that wrote plainly (a key-by-key insert) with it, once.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn only_a_plain_holder_costs_the_heavy_barrier() {
+        let p = kinds(512 * 64)[0];
+        let ids = [keys(1, 100), keys(2, 100)];
+        let bulk = BitFilter::new(p).unwrap();
+        bulk.insert_many(&ids[0]);
+        assert!(bulk.bias.is_held());
+        std::thread::scope(|s| {
+            s.spawn(|| bulk.insert_many(&ids[1]));
+        });
+        assert!(!bulk.bias.is_held(), "revoked");
+        assert_eq!(bulk.bias.heavy_runs(), 0, "no plain write, no barrier");
+        let single = BitFilter::new(p).unwrap();
+        single.insert_many(&ids[0]);
+        single.insert(b"a key by key insert");
+        std::thread::scope(|s| {
+            s.spawn(|| single.insert_many(&ids[1]));
+        });
+        assert!(!single.bias.is_held(), "revoked");
+        assert_eq!(single.bias.heavy_runs(), 1, "a plain holder, one barrier");
+        for f in [&bulk, &single] {
+            assert!(ids.iter().flatten().all(|k| f.contains(k)));
+        }
+        assert!(single.contains(b"a key by key insert"));
+    }
+
     /// Thread ids are distinct, never a state of `owner`, and stable.
     #[test]
     fn thread_ids_are_distinct_and_never_a_state() {
@@ -537,7 +623,7 @@ mod tests {
             .map(|_| std::thread::spawn(me).join().unwrap())
             .collect();
         for (i, &id) in theirs.iter().enumerate() {
-            assert!(![UNOWNED, REVOKING, REVOKED, NO_ID, mine].contains(&id));
+            assert!(![UNOWNED, NO_ID, mine].contains(&id) && id < PLAIN, "{id}");
             assert!(!theirs[..i].contains(&id), "ids are never reused");
         }
     }
