@@ -20,14 +20,15 @@
 //! liburcu and folly's `asymmetricHeavyBarrier` use it the same way). The
 //! light side is what makes a biased filter's key-by-key insert free of
 //! locked instructions (`bloom::bias`); the heavy one runs once per filter
-//! that a second thread writes.
+//! whose key-by-key writer a second thread revokes.
 //!
 //! # When it is there
 //! The private expedited command needs Linux 4.14 and a registration of the
-//! process, done once, by the first caller of [`available`]: a `QUERY` for
-//! the command, then the registration. In a process with several threads
-//! the kernel waits for an RCU grace period to register (14 ms measured
-//! here, once per process; at once with one thread). Where either fails
+//! process, done once, by the first caller of [`available`] (the first
+//! key-by-key insert into a shared filter): a `QUERY` for the command,
+//! then the registration. In a process with several threads the kernel
+//! waits for an RCU grace period to register (14.4 ms measured here with
+//! five threads, once per process; at once with one thread). Where either fails
 //! (another OS, an older kernel, a seccomp filter that denies the call),
 //! [`available`] says no and stays no, and `bloom::bias` never biases a
 //! filter: every shared insert takes its block's lock, as before.

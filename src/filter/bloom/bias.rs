@@ -79,22 +79,30 @@ const SPINS: u32 = 64;
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// This thread's id, 0 until [`me`] first asks.
-    static ME: Cell<u64> = const { Cell::new(0) };
+    /// This thread's id marked [`PLAIN`] (what `owner` holds while this
+    /// thread writes plainly: the fast path compares it as it is), 0 until
+    /// [`plain_me`] first asks.
+    static PLAIN_ME: Cell<u64> = const { Cell::new(0) };
 }
 
-/// This thread's id: unique in the process, below [`PLAIN`] and never
-/// [`UNOWNED`], or else [`NO_ID`].
+/// This thread's id marked [`PLAIN`]: unique in the process, or else
+/// [`NO_ID`] marked.
 #[inline(always)]
-fn me() -> u64 {
-    ME.with(|id| match id.get() {
+fn plain_me() -> u64 {
+    PLAIN_ME.with(|id| match id.get() {
         0 => {
-            let new = NEXT_ID.fetch_add(1, Ordering::Relaxed).min(NO_ID);
+            let new = NEXT_ID.fetch_add(1, Ordering::Relaxed).min(NO_ID) | PLAIN;
             id.set(new);
             new
         }
         known => known,
     })
+}
+
+/// This thread's id: unique in the process, below [`PLAIN`] and never
+/// [`UNOWNED`], or else [`NO_ID`].
+fn me() -> u64 {
+    plain_me() & !PLAIN
 }
 
 /// A filter's bias (the module docs): its own cache line, apart from the
@@ -167,22 +175,25 @@ impl WriteBias {
     #[inline(always)]
     pub(super) fn owned(&self) -> Option<Owned<'_>> {
         let line = &*self.0;
-        let me = me();
-        let plain = me | PLAIN;
-        if line.owner.load(Ordering::Relaxed) == plain || self.go_plain(me) {
-            #[cfg(test)]
-            line.park(tests::BEFORE_BUSY);
-            line.busy.store(true, Ordering::Relaxed);
-            barrier::light();
-            if line.owner.load(Ordering::Relaxed) == plain {
-                #[cfg(test)]
-                line.park(tests::IN_WINDOW);
-                return Some(Owned(&line.busy));
-            }
-            line.busy.store(false, Ordering::Release);
-            // Revoked meanwhile: wait until it is done.
-            self.claim_as(me);
+        let plain = plain_me();
+        let owner = line.owner.load(Ordering::Relaxed);
+        // Not the plain holder: a revoked bias (a filter that several
+        // threads write) takes the locks at once, without a call.
+        if owner != plain && (owner == REVOKED || !self.go_plain(plain & !PLAIN)) {
+            return None;
         }
+        #[cfg(test)]
+        line.park(tests::BEFORE_BUSY);
+        line.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if line.owner.load(Ordering::Relaxed) == plain {
+            #[cfg(test)]
+            line.park(tests::IN_WINDOW);
+            return Some(Owned(&line.busy));
+        }
+        line.busy.store(false, Ordering::Release);
+        // Revoked meanwhile: wait until it is done.
+        self.claim_as(plain & !PLAIN);
         None
     }
 
