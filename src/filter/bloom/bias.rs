@@ -29,7 +29,8 @@
 //!
 //! A holder's key-by-key insert ([`WriteBias::owned`]) first marks its id
 //! [`PLAIN`] (once, a compare-and-swap, and only if the process has the
-//! heavy barrier: else it takes the locks, still holding the bias). A
+//! heavy barrier: else it swaps in [`REVOKED`] itself, needing no barrier
+//! since it never wrote plainly, and takes the locks). A
 //! revoke that swapped out an unmarked id therefore never meets a plain
 //! write: the holder's mark would have had to swap `owner` first. Each
 //! plain write then happens inside a window: the holder sets `busy`,
@@ -209,15 +210,25 @@ impl WriteBias {
     /// [`WriteBias::owned`] the first time for thread `me`: takes the bias
     /// (or finds it held by `me`), then marks it [`PLAIN`] (a
     /// compare-and-swap: a revoke then sees the mark, or this swap fails)
-    /// if the process has the heavy barrier. Whether `me` may write
-    /// plainly; if not, the bias is revoked (or `me` holds it for locked
-    /// writes only, where the process has no heavy barrier).
+    /// if the process has the heavy barrier (else it gives the bias up).
+    /// Whether `me` may write plainly; if not, the bias is revoked, or
+    /// being revoked by a thread that no plain write of `me` can meet.
     #[cold]
     fn go_plain(&self, me: u64) -> bool {
-        if !self.claim_as(me) || !barrier::available() {
+        if !self.claim_as(me) {
             return false;
         }
         let line = &*self.0;
+        if !barrier::available() {
+            // No plain writes in this process: give the bias up (no
+            // holder ever wrote plainly, so no barrier is needed), and
+            // the next inserts take the locks at once instead of calling
+            // here. A failed swap is another thread's revoke, as good.
+            let _ = line
+                .owner
+                .compare_exchange(me, REVOKED, Ordering::AcqRel, Ordering::Acquire);
+            return false;
+        }
         let marked =
             line.owner
                 .compare_exchange(me, me | PLAIN, Ordering::AcqRel, Ordering::Acquire);
