@@ -6,7 +6,9 @@
 
 use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline};
 use super::partition::partitioned;
-use super::probe::{block32_has_all, block_has_all, block_of, split_block_has_all};
+use super::probe::{
+    block32_has_all, block_h2_has_all, block_has_all, block_of, split_block_has_all,
+};
 use super::BatchStrategy;
 use super::BloomRead;
 use crate::filter::hash::{HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh64Hasher};
@@ -177,24 +179,6 @@ fn blocked_batch<F, P, K, H, const RK: u32>(
         #[inline(always)]
         |b, h2| block_h2_has_all::<F, P, H>(f, probe, b, h2, k),
     );
-}
-
-/// Whether the `k` in-block positions of `h2` (as `H` hashes) are all set
-/// in block `b` of `f`: from 32-bit products where `h2` is `h << 32`
-/// (XXH3-64: one `vpmulld` for eight positions), else from 64-bit ones.
-#[inline(always)]
-pub(super) fn block_h2_has_all<F: BloomRead + ?Sized, P: Probe, H: KeyHasher>(
-    f: &F,
-    probe: P,
-    b: usize,
-    h2: u64,
-    k: u32,
-) -> bool {
-    if H::H2_SHIFTED {
-        block32_has_all(f, probe, b, (h2 >> 32) as u32, k)
-    } else {
-        block_has_all(f, probe, b, h2, k)
-    }
 }
 
 /// A batch of lookups of a split-block filter.

@@ -2,7 +2,7 @@
 //! them all (over any `BloomRead`), and the prefetch hint.
 
 use super::BloomRead;
-use crate::filter::hash::{for_each_standard_position, KeyHash, StandardProbes};
+use crate::filter::hash::{for_each_standard_position, KeyHash, KeyHasher, StandardProbes};
 use crate::filter::params::FilterParams;
 use crate::filter::simd::Probe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -187,6 +187,24 @@ pub(super) fn block32_has_all<F: BloomRead + ?Sized, P: Probe>(
     match f.shared_block(b) {
         Some(shared) => probe.shared_block_has_all32(shared, x, k),
         None => probe.block_has_all(&f.block_words(b), u64::from(x) << 32, k),
+    }
+}
+
+/// Whether the `k` in-block positions of `h2` (as `H` hashes) are all set
+/// in block `b` of `f`: from 32-bit products where `h2` is `h << 32`
+/// (XXH3-64: one `vpmulld` for eight positions), else from 64-bit ones.
+#[inline(always)]
+pub(super) fn block_h2_has_all<F: BloomRead + ?Sized, P: Probe, H: KeyHasher>(
+    f: &F,
+    probe: P,
+    b: usize,
+    h2: u64,
+    k: u32,
+) -> bool {
+    if H::H2_SHIFTED {
+        block32_has_all(f, probe, b, (h2 >> 32) as u32, k)
+    } else {
+        block_has_all(f, probe, b, h2, k)
     }
 }
 
