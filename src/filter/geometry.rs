@@ -11,6 +11,8 @@ pub const BLOCK_BITS: u64 = 512;
 pub(crate) const WORD_BITS: u64 = 64;
 /// Words in one block.
 pub(crate) const WORDS_PER_BLOCK: usize = (BLOCK_BITS / WORD_BITS) as usize;
+/// Bytes in one block.
+pub(crate) const BLOCK_BYTES: usize = (BLOCK_BITS / 8) as usize;
 /// The largest number of hash functions accepted. Optimal `k` reaches 22 at 32
 /// bits per key (Summary Cache Table 1); beyond 32 every lookup only gets slower.
 pub const MAX_K: u32 = 32;

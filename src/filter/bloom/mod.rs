@@ -92,7 +92,7 @@ pub(crate) use setops::check_compatible;
 pub use view::FilterView;
 
 use crate::error::FilterError;
-use crate::filter::geometry::{SPLIT_BLOCK_BITS, SPLIT_K};
+use crate::filter::geometry::{BLOCK_BYTES, SPLIT_BLOCK_BITS, SPLIT_K};
 use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 use crate::filter::simd;
@@ -156,6 +156,15 @@ pub trait BloomRead {
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
         let base = block * WORDS_PER_BLOCK;
         std::array::from_fn(|w| self.word(base + w))
+    }
+
+    /// Block `block` as its 64 bytes, where the filter holds plain bytes (a
+    /// [`FilterView`]), so that a lookup can read it with two vector loads;
+    /// `None` (the default) reads [`BloomRead::block_words`].
+    #[doc(hidden)]
+    #[inline(always)]
+    fn block_bytes(&self, _block: usize) -> Option<&[u8; BLOCK_BYTES]> {
+        None
     }
 
     /// Block `block` as the aligned atomic words a shared filter keeps (an

@@ -158,7 +158,8 @@ pub(super) fn insert_standard<O: WordOr>(
 
 /// Whether the `k` in-block positions of `h2` are all set in block `b` of
 /// `f`: read with vector loads where `f` keeps the block as aligned atomic
-/// words (an owned filter; `filter::simd`), else copied out word by word.
+/// words (an owned filter; `filter::simd`) or as plain bytes (a view), else
+/// copied out word by word.
 #[inline(always)]
 pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
     f: &F,
@@ -167,15 +168,19 @@ pub(super) fn block_has_all<F: BloomRead + ?Sized, P: Probe>(
     h2: u64,
     k: u32,
 ) -> bool {
-    match f.shared_block(b) {
-        Some(shared) => probe.shared_block_has_all(shared, h2, k),
+    if let Some(shared) = f.shared_block(b) {
+        return probe.shared_block_has_all(shared, h2, k);
+    }
+    match f.block_bytes(b) {
+        Some(bytes) => probe.bytes_block_has_all(bytes, h2, k),
         None => probe.block_has_all(&f.block_words(b), h2, k),
     }
 }
 
 /// [`block_has_all`] of `h2 = x << 32` (the XXH3-64 hash): an owned
-/// filter's block through the probe's 32-bit positions
-/// (`Probe::shared_block_has_all32`), any other as `block_has_all` reads it.
+/// filter's block or a view's through the probe's 32-bit positions
+/// (`Probe::shared_block_has_all32`, `Probe::bytes_block_has_all32`), any
+/// other as `block_has_all` reads it.
 #[inline(always)]
 pub(super) fn block32_has_all<F: BloomRead + ?Sized, P: Probe>(
     f: &F,
@@ -184,8 +189,11 @@ pub(super) fn block32_has_all<F: BloomRead + ?Sized, P: Probe>(
     x: u32,
     k: u32,
 ) -> bool {
-    match f.shared_block(b) {
-        Some(shared) => probe.shared_block_has_all32(shared, x, k),
+    if let Some(shared) = f.shared_block(b) {
+        return probe.shared_block_has_all32(shared, x, k);
+    }
+    match f.block_bytes(b) {
+        Some(bytes) => probe.bytes_block_has_all32(bytes, x, k),
         None => probe.block_has_all(&f.block_words(b), u64::from(x) << 32, k),
     }
 }

@@ -3,9 +3,10 @@
 use super::probe::prefetch;
 use super::{BitFilter, BloomRead};
 use crate::error::{FilterError, ParamError};
+use crate::filter::geometry::BLOCK_BYTES;
 use crate::filter::hash::KeyHash;
-use crate::filter::params::{FilterParams, BLOCK_BITS, WORDS_PER_BLOCK};
-use crate::filter::simd::LookupFn;
+use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
+use crate::filter::simd::{le_words, LookupFn};
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
@@ -99,6 +100,13 @@ impl BloomRead for FilterView<'_> {
         LookupFn::best(p.layout(), p.hash().algo, p.k()).call(self, h)
     }
     #[inline(always)]
+    fn block_bytes(&self, b: usize) -> Option<&[u8; BLOCK_BYTES]> {
+        // `None` is unreachable: `new` checked the length, and `b < m/512`.
+        self.bytes
+            .get(BLOCK_BYTES * b..BLOCK_BYTES * (b + 1))
+            .and_then(|s| <&[u8; BLOCK_BYTES]>::try_from(s).ok())
+    }
+    #[inline(always)]
     fn split_block_bytes(&self, b: usize) -> Option<&[u8; 32]> {
         // `None` is unreachable: `new` checked the length, and `b < m/256`.
         self.bytes
@@ -107,18 +115,8 @@ impl BloomRead for FilterView<'_> {
     }
     #[inline(always)]
     fn block_words(&self, block: usize) -> [u64; WORDS_PER_BLOCK] {
-        const BLOCK_BYTES: usize = (BLOCK_BITS / 8) as usize;
-        let start = block * BLOCK_BYTES;
-        match self
-            .bytes
-            .get(start..start + BLOCK_BYTES)
-            .and_then(|b| <&[u8; BLOCK_BYTES]>::try_from(b).ok())
-        {
-            Some(b) => std::array::from_fn(|w| {
-                let mut x = [0u8; 8];
-                x.copy_from_slice(&b[w * 8..w * 8 + 8]);
-                u64::from_le_bytes(x)
-            }),
+        match self.block_bytes(block) {
+            Some(b) => le_words(b),
             // Unreachable: `new` checked the length against the parameters.
             // All ones ("maybe") is the answer that can never be a false
             // negative.

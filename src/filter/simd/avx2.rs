@@ -6,7 +6,7 @@ mod asm;
 mod entry;
 
 use super::{Probe, SharedBlock, SplitShared};
-use crate::filter::geometry::{MAX_K, SPLIT_K, WORDS_PER_BLOCK};
+use crate::filter::geometry::{BLOCK_BYTES, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 use crate::filter::split::SPLIT_SALTS;
 use asm::{
@@ -124,6 +124,24 @@ impl Probe for Avx2 {
         unsafe {
             let block = _mm256_loadu_si256(lanes.as_ptr().cast::<__m256i>());
             split_block_has_masks(block, split_masks(x))
+        }
+    }
+
+    #[inline(always)]
+    fn bytes_block_has_all(self, bytes: &[u8; BLOCK_BYTES], h2: u64, k: u32) -> bool {
+        // SAFETY: AVX2 as above, as `avx2_registers_have_all` requires.
+        unsafe {
+            let (lo, hi) = bytes_registers(bytes);
+            avx2_registers_have_all(lo, hi, h2, k)
+        }
+    }
+
+    #[inline(always)]
+    fn bytes_block_has_all32(self, bytes: &[u8; BLOCK_BYTES], x: u32, k: u32) -> bool {
+        // SAFETY: AVX2 as above, as `avx2_registers_have_all32` requires.
+        unsafe {
+            let (lo, hi) = bytes_registers(bytes);
+            avx2_registers_have_all32(lo, hi, x, k)
         }
     }
 
@@ -254,6 +272,26 @@ impl Probe for Avx2 {
             let (lo, hi) = shared_block_registers(block);
             avx2_registers_have_all32(lo, hi, x, k)
         }
+    }
+}
+
+/// A block held as its 64 bytes in two registers (words 0–3, 4–7), read
+/// by two plain vector loads.
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`]).
+#[inline(always)]
+unsafe fn bytes_registers(
+    bytes: &[u8; BLOCK_BYTES],
+) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX per this function's contract; the loads read the 64
+    // bytes of `bytes`, a shared borrow of plain bytes (not atomics) that
+    // no one may write while it lives, so no load races a write; `loadu`:
+    // a view's bytes need no alignment.
+    unsafe {
+        let p = bytes.as_ptr().cast::<__m256i>();
+        (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1)))
     }
 }
 

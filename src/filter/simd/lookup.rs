@@ -141,9 +141,9 @@ impl<T: HashLookup> LookupFn<T> {
             type F<T> = unsafe fn(&T, KeyHash) -> bool;
             let row = (k as usize).wrapping_sub(1);
             let f = match kind {
-                BLOCKED32 if row < 8 => per_k!(lookup_avx2::<T>, BLOCKED32)[row],
-                BLOCKED if row < 8 => per_k!(lookup_avx2::<T>, BLOCKED)[row],
-                _ => by_kind::<F<T>>(kind, per_kind!(lookup_avx2::<T>)),
+                BLOCKED32 if row < 8 => (const { per_k!(lookup_avx2::<T>, BLOCKED32) })[row],
+                BLOCKED if row < 8 => (const { per_k!(lookup_avx2::<T>, BLOCKED) })[row],
+                _ => by_kind::<F<T>>(kind, const { per_kind!(lookup_avx2::<T>) }),
             };
             return LookupFn { f, kind };
         }

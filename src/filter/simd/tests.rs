@@ -3,20 +3,29 @@
 use super::*;
 use crate::filter::geometry::Layout;
 
-/// The probe of a shared block (vector loads of atomic words) answers
-/// as the scalar probe of the same words: random blocks of every
-/// density, every `k`, and the key's exact bits with one cleared.
+/// The probes of a shared block (vector loads of atomic words) and of a
+/// block's bytes (a view's, here at an odd address) answer as the scalar
+/// probe of the same words: random blocks of every density, every `k`,
+/// and the key's exact bits with one cleared; every other round with
+/// `h2 = x << 32`, through the 32-bit probes too.
 #[test]
 fn shared_block_probe_matches_scalar() {
-    struct Shared<'a>(&'a SharedBlock, u64, u32);
+    struct Shared<'a>(&'a SharedBlock, &'a [u8; BLOCK_BYTES], u64, u32);
     impl Job for Shared<'_> {
-        type Out = bool;
+        type Out = [bool; 4];
         #[inline(always)]
-        fn run<P: Probe>(self, probe: P) -> bool {
-            probe.shared_block_has_all(self.0, self.1, self.2)
+        fn run<P: Probe>(self, probe: P) -> [bool; 4] {
+            let (x, k) = ((self.2 >> 32) as u32, self.3);
+            [
+                probe.shared_block_has_all(self.0, self.2, k),
+                probe.bytes_block_has_all(self.1, self.2, k),
+                probe.shared_block_has_all32(self.0, x, k),
+                probe.bytes_block_has_all32(self.1, x, k),
+            ]
         }
     }
     let block = SharedBlock(std::array::from_fn(|_| AtomicU64::new(0)));
+    let mut buf = [0u8; BLOCK_BYTES + 1];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         x = x
@@ -24,8 +33,10 @@ fn shared_block_probe_matches_scalar() {
             .wrapping_add(1442695040888963407);
         x ^ (x >> 31)
     };
+    let mut answers = [0u32; 2];
     for round in 0..4_000 {
-        let h2 = next();
+        let shifted = round % 2 == 1;
+        let h2 = if shifted { next() << 32 } else { next() };
         let k = 1 + round % MAX_K;
         let words: [u64; 8] =
             std::array::from_fn(|_| (0..round % 4).fold(next(), |a, _| a | next()));
@@ -41,11 +52,20 @@ fn shared_block_probe_matches_scalar() {
             for (a, v) in block.0.iter().zip(w) {
                 a.store(v, Ordering::Relaxed);
             }
-            let got = dispatch(Shared(&block, h2, k));
-            assert_eq!(got, scalar_block_has_all(&w, h2, k), "k={k} h2={h2:#x}");
+            for (i, v) in w.iter().enumerate() {
+                buf[1 + 8 * i..9 + 8 * i].copy_from_slice(&v.to_le_bytes());
+            }
+            let bytes = <&[u8; BLOCK_BYTES]>::try_from(&buf[1..]).unwrap();
+            assert_eq!(le_words(bytes), w);
+            let want = scalar_block_has_all(&w, h2, k);
+            answers[want as usize] += 1;
+            let got = dispatch(Shared(&block, bytes, h2, k));
+            let n = if shifted { 4 } else { 2 };
+            assert_eq!(got[..n], [want; 4][..n], "k={k} h2={h2:#x}");
         }
-        assert!(!dispatch(Shared(&block, h2, k)), "one bit cleared");
+        assert!(!scalar_block_has_all(&less, h2, k), "one bit cleared");
     }
+    assert!(answers.iter().all(|&a| a > 1_000), "{answers:?}");
 }
 
 /// The flat view is the blocks' words in order: every word read and
