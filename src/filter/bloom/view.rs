@@ -6,7 +6,7 @@ use crate::error::{FilterError, ParamError};
 use crate::filter::geometry::BLOCK_BYTES;
 use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
-use crate::filter::simd::{le_words, LookupFn};
+use crate::filter::simd::{le_words, LookupChoice, LookupFn};
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
@@ -28,6 +28,10 @@ use crate::filter::simd::{le_words, LookupFn};
 pub struct FilterView<'a> {
     params: FilterParams,
     bytes: &'a [u8],
+    /// The compiled lookup for these parameters on this CPU, chosen once
+    /// (an index, not the pointer: a `fn(&FilterView<'a>, _)` here would
+    /// make the view invariant in `'a`).
+    lookup: LookupChoice,
 }
 
 impl std::fmt::Debug for FilterView<'_> {
@@ -49,7 +53,12 @@ impl<'a> FilterView<'a> {
                 found: bytes.len() as u64,
             });
         }
-        Ok(FilterView { params, bytes })
+        let lookup = LookupChoice::best(params.layout(), params.hash().algo, params.k());
+        Ok(FilterView {
+            params,
+            bytes,
+            lookup,
+        })
     }
 
     /// Whether `key` may be in the set.
@@ -93,11 +102,11 @@ impl BloomRead for FilterView<'_> {
     }
     #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
-        // Chosen per call, not kept in the view: a stored `fn(&FilterView<'a>)`
-        // would make the view invariant in `'a` (a view of `'static` bytes
-        // could no longer be passed where a shorter one is expected).
-        let p = &self.params;
-        LookupFn::best(p.layout(), p.hash().algo, p.k()).call(self, h)
+        // The pointer from the choice `new` made (one load): a stored
+        // `fn(&FilterView<'a>)` would make the view invariant in `'a` (a
+        // view of `'static` bytes could no longer be passed where a shorter
+        // one is expected).
+        LookupFn::chosen(self.lookup).call(self, h)
     }
     #[inline(always)]
     fn block_bytes(&self, b: usize) -> Option<&[u8; BLOCK_BYTES]> {

@@ -126,11 +126,29 @@ impl<T> std::fmt::Debug for LookupFn<T> {
     }
 }
 
-impl<T: HashLookup> LookupFn<T> {
+/// Which compiled lookup [`LookupFn::best`] picks for a filter on this CPU,
+/// as its place in one table of them ([`LookupFn::chosen`]): for a filter
+/// that cannot hold the pointer itself. A [`FilterView`] holding a
+/// `fn(&FilterView<'a>, KeyHash)` would be invariant in `'a`; choosing per
+/// call cost its every lookup a load of the CPU's answer, the kind's match
+/// and the choice of table. A view keeps this (two bytes) instead.
+///
+/// [`FilterView`]: crate::FilterView
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LookupChoice {
+    /// The lookup's place in [`LookupFn::chosen`]'s table: the scalar
+    /// lookups by kind (0–3); with run-time dispatch, then the AVX2 ones by
+    /// kind (4–7), and the blocked kinds' compiled for each `k` of the
+    /// probe's row ([`BLOCKED32`] 8–15, [`BLOCKED`] 16–23).
+    index: u8,
+    /// The filter's kind ([`STANDARD`] ...).
+    kind: u8,
+}
+
+impl LookupChoice {
     /// The lookup of a filter of this layout and hash for this CPU.
     /// `k` is the filter's: a blocked filter whose `k` fits the probe's one
     /// row gets the lookup compiled for its `k` ([`with_k`]).
-    #[inline]
     pub(crate) fn best(layout: Layout, algo: HashAlgo, k: u32) -> Self {
         let kind = kind(layout, algo);
         #[cfg(all(
@@ -138,23 +156,68 @@ impl<T: HashLookup> LookupFn<T> {
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            type F<T> = unsafe fn(&T, KeyHash) -> bool;
-            let row = (k as usize).wrapping_sub(1);
-            let f = match kind {
-                BLOCKED32 if row < 8 => (const { per_k!(lookup_avx2::<T>, BLOCKED32) })[row],
-                BLOCKED if row < 8 => (const { per_k!(lookup_avx2::<T>, BLOCKED) })[row],
-                _ => by_kind::<F<T>>(kind, const { per_kind!(lookup_avx2::<T>) }),
+            let row = k.wrapping_sub(1);
+            let index = match kind {
+                BLOCKED32 if row < 8 => 8 + row as u8,
+                BLOCKED if row < 8 => 16 + row as u8,
+                _ => 4 + kind.min(BLOCKED32),
             };
-            return LookupFn { f, kind };
+            return LookupChoice { index, kind };
         }
         let _ = k;
-        LookupFn::scalar(kind)
+        LookupChoice::scalar(kind)
     }
 
-    /// The lookup of a filter of this kind with the portable probe.
+    /// The scalar lookup of a filter of this kind.
     fn scalar(kind: u8) -> Self {
-        let f = by_kind::<unsafe fn(&T, KeyHash) -> bool>(kind, per_kind!(lookup_scalar::<T>));
-        LookupFn { f, kind }
+        LookupChoice {
+            index: kind.min(BLOCKED32),
+            kind,
+        }
+    }
+}
+
+impl<T: HashLookup> LookupFn<T> {
+    /// The lookup of a filter of this layout and hash for this CPU
+    /// ([`LookupChoice::best`]).
+    #[inline]
+    pub(crate) fn best(layout: Layout, algo: HashAlgo, k: u32) -> Self {
+        LookupFn::chosen(LookupChoice::best(layout, algo, k))
+    }
+
+    /// The lookup `c` names: one load from a table that is a constant (in
+    /// read-only memory; an array of pointers built in the function was
+    /// written to the stack at every call).
+    #[inline(always)]
+    pub(crate) fn chosen(c: LookupChoice) -> Self {
+        type F<T> = unsafe fn(&T, KeyHash) -> bool;
+        #[cfg(all(
+            target_arch = "x86_64",
+            not(all(target_feature = "avx2", target_feature = "bmi2"))
+        ))]
+        let f = const {
+            let s: [F<T>; 4] = per_kind!(lookup_scalar::<T>);
+            let a: [F<T>; 4] = per_kind!(lookup_avx2::<T>);
+            let b32: [F<T>; 8] = per_k!(lookup_avx2::<T>, BLOCKED32);
+            let b: [F<T>; 8] = per_k!(lookup_avx2::<T>, BLOCKED);
+            [
+                s[0], s[1], s[2], s[3], a[0], a[1], a[2], a[3], b32[0], b32[1], b32[2], b32[3],
+                b32[4], b32[5], b32[6], b32[7], b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+            ]
+        }
+        .get(usize::from(c.index))
+        .copied();
+        #[cfg(not(all(
+            target_arch = "x86_64",
+            not(all(target_feature = "avx2", target_feature = "bmi2"))
+        )))]
+        let f = const { per_kind!(lookup_scalar::<T>) }
+            .get(usize::from(c.index))
+            .copied();
+        // `None` is unreachable (`LookupChoice::best` makes every index):
+        // the scalar lookup of the kind answers alike.
+        let f = f.unwrap_or_else(|| by_kind::<F<T>>(c.kind, per_kind!(lookup_scalar::<T>)));
+        LookupFn { f, kind: c.kind }
     }
 
     /// Looks `h` up in `t`.
@@ -182,7 +245,7 @@ impl<T: HashLookup> LookupFn<T> {
     /// (the scalar one, and the one [`LookupFn::best`] picks), for the tests.
     pub(crate) fn all_for_tests(layout: Layout, algo: HashAlgo, k: u32) -> [Self; 2] {
         [
-            LookupFn::scalar(kind(layout, algo)),
+            LookupFn::chosen(LookupChoice::scalar(kind(layout, algo))),
             LookupFn::best(layout, algo, k),
         ]
     }

@@ -591,7 +591,7 @@ pub(crate) use blocks::Blocks;
 pub(crate) use insert_fn::{HashInsert, InsertFn};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
-    base_kind, k_of, HashLookup, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD,
+    base_kind, k_of, HashLookup, LookupChoice, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD,
 };
 
 // Called only behind a run-time check, so absent from a crate built for AVX2.
