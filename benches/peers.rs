@@ -4,8 +4,9 @@
 //!
 //! * Filters: `filterstore` standard, blocked and split-block layouts (the
 //!   blocked layout hashed with XXH3-64, its fast hash, and once more with
-//!   XXH3-128, `filterstore_blocked_xxh3_128`, lookups only; the split-block
-//!   layout is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
+//!   XXH3-128, `filterstore_blocked_xxh3_128`, lookups only, and its bytes
+//!   read through a `FilterView`, `filterstore_blocked_view`, lookups only;
+//!   the split-block layout is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
 //!   its default hasher (SipHash-1-3) and with `foldhash`; `sbbf-rs-safe`
 //!   (Parquet split block filter: 256-bit blocks, k = 8, AVX2); `xorf`
 //!   BinaryFuse8 (static: built once from all keys); `bloomfilter` 3
@@ -85,7 +86,9 @@ mod subjects;
 
 use builds::{build_round, spec};
 use criterion::Criterion;
-use filterstore::{BitFilter, CountingFilter, FilterParams, HashSpec, Layout, ParamError};
+use filterstore::{
+    BitFilter, BloomRead, CountingFilter, FilterParams, FilterView, HashSpec, Layout, ParamError,
+};
 use harness::{env_f64, load1, loadavg, time_once, Bench, Figure, Key, Keys, Results};
 use ratios::ratio_lines;
 use std::hash::BuildHasher;
@@ -99,10 +102,11 @@ const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 18] = [
+const BIT_FILTERS: [&str; 19] = [
     "filterstore_standard",
     "filterstore_blocked",
     "filterstore_blocked_xxh3_128",
+    "filterstore_blocked_view",
     "filterstore_blocked_mut",
     "filterstore_blocked_bulk",
     "filterstore_blocked_many",
@@ -503,6 +507,16 @@ fn main() -> Result<(), ParamError> {
         .chain(blocked128)
         .chain(split)
         .collect();
+    // The blocked filter's bytes read through a view, as a decoded message
+    // or a memory-mapped file is read (`to_le_bytes`: a `Vec<u8>`, aligned
+    // as the allocator aligns it).
+    let blocked_bytes = subjects.blocked.as_ref().map(|f| f.to_le_bytes());
+    let blocked_view = match (&subjects.blocked, &blocked_bytes) {
+        (Some(f), Some(bytes)) => {
+            Some(FilterView::new(*f.params(), bytes).expect("the filter's own bytes"))
+        }
+        _ => None,
+    };
     // Every lookup subject of a round, as (name, filter, batched).
     let batched_ours: Vec<Batched> = ours.iter().map(|&(_, f)| Batched(f)).collect();
     let sbbf_batched = subjects.sbbf.as_ref().map(|f| SbbfPrefetch(f, hash64));
@@ -514,6 +528,10 @@ fn main() -> Result<(), ParamError> {
     for (&(name, f), batched) in ours.iter().zip(&batched_ours) {
         lookups.push((name, f, false));
         lookups.push((name, batched, true));
+    }
+    if let Some(view) = &blocked_view {
+        accuracy(&mut r, "filterstore_blocked_view", &keys, view);
+        lookups.push(("filterstore_blocked_view", view, false));
     }
     if let (Some(f), Some(batched)) = (&subjects.sbbf, &sbbf_batched) {
         lookups.push(("sbbf", f, false));

@@ -7,7 +7,7 @@ use super::harness::{load1, Figure, Results};
 type Cell = (Figure, &'static str);
 
 /// The goals of issues 13, 23 and 38, as `(row, numerator, denominator)`.
-pub const RATIOS: [(&str, Cell, Cell); 29] = [
+pub const RATIOS: [(&str, Cell, Cell); 31] = [
     (
         "lookup_absent_split_vs_sbbf",
         (Figure::LookupAbsentNs, "filterstore_split"),
@@ -56,6 +56,16 @@ pub const RATIOS: [(&str, Cell, Cell); 29] = [
     (
         "lookup_present_blocked_vs_sbbf",
         (Figure::LookupPresentNs, "filterstore_blocked"),
+        (Figure::LookupPresentNs, "sbbf"),
+    ),
+    (
+        "lookup_absent_blocked_view_vs_sbbf",
+        (Figure::LookupAbsentNs, "filterstore_blocked_view"),
+        (Figure::LookupAbsentNs, "sbbf"),
+    ),
+    (
+        "lookup_present_blocked_view_vs_sbbf",
+        (Figure::LookupPresentNs, "filterstore_blocked_view"),
         (Figure::LookupPresentNs, "sbbf"),
     ),
     (

@@ -10,7 +10,7 @@
 
 use super::harness::Key;
 use fastbloom_rs::{Deletable, Membership};
-use filterstore::{BitFilter, BloomRead, CountingFilter};
+use filterstore::{BitFilter, BloomRead, CountingFilter, FilterView};
 use std::hash::BuildHasher;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -80,6 +80,21 @@ impl Lookup for BitFilter {
     #[inline(always)]
     fn contains(&self, key: &Key) -> bool {
         BitFilter::contains(self, key)
+    }
+    fn bits(&self) -> u64 {
+        self.params().bit_bytes() * 8
+    }
+    fn k(&self) -> String {
+        self.params().k().to_string()
+    }
+}
+
+/// A read-only view of a blocked filter's bytes (as a decoded message or a
+/// memory-mapped file holds them): lookups only.
+impl Lookup for FilterView<'_> {
+    #[inline(always)]
+    fn contains(&self, key: &Key) -> bool {
+        FilterView::contains(self, key)
     }
     fn bits(&self) -> u64 {
         self.params().bit_bytes() * 8
