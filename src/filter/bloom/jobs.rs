@@ -45,16 +45,19 @@ impl<F: BloomRead> HashLookup for F {
         let p = self.params();
         // A constant where the lookup was compiled for this filter's `k`.
         let k = k_of(LAYOUT, p.k());
-        match (base_kind(LAYOUT), self.shared_blocks()) {
-            (BLOCKED, Some(blocks)) => probe.shared_block_has_all(blocks.of_hash(h.h1), h.h2, k),
-            (BLOCKED32, Some(blocks)) => {
-                probe.shared_block_has_all32(blocks.of_hash(h.h1), (h.h2 >> 32) as u32, k)
+        let x = (h.h2 >> 32) as u32;
+        match (base_kind(LAYOUT), self.shared_blocks(), self.byte_blocks()) {
+            (BLOCKED, Some(blocks), _) => probe.shared_block_has_all(blocks.of_hash(h.h1), h.h2, k),
+            (BLOCKED32, Some(blocks), _) => {
+                probe.shared_block_has_all32(blocks.of_hash(h.h1), x, k)
             }
-            (BLOCKED, None) => block_has_all(self, probe, block_of(p, h), h.h2, k),
-            (BLOCKED32, None) => {
-                block32_has_all(self, probe, block_of(p, h), (h.h2 >> 32) as u32, k)
+            (BLOCKED, None, Some(bytes)) => probe.bytes_block_has_all(bytes.of_hash(h.h1), h.h2, k),
+            (BLOCKED32, None, Some(bytes)) => {
+                probe.bytes_block_has_all32(bytes.of_hash(h.h1), x, k)
             }
-            (SPLIT, _) => split_has_all(self, probe, h),
+            (BLOCKED, None, None) => block_has_all(self, probe, block_of(p, h), h.h2, k),
+            (BLOCKED32, None, None) => block32_has_all(self, probe, block_of(p, h), x, k),
+            (SPLIT, ..) => split_has_all(self, probe, h),
             _ => self.standard_has_all(h),
         }
     }

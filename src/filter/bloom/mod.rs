@@ -158,6 +158,16 @@ pub trait BloomRead {
         std::array::from_fn(|w| self.word(base + w))
     }
 
+    /// All of a borrowed bitset's blocks (a [`FilterView`] of the blocked
+    /// layout), for its lookup to find the block of a hash without a
+    /// bounds check ([`simd::ByteBlocks::of_hash`]); `None` (the default)
+    /// finds it by [`BloomRead::block_bytes`] or [`BloomRead::block_words`].
+    #[doc(hidden)]
+    #[inline(always)]
+    fn byte_blocks(&self) -> Option<simd::ByteBlocks<'_>> {
+        None
+    }
+
     /// Block `block` as its 64 bytes, where the filter holds plain bytes (a
     /// [`FilterView`]), so that a lookup can read it with two vector loads;
     /// `None` (the default) reads [`BloomRead::block_words`].

@@ -5,8 +5,8 @@ use super::{BitFilter, BloomRead};
 use crate::error::{FilterError, ParamError};
 use crate::filter::geometry::BLOCK_BYTES;
 use crate::filter::hash::KeyHash;
-use crate::filter::params::{FilterParams, WORDS_PER_BLOCK};
-use crate::filter::simd::{le_words, LookupChoice, LookupFn};
+use crate::filter::params::{FilterParams, Layout, WORDS_PER_BLOCK};
+use crate::filter::simd::{le_words, ByteBlocks, LookupChoice, LookupFn};
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
@@ -32,6 +32,9 @@ pub struct FilterView<'a> {
     /// (an index, not the pointer: a `fn(&FilterView<'a>, _)` here would
     /// make the view invariant in `'a`).
     lookup: LookupChoice,
+    /// `bytes` as the blocked layout's 64-byte blocks, for a view of that
+    /// layout (`None` for the others).
+    blocks: Option<ByteBlocks<'a>>,
 }
 
 impl std::fmt::Debug for FilterView<'_> {
@@ -54,10 +57,17 @@ impl<'a> FilterView<'a> {
             });
         }
         let lookup = LookupChoice::best(params.layout(), params.hash().algo, params.k());
+        // `m` is a whole number of blocks in this layout (`FilterParams`),
+        // so these are the filter's `m / 512` blocks, no tail.
+        let blocks = match params.layout() {
+            Layout::Blocked => ByteBlocks::new(bytes),
+            _ => None,
+        };
         Ok(FilterView {
             params,
             bytes,
             lookup,
+            blocks,
         })
     }
 
@@ -107,6 +117,10 @@ impl BloomRead for FilterView<'_> {
         // view of `'static` bytes could no longer be passed where a shorter
         // one is expected).
         LookupFn::chosen(self.lookup).call(self, h)
+    }
+    #[inline(always)]
+    fn byte_blocks(&self) -> Option<ByteBlocks<'_>> {
+        self.blocks
     }
     #[inline(always)]
     fn block_bytes(&self, b: usize) -> Option<&[u8; BLOCK_BYTES]> {

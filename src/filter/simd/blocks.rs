@@ -2,6 +2,7 @@
 //! is found without a bounds check.
 
 use super::SharedBlock;
+use crate::filter::geometry::BLOCK_BYTES;
 use crate::filter::hash::map_to_range;
 
 /// The blocks of a [`crate::BitFilter`]: at least one, which
@@ -48,6 +49,37 @@ impl Blocks {
     }
 }
 
+/// The blocks of a borrowed bitset (a [`crate::FilterView`] of the blocked
+/// layout) as 64-byte arrays: at least one, so that
+/// [`ByteBlocks::of_hash`] indexes without a bounds check, as
+/// [`Blocks::of_hash`] does. The view's compiled lookup checked the slice's
+/// bounds and loaded `m` at every call.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub struct ByteBlocks<'a>(&'a [[u8; BLOCK_BYTES]]);
+
+impl<'a> ByteBlocks<'a> {
+    /// The whole blocks of `bytes` (a tail shorter than a block left out),
+    /// or `None` if there is none.
+    pub(crate) fn new(bytes: &'a [u8]) -> Option<Self> {
+        let (blocks, _) = bytes.as_chunks::<BLOCK_BYTES>();
+        (!blocks.is_empty()).then_some(ByteBlocks(blocks))
+    }
+
+    /// Block `map_to_range(h1, n)` of these `n` blocks, as
+    /// [`Blocks::of_hash`].
+    #[inline(always)]
+    pub(crate) fn of_hash(self, h1: u64) -> &'a [u8; BLOCK_BYTES] {
+        let n = self.0.len();
+        let i = map_to_range(h1, n as u64) as usize;
+        debug_assert!(i < n);
+        // SAFETY: `n ≥ 1` (`new`, the only constructor, refuses none, and
+        // the slice is a shared borrow that cannot shrink). `i < n` as in
+        // `Blocks::of_hash` (`tests::block_of_hash_is_in_bounds_at_the_extremes`).
+        unsafe { self.0.get_unchecked(i) }
+    }
+}
+
 impl std::ops::Deref for Blocks {
     type Target = [SharedBlock];
     #[inline(always)]
@@ -81,11 +113,23 @@ mod tests {
                 let at: *const SharedBlock = &blocks[want];
                 assert!(std::ptr::eq(blocks.of_hash_mut(h1), at));
             }
+            // A view's blocks, with a tail shorter than a block.
+            let bytes = vec![0u8; n * BLOCK_BYTES + 5];
+            let byte_blocks = ByteBlocks::new(&bytes).expect("n ≥ 1 blocks");
+            for h1 in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+                let want = map_to_range(h1, n as u64) as usize;
+                let at: *const u8 = &bytes[want * BLOCK_BYTES];
+                assert!(std::ptr::eq(byte_blocks.of_hash(h1).as_ptr(), at));
+            }
         }
         // The mapping's bound at the largest count (2^31 blocks), without
         // allocating them.
         let n = 1u64 << 31;
         assert_eq!(map_to_range(u64::MAX, n), n - 1);
         assert!(Blocks::new(Vec::new()).len() == 1, "never empty");
+        assert!(
+            ByteBlocks::new(&[0; BLOCK_BYTES - 1]).is_none(),
+            "never empty"
+        );
     }
 }

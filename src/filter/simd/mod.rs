@@ -587,7 +587,7 @@ mod lookup;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use blocks::Blocks;
+pub(crate) use blocks::{Blocks, ByteBlocks};
 pub(crate) use insert_fn::{HashInsert, InsertFn};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
