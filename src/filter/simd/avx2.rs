@@ -4,6 +4,7 @@
 mod asm;
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 mod entry;
+mod masks;
 
 use super::{Probe, SharedBlock, SplitShared};
 use crate::filter::geometry::{BLOCK_BYTES, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
@@ -15,6 +16,7 @@ use asm::{
 };
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 pub(super) use entry::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
+use masks::avx2_block_masks;
 
 /// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
 /// is private to `filter::simd`, which makes one only
@@ -310,48 +312,6 @@ unsafe fn mask_registers(
         let m = masks.as_ptr().cast::<__m256i>();
         (_mm256_loadu_si256(m), _mm256_loadu_si256(m.add(1)))
     }
-}
-
-/// The masks of the first `min(k, 8)` of a block's positions, given in
-/// the eight 32-bit lanes of `pos` (each below 512), as the block's eight
-/// words. The block is taken as sixteen 32-bit words in two registers (the
-/// eight 64-bit words in memory order, little-endian): position `p` sets
-/// bit `p % 32` of 32-bit word `p / 32`. Per position, one broadcast and,
-/// in each register, a subtract of the words' first positions and a
-/// `vpsllvd` of 1 by the difference: only the position's own word gets a
-/// count below 32; every other difference is 32 or more (or wrapped), and
-/// `vpsllvd` by such a count gives 0. Lanes from `k` on are set to
-/// `u32::MAX` first, so they set nothing. No scatter through memory: a
-/// scatter of 8-byte ORs into an array that a 32-byte load then reads does
-/// not forward, and the load waits for the stores (what made the block's
-/// masks cost more time than their instructions).
-///
-/// # Safety
-/// The CPU must support AVX2 (callers hold an [`Avx2`]).
-#[inline(always)]
-unsafe fn avx2_block_masks(pos: std::arch::x86_64::__m256i, k: u32) -> [u64; WORDS_PER_BLOCK] {
-    use std::arch::x86_64::*;
-    let mut masks = [0u64; WORDS_PER_BLOCK];
-    // SAFETY: AVX2 per this function's contract; the stores write the 64
-    // bytes of the local `masks` (`storeu`: no alignment needed).
-    unsafe {
-        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        let live = _mm256_cmpgt_epi32(_mm256_set1_epi32(k.min(8) as i32), lanes);
-        let pos = _mm256_or_si256(pos, _mm256_xor_si256(live, _mm256_set1_epi32(-1)));
-        let first_lo = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
-        let first_hi = _mm256_setr_epi32(256, 288, 320, 352, 384, 416, 448, 480);
-        let one = _mm256_set1_epi32(1);
-        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-        for i in 0..8 {
-            let p = _mm256_permutevar8x32_epi32(pos, _mm256_set1_epi32(i));
-            lo = _mm256_or_si256(lo, _mm256_sllv_epi32(one, _mm256_sub_epi32(p, first_lo)));
-            hi = _mm256_or_si256(hi, _mm256_sllv_epi32(one, _mm256_sub_epi32(p, first_hi)));
-        }
-        let out = masks.as_mut_ptr().cast::<__m256i>();
-        _mm256_storeu_si256(out, lo);
-        _mm256_storeu_si256(out.add(1), hi);
-    }
-    masks
 }
 
 /// The AVX2 probe of a block held in two registers (words 0–3, 4–7).

@@ -27,13 +27,16 @@
 //!   lookup).
 //!
 //! * **Masks (inserts).** An insert ORs its key's word masks into the
-//!   block. The AVX2 probe builds them in the same two registers of
-//!   sixteen lanes (`avx2_block_masks`): per position, one broadcast and,
-//!   per register, a subtract of the lanes' first positions and a `vpsllvd`
-//!   of 1, whose count is 32 or more (so the result 0) in every lane but
-//!   the position's own. The masks never go through memory a lane at a
-//!   time: a scatter of 8-byte ORs read back by 32-byte loads is not
-//!   store-forwarded and stalls each insert (`docs/BENCHMARKS.md`).
+//!   block. The AVX2 probe reads them from a table of one-hot windows
+//!   (`avx2/masks.rs`): the 64 bytes of one of eight 128-byte tables
+//!   from a byte that depends on the position are the block with that
+//!   position alone set, so each position is two 32-byte loads and two
+//!   ORs. It replaced eight vector instructions per position in registers
+//!   (a broadcast, and per register a subtract and a `vpsllvd` of 1), five
+//!   of them on the two pipes of this Zen 4 that shift and shuffle. The
+//!   masks never go through memory a word at a time: a scatter of 8-byte
+//!   ORs read back by 32-byte loads is not store-forwarded and stalls each
+//!   insert (`docs/BENCHMARKS.md`).
 //!
 //! That is about 23 instructions for up to eight probes where the scalar
 //! loop spends nine per probe (63 at k = 7): fewer instructions per lookup

@@ -335,6 +335,7 @@ fn detection_covers_every_enabled_feature() {
         include_str!("avx2.rs"),
         include_str!("avx2/asm.rs"),
         include_str!("avx2/entry.rs"),
+        include_str!("avx2/masks.rs"),
     ];
     let mut enabled: Vec<&str> = sources
         .iter()

@@ -1,0 +1,111 @@
+//! An insert's word masks for the AVX2 probe, read from a table of one-hot
+//! windows (`avx2_block_masks`).
+//!
+//! Position `p` of a block (0 to 511) is bit `p % 8` of byte `p / 8` (the
+//! block's eight words in memory order, little-endian). [`ONE_HOTS`] holds
+//! eight tables of 128 bytes, table `b` all zero but byte 64, which is
+//! `1 << b`: the 64 bytes of table `p % 8` from byte `64 - p / 8` are the
+//! block with position `p` alone set. A key's masks are the OR of its
+//! positions' windows, two unaligned 32-byte loads each.
+//!
+//! The table replaced a construction in registers: per position a
+//! broadcast and, in each of two registers of sixteen 32-bit lanes, a
+//! subtract of the lanes' first positions and a `vpsllvd` of 1 (a count of
+//! 32 or more gives 0). That was eight vector instructions per position, five
+//! of them on the two vector pipes of this Zen 4 that shift and shuffle
+//! (one each per cycle here: `vpsllvd`, `vpermd`, `vpshufb` and `vpmulld` at
+//! 0.137 ns, `vpaddd` and `vpor` at 0.07); the window is two loads and two
+//! ORs, with one scalar load of its offset. Lab loop of the masks alone,
+//! seven positions per key: 5.5 → 3.4 ns per key; of a whole `insert_mut`
+//! of a `u64` id into a blocked filter of 1M keys, written into the loop:
+//! 8.1 → 6.5 ns (sbbf-rs-safe's insert 4.1; `docs/BENCHMARKS.md`).
+
+use crate::filter::geometry::WORDS_PER_BLOCK;
+
+/// Eight tables of 128 bytes, table `b` zero but byte 64 (`1 << b`): the
+/// one-hot windows of the module docs. 1 KiB, aligned to 128 bytes, so
+/// each table starts a cache line.
+#[repr(C, align(128))]
+struct OneHots([[u8; 128]; 8]);
+
+/// The one table of windows.
+static ONE_HOTS: OneHots = {
+    let mut tables = [[0u8; 128]; 8];
+    let mut b = 0;
+    while b < 8 {
+        tables[b][64] = 1 << b;
+        b += 1;
+    }
+    OneHots(tables)
+};
+
+/// The masks of the first `min(k, 8)` of a block's positions, given in
+/// the eight 32-bit lanes of `pos` (their bits from 9 up are ignored), as
+/// the block's eight words: the OR of each position's window of
+/// [`ONE_HOTS`] (the module docs). The windows' offsets are computed for
+/// all eight lanes at once and read back one by one from a local array (a
+/// 32-byte store forwards to each 4-byte load); the masks never go through
+/// memory a word at a time, as a scatter of 8-byte ORs read back by a
+/// 32-byte load would (not forwarded: the load waits for the stores).
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an `Avx2`).
+#[inline(always)]
+pub(super) unsafe fn avx2_block_masks(
+    pos: std::arch::x86_64::__m256i,
+    k: u32,
+) -> [u64; WORDS_PER_BLOCK] {
+    use std::arch::x86_64::*;
+    let mut masks = [0u64; WORDS_PER_BLOCK];
+    let mut starts = [0u32; 8];
+    let table = ONE_HOTS.0.as_ptr().cast::<u8>();
+    // SAFETY: AVX2 per this function's contract. The stores write the 32
+    // bytes of the local `starts` and the 64 of the local `masks` (`storeu`:
+    // no alignment needed). Each window's loads: with `p = pos & 511`, the
+    // window starts at `s = 128 · (p % 8) + 64 − p / 8`, in `128 · (p % 8)
+    // + 1 ..= 128 · (p % 8) + 64` since `p / 8 ≤ 63`, and the two loads read
+    // bytes `s .. s + 64`, which end at most at `128 · (p % 8) + 128 ≤
+    // 1024`: inside the 1,024 bytes of `ONE_HOTS` (`loadu`: no alignment
+    // needed), a static that is never written.
+    unsafe {
+        let p = _mm256_and_si256(pos, _mm256_set1_epi32(511));
+        let table_of_bit = _mm256_slli_epi32::<7>(_mm256_and_si256(p, _mm256_set1_epi32(7)));
+        let window = _mm256_sub_epi32(
+            _mm256_add_epi32(table_of_bit, _mm256_set1_epi32(64)),
+            _mm256_srli_epi32::<3>(p),
+        );
+        _mm256_storeu_si256(starts.as_mut_ptr().cast::<__m256i>(), window);
+        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for &start in &starts[..k.min(8) as usize] {
+            let w = table.add(start as usize);
+            lo = _mm256_or_si256(lo, _mm256_loadu_si256(w.cast::<__m256i>()));
+            hi = _mm256_or_si256(hi, _mm256_loadu_si256(w.add(32).cast::<__m256i>()));
+        }
+        let out = masks.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(out, lo);
+        _mm256_storeu_si256(out.add(1), hi);
+    }
+    masks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ONE_HOTS;
+
+    /// Every window of the table is the block with its position alone set,
+    /// read through the same offsets as `avx2_block_masks`, without AVX2:
+    /// a table byte out of place, or an offset off by one, fails it.
+    #[test]
+    fn each_window_is_its_positions_one_hot() {
+        let table: Vec<u8> = ONE_HOTS.0.iter().flatten().copied().collect();
+        assert_eq!(table.len(), 1024);
+        for p in 0..512usize {
+            let start = 128 * (p % 8) + 64 - p / 8;
+            let window = &table[start..start + 64];
+            for (byte, &got) in window.iter().enumerate() {
+                let want = if byte == p / 8 { 1u8 << (p % 8) } else { 0 };
+                assert_eq!(got, want, "position {p}, byte {byte}");
+            }
+        }
+    }
+}
