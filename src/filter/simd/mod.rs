@@ -31,9 +31,9 @@
 //!   (`avx2/masks.rs`): the 64 bytes of one of eight 128-byte tables
 //!   from a byte that depends on the position are the block with that
 //!   position alone set, so each position is two 32-byte loads and two
-//!   ORs. It replaced eight vector instructions per position in registers
-//!   (a broadcast, and per register a subtract and a `vpsllvd` of 1), five
-//!   of them on the two pipes of this Zen 4 that shift and shuffle. The
+//!   ORs. It replaced about eight vector instructions per position in registers
+//!   (a broadcast, and per register a subtract and a `vpsllvd` of 1), about
+//!   four of them on the two pipes of this Zen 4 that shift and shuffle. The
 //!   masks never go through memory a word at a time: a scatter of 8-byte
 //!   ORs read back by 32-byte loads is not store-forwarded and stalls each
 //!   insert (`docs/BENCHMARKS.md`).

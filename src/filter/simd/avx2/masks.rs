@@ -11,14 +11,16 @@
 //! The table replaced a construction in registers: per position a
 //! broadcast and, in each of two registers of sixteen 32-bit lanes, a
 //! subtract of the lanes' first positions and a `vpsllvd` of 1 (a count of
-//! 32 or more gives 0). That was eight vector instructions per position, five
-//! of them on the two vector pipes of this Zen 4 that shift and shuffle
-//! (one each per cycle here: `vpsllvd`, `vpermd`, `vpshufb` and `vpmulld` at
-//! 0.137 ns, `vpaddd` and `vpor` at 0.07); the window is two loads and two
-//! ORs, with one scalar load of its offset. Lab loop of the masks alone,
-//! seven positions per key: 5.5 → 3.4 ns per key; of a whole `insert_mut`
-//! of a `u64` id into a blocked filter of 1M keys, written into the loop:
-//! 8.1 → 6.5 ns (sbbf-rs-safe's insert 4.1; `docs/BENCHMARKS.md`).
+//! 32 or more gives 0). That was about eight vector instructions per
+//! position, four of them shifts or shuffles, which this Zen 4 runs two per
+//! cycle where it runs four adds or ORs (lab, independent chains of one
+//! instruction: `vpsllvd`, `vpermd`, `vpshufb` and `vpmulld` 0.137 ns each,
+//! `vpaddd` and `vpor` 0.07). A window is two loads and two ORs, once its
+//! offset is in a general register (`vpextrd`). Lab loop of the masks
+//! alone, seven positions per key: 5.5 → 3.4 ns per key; of a whole
+//! `insert_mut` of a `u64` id into a blocked filter of 1M keys, written
+//! into the loop: 8.1 → 6.5 ns (sbbf-rs-safe's insert 4.1;
+//! `docs/BENCHMARKS.md`).
 
 use crate::filter::geometry::WORDS_PER_BLOCK;
 
