@@ -11,7 +11,7 @@ use crate::filter::geometry::{BLOCK_BYTES, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 use crate::filter::split::SPLIT_SALTS;
 use asm::{
-    all_live_set, any_set, shared_block_quarters, shared_block_registers, shared_split_register,
+    all_live_set, any_set, owned_block_registers, shared_block_registers, shared_split_register,
     store_shared_quarters, store_shared_split,
 };
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
@@ -217,36 +217,33 @@ impl Probe for Avx2 {
     fn shared_block_or_alone(self, block: &SharedBlock, masks: &[u64; WORDS_PER_BLOCK]) -> bool {
         use std::arch::x86_64::*;
         // SAFETY: AVX2 (an `Avx2` is held), as the functions called
-        // require; the mask loads read the 64 bytes of `masks` (`loadu`: no
-        // alignment needed). The caller holds the filter's write bias: no
-        // other thread writes the block between the loads and the stores
-        // (the trait's contract).
+        // require. The caller holds the filter's write bias: no other
+        // thread writes the block while this runs (the trait's contract),
+        // which `owned_block_registers` requires.
         unsafe {
-            // The block stays in the four 16-byte registers it is read and
-            // written in. Joined into two 32-byte ones and split again, it
-            // took two lane inserts and two extracts more, on the two
-            // vector pipes that also extract the masks' window offsets.
-            // Lab loop of key-by-key shared inserts of `u64` ids, 1M keys:
-            // 9.75–9.77 → 9.53–9.56 ns (8.75–8.86 with plain 32-byte
-            // accesses, which are not documented atomic). The test is
-            // `_mm_testz_si128`, a horizontal OR into a general register:
-            // `any_set`'s `vptest` read 9.85–10.02 here.
-            let q = shared_block_quarters(block);
-            let m = masks.as_ptr().cast::<__m128i>();
-            let m = [
-                _mm_loadu_si128(m),
-                _mm_loadu_si128(m.add(1)),
-                _mm_loadu_si128(m.add(2)),
-                _mm_loadu_si128(m.add(3)),
-            ];
-            let missing = _mm_or_si128(
-                _mm_or_si128(_mm_andnot_si128(q[0], m[0]), _mm_andnot_si128(q[1], m[1])),
-                _mm_or_si128(_mm_andnot_si128(q[2], m[2]), _mm_andnot_si128(q[3], m[3])),
-            );
-            let lacks = _mm_testz_si128(missing, missing) == 0;
+            // The holder is the block's only writer, so it reads the block
+            // with two 32-byte loads (`owned_block_registers`); it writes it
+            // with four 16-byte stores, each one atomic access, for the
+            // readers. Lab loop of key-by-key shared inserts of `u64` ids,
+            // 1M keys: 9.75–9.77 ns with the block joined from four 16-byte
+            // loads and split again, 9.53–9.56 kept in four 16-byte
+            // registers, 9.23–9.26 read as two 32-byte ones. The test is
+            // `_mm256_testz_si256`: `any_set`'s `vptest` in `asm!` read
+            // 9.85–10.02 in the four registers' version.
+            let (lo, hi) = owned_block_registers(block);
+            let (m_lo, m_hi) = mask_registers(masks);
+            let missing =
+                _mm256_or_si256(_mm256_andnot_si256(lo, m_lo), _mm256_andnot_si256(hi, m_hi));
+            let lacks = _mm256_testz_si256(missing, missing) == 0;
             if lacks {
-                let or = |i: usize| _mm_or_si128(q[i], m[i]);
-                store_shared_quarters(block, [or(0), or(1), or(2), or(3)]);
+                let (lo, hi) = (_mm256_or_si256(lo, m_lo), _mm256_or_si256(hi, m_hi));
+                let q = [
+                    _mm256_castsi256_si128(lo),
+                    _mm256_extracti128_si256::<1>(lo),
+                    _mm256_castsi256_si128(hi),
+                    _mm256_extracti128_si256::<1>(hi),
+                ];
+                store_shared_quarters(block, q);
             }
             lacks
         }

@@ -66,10 +66,16 @@
 //!   keys: 162 → 142 instructions per lookup; 134 since the blocks are
 //!   aligned by their type, [`SharedBlock`]; 128 with the one-row probe of
 //!   `k ≤ 8`). Blocks of a borrowed
-//!   [`crate::FilterView`] are plain bytes, copied into a local `[u64; 8]`
-//!   that the vector loads read. A shared insert reads its block the same
-//!   way first ([`Probe::shared_block_lacks`]), and writes it under its
-//!   line's stripe lock with relaxed atomic stores (`bloom::stripes`).
+//!   [`crate::FilterView`] are plain bytes that no one writes while they
+//!   are borrowed, read by two unaligned 32-byte loads. A shared insert
+//!   reads its block the same way as a lookup first
+//!   ([`Probe::shared_block_lacks`]), and writes it under its line's
+//!   stripe lock with relaxed atomic stores (`bloom::stripes`). The holder
+//!   of a filter's write bias (`bloom::bias`), which no other thread
+//!   writes beside, reads its block by two aligned 32-byte loads in
+//!   `asm!` (no word can change under them) and writes it by four 16-byte
+//!   `VMOVDQA` stores, each one atomic access
+//!   ([`Probe::shared_block_or_alone`]).
 //!
 //! * **The flat view.** A [`crate::BitFilter`] keeps its bits as a slice of
 //!   [`SharedBlock`]s; [`SharedBlock::flat`] reads the same memory as one
@@ -185,8 +191,9 @@ pub(crate) trait Probe: Copy {
     /// `bloom::bias`); whether one of their bits was clear. Each word is
     /// read and written as relaxed atomic accesses would, with no locked
     /// instruction, and written only if a bit was clear. The AVX2 probe
-    /// reads and tests the block as [`Probe::shared_block_lacks`] does, and
-    /// stores it with four 16-byte stores, each one atomic access.
+    /// reads the block with two 32-byte loads (no word can change under
+    /// them: no other thread writes the block) and stores it with four
+    /// 16-byte stores, each one atomic access, for the readers.
     #[inline(always)]
     fn shared_block_or_alone(self, block: &SharedBlock, masks: &[u64; WORDS_PER_BLOCK]) -> bool {
         or_alone(&block.0, masks)

@@ -97,6 +97,45 @@ pub(super) unsafe fn shared_block_registers(
     unsafe { (_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2)) }
 }
 
+/// The eight words of a shared block that no other thread writes meanwhile
+/// (the caller holds the filter's write bias) in two registers (words 0–3,
+/// 4–7), read by two aligned 32-byte loads in `asm!`.
+///
+/// # Safety
+/// The CPU must support AVX (callers hold an [`Avx2`](super::Avx2)).
+#[inline]
+#[target_feature(enable = "avx")]
+pub(super) unsafe fn owned_block_registers(
+    block: &SharedBlock,
+) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
+    use std::arch::x86_64::*;
+    let p = block.0.as_ptr();
+    let (lo, hi): (__m256i, __m256i);
+    // SAFETY: AVX per this function's contract, so VMOVDQA of a 32-byte
+    // register exists. `p` points to a live block of 64 bytes, 64-byte
+    // aligned (`SharedBlock`), so both loads are in bounds and aligned. The
+    // loads are asm, not Rust loads, so no data race in Rust's memory model
+    // can arise from them. Their effect is what relaxed `AtomicU64` loads
+    // of the eight words could do because no other thread writes the block
+    // while they run (the caller's write bias: `Probe::shared_block_or_alone`'s
+    // contract): every word holds one value meanwhile, so a 32-byte load,
+    // which is not documented as one atomic access, cannot read a word half
+    // before and half after a write. Other threads' reads do not matter.
+    // `readonly`: the asm writes no memory; no `pure`, so each call reads
+    // the words again.
+    unsafe {
+        std::arch::asm!(
+            "vmovdqa {lo}, ymmword ptr [{p}]",
+            "vmovdqa {hi}, ymmword ptr [{p} + 32]",
+            p = in(reg) p,
+            lo = out(ymm_reg) lo,
+            hi = out(ymm_reg) hi,
+            options(nostack, readonly, preserves_flags),
+        );
+    }
+    (lo, hi)
+}
+
 /// Stores the eight words of a shared block from four registers (words
 /// 0–1, 2–3, 4–5, 6–7) by four aligned 16-byte stores in `asm!`: the
 /// writes of [`shared_block_quarters`]' reads.
