@@ -12,7 +12,7 @@ use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 use crate::filter::split::SPLIT_SALTS;
 use asm::{
     all_live_set, any_set, owned_block_registers, shared_block_registers, shared_split_register,
-    store_shared_quarters, store_shared_split,
+    store_shared_block, store_shared_split,
 };
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 pub(super) use entry::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
@@ -225,9 +225,9 @@ impl Probe for Avx2 {
             // with two 32-byte loads (`owned_block_registers`); it writes it
             // with four 16-byte stores, each one atomic access, for the
             // readers. Lab loop of key-by-key shared inserts of `u64` ids,
-            // 1M keys: 9.75–9.77 ns with the block joined from four 16-byte
-            // loads and split again, 9.53–9.56 kept in four 16-byte
-            // registers, 9.23–9.26 read as two 32-byte ones. The test is
+            // 1M keys: 9.75–9.77 ns with the block read by four 16-byte
+            // loads and joined into two registers, 9.53–9.56 with it kept in
+            // the four, 9.07–9.16 read by two 32-byte loads. The test is
             // `_mm256_testz_si256`: `any_set`'s `vptest` in `asm!` read
             // 9.85–10.02 in the four registers' version.
             let (lo, hi) = owned_block_registers(block);
@@ -237,13 +237,7 @@ impl Probe for Avx2 {
             let lacks = _mm256_testz_si256(missing, missing) == 0;
             if lacks {
                 let (lo, hi) = (_mm256_or_si256(lo, m_lo), _mm256_or_si256(hi, m_hi));
-                let q = [
-                    _mm256_castsi256_si128(lo),
-                    _mm256_extracti128_si256::<1>(lo),
-                    _mm256_castsi256_si128(hi),
-                    _mm256_extracti128_si256::<1>(hi),
-                ];
-                store_shared_quarters(block, q);
+                store_shared_block(block, lo, hi);
             }
             lacks
         }

@@ -39,13 +39,15 @@ pub(super) unsafe fn shared_split_register(block: &SplitShared) -> std::arch::x8
     }
 }
 
-/// The eight words of a shared block in four registers (words 0–1, 2–3,
-/// 4–5, 6–7), read by four aligned 16-byte loads in `asm!`.
+/// The eight words of a shared block in two registers (words 0–3, 4–7),
+/// read by four aligned 16-byte loads in `asm!`.
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`Avx2`](super::Avx2)).
 #[inline(always)]
-pub(super) unsafe fn shared_block_quarters(block: &SharedBlock) -> [std::arch::x86_64::__m128i; 4] {
+pub(super) unsafe fn shared_block_registers(
+    block: &SharedBlock,
+) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
     use std::arch::x86_64::*;
     let p = block.0.as_ptr();
     let (q0, q1, q2, q3): (__m128i, __m128i, __m128i, __m128i);
@@ -77,24 +79,8 @@ pub(super) unsafe fn shared_block_quarters(block: &SharedBlock) -> [std::arch::x
             q3 = out(xmm_reg) q3,
             options(nostack, readonly, preserves_flags),
         );
-        [q0, q1, q2, q3]
+        (_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2))
     }
-}
-
-/// The eight words of a shared block in two registers (words 0–3, 4–7):
-/// [`shared_block_quarters`]' four loads, joined.
-///
-/// # Safety
-/// The CPU must support AVX2 (callers hold an [`Avx2`](super::Avx2)).
-#[inline(always)]
-pub(super) unsafe fn shared_block_registers(
-    block: &SharedBlock,
-) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
-    use std::arch::x86_64::*;
-    // SAFETY: AVX2 per this function's contract, as the callee requires.
-    let [q0, q1, q2, q3] = unsafe { shared_block_quarters(block) };
-    // SAFETY: AVX (this function's contract).
-    unsafe { (_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2)) }
 }
 
 /// The eight words of a shared block that no other thread writes meanwhile
@@ -136,33 +122,43 @@ pub(super) unsafe fn owned_block_registers(
     (lo, hi)
 }
 
-/// Stores the eight words of a shared block from four registers (words
-/// 0–1, 2–3, 4–5, 6–7) by four aligned 16-byte stores in `asm!`: the
-/// writes of [`shared_block_quarters`]' reads.
+/// Stores the eight words of a shared block from two registers (words
+/// 0–3, 4–7) by four aligned 16-byte stores in `asm!`: the writes of
+/// [`shared_block_registers`]' reads.
 ///
 /// # Safety
-/// The CPU must support AVX (callers hold an [`Avx2`](super::Avx2)).
+/// The CPU must support AVX2 (callers hold an [`Avx2`](super::Avx2)).
 #[inline(always)]
-pub(super) unsafe fn store_shared_quarters(
+pub(super) unsafe fn store_shared_block(
     block: &SharedBlock,
-    q: [std::arch::x86_64::__m128i; 4],
+    lo: std::arch::x86_64::__m256i,
+    hi: std::arch::x86_64::__m256i,
 ) {
+    use std::arch::x86_64::*;
     let p = block.0.as_ptr();
-    let [q0, q1, q2, q3] = q;
     // SAFETY: the caller holds an `Avx2` (this function's contract), so AVX
-    // is there and VMOVDQA exists. `p` points to a live block of 64
-    // bytes, 64-byte aligned (`SharedBlock`), so the four 16-byte stores
-    // are in bounds and aligned. Writing through a shared reference is
-    // sound because the words are `AtomicU64` (interior mutability), and
-    // the stores are not a data race with other threads' atomic accesses
-    // because they are asm, not Rust stores, whose effect is what relaxed
-    // `AtomicU64` stores of the eight words could do: every CPU with AVX
-    // performs an aligned VEX.128 VMOVDQA as one atomic 16-byte access
-    // (Intel SDM Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2), so a reader sees
-    // each word whole, before or after. No ordering beyond relaxed is
-    // claimed (the caller's release, if any, comes after). `nostack`: the
-    // asm pushes nothing.
+    // is there and VMOVDQA and VEXTRACTI128 exist. `p` points to a live
+    // block of 64 bytes, 64-byte aligned (`SharedBlock`), so the four
+    // 16-byte stores are in bounds and aligned. Writing through a shared
+    // reference is sound because the words are `AtomicU64` (interior
+    // mutability), and the stores are not a data race with other threads'
+    // atomic accesses because they are asm, not Rust stores, whose effect
+    // is what relaxed `AtomicU64` stores of the eight words could do:
+    // every CPU with AVX performs an aligned VEX.128 VMOVDQA as one atomic
+    // 16-byte access (Intel SDM Vol. 3A §9.1.1; AMD APM Vol. 2 §7.3.2),
+    // so a reader sees each word whole, before or after. The extracts of
+    // the upper halves are register moves; only VMOVDQA touches memory.
+    // No ordering beyond relaxed is claimed (the caller's release, if any,
+    // comes after). `nostack`: the asm pushes nothing.
     unsafe {
+        let (q0, q1) = (
+            _mm256_castsi256_si128(lo),
+            _mm256_extracti128_si256::<1>(lo),
+        );
+        let (q2, q3) = (
+            _mm256_castsi256_si128(hi),
+            _mm256_extracti128_si256::<1>(hi),
+        );
         std::arch::asm!(
             "vmovdqa xmmword ptr [{p}], {q0}",
             "vmovdqa xmmword ptr [{p} + 16], {q1}",
@@ -188,7 +184,7 @@ pub(super) unsafe fn store_shared_quarters(
 pub(super) unsafe fn store_shared_split(block: &SplitShared, words: std::arch::x86_64::__m256i) {
     use std::arch::x86_64::*;
     let p = block.0.as_ptr();
-    // SAFETY: as for `store_shared_quarters`: AVX is there (this function's
+    // SAFETY: as for `store_shared_block`: AVX is there (this function's
     // contract); `p` points to a live split block of 32 bytes, 32-byte
     // aligned (`SplitShared`), so both 16-byte stores are in bounds and
     // aligned; the words are atomics, written by asm whose effect is what
