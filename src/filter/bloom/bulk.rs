@@ -19,8 +19,8 @@ use crate::filter::hash::{
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{
-    base_kind, k_of, row_k, with_row_k, HashInsert, Job, Probe, SharedBlock, BLOCKED32, SPLIT,
-    STANDARD,
+    base_kind, k_of, row_k, with_row_k, HashInsert, Job, MaskWay, Probe, SharedBlock, BLOCKED32,
+    SPLIT, STANDARD,
 };
 use std::sync::atomic::AtomicU64;
 
@@ -169,23 +169,25 @@ fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher, const K: u32
 }
 
 /// The word masks of a key's in-block positions in a blocked filter whose
-/// keys `H` hashes: from 32-bit products when `h2` is `h << 32` (one
-/// `vpmulld` for eight positions with AVX2), else from 64-bit ones.
+/// keys `H` hashes, for a bulk loop (built by shifts, [`MaskWay::Shifts`]):
+/// from 32-bit products when `h2` is `h << 32` (one `vpmulld` for eight
+/// positions with AVX2), else from 64-bit ones.
 #[inline(always)]
 fn masks_of<H: KeyHasher, P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     if H::H2_SHIFTED {
-        probe.block_masks32((h2 >> 32) as u32, k)
+        probe.block_masks32((h2 >> 32) as u32, k, MaskWay::Shifts)
     } else {
-        probe.block_masks(h2, k)
+        probe.block_masks(h2, k, MaskWay::Shifts)
     }
 }
 
-/// [`masks_of`] for a blocked kind ([`BLOCKED32`] or `BLOCKED`).
+/// [`masks_of`] for a blocked kind ([`BLOCKED32`] or `BLOCKED`), for a
+/// key-by-key insert: built by windows ([`MaskWay::Windows`]).
 #[inline(always)]
 fn kind_masks<P: Probe>(probe: P, kind: u8, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     match kind {
-        BLOCKED32 => probe.block_masks32((h2 >> 32) as u32, k),
-        _ => probe.block_masks(h2, k),
+        BLOCKED32 => probe.block_masks32((h2 >> 32) as u32, k, MaskWay::Windows),
+        _ => probe.block_masks(h2, k, MaskWay::Windows),
     }
 }
 
@@ -347,11 +349,11 @@ impl HashInsert for BitFilter {
             // `insert_mut`, 10M keys, this 2-core machine at load 5: 106 ns
             // per 16-byte key against 90, 74 per `u64` key against 66).
             BLOCKED32 => {
-                let masks = probe.block_masks32((h.h2 >> 32) as u32, k);
+                let masks = probe.block_masks32((h.h2 >> 32) as u32, k, MaskWay::Windows);
                 probe.block_or_mut(self.blocks.of_hash_mut(h.h1), masks)
             }
             _ => {
-                let masks = probe.block_masks(h.h2, k);
+                let masks = probe.block_masks(h.h2, k, MaskWay::Windows);
                 probe.block_or_mut(self.blocks.of_hash_mut(h.h1), masks)
             }
         }

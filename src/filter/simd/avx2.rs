@@ -6,7 +6,7 @@ mod asm;
 mod entry;
 mod masks;
 
-use super::{Probe, SharedBlock, SplitShared};
+use super::{MaskWay, Probe, SharedBlock, SplitShared};
 use crate::filter::geometry::{BLOCK_BYTES, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
 use crate::filter::hash::{in_block_position, BLOCK_SALTS};
 use crate::filter::split::SPLIT_SALTS;
@@ -52,7 +52,7 @@ const SALT_ROWS: [SaltRow; (MAX_K / 8) as usize] = {
 
 impl Probe for Avx2 {
     #[inline(always)]
-    fn block_masks(self, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    fn block_masks(self, h2: u64, k: u32, way: MaskWay) -> [u64; WORDS_PER_BLOCK] {
         use std::arch::x86_64::*;
         // SAFETY: holding an `Avx2` means AVX2 is there (its docs).
         let mut masks = unsafe {
@@ -60,7 +60,11 @@ impl Probe for Avx2 {
                 _mm256_set1_epi32(h2 as u32 as i32),
                 _mm256_set1_epi32((h2 >> 32) as u32 as i32),
             ];
-            avx2_block_masks(_mm256_srli_epi32::<23>(avx2_row_tops(h, &SALT_ROWS[0])), k)
+            avx2_block_masks(
+                _mm256_srli_epi32::<23>(avx2_row_tops(h, &SALT_ROWS[0])),
+                k,
+                way,
+            )
         };
         for i in 8..(k as usize).min(MAX_K as usize) {
             let (w, bit) = super::block_word_bit(in_block_position(h2, i));
@@ -70,14 +74,14 @@ impl Probe for Avx2 {
     }
 
     #[inline(always)]
-    fn block_masks32(self, x: u32, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    fn block_masks32(self, x: u32, k: u32, way: MaskWay) -> [u64; WORDS_PER_BLOCK] {
         use std::arch::x86_64::*;
         // SAFETY: holding an `Avx2` means AVX2 is there (its docs); the
         // salt load reads a 32-byte aligned row of 32 bytes.
         let mut masks = unsafe {
             let salts = _mm256_load_si256(SALT_ROWS[0].0[0].as_ptr().cast::<__m256i>());
             let tops = _mm256_mullo_epi32(_mm256_set1_epi32(x as i32), salts);
-            avx2_block_masks(_mm256_srli_epi32::<23>(tops), k)
+            avx2_block_masks(_mm256_srli_epi32::<23>(tops), k, way)
         };
         for i in 8..(k as usize).min(MAX_K as usize) {
             let (w, bit) = super::block_word_bit(in_block_position(u64::from(x) << 32, i));

@@ -18,6 +18,24 @@ use super::{insert_avx2, insert_owned_avx2, insert_shared_avx2, Isa};
 use crate::filter::geometry::Layout;
 use crate::filter::hash::{HashAlgo, KeyHash};
 
+/// How the AVX2 probe builds a key's word masks ([`Probe::block_masks`];
+/// the scalar probe has one way). Each is faster where the other is not
+/// (lab, 1M keys, `docs/BENCHMARKS.md`, "An insert's masks from a table of
+/// one-hot windows").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MaskWay {
+    /// From a table of one-hot windows (`avx2/masks.rs`): two loads and two
+    /// ORs per position, few shifts and shuffles. A key-by-key insert's:
+    /// 9.1 → 8.2 ns per `insert_mut` of a `u64` id.
+    Windows,
+    /// In registers: per position a broadcast, and per register a subtract
+    /// and a `vpsllvd`, no load. The bulk inserts', whose loops keep the
+    /// load pipes busy with their keys, prefetches and blocks: with the
+    /// windows they took 4–7% longer (`insert_many_mut` of ids 6.25–6.29 →
+    /// 6.66–6.72 ns per key).
+    Shifts,
+}
+
 /// An insert of one hashed key, written once over [`Probe`] (see
 /// [`InsertFn`]): into a filter no other thread can reach, or one that
 /// others may write at the same time.

@@ -154,10 +154,11 @@ pub(crate) trait Probe: Copy {
     /// The word masks of a key's `k` in-block positions (bit `p % 64` of
     /// word `p / 64` for each position `p`): what an insert ORs into its
     /// block. The scalar probe's are `hash::in_block_masks`, the reference;
-    /// the AVX2 probe builds the same in two registers, without a scatter
-    /// through memory.
+    /// the AVX2 probe builds the same the `way` given ([`MaskWay`]), never
+    /// by a scatter through memory.
     #[inline(always)]
-    fn block_masks(self, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    fn block_masks(self, h2: u64, k: u32, way: MaskWay) -> [u64; WORDS_PER_BLOCK] {
+        let _ = way;
         in_block_masks(h2, k)
     }
 
@@ -166,8 +167,8 @@ pub(crate) trait Probe: Copy {
     /// products `x · lo32(SALT[i])`, which the AVX2 probe computes with one
     /// `vpmulld`.
     #[inline(always)]
-    fn block_masks32(self, x: u32, k: u32) -> [u64; WORDS_PER_BLOCK] {
-        self.block_masks(u64::from(x) << 32, k)
+    fn block_masks32(self, x: u32, k: u32, way: MaskWay) -> [u64; WORDS_PER_BLOCK] {
+        self.block_masks(u64::from(x) << 32, k, way)
     }
 
     /// Whether a bit of `masks` is clear in a block that other threads may
@@ -598,7 +599,7 @@ mod lookup;
 mod tests;
 
 pub(crate) use blocks::{Blocks, ByteBlocks};
-pub(crate) use insert_fn::{HashInsert, InsertFn};
+pub(crate) use insert_fn::{HashInsert, InsertFn, MaskWay};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
     base_kind, k_of, HashLookup, LookupChoice, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD,

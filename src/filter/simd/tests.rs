@@ -226,12 +226,12 @@ fn split_inserts_match_scalar() {
 /// and says whether one was clear.
 #[test]
 fn blocked_inserts_match_scalar() {
-    struct Insert<'a>(&'a mut SharedBlock, u32, u32);
+    struct Insert<'a>(&'a mut SharedBlock, u32, u32, MaskWay);
     impl Job for Insert<'_> {
         type Out = ([u64; 8], bool);
         #[inline(always)]
         fn run<P: Probe>(self, probe: P) -> ([u64; 8], bool) {
-            let masks = probe.block_masks32(self.1, self.2);
+            let masks = probe.block_masks32(self.1, self.2, self.3);
             (masks, probe.block_or_mut(self.0, masks))
         }
     }
@@ -251,11 +251,12 @@ fn blocked_inserts_match_scalar() {
             blocks[1] = SharedBlock::zeroed();
             want = [0; 8];
         }
-        let (masks, changed) = dispatch(Insert(&mut blocks[1], x, k));
+        let way = [MaskWay::Windows, MaskWay::Shifts][round as usize % 2];
+        let (masks, changed) = dispatch(Insert(&mut blocks[1], x, k, way));
         assert_eq!(
             masks,
-            Scalar.block_masks(u64::from(x) << 32, k),
-            "x = {x:#x}, k = {k}"
+            Scalar.block_masks(u64::from(x) << 32, k, way),
+            "x = {x:#x}, k = {k}, {way:?}"
         );
         let had_all = want.iter().zip(masks).all(|(w, m)| w & m == m);
         assert_eq!(changed, !had_all, "x = {x:#x}, k = {k}");
@@ -276,22 +277,22 @@ fn blocked_inserts_match_scalar() {
 }
 
 /// The masks of a key's positions, as this CPU's probe builds them (the
-/// AVX2 one in two registers, `avx2_block_masks`), are the reference
+/// AVX2 one both ways, `avx2_block_masks`), are the reference
 /// masks (`hash::in_block_masks`, position by position) for every `k` up to
 /// `MAX_K` (eight positions in the vector, the rest one by one), from
 /// 64-bit and from 32-bit products, at edge and pseudo-random hashes. A
 /// dead lane that set a bit, or a shift count off by one word, fails it.
 #[test]
 fn block_masks_match_the_reference() {
-    struct Masks(u64, u32);
+    struct Masks(u64, u32, MaskWay);
     impl Job for Masks {
         type Out = ([u64; 8], [u64; 8]);
         #[inline(always)]
         fn run<P: Probe>(self, probe: P) -> Self::Out {
             let x = (self.0 >> 32) as u32;
             (
-                probe.block_masks(self.0, self.1),
-                probe.block_masks32(x, self.1),
+                probe.block_masks(self.0, self.1, self.2),
+                probe.block_masks32(x, self.1, self.2),
             )
         }
     }
@@ -305,11 +306,13 @@ fn block_masks_match_the_reference() {
         let h = edges.get(round as usize).copied().unwrap_or(h2);
         let k = 1 + round % MAX_K;
         seen_dead_lane |= k < 8;
-        let (masks, masks32) = dispatch(Masks(h, k));
-        let want = crate::filter::hash::in_block_masks(h, k);
-        assert_eq!(masks, want, "h2 = {h:#x}, k = {k}");
-        let want32 = crate::filter::hash::in_block_masks(h >> 32 << 32, k);
-        assert_eq!(masks32, want32, "x = {:#x}, k = {k}", h >> 32);
+        for way in [MaskWay::Windows, MaskWay::Shifts] {
+            let (masks, masks32) = dispatch(Masks(h, k, way));
+            let want = crate::filter::hash::in_block_masks(h, k);
+            assert_eq!(masks, want, "h2 = {h:#x}, k = {k}, {way:?}");
+            let want32 = crate::filter::hash::in_block_masks(h >> 32 << 32, k);
+            assert_eq!(masks32, want32, "x = {:#x}, k = {k}, {way:?}", h >> 32);
+        }
     }
     assert!(seen_dead_lane);
 }

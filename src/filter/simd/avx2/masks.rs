@@ -1,28 +1,52 @@
-//! An insert's word masks for the AVX2 probe, read from a table of one-hot
-//! windows (`avx2_block_masks`).
+//! An insert's word masks for the AVX2 probe (`avx2_block_masks`), built
+//! one of two ways ([`MaskWay`]).
 //!
-//! Position `p` of a block (0 to 511) is bit `p % 8` of byte `p / 8` (the
-//! block's eight words in memory order, little-endian). [`ONE_HOTS`] holds
-//! eight tables of 128 bytes, table `b` all zero but byte 64, which is
-//! `1 << b`: the 64 bytes of table `p % 8` from byte `64 - p / 8` are the
-//! block with position `p` alone set. A key's masks are the OR of its
-//! positions' windows, two unaligned 32-byte loads each.
+//! * **Windows.** Position `p` of a block (0 to 511) is bit `p % 8` of byte
+//!   `p / 8` (the block's eight words in memory order, little-endian).
+//!   [`ONE_HOTS`] holds eight tables of 128 bytes, table `b` all zero but
+//!   byte 64, which is `1 << b`: the 64 bytes of table `p % 8` from byte
+//!   `64 - p / 8` are the block with position `p` alone set. A key's masks
+//!   are the OR of its positions' windows, two unaligned 32-byte loads
+//!   each, once the window's offset is in a general register (`vpextrd`).
+//! * **Shifts.** Per position a broadcast and, in each of two registers of
+//!   sixteen 32-bit lanes, a subtract of the lanes' first positions and a
+//!   `vpsllvd` of 1 (a count of 32 or more gives 0): about eight vector
+//!   instructions per position, four of them shifts or shuffles, and no
+//!   load.
 //!
-//! The table replaced a construction in registers: per position a
-//! broadcast and, in each of two registers of sixteen 32-bit lanes, a
-//! subtract of the lanes' first positions and a `vpsllvd` of 1 (a count of
-//! 32 or more gives 0). That was about eight vector instructions per
-//! position, four of them shifts or shuffles, which this Zen 4 runs two per
-//! cycle where it runs four adds or ORs (lab, independent chains of one
-//! instruction: `vpsllvd`, `vpermd`, `vpshufb` and `vpmulld` 0.137 ns each,
-//! `vpaddd` and `vpor` 0.07). A window is two loads and two ORs, once its
-//! offset is in a general register (`vpextrd`). Lab loop of the masks
-//! alone, seven positions per key: 5.5 → 3.4 ns per key; of a whole
-//! `insert_mut` of a `u64` id into a blocked filter of 1M keys, written
-//! into the loop: 8.1 → 6.5 ns (sbbf-rs-safe's insert 4.1;
-//! `docs/BENCHMARKS.md`).
+//! This Zen 4 runs shifts and shuffles two per cycle where it runs four adds
+//! or ORs (lab, independent chains of one instruction: `vpsllvd`, `vpermd`,
+//! `vpshufb` and `vpmulld` 0.137 ns each, `vpaddd` and `vpor` 0.07). Lab,
+//! 1M keys (`docs/BENCHMARKS.md`): the masks alone, seven positions, 5.5 ns
+//! per key by shifts and 3.4 by windows; a key-by-key `insert_mut` of a
+//! `u64` id written into the loop 8.1 and 6.5 (sbbf-rs-safe's insert 4.1).
+//! The bulk inserts, whose loops keep the load pipes busy with keys,
+//! prefetches and blocks, took 4–7% longer by windows, so they build by
+//! shifts.
 
+use super::super::MaskWay;
 use crate::filter::geometry::WORDS_PER_BLOCK;
+
+/// The masks of the first `min(k, 8)` of a block's positions, given in
+/// the eight 32-bit lanes of `pos` (their bits from 9 up are ignored), as
+/// the block's eight words, built the `way` given.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an `Avx2`).
+#[inline(always)]
+pub(super) unsafe fn avx2_block_masks(
+    pos: std::arch::x86_64::__m256i,
+    k: u32,
+    way: MaskWay,
+) -> [u64; WORDS_PER_BLOCK] {
+    // SAFETY: AVX2 per this function's contract, as both require.
+    unsafe {
+        match way {
+            MaskWay::Windows => window_masks(pos, k),
+            MaskWay::Shifts => shifted_masks(pos, k),
+        }
+    }
+}
 
 /// Eight tables of 128 bytes, table `b` zero but byte 64 (`1 << b`): the
 /// one-hot windows of the module docs. 1 KiB, aligned to 128 bytes, so
@@ -41,10 +65,8 @@ static ONE_HOTS: OneHots = {
     OneHots(tables)
 };
 
-/// The masks of the first `min(k, 8)` of a block's positions, given in
-/// the eight 32-bit lanes of `pos` (their bits from 9 up are ignored), as
-/// the block's eight words: the OR of each position's window of
-/// [`ONE_HOTS`] (the module docs). The windows' offsets are computed for
+/// [`avx2_block_masks`] by windows ([`MaskWay::Windows`]): the OR of each
+/// position's window of [`ONE_HOTS`] (the module docs). The windows' offsets are computed for
 /// all eight lanes at once and read back one by one from a local array (a
 /// 32-byte store forwards to each 4-byte load); the masks never go through
 /// memory a word at a time, as a scatter of 8-byte ORs read back by a
@@ -53,10 +75,7 @@ static ONE_HOTS: OneHots = {
 /// # Safety
 /// The CPU must support AVX2 (callers hold an `Avx2`).
 #[inline(always)]
-pub(super) unsafe fn avx2_block_masks(
-    pos: std::arch::x86_64::__m256i,
-    k: u32,
-) -> [u64; WORDS_PER_BLOCK] {
+unsafe fn window_masks(pos: std::arch::x86_64::__m256i, k: u32) -> [u64; WORDS_PER_BLOCK] {
     use std::arch::x86_64::*;
     let mut masks = [0u64; WORDS_PER_BLOCK];
     let mut starts = [0u32; 8];
@@ -82,6 +101,40 @@ pub(super) unsafe fn avx2_block_masks(
             let w = table.add(start as usize);
             lo = _mm256_or_si256(lo, _mm256_loadu_si256(w.cast::<__m256i>()));
             hi = _mm256_or_si256(hi, _mm256_loadu_si256(w.add(32).cast::<__m256i>()));
+        }
+        let out = masks.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(out, lo);
+        _mm256_storeu_si256(out.add(1), hi);
+    }
+    masks
+}
+
+/// [`avx2_block_masks`] in registers ([`MaskWay::Shifts`]): the block
+/// taken as sixteen 32-bit words in two registers, position `p` is bit
+/// `p % 32` of word `p / 32`. Per position, one broadcast and, in each
+/// register, a subtract of the words' first positions and a `vpsllvd` of 1
+/// by the difference: only the position's own word gets a count below 32;
+/// every other difference is 32 or more (or wrapped), and `vpsllvd` by
+/// such a count gives 0.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an `Avx2`).
+#[inline(always)]
+unsafe fn shifted_masks(pos: std::arch::x86_64::__m256i, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    use std::arch::x86_64::*;
+    let mut masks = [0u64; WORDS_PER_BLOCK];
+    // SAFETY: AVX2 per this function's contract; the stores write the 64
+    // bytes of the local `masks` (`storeu`: no alignment needed).
+    unsafe {
+        let pos = _mm256_and_si256(pos, _mm256_set1_epi32(511));
+        let first_lo = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
+        let first_hi = _mm256_setr_epi32(256, 288, 320, 352, 384, 416, 448, 480);
+        let one = _mm256_set1_epi32(1);
+        let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for i in 0..k.min(8) as i32 {
+            let p = _mm256_permutevar8x32_epi32(pos, _mm256_set1_epi32(i));
+            lo = _mm256_or_si256(lo, _mm256_sllv_epi32(one, _mm256_sub_epi32(p, first_lo)));
+            hi = _mm256_or_si256(hi, _mm256_sllv_epi32(one, _mm256_sub_epi32(p, first_hi)));
         }
         let out = masks.as_mut_ptr().cast::<__m256i>();
         _mm256_storeu_si256(out, lo);
