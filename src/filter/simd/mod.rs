@@ -323,96 +323,6 @@ fn lacks<const N: usize>(words: &[AtomicU64; N], masks: &[u64; N]) -> bool {
     clear != 0
 }
 
-/// One block of the split-block layout in a shared filter: four atomic
-/// words, 32-byte aligned, half of a [`SharedBlock`] (block `b` is half
-/// `b % 2` of line `b / 2`).
-#[doc(hidden)]
-#[repr(C, align(32))]
-pub struct SplitShared(pub(crate) [AtomicU64; 4]);
-
-const _: () = assert!(2 * std::mem::size_of::<SplitShared>() == std::mem::size_of::<SharedBlock>());
-
-/// One block of a shared filter: eight atomic words on one 64-byte line.
-/// A [`crate::BitFilter`] keeps its bits as a slice of these, so every
-/// block is aligned by its type (no run-time check) and probed with
-/// aligned vector loads.
-#[doc(hidden)]
-#[repr(C, align(64))]
-pub struct SharedBlock(pub(crate) [AtomicU64; WORDS_PER_BLOCK]);
-
-// The flat view below relies on a block being its eight words, no padding.
-const _: () = assert!(std::mem::size_of::<SharedBlock>() == 8 * WORDS_PER_BLOCK);
-
-impl SharedBlock {
-    /// A block of zero bits.
-    pub(crate) fn zeroed() -> SharedBlock {
-        SharedBlock(std::array::from_fn(|_| AtomicU64::new(0)))
-    }
-
-    /// The words of `blocks`, in order, as one slice: word `w` of block `b`
-    /// is element `8·b + w`. The standard layout indexes words directly,
-    /// where going through the block costs a shift, a mask and an add more
-    /// per probe.
-    #[inline(always)]
-    pub(crate) fn flat(blocks: &[SharedBlock]) -> &[AtomicU64] {
-        // SAFETY: `SharedBlock` is `repr(C)` with the one field
-        // `[AtomicU64; 8]` and its size is exactly those 64 bytes (asserted
-        // above), so `n` contiguous blocks are `8·n` contiguous, initialised
-        // `AtomicU64`s, each aligned (64 is a multiple of 8). The length
-        // cannot overflow: the blocks already occupy `64·n ≤ isize::MAX`
-        // bytes. The slice borrows `blocks` immutably for its lifetime, and
-        // `AtomicU64` permits shared mutation, as the blocks do.
-        unsafe {
-            std::slice::from_raw_parts(
-                blocks.as_ptr().cast::<AtomicU64>(),
-                blocks.len() * WORDS_PER_BLOCK,
-            )
-        }
-    }
-
-    /// The blocks as twice as many split blocks, in order: split block `b`
-    /// is words `4·(b % 2) ..` of block `b / 2`.
-    #[inline(always)]
-    pub(crate) fn split_halves(blocks: &[SharedBlock]) -> &[SplitShared] {
-        // SAFETY: a `SharedBlock` is exactly two `SplitShared` (sizes
-        // asserted above; both `repr(C)` over `AtomicU64` arrays, no
-        // padding), so `n` blocks are `2·n` contiguous, initialised halves,
-        // each 32-byte aligned (the blocks are 64-byte aligned, the second
-        // half starts 32 bytes in). The length cannot overflow: the blocks
-        // occupy `64·n ≤ isize::MAX` bytes. The slice borrows `blocks`
-        // immutably, and atomics permit shared mutation, as the blocks do.
-        unsafe {
-            std::slice::from_raw_parts(blocks.as_ptr().cast::<SplitShared>(), blocks.len() * 2)
-        }
-    }
-
-    /// [`SharedBlock::split_halves`] for exclusive access.
-    #[inline(always)]
-    pub(crate) fn split_halves_mut(blocks: &mut [SharedBlock]) -> &mut [SplitShared] {
-        // SAFETY: as for `split_halves`; the slice borrows `blocks` mutably
-        // for its lifetime, so no other access overlaps it.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                blocks.as_mut_ptr().cast::<SplitShared>(),
-                blocks.len() * 2,
-            )
-        }
-    }
-
-    /// [`SharedBlock::flat`] for exclusive access (plain stores).
-    #[inline(always)]
-    pub(crate) fn flat_mut(blocks: &mut [SharedBlock]) -> &mut [AtomicU64] {
-        // SAFETY: as for `flat`; the slice borrows `blocks` mutably for its
-        // lifetime, so no other access overlaps it.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                blocks.as_mut_ptr().cast::<AtomicU64>(),
-                blocks.len() * WORDS_PER_BLOCK,
-            )
-        }
-    }
-}
-
 /// Work that runs with the best probe this CPU supports: its `run` is
 /// instantiated once per probe, inside a function compiled for it.
 pub(crate) trait Job {
@@ -598,7 +508,7 @@ mod lookup;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use blocks::{Blocks, ByteBlocks};
+pub(crate) use blocks::{Blocks, ByteBlocks, SharedBlock, SplitShared};
 pub(crate) use insert_fn::{HashInsert, InsertFn, MaskWay};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
