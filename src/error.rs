@@ -63,7 +63,7 @@ pub enum ParamError {
     },
     /// The split-block layout hashes with XXH64, seed 0 (Parquet's hash: the
     /// filter's bits are then an SBBF), and only it hashes with XXH64.
-    #[error("the {layout} layout cannot hash with {algo} seed {seed:#x}: the split-block layout hashes with xxh64 seed 0 (Parquet's hash), the standard one with xxh3-128, the blocked one with xxh3-128 or xxh3-64")]
+    #[error("the {layout} layout cannot hash with {algo} seed {seed:#x}: the split-block layout hashes with xxh64 seed 0 (Parquet's hash), the standard one with xxh3-128, the blocked one with xxh3-128, xxh3-64 or xxh3-64-sectorized")]
     HashNotForLayout {
         /// The layout given.
         layout: &'static str,
@@ -71,6 +71,13 @@ pub enum ParamError {
         algo: &'static str,
         /// The seed given.
         seed: u64,
+    },
+    /// The sectorized hash ([`crate::HashAlgo::Xxh3_64Sectorized`]) sets one
+    /// bit in each of a block's eight sectors: `k` is 8.
+    #[error("the xxh3-64-sectorized hash sets one bit in each of a block's eight sectors, so k must be 8, got k = {k}")]
+    SectorizedK {
+        /// The `k` given.
+        k: u32,
     },
     /// Bits per key must be a finite number in `1..=1024`.
     #[error("bits per key {0} is outside 1..=1024")]

@@ -43,8 +43,8 @@ pub use filter::geometry::{
 pub use filter::hash::{positions, HashAlgo, HashSpec, KeyHash, Positions};
 pub use filter::pages::{Pages, HUGE_PAGE_MIN_BYTES};
 pub use filter::params::{
-    counter_overflow_bound, fp_blocked, fp_for, fp_split_block, fp_standard, fp_standard_approx,
-    optimal_k, space_lower_bound_bits, FilterParams,
+    counter_overflow_bound, fp_blocked, fp_for, fp_sectorized, fp_split_block, fp_standard,
+    fp_standard_approx, optimal_k, space_lower_bound_bits, FilterParams,
 };
 pub use filter::split::{split_block_index, split_masks, SPLIT_SALTS};
 

@@ -29,7 +29,7 @@ use crate::filter::bloom::BitFilter;
 use crate::filter::geometry::{
     Layout, BLOCK_BITS, MAX_K, SPLIT_BLOCK_BITS, SPLIT_K, WORDS_PER_BLOCK,
 };
-use crate::filter::hash::{in_block_position, positions, KeyHash, Positions};
+use crate::filter::hash::{in_block_position, sector_position, HashAlgo, KeyHash, Positions};
 use crate::filter::params::{block_of, split_block_of, FilterParams};
 use crate::filter::simd::prefetch;
 use crate::filter::split::split_lane_bit;
@@ -226,7 +226,7 @@ impl CountingFilter {
         match p.layout() {
             Layout::Blocked => {
                 let (_, block) = self.block_mut(h);
-                block_insert(block, h.h2, p.k())
+                block_insert(block, &p, h.h2)
             }
             Layout::SplitBlock => {
                 let (_, block) = self.split_block_mut(h);
@@ -234,7 +234,7 @@ impl CountingFilter {
             }
             Layout::Standard => {
                 let mut out = InsertOutcome::default();
-                for &pos in positions(p.layout(), p.m(), p.k(), h).as_slice() {
+                for &pos in p.positions(h).as_slice() {
                     let before = nibble::get(&self.counters, pos as usize);
                     nibble::inc(&mut self.counters, pos as usize);
                     out.new_bits += (before == 0) as u32;
@@ -259,7 +259,7 @@ impl CountingFilter {
             Layout::Blocked => {
                 let (base, block) = self.block_mut(h);
                 let mut cleared = Positions::default();
-                for_each_distinct_in_block(h.h2, p.k(), |pos| {
+                for_each_distinct_in_block(&p, h.h2, |pos| {
                     // Every counter is non-zero (checked above): 1 goes to 0.
                     let reached_zero = nibble::dec_in(block, pos) == 1;
                     cleared.push_if(base + pos as u64, reached_zero);
@@ -281,7 +281,7 @@ impl CountingFilter {
             }
             Layout::Standard => {
                 let mut cleared = Positions::default();
-                for &i in positions(p.layout(), p.m(), p.k(), h).as_slice() {
+                for &i in p.positions(h).as_slice() {
                     if nibble::dec(&mut self.counters, i as usize) == 0 {
                         cleared.push_sorted(i);
                     }
@@ -306,7 +306,7 @@ impl CountingFilter {
                 let block = self.block(h);
                 let mut all = 1u8;
                 for i in 0..(p.k() as usize).min(MAX_K as usize) {
-                    all &= (nibble::get_in(block, in_block_position(h.h2, i) as usize) != 0) as u8;
+                    all &= (nibble::get_in(block, in_block_probe(&p, h.h2, i)) != 0) as u8;
                 }
                 all == 1
             }
@@ -325,7 +325,8 @@ impl CountingFilter {
                 }
                 all == 1
             }
-            Layout::Standard => positions(p.layout(), p.m(), p.k(), h)
+            Layout::Standard => p
+                .positions(h)
                 .as_slice()
                 .iter()
                 .all(|&i| nibble::get(&self.counters, i as usize) > 0),
@@ -384,15 +385,16 @@ impl CountingFilter {
 }
 
 /// Adds one to each distinct counter of the in-block positions of `h2` in
-/// `block` (the blocked layout's 256 counter bytes of the key's block).
+/// `block` (the blocked layout's 256 counter bytes of the key's block, in a
+/// filter of `p`).
 #[inline(always)]
 pub(crate) fn block_insert(
     block: &mut [u8; COUNTER_BLOCK_BYTES],
+    p: &FilterParams,
     h2: u64,
-    k: u32,
 ) -> InsertOutcome {
     let mut out = InsertOutcome::default();
-    for_each_distinct_in_block(h2, k, |pos| {
+    for_each_distinct_in_block(p, h2, |pos| {
         let before = nibble::inc_in(block, pos);
         out.new_bits += (before == 0) as u32;
         out.newly_saturated += (before == COUNTER_MAX - 1) as u32;
@@ -450,19 +452,32 @@ pub(crate) fn add_blocked_hashes(
             }
         }
         let b = block_of(p, h);
-        each(b, block_insert(counter_block_mut(counters, b), h.h2, p.k()));
+        each(b, block_insert(counter_block_mut(counters, b), p, h.h2));
     }
 }
 
-/// Calls `f` once with each distinct in-block position of `h2` (the `k`
-/// probes of docs/FORMAT.md §6, a repeat skipped), in probe order. A repeat
-/// is rare (about `k²/1024` per key), so the test is a well-predicted branch,
-/// where reading positions off the block's masks mispredicts on every key.
+/// The `i`-th in-block position (`0..512`) of a key whose hash has `h2`, in
+/// a blocked filter of `p`: its sector's bit for the sectorized hash
+/// (`h2 = h << 32`), else the blocked layout's formula (docs/FORMAT.md §6).
 #[inline(always)]
-pub(crate) fn for_each_distinct_in_block(h2: u64, k: u32, mut f: impl FnMut(usize)) {
+pub(crate) fn in_block_probe(p: &FilterParams, h2: u64, i: usize) -> usize {
+    if p.hash().algo == HashAlgo::Xxh3_64Sectorized {
+        sector_position((h2 >> 32) as u32, i) as usize
+    } else {
+        in_block_position(h2, i) as usize
+    }
+}
+
+/// Calls `f` once with each distinct in-block position of `h2` in a blocked
+/// filter of `p` (its `k` probes, [`in_block_probe`], a repeat skipped), in
+/// probe order. A repeat is rare (about `k²/1024` per key; never, for
+/// sectorized positions), so the test is a well-predicted branch, where
+/// reading positions off the block's masks mispredicts on every key.
+#[inline(always)]
+pub(crate) fn for_each_distinct_in_block(p: &FilterParams, h2: u64, mut f: impl FnMut(usize)) {
     let mut seen = [0u64; WORDS_PER_BLOCK];
-    for i in 0..(k as usize).min(MAX_K as usize) {
-        let pos = in_block_position(h2, i) as usize;
+    for i in 0..(p.k() as usize).min(MAX_K as usize) {
+        let pos = in_block_probe(p, h2, i);
         let (w, bit) = (pos / 64 % WORDS_PER_BLOCK, 1u64 << (pos % 64));
         if seen[w] & bit == 0 {
             seen[w] |= bit;

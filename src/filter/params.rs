@@ -33,6 +33,13 @@
 //!   9.90. The naive `(1 − e^(−8n/m))^8` behind arrow-rs's sizing predicts
 //!   0.85% at 10 bits per key, and the 9.68 bits per key it gives for 1%
 //!   measure 1.46% (arrow-rs then rounds the size up to a power of two).
+//! * The sectorized positions of the blocked layout
+//!   ([`HashSpec::xxh3_64_sectorized`]) put one of a key's eight bits in each
+//!   64-bit sector of its 512-bit block: the split-block model with 64-bit
+//!   lanes in 512-bit blocks, `Σ_j Pois(λ; j) · (1 − (1 − 1/64)^j)^8`
+//!   ([`fp_sectorized`]), `k` fixed at 8. At 10 bits per key it predicts
+//!   1.05% (blocked 0.96% at its best `k`, split-block 1.26%); a 1% target
+//!   needs 10.10 bits per key.
 //! * Space lower bound `n·log2(1/ε)` bits ([`space_lower_bound_bits`]); a
 //!   standard Bloom filter needs `1/ln 2 ≈ 1.44×` that.
 //! * Counter overflow: `P(max counter ≥ j) ≤ m·(e·ln 2 / j)^j` with the optimal
@@ -44,7 +51,9 @@ pub(crate) use crate::filter::geometry::{
     Layout, BLOCK_BITS, MAX_K, MAX_M_BITS, MIN_M_BITS, WORDS_PER_BLOCK,
 };
 use crate::filter::geometry::{MAX_SPLIT_BLOCKS, SPLIT_BLOCK_BITS, SPLIT_K};
-use crate::filter::hash::{map_to_range, HashAlgo, HashSpec, KeyHash};
+use crate::filter::hash::{
+    map_to_range, positions, sectorized_positions, HashAlgo, HashSpec, KeyHash, Positions, SECTORS,
+};
 use crate::filter::split::split_block_index;
 
 /// The complete, validated shape of a filter: everything needed to derive a
@@ -95,6 +104,9 @@ impl FilterParams {
         {
             return Err(ParamError::SplitBlockShape { m, k });
         }
+        if hash.algo == HashAlgo::Xxh3_64Sectorized && k != SECTORS {
+            return Err(ParamError::SectorizedK { k });
+        }
         let hash_fits = match layout {
             Layout::SplitBlock => hash == HashSpec::xxh64(),
             Layout::Blocked => hash.algo != HashAlgo::Xxh64,
@@ -141,8 +153,7 @@ impl FilterParams {
         let to_units = |bits: f64| ((bits / unit as f64).ceil() as u64).max(1);
         let meets = |units: u64| {
             let m = (units * unit).max(MIN_M_BITS);
-            let k = optimal_k(m, n, layout);
-            fp_for(layout, m, n, k) <= fp
+            model_fp(layout, hash.algo, m, n, k_for(m, n, layout, hash.algo)) <= fp
         };
         let mut lo = to_units(ideal * 0.9);
         let mut hi = to_units(ideal * 1.6 + BLOCK_BITS as f64);
@@ -163,7 +174,7 @@ impl FilterParams {
         }
         let units = if meets(lo) { lo } else { hi };
         let m = (units * unit).max(MIN_M_BITS).div_ceil(unit) * unit;
-        FilterParams::new(layout, m, optimal_k(m, n, layout), hash)
+        FilterParams::new(layout, m, k_for(m, n, layout, hash.algo), hash)
     }
 
     /// A filter of `bits_per_key · n` bits (rounded up to the layout's
@@ -191,7 +202,7 @@ impl FilterParams {
         }
         let unit = layout_unit(layout);
         let m = (raw as u64).max(MIN_M_BITS).div_ceil(unit) * unit;
-        FilterParams::new(layout, m, optimal_k(m, n, layout), hash)
+        FilterParams::new(layout, m, k_for(m, n, layout, hash.algo), hash)
     }
 
     /// The layout.
@@ -226,7 +237,16 @@ impl FilterParams {
     }
     /// The false-positive rate this layout's model predicts after `n` distinct keys.
     pub fn expected_fp(&self, n: u64) -> f64 {
-        fp_for(self.layout, self.m, n, self.k)
+        model_fp(self.layout, self.hash.algo, self.m, n, self.k)
+    }
+    /// The distinct positions of a key hashed to `h` (with this filter's
+    /// hash), ascending: [`positions`] for this filter's layout, `m`, `k`
+    /// and hash, sectorized ones included.
+    pub fn positions(&self, h: KeyHash) -> Positions {
+        match self.hash.algo {
+            HashAlgo::Xxh3_64Sectorized => sectorized_positions(self.m, h),
+            _ => positions(self.layout, self.m, self.k, h),
+        }
     }
     /// The same parameters with another hash (a table regenerated under a
     /// new seed). Refused where the layout does not take that hash: the
@@ -263,7 +283,27 @@ fn validate_n_fp(n: u64, fp: f64) -> Result<(), ParamError> {
     Ok(())
 }
 
-/// The false-positive rate predicted by the model of `layout`.
+/// The `k` a filter of `m` bits for `n` keys takes: 8 for the sectorized
+/// hash (one bit per sector), else [`optimal_k`].
+fn k_for(m: u64, n: u64, layout: Layout, algo: HashAlgo) -> u32 {
+    match algo {
+        HashAlgo::Xxh3_64Sectorized => SECTORS,
+        _ => optimal_k(m, n, layout),
+    }
+}
+
+/// The false-positive rate the model of `layout` hashed with `algo`
+/// predicts: [`fp_sectorized`] for the sectorized hash, else [`fp_for`].
+fn model_fp(layout: Layout, algo: HashAlgo, m: u64, n: u64, k: u32) -> f64 {
+    match algo {
+        HashAlgo::Xxh3_64Sectorized => fp_sectorized(m / BLOCK_BITS, n),
+        _ => fp_for(layout, m, n, k),
+    }
+}
+
+/// The false-positive rate predicted by the model of `layout` (for the
+/// sectorized hash, [`fp_sectorized`]; [`FilterParams::expected_fp`]
+/// picks by the filter's hash).
 pub fn fp_for(layout: Layout, m: u64, n: u64, k: u32) -> f64 {
     match layout {
         Layout::Standard => fp_standard(m, n, k),
@@ -304,6 +344,22 @@ pub fn fp_blocked(blocks: u64, n: u64, k: u32) -> f64 {
 /// ```
 pub fn fp_split_block(blocks: u64, n: u64) -> f64 {
     poisson_mixture(blocks, n, |j| fp_standard(32, j, 1).powi(SPLIT_K as i32))
+}
+
+/// Sectorized blocked false-positive rate ([`HashSpec::xxh3_64_sectorized`])
+/// for `blocks` blocks of 512 bits, eight sectors of 64: the Poisson mixture
+/// in the module docs.
+///
+/// ```
+/// use filterstore::{fp_sectorized, FilterParams, HashSpec, Layout};
+/// let fp = fp_sectorized(1_000_000 * 10 / 512, 1_000_000);
+/// assert!((fp - 0.0105).abs() < 0.0001, "{fp}");
+/// let p = FilterParams::new(Layout::Blocked, 1_000_000 * 10 / 512 * 512, 8, HashSpec::xxh3_64_sectorized(1))?;
+/// assert_eq!(p.expected_fp(1_000_000), fp);
+/// # Ok::<(), filterstore::ParamError>(())
+/// ```
+pub fn fp_sectorized(blocks: u64, n: u64) -> f64 {
+    poisson_mixture(blocks, n, |j| fp_standard(64, j, 1).powi(SECTORS as i32))
 }
 
 /// `Σ_j Pois(n / blocks; j) · per_block(j)`: the FP rate of a layout whose

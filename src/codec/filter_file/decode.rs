@@ -7,7 +7,6 @@ use crate::codec::reader::ByteReader;
 use crate::error::{CodecError, ParamError};
 use crate::filter::bloom::{BitFilter, BloomRead, FilterView};
 use crate::filter::counting::{nibble, CountingFilter};
-use crate::filter::hash::positions;
 use crate::filter::params::{FilterParams, BLOCK_BITS};
 
 /// A read-only counting filter over borrowed packed counters (the payload of
@@ -57,7 +56,7 @@ impl<'a> CounterView<'a> {
     /// exactly when it is definitely absent.
     pub fn min_count(&self, key: &[u8]) -> u8 {
         let p = self.params;
-        positions(p.layout(), p.m(), p.k(), p.hash().hash(key))
+        p.positions(p.hash().hash(key))
             .as_slice()
             .iter()
             .map(|&i| self.counter(i))

@@ -33,7 +33,7 @@
 use crate::filter::counting::{
     for_each_distinct_in_block, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
 };
-use crate::filter::hash::{map_to_range, positions};
+use crate::filter::hash::map_to_range;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS, WORDS_PER_BLOCK};
 
 use super::log::LogOp;
@@ -87,7 +87,7 @@ fn for_each_entry(p: &FilterParams, op_index: u64, op: LogOp, mut f: impl FnMut(
         // The split-block layout's eight positions are folded one by one,
         // as the standard layout's are.
         Layout::Standard | Layout::SplitBlock => {
-            for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+            for &pos in p.positions(op.hash).as_slice() {
                 f(((pos << 24) | tail, 0));
             }
         }
@@ -150,12 +150,12 @@ pub(crate) fn apply_entries(
                     continue;
                 };
                 if e.0 & 1 == 1 {
-                    for_each_distinct_in_block(e.1, p.k(), |pos| {
+                    for_each_distinct_in_block(p, e.1, |pos| {
                         let before = nibble::inc_in(block, pos);
                         saturated += u64::from(before == COUNTER_MAX - 1);
                     });
                 } else {
-                    for_each_distinct_in_block(e.1, p.k(), |pos| {
+                    for_each_distinct_in_block(p, e.1, |pos| {
                         nibble::dec_in(block, pos);
                     });
                 }
@@ -421,7 +421,7 @@ mod tests {
         let mut counters = counters.to_vec();
         let mut saturated = 0;
         for op in ops {
-            for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+            for &q in p.positions(op.hash).as_slice() {
                 let before = nibble::get(&counters, q as usize);
                 if op.insert {
                     nibble::inc(&mut counters, q as usize);

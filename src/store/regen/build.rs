@@ -6,7 +6,7 @@
 use super::RegenReport;
 use crate::filter::bloom::BitFilter;
 use crate::filter::counting::{add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::hash::{positions, KeyHash};
+use crate::filter::hash::KeyHash;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use crate::store::budget::{self, Reservation};
 use crate::store::catalog::TableMeta;
@@ -35,7 +35,7 @@ pub(super) struct Build {
 impl Build {
     fn add(&mut self, h: KeyHash, touched: Option<&mut BTreeSet<u64>>) {
         let p = &self.params;
-        let pos = positions(p.layout(), p.m(), p.k(), h);
+        let pos = p.positions(h);
         for &q in pos.as_slice() {
             nibble::inc(&mut self.counters, q as usize);
         }
@@ -46,7 +46,7 @@ impl Build {
 
     fn sub(&mut self, h: KeyHash, touched: &mut Option<&mut BTreeSet<u64>>) {
         let p = &self.params;
-        let pos = positions(p.layout(), p.m(), p.k(), h);
+        let pos = p.positions(h);
         for &q in pos.as_slice() {
             // Never below 1 before: the cancelled insert counted here.
             nibble::dec(&mut self.counters, q as usize);

@@ -18,7 +18,7 @@ use super::state::Writer;
 use crate::filter::counting::{
     add_blocked_hashes, counter_bytes, nibble, COUNTER_BLOCK_BYTES, COUNTER_MAX,
 };
-use crate::filter::hash::{positions, KeyHash, Positions};
+use crate::filter::hash::{KeyHash, Positions};
 use crate::filter::params::{FilterParams, Layout};
 use crate::filter::simd::prefetch;
 use crate::store::budget;
@@ -204,7 +204,7 @@ impl Load {
             });
             return;
         }
-        let at = |h: KeyHash| positions(p.layout(), p.m(), p.k(), h);
+        let at = |h: KeyHash| p.positions(h);
         let mut ring: [Positions; AHEAD] = std::array::from_fn(|i| match hashes.get(i) {
             Some(&h) => at(h),
             None => Positions::default(),

@@ -41,7 +41,6 @@ use super::fold::fold_log;
 use super::generation::Generation;
 use super::state::Writer;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::hash::positions;
 use crate::filter::params::{FilterParams, Layout, BLOCK_BITS};
 use crate::store::batch::Durability;
 use crate::store::disk::chunks::{store_block_words, CHUNK_BLOCKS, MAX_PASS_OPS};
@@ -65,7 +64,7 @@ fn for_each_block(p: &FilterParams, op: &LogOp, mut f: impl FnMut(u64)) {
         )),
         Layout::Standard | Layout::SplitBlock => {
             let mut last = u64::MAX;
-            for &pos in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+            for &pos in p.positions(op.hash).as_slice() {
                 let b = pos / BLOCK_BITS;
                 if b != last {
                     f(b);
@@ -171,7 +170,7 @@ impl Generation {
     fn check_in_scratch(&self, scratch: &mut Scratch, ops: &[LogOp]) -> Result<(), StoreError> {
         let p = &self.params;
         for (index, op) in ops.iter().enumerate() {
-            let pos = positions(p.layout(), p.m(), p.k(), op.hash);
+            let pos = p.positions(op.hash);
             if !op.insert {
                 let present = pos.as_slice().iter().all(|&q| {
                     scratch
@@ -234,7 +233,7 @@ impl Generation {
                     continue;
                 }
                 delta += 1;
-                for &q in positions(p.layout(), p.m(), p.k(), op.hash).as_slice() {
+                for &q in p.positions(op.hash).as_slice() {
                     let b = q / BLOCK_BITS;
                     if !scratch.contains_key(&b) {
                         w.set_dirty(b);

@@ -9,7 +9,7 @@ use crate::codec::meta;
 use crate::codec::reader::ByteReader;
 use crate::error::CodecError;
 use crate::filter::counting::{nibble, COUNTER_BLOCK_BYTES};
-use crate::filter::hash::{positions, KeyHash};
+use crate::filter::hash::KeyHash;
 use crate::filter::params::FilterParams;
 use crate::sled_engine as engine;
 use crate::store::disk::chunks::{blocks_in_chunk, chunk_count, CHUNK_COUNTERS};
@@ -176,7 +176,7 @@ pub(crate) fn read_generation(
         }
         decode_record(&v, |insert, hash| {
             live += if insert { 1 } else { -1 };
-            for &q in positions(params.layout(), params.m(), params.k(), hash).as_slice() {
+            for &q in params.positions(hash).as_slice() {
                 if q / CHUNK_COUNTERS < below {
                     continue;
                 }
