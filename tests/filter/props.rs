@@ -175,10 +175,14 @@ proptest! {
         half_blocks in 1u64..48,
         k in 1u32..12,
         seed in any::<u64>(),
-        xxh3_64 in any::<bool>(),
+        algo in 0u8..3,
         ks in keys(300),
     ) {
-        let hash = if xxh3_64 { HashSpec::xxh3_64(seed) } else { HashSpec::xxh3(seed) };
+        let (hash, k) = match algo {
+            0 => (HashSpec::xxh3(seed), k),
+            1 => (HashSpec::xxh3_64(seed), k),
+            _ => (HashSpec::xxh3_64_sectorized(seed), 8),
+        };
         let m = 512 * 2 * half_blocks;
         let p = FilterParams::new(Layout::Blocked, m, k, hash).unwrap();
         let f = BitFilter::new(p).unwrap();

@@ -248,12 +248,12 @@ fn concurrent_copied_bulk_inserts_lose_no_bit() {
 fn contended_shared_inserts_lose_no_bit() {
     with_timeout(STRIPE_TEST_LIMIT, || {
         const KEYS: u64 = 40_000;
-        for layout in [Layout::Blocked, Layout::SplitBlock] {
-            let spec = match layout {
-                Layout::SplitBlock => HashSpec::xxh64(),
-                _ => HashSpec::xxh3_64(23),
-            };
-            let p = FilterParams::new(layout, 512 * 2_048, layout_k(layout), spec).unwrap();
+        for (layout, spec, k) in [
+            (Layout::Blocked, HashSpec::xxh3_64(23), 7),
+            (Layout::Blocked, HashSpec::xxh3_64_sectorized(23), 8),
+            (Layout::SplitBlock, HashSpec::xxh64(), 8),
+        ] {
+            let p = FilterParams::new(layout, 512 * 2_048, k, spec).unwrap();
             let f = BitFilter::new(p).unwrap();
             let key = |t: u64, i: u64| (t << 40 | i).to_le_bytes();
             let start = std::sync::Barrier::new(3);
@@ -294,11 +294,12 @@ fn contended_shared_inserts_lose_no_bit() {
 #[test]
 fn unions_beside_shared_inserts_lose_no_bit() {
     with_timeout(STRIPE_TEST_LIMIT, || {
-        for (layout, spec) in [
-            (Layout::Blocked, HashSpec::xxh3_64(24)),
-            (Layout::SplitBlock, HashSpec::xxh64()),
+        for (layout, spec, k) in [
+            (Layout::Blocked, HashSpec::xxh3_64(24), 7),
+            (Layout::Blocked, HashSpec::xxh3_64_sectorized(24), 8),
+            (Layout::SplitBlock, HashSpec::xxh64(), 8),
         ] {
-            let p = FilterParams::new(layout, 512 * 16, layout_k(layout), spec).unwrap();
+            let p = FilterParams::new(layout, 512 * 16, k, spec).unwrap();
             unions_beside_shared_inserts(p);
         }
     });

@@ -15,12 +15,12 @@ use super::{stripes, BitFilter};
 use crate::filter::geometry::WORDS_PER_BLOCK;
 use crate::filter::hash::{
     for_each_standard_position, HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher,
-    Xxh64Hasher,
+    Xxh3_64SectorizedHasher, Xxh64Hasher,
 };
 use crate::filter::params::{split_block_of, FilterParams, Layout};
 use crate::filter::simd::{
     base_kind, k_of, row_k, with_row_k, HashInsert, Job, MaskWay, Probe, SharedBlock, BLOCKED32,
-    SPLIT, STANDARD,
+    SECTORIZED, SPLIT, STANDARD,
 };
 use std::sync::atomic::AtomicU64;
 
@@ -130,6 +130,10 @@ impl<S: HashSource, O: WordOr> Job for BulkInsert<'_, S, O> {
                 K,
                 insert_blocked::<S, O, P, _, K>(p, blocks, src, probe, Xxh3_64Hasher(seed))
             ),
+            (Layout::Blocked, HashAlgo::Xxh3_64Sectorized) => {
+                let hasher = Xxh3_64SectorizedHasher(seed);
+                insert_blocked::<S, O, P, _, 8>(p, blocks, src, probe, hasher)
+            }
             (Layout::Blocked, _) => with_row_k!(
                 p.k(),
                 K,
@@ -171,21 +175,26 @@ fn insert_blocked<S: HashSource, O: WordOr, P: Probe, H: KeyHasher, const K: u32
 /// The word masks of a key's in-block positions in a blocked filter whose
 /// keys `H` hashes, for a bulk loop (built by shifts, [`MaskWay::Shifts`]):
 /// from 32-bit products when `h2` is `h << 32` (one `vpmulld` for eight
-/// positions with AVX2), else from 64-bit ones.
+/// positions with AVX2), else from 64-bit ones; the sector bits of
+/// `lo32(h)` for the sectorized hash.
 #[inline(always)]
 fn masks_of<H: KeyHasher, P: Probe>(probe: P, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
-    if H::H2_SHIFTED {
+    if H::SECTORIZED {
+        probe.sector_masks((h2 >> 32) as u32)
+    } else if H::H2_SHIFTED {
         probe.block_masks32((h2 >> 32) as u32, k, MaskWay::Shifts)
     } else {
         probe.block_masks(h2, k, MaskWay::Shifts)
     }
 }
 
-/// [`masks_of`] for a blocked kind ([`BLOCKED32`] or `BLOCKED`), for a
-/// key-by-key insert: built by windows ([`MaskWay::Windows`]).
+/// [`masks_of`] for a blocked kind ([`BLOCKED32`], [`SECTORIZED`] or
+/// `BLOCKED`), for a key-by-key insert: built by windows
+/// ([`MaskWay::Windows`]).
 #[inline(always)]
 fn kind_masks<P: Probe>(probe: P, kind: u8, h2: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     match kind {
+        SECTORIZED => probe.sector_masks((h2 >> 32) as u32),
         BLOCKED32 => probe.block_masks32((h2 >> 32) as u32, k, MaskWay::Windows),
         _ => probe.block_masks(h2, k, MaskWay::Windows),
     }
@@ -266,6 +275,10 @@ impl<S: HashSource> Job for BulkInsertMut<'_, S> {
                 K,
                 insert_blocked_mut::<S, P, _, K>(p, blocks, src, probe, Xxh3_64Hasher(seed))
             ),
+            (Layout::Blocked, HashAlgo::Xxh3_64Sectorized) => {
+                let hasher = Xxh3_64SectorizedHasher(seed);
+                insert_blocked_mut::<S, P, _, 8>(p, blocks, src, probe, hasher)
+            }
             (Layout::Blocked, _) => with_row_k!(
                 p.k(),
                 K,
@@ -348,12 +361,8 @@ impl HashInsert for BitFilter {
             // earlier probes just stored to) measured slower (lab loop of
             // `insert_mut`, 10M keys, this 2-core machine at load 5: 106 ns
             // per 16-byte key against 90, 74 per `u64` key against 66).
-            BLOCKED32 => {
-                let masks = probe.block_masks32((h.h2 >> 32) as u32, k, MaskWay::Windows);
-                probe.block_or_mut(self.blocks.of_hash_mut(h.h1), masks)
-            }
-            _ => {
-                let masks = probe.block_masks(h.h2, k, MaskWay::Windows);
+            kind => {
+                let masks = kind_masks(probe, kind, h.h2, k);
                 probe.block_or_mut(self.blocks.of_hash_mut(h.h1), masks)
             }
         }

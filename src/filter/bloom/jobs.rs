@@ -7,14 +7,18 @@
 use super::batch::{blocked_pipeline, split_pipeline, standard_pipeline};
 use super::partition::partitioned;
 use super::probe::{
-    block32_has_all, block_h2_has_all, block_has_all, block_of, split_block_has_all,
+    block32_has_all, block_h2_has_all, block_has_all, block_of, sectors_has_all,
+    split_block_has_all,
 };
 use super::BatchStrategy;
 use super::BloomRead;
-use crate::filter::hash::{HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh64Hasher};
+use crate::filter::hash::{
+    HashAlgo, KeyHash, KeyHasher, Xxh3Hasher, Xxh3_64Hasher, Xxh3_64SectorizedHasher, Xxh64Hasher,
+};
 use crate::filter::params::{split_block_of, Layout};
 use crate::filter::simd::{
-    base_kind, k_of, row_k, with_row_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SPLIT,
+    base_kind, k_of, row_k, with_row_k, HashLookup, Job, Probe, BLOCKED, BLOCKED32, SECTORIZED,
+    SPLIT,
 };
 
 /// One lookup of a hashed key.
@@ -55,6 +59,9 @@ impl<F: BloomRead> HashLookup for F {
             (BLOCKED32, None, Some(bytes)) => {
                 probe.bytes_block_has_all32(bytes.of_hash(h.h1), x, k)
             }
+            (SECTORIZED, Some(blocks), _) => probe.shared_sectors_has_all(blocks.of_hash(h.h1), x),
+            (SECTORIZED, None, Some(bytes)) => probe.bytes_sectors_has_all(bytes.of_hash(h.h1), x),
+            (SECTORIZED, None, None) => sectors_has_all(self, probe, block_of(p, h), x),
             (BLOCKED, None, None) => block_has_all(self, probe, block_of(p, h), h.h2, k),
             (BLOCKED32, None, None) => block32_has_all(self, probe, block_of(p, h), x, k),
             (SPLIT, ..) => split_has_all(self, probe, h),
@@ -71,6 +78,9 @@ pub(super) fn blocked_has_all<F: BloomRead + ?Sized, P: Probe>(
     h: KeyHash,
 ) -> bool {
     let p = f.params();
+    if p.hash().algo == HashAlgo::Xxh3_64Sectorized {
+        return sectors_has_all(f, probe, block_of(p, h), (h.h2 >> 32) as u32);
+    }
     block_has_all(f, probe, block_of(p, h), h.h2, p.k())
 }
 
@@ -116,6 +126,10 @@ impl<F: BloomRead + ?Sized, K: AsRef<[u8]>> Job for ContainsMany<'_, F, K> {
                 RK,
                 blocked_batch::<_, _, _, _, RK>(f, probe, keys, out, strategy, Xxh3_64Hasher(seed))
             ),
+            (Layout::Blocked, HashAlgo::Xxh3_64Sectorized) => {
+                let hasher = Xxh3_64SectorizedHasher(seed);
+                blocked_batch::<_, _, _, _, 8>(f, probe, keys, out, strategy, hasher)
+            }
             (Layout::Blocked, _) => with_row_k!(
                 p.k(),
                 RK,

@@ -65,6 +65,14 @@
 //! probe answers through the intrinsic `vptest`, takes 56 and 58 (83 and 66
 //! with XXH3-128; the same lab loop of 200,000 and 400,000 keys, 2026-12-05).
 //!
+//! The blocked layout hashed with XXH3-64 sectorized
+//! ([`crate::HashSpec::xxh3_64_sectorized`], hash id 4) goes the rest of the
+//! way: one bit in each of the block's eight 64-bit sectors, so the probe
+//! moves no lane (`filter::simd::lookup::SECTORIZED`): the lookup compiled
+//! for it, the key already hashed, is 28 instructions, call and return
+//! included (disassembled, 2026-12-05). It costs accuracy where `k = 8` is more than the block's best
+//! (1.05% against 0.96% at 10 bits per key, `crate::fp_sectorized`).
+//!
 //! [`BitFilter::contains_many`] gets past that bound: it hashes keys ahead
 //! and prefetches their lines, so 16 lookups' misses are in flight; at 10M
 //! keys it answered in 0.2–0.45 of the time of one `contains` per key (five

@@ -198,9 +198,28 @@ pub(super) fn block32_has_all<F: BloomRead + ?Sized, P: Probe>(
     }
 }
 
+/// Whether the eight sector bits of `x = lo32(h)` (the sectorized hash) are
+/// all set in block `b` of `f`, read as [`block_has_all`] reads it.
+#[inline(always)]
+pub(super) fn sectors_has_all<F: BloomRead + ?Sized, P: Probe>(
+    f: &F,
+    probe: P,
+    b: usize,
+    x: u32,
+) -> bool {
+    if let Some(shared) = f.shared_block(b) {
+        return probe.shared_sectors_has_all(shared, x);
+    }
+    match f.block_bytes(b) {
+        Some(bytes) => probe.bytes_sectors_has_all(bytes, x),
+        None => probe.sectors_has_all(&f.block_words(b), x),
+    }
+}
+
 /// Whether the `k` in-block positions of `h2` (as `H` hashes) are all set
-/// in block `b` of `f`: from 32-bit products where `h2` is `h << 32`
-/// (XXH3-64: one `vpmulld` for eight positions), else from 64-bit ones.
+/// in block `b` of `f`: the sector bits of `lo32(h)` for the sectorized
+/// hash, from 32-bit products where `h2` is `h << 32` (XXH3-64: one
+/// `vpmulld` for eight positions), else from 64-bit ones.
 #[inline(always)]
 pub(super) fn block_h2_has_all<F: BloomRead + ?Sized, P: Probe, H: KeyHasher>(
     f: &F,
@@ -209,7 +228,9 @@ pub(super) fn block_h2_has_all<F: BloomRead + ?Sized, P: Probe, H: KeyHasher>(
     h2: u64,
     k: u32,
 ) -> bool {
-    if H::H2_SHIFTED {
+    if H::SECTORIZED {
+        sectors_has_all(f, probe, b, (h2 >> 32) as u32)
+    } else if H::H2_SHIFTED {
         block32_has_all(f, probe, b, (h2 >> 32) as u32, k)
     } else {
         block_has_all(f, probe, b, h2, k)

@@ -5,6 +5,7 @@ mod asm;
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 mod entry;
 mod masks;
+mod sectors;
 
 use super::{MaskWay, Probe, SharedBlock, SplitShared};
 use crate::filter::geometry::{BLOCK_BYTES, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
@@ -17,6 +18,7 @@ use asm::{
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
 pub(super) use entry::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
 use masks::avx2_block_masks;
+use sectors::{registers_have_sectors, sector_mask_registers};
 
 /// The AVX2 probe: holding one means the CPU has AVX2, BMI1, BMI2 and POPCNT. Its field
 /// is private to `filter::simd`, which makes one only
@@ -275,6 +277,40 @@ impl Probe for Avx2 {
             let words = shared_split_register(block);
             let m = _mm256_loadu_si256(masks.as_ptr().cast::<__m256i>());
             _mm256_testc_si256(words, m) == 0
+        }
+    }
+
+    #[inline(always)]
+    fn sector_masks(self, x: u32) -> [u64; WORDS_PER_BLOCK] {
+        // SAFETY: AVX2 (an `Avx2` is held), as `sector_mask_registers`
+        // requires; the stores write the 64 bytes of `masks` (`storeu`).
+        unsafe { sectors::masks_array(sector_mask_registers(x)) }
+    }
+
+    #[inline(always)]
+    fn sectors_has_all(self, words: &[u64; WORDS_PER_BLOCK], x: u32) -> bool {
+        // SAFETY: AVX2 as above; the loads read the 64 bytes of `words`.
+        unsafe {
+            let (lo, hi) = mask_registers(words);
+            registers_have_sectors(lo, hi, x)
+        }
+    }
+
+    #[inline(always)]
+    fn shared_sectors_has_all(self, block: &SharedBlock, x: u32) -> bool {
+        // SAFETY: AVX2 (an `Avx2` is held), as both functions require.
+        unsafe {
+            let (lo, hi) = shared_block_registers(block);
+            registers_have_sectors(lo, hi, x)
+        }
+    }
+
+    #[inline(always)]
+    fn bytes_sectors_has_all(self, bytes: &[u8; BLOCK_BYTES], x: u32) -> bool {
+        // SAFETY: AVX2 (an `Avx2` is held), as both functions require.
+        unsafe {
+            let (lo, hi) = bytes_registers(bytes);
+            registers_have_sectors(lo, hi, x)
         }
     }
 

@@ -7,7 +7,7 @@
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
 use super::lookup::with_k;
-use super::lookup::{by_kind, kind, BLOCKED, BLOCKED32, SPLIT, STANDARD};
+use super::lookup::{by_kind, kind, BLOCKED, BLOCKED32, SECTORIZED, SPLIT, STANDARD};
 use super::Probe;
 use super::Scalar;
 #[cfg(all(

@@ -2,9 +2,9 @@
 //! of the probe's one row, and pick one of those at run time (declared
 //! before the modules that use them: `#[macro_use]` in `simd/mod.rs`).
 
-/// `[f::<T, STANDARD>, f::<T, BLOCKED>, f::<T, SPLIT>, f::<T, BLOCKED32>]`:
-/// a function compiled once per filter kind, in the order
-/// `lookup::by_kind` indexes (the kinds are 0 to 3).
+/// `[f::<T, STANDARD>, f::<T, BLOCKED>, f::<T, SPLIT>, f::<T, BLOCKED32>,
+/// f::<T, SECTORIZED>]`: a function compiled once per filter kind, in the
+/// order `lookup::by_kind` indexes (the kinds are 0 to 4).
 macro_rules! per_kind {
     ($f:ident::<$t:ty>) => {
         [
@@ -12,6 +12,7 @@ macro_rules! per_kind {
             $f::<$t, BLOCKED>,
             $f::<$t, SPLIT>,
             $f::<$t, BLOCKED32>,
+            $f::<$t, SECTORIZED>,
         ]
     };
 }
@@ -113,6 +114,7 @@ macro_rules! with_kind {
             STANDARD => $t.$method::<_, STANDARD>($($arg),*),
             BLOCKED => $t.$method::<_, BLOCKED>($($arg),*),
             BLOCKED32 => $t.$method::<_, BLOCKED32>($($arg),*),
+            SECTORIZED => $t.$method::<_, SECTORIZED>($($arg),*),
             _ => $t.$method::<_, SPLIT>($($arg),*),
         }
     };

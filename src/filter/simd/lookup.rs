@@ -26,46 +26,54 @@ pub(crate) const SPLIT: u8 = 2;
 /// the seven instructions of the 64-bit product's top half
 /// ([`Probe::shared_block_has_all32`]). The same answers as [`BLOCKED`].
 pub(crate) const BLOCKED32: u8 = 3;
+/// The blocked layout hashed with XXH3-64 and sectorized positions
+/// (`hash::sector_masks`): one bit in each of the block's eight sectors,
+/// `k = 8` ([`Probe::shared_sectors_has_all`]).
+pub(crate) const SECTORIZED: u8 = 4;
 
 /// A blocked kind ([`BLOCKED`] or [`BLOCKED32`]) compiled for one `k` of
-/// at most 8, the probe's one row: `kind | k << 2` (the kind in the low two
-/// bits, `k` above them; 0 above them means the filter's own `k`, read per
-/// lookup). The probe's branch on `k` and its load of the live lanes by `k`
+/// at most 8, the probe's one row: `kind | k << 3` (the kind in the low
+/// three bits, `k` above them; 0 above them means the filter's own `k`, read
+/// per lookup). The probe's branch on `k` and its load of the live lanes by `k`
 /// fold away (five instructions of the XXH3-64 lookup's 39, disassembled).
 #[cfg_attr(
     all(target_feature = "avx2", target_feature = "bmi2"),
     allow(dead_code)
 )]
 pub(crate) const fn with_k(kind: u8, k: u8) -> u8 {
-    kind | k << 2
+    kind | k << 3
 }
 
 /// The kind of a compiled lookup's `LAYOUT` ([`with_k`]).
 pub(crate) const fn base_kind(layout: u8) -> u8 {
-    layout & 3
+    layout & 7
 }
 
 /// The `k` a lookup or insert compiled for `layout` ([`with_k`]) runs
 /// with: the one it was compiled for, else the filter's own, `filter_k`.
 #[inline(always)]
 pub(crate) const fn k_of(layout: u8, filter_k: u32) -> u32 {
-    match layout >> 2 {
+    match layout >> 3 {
         0 => filter_k,
         k => k as u32,
     }
 }
 
 /// The one of `fs` compiled for `kind`: `fs[STANDARD]`, `fs[BLOCKED]`,
-/// `fs[SPLIT]` or `fs[BLOCKED32]` (the kinds are 0 to 3).
-pub(super) fn by_kind<F: Copy>(kind: u8, fs: [F; 4]) -> F {
-    fs[usize::from(kind.min(BLOCKED32))]
+/// `fs[SPLIT]`, `fs[BLOCKED32]` or `fs[SECTORIZED]` (the kinds are 0 to 4).
+pub(super) fn by_kind<F: Copy>(kind: u8, fs: [F; KINDS]) -> F {
+    fs[usize::from(kind.min(SECTORIZED))]
 }
+
+/// How many kinds there are.
+pub(super) const KINDS: usize = SECTORIZED as usize + 1;
 
 /// The kind ([`STANDARD`] ...) of a filter of `layout` hashed with `algo`.
 pub(super) fn kind(layout: Layout, algo: HashAlgo) -> u8 {
     match (layout, algo) {
         (Layout::Standard, _) => STANDARD,
         (Layout::Blocked, HashAlgo::Xxh3_64) => BLOCKED32,
+        (Layout::Blocked, HashAlgo::Xxh3_64Sectorized) => SECTORIZED,
         (Layout::Blocked, _) => BLOCKED,
         (Layout::SplitBlock, _) => SPLIT,
     }
@@ -76,7 +84,7 @@ pub(super) fn kind(layout: Layout, algo: HashAlgo) -> u8 {
 pub(crate) trait HashLookup {
     /// Whether the key hashed to `h` may be present, probed with `probe`;
     /// `LAYOUT` is the filter's kind ([`STANDARD`], [`BLOCKED`],
-    /// [`BLOCKED32`] or [`SPLIT`]): each kind's lookup is compiled on its
+    /// [`BLOCKED32`], [`SECTORIZED`] or [`SPLIT`]): each kind's lookup is compiled on its
     /// own, without the others' registers and branches.
     fn lookup_with<P: Probe, const LAYOUT: u8>(&self, probe: P, h: KeyHash) -> bool;
 }
@@ -137,9 +145,9 @@ impl<T> std::fmt::Debug for LookupFn<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LookupChoice {
     /// The lookup's place in [`LookupFn::chosen`]'s table: the scalar
-    /// lookups by kind (0–3); with run-time dispatch, then the AVX2 ones by
-    /// kind (4–7), and the blocked kinds' compiled for each `k` of the
-    /// probe's row ([`BLOCKED32`] 8–15, [`BLOCKED`] 16–23).
+    /// lookups by kind (0–4); with run-time dispatch, then the AVX2 ones by
+    /// kind (5–9), and the blocked kinds' compiled for each `k` of the
+    /// probe's row ([`BLOCKED32`] 10–17, [`BLOCKED`] 18–25).
     index: u8,
     /// The filter's kind ([`STANDARD`] ...).
     kind: u8,
@@ -158,9 +166,9 @@ impl LookupChoice {
         if Isa::detect() == Isa::Avx2 {
             let row = k.wrapping_sub(1);
             let index = match kind {
-                BLOCKED32 if row < 8 => 8 + row as u8,
-                BLOCKED if row < 8 => 16 + row as u8,
-                _ => 4 + kind.min(BLOCKED32),
+                BLOCKED32 if row < 8 => 10 + row as u8,
+                BLOCKED if row < 8 => 18 + row as u8,
+                _ => KINDS as u8 + kind.min(SECTORIZED),
             };
             return LookupChoice { index, kind };
         }
@@ -171,7 +179,7 @@ impl LookupChoice {
     /// The scalar lookup of a filter of this kind.
     fn scalar(kind: u8) -> Self {
         LookupChoice {
-            index: kind.min(BLOCKED32),
+            index: kind.min(SECTORIZED),
             kind,
         }
     }
@@ -196,13 +204,14 @@ impl<T: HashLookup> LookupFn<T> {
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         let f = const {
-            let s: [F<T>; 4] = per_kind!(lookup_scalar::<T>);
-            let a: [F<T>; 4] = per_kind!(lookup_avx2::<T>);
+            let s: [F<T>; KINDS] = per_kind!(lookup_scalar::<T>);
+            let a: [F<T>; KINDS] = per_kind!(lookup_avx2::<T>);
             let b32: [F<T>; 8] = per_k!(lookup_avx2::<T>, BLOCKED32);
             let b: [F<T>; 8] = per_k!(lookup_avx2::<T>, BLOCKED);
             [
-                s[0], s[1], s[2], s[3], a[0], a[1], a[2], a[3], b32[0], b32[1], b32[2], b32[3],
-                b32[4], b32[5], b32[6], b32[7], b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                s[0], s[1], s[2], s[3], s[4], a[0], a[1], a[2], a[3], a[4], b32[0], b32[1], b32[2],
+                b32[3], b32[4], b32[5], b32[6], b32[7], b[0], b[1], b[2], b[3], b[4], b[5], b[6],
+                b[7],
             ]
         }
         .get(usize::from(c.index))

@@ -26,6 +26,16 @@
 //!   instructions to ignore the lanes past `k`: 94 → 92 instructions per
 //!   lookup).
 //!
+//! * **Sectorized positions** (the blocked layout hashed with XXH3-64
+//!   sectorized, `hash::sector_masks`; `avx2/sectors.rs`). Sector `i` is
+//!   lane `i` of both registers, so no probe moves a lane: one `vpmulld`
+//!   for the eight offsets, one `vpsllvd` of 1 per register for the masks
+//!   (a count of 32 or more gives 0, which puts each sector's bit in one
+//!   register), and one `vptest` of what the masks have and the block
+//!   lacks answer a lookup; an insert ORs the same two masks in. About a
+//!   dozen vector instructions where positions anywhere in the block take
+//!   two `vpermd` and a blend per eight (lookups) or two loads and two ORs
+//!   per position (inserts).
 //! * **Masks (inserts).** An insert ORs its key's word masks into the
 //!   block. The AVX2 probe reads them from a table of one-hot windows
 //!   (`avx2/masks.rs`): the 64 bytes of one of eight 128-byte tables
@@ -105,7 +115,7 @@
 //! `h2`) and under concurrent inserts.
 
 use crate::filter::geometry::{BLOCK_BYTES, MAX_K, SPLIT_K, WORDS_PER_BLOCK};
-use crate::filter::hash::{in_block_masks, in_block_position};
+use crate::filter::hash::{in_block_masks, in_block_position, sector_masks};
 use crate::filter::split::{split_masks, split_word_masks};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -169,6 +179,42 @@ pub(crate) trait Probe: Copy {
     #[inline(always)]
     fn block_masks32(self, x: u32, k: u32, way: MaskWay) -> [u64; WORDS_PER_BLOCK] {
         self.block_masks(u64::from(x) << 32, k, way)
+    }
+
+    /// The word masks of a sectorized key's eight positions (the blocked
+    /// layout hashed with XXH3-64 sectorized; `x = lo32(h)`): what its
+    /// insert ORs into its block. The scalar probe's are
+    /// `hash::sector_masks`, the reference; the AVX2 probe builds them with
+    /// one `vpmulld` and two `vpsllvd`, one per half of the block.
+    #[inline(always)]
+    fn sector_masks(self, x: u32) -> [u64; WORDS_PER_BLOCK] {
+        sector_masks(x)
+    }
+
+    /// Whether the eight sector bits of `x` ([`Probe::sector_masks`]) are
+    /// all set in `words`.
+    #[inline(always)]
+    fn sectors_has_all(self, words: &[u64; WORDS_PER_BLOCK], x: u32) -> bool {
+        let mut missing = 0;
+        for (word, mask) in words.iter().zip(self.sector_masks(x)) {
+            missing |= mask & !word;
+        }
+        missing == 0
+    }
+
+    /// [`Probe::sectors_has_all`] of a block that other threads may be
+    /// setting bits in, read as [`Probe::shared_block_has_all`] reads it.
+    #[inline(always)]
+    fn shared_sectors_has_all(self, block: &SharedBlock, x: u32) -> bool {
+        let words = std::array::from_fn(|w| block.0[w].load(Ordering::Relaxed));
+        self.sectors_has_all(&words, x)
+    }
+
+    /// [`Probe::sectors_has_all`] of a block held as its 64 bytes, as
+    /// [`Probe::bytes_block_has_all`] reads it.
+    #[inline(always)]
+    fn bytes_sectors_has_all(self, bytes: &[u8; BLOCK_BYTES], x: u32) -> bool {
+        self.sectors_has_all(&le_words(bytes), x)
     }
 
     /// Whether a bit of `masks` is clear in a block that other threads may
@@ -512,7 +558,8 @@ pub(crate) use blocks::{Blocks, ByteBlocks, SharedBlock, SplitShared};
 pub(crate) use insert_fn::{HashInsert, InsertFn, MaskWay};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
-    base_kind, k_of, HashLookup, LookupChoice, LookupFn, BLOCKED, BLOCKED32, SPLIT, STANDARD,
+    base_kind, k_of, HashLookup, LookupChoice, LookupFn, BLOCKED, BLOCKED32, SECTORIZED, SPLIT,
+    STANDARD,
 };
 
 // Called only behind a run-time check, so absent from a crate built for AVX2.

@@ -347,7 +347,7 @@ mod tests {
         for layout in [Layout::Blocked, Layout::Standard] {
             let p = FilterParams::new(layout, 512, 1, HashSpec::xxh3(1)).unwrap();
             let h = KeyHash { h1: 3, h2: 5 };
-            let pos = positions(layout, 512, 1, h).as_slice()[0] as usize;
+            let pos = p.positions(h).as_slice()[0] as usize;
             // Counter at 14: insert then remove → 15 (sticky, and newly
             // saturated); remove then insert → 14.
             for (first, expect, newly) in [(true, 15, 1), (false, 14, 0)] {
