@@ -58,6 +58,10 @@
 //!   `filterstore_blocked_mut` (`insert_mut`, the filter held `&mut`, as
 //!   sbbf's insert is), and the same for the split-block layout.
 //!
+//! * `PEERS_BLOCKED_HASH`: the blocked subjects' hash, `xxh3-64-sectorized`
+//!   (the default: one bit per 64-bit sector, the layout's fastest) or
+//!   `xxh3-64` (its own positions; the subject before issue 38's sectors).
+//!
 //! Environment: `PEERS_N` (default 10,000,000 keys; 100,000,000 with
 //! `FILTERSTORE_PEERS_100M=1`), `PEERS_ROUNDS` (4),
 //! `PEERS_MEASURE_SECS` (criterion measurement time per benchmark, 2),
@@ -472,6 +476,10 @@ fn main() -> Result<(), ParamError> {
     let only = std::env::var("PEERS_ONLY").unwrap_or_default();
     let run = |part: &str| only.is_empty() || only.split(',').any(|p| p == part);
     let load_before = loadavg();
+    println!(
+        "peers: the blocked subjects hash with {} (PEERS_BLOCKED_HASH)",
+        builds::spec(Layout::Blocked).algo.name()
+    );
 
     let keys = Keys::generate(n);
     let c = Criterion::default()

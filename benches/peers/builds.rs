@@ -82,14 +82,22 @@ pub fn build_round(
     Ok(())
 }
 
-/// The hash of a filterstore subject, with the bench's seed: XXH3-64 for
-/// the blocked layout (its fast hash, issue 38), XXH3-128 for the standard
-/// one, the split-block layout's XXH64 seed 0. (`filterstore_blocked_xxh3_128`
-/// is the blocked layout with XXH3-128, the hash of filters made before it.)
+/// The hash of a filterstore subject, with the bench's seed: for the
+/// blocked layout its fastest, XXH3-64 with sectorized positions (issue
+/// 38), or XXH3-64 with the layout's own positions where
+/// `PEERS_BLOCKED_HASH=xxh3-64`; XXH3-128 for the standard one, the
+/// split-block layout's XXH64 seed 0. (`filterstore_blocked_xxh3_128` is
+/// the blocked layout with XXH3-128, the hash of filters made before both.)
 pub fn spec(layout: Layout) -> HashSpec {
     match layout {
         Layout::SplitBlock => HashSpec::xxh64(),
-        Layout::Blocked => HashSpec::xxh3_64(HASH_SEED),
+        Layout::Blocked => match std::env::var("PEERS_BLOCKED_HASH").as_deref() {
+            Ok("xxh3-64") => HashSpec::xxh3_64(HASH_SEED),
+            Ok("xxh3-64-sectorized") | Err(_) => HashSpec::xxh3_64_sectorized(HASH_SEED),
+            Ok(other) => panic!(
+                "PEERS_BLOCKED_HASH={other}: expected xxh3-64 or xxh3-64-sectorized (the default)"
+            ),
+        },
         Layout::Standard => HashSpec::xxh3(HASH_SEED),
     }
 }

@@ -39,7 +39,7 @@ pub fn run(b: &mut Bench, r: &mut Results, keys: &Keys) -> Result<String, ParamE
                 };
                 let spec = match layout {
                     Layout::SplitBlock => HashSpec::xxh64(),
-                    Layout::Blocked => HashSpec::xxh3_64(HASH_SEED),
+                    Layout::Blocked => super::builds::spec(Layout::Blocked),
                     Layout::Standard => HashSpec::xxh3(HASH_SEED),
                 };
                 let p = FilterParams::for_capacity(n as u64, 0.01, layout, spec)?;
