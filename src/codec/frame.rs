@@ -14,7 +14,7 @@ pub const MAGIC: [u8; 4] = *b"FSTR";
 /// § 13). Each frame is written with the lowest version that describes its
 /// bytes: version 1 unless it holds something § 15 lists under a later
 /// version, so that older readers keep reading everything they can.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 /// The oldest format version this build can read (older ones are migrated).
 pub const MIN_READ_VERSION: u16 = 1;
 /// Format version 1: the version, and the min reader version, of every
@@ -41,6 +41,11 @@ pub const VERSION_4: u16 = 4;
 /// (feature `store`).
 #[cfg_attr(not(feature = "store"), allow(dead_code))]
 pub const VERSION_5: u16 = 5;
+/// Format version 6 (`docs/FORMAT.md` § 15): hash algorithm 4, XXH3-64
+/// with sectorized positions (§ 5, § 6). Any filter file, message, catalog
+/// record (of a table or a sealed filter) or superblock naming it is
+/// written as version 6, min reader 6.
+pub const VERSION_6: u16 = 6;
 /// Size of the fixed frame header in bytes.
 pub const HEADER_LEN: usize = 24;
 /// Size of the CRC32 trailer in bytes.
@@ -477,9 +482,9 @@ mod tests {
         // A newer writer that older readers may still read is accepted.
         let f = encode_versioned(FrameKind::Catalog, 0, b"", 9, 1);
         assert_eq!(decode(&f).unwrap().version, 9);
-        // Versions 2 to 5 are read; version 6 is not (yet).
+        // Versions 2 to 6 are read; version 7 is not (yet).
         let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 2, 2);
-        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 5));
+        assert_eq!((decode(&f).unwrap().version, FORMAT_VERSION), (2, 6));
         let f = encode_versioned(FrameKind::TableState, 0, b"", 3, 3);
         assert_eq!(decode(&f).unwrap().version, 3);
         let f = encode_versioned(FrameKind::BitFilter, 0, b"", 4, 4);
@@ -493,13 +498,15 @@ mod tests {
         assert_eq!(decode(&f).unwrap().version, 4);
         let f = encode_versioned(FrameKind::TableState, 0, b"", 5, 5);
         assert_eq!(decode(&f).unwrap().version, 5);
-        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 6, 6);
+        let f = encode_versioned(FrameKind::BitFilter, 0, b"", 6, 6);
+        assert_eq!(decode(&f).unwrap().version, 6);
+        let f = encode_versioned(FrameKind::ExchangeFull, 0, b"", 7, 7);
         assert_eq!(
             decode(&f),
             Err(CodecError::UnsupportedVersion {
-                found: 6,
-                min_reader: 6,
-                supported: 5
+                found: 7,
+                min_reader: 7,
+                supported: 6
             })
         );
     }

@@ -321,3 +321,39 @@ fn xxh3_64_messages_are_version_four() {
         }
     }
 }
+
+/// A blocked filter hashed with XXH3-64 sectorized (hash id 4, format
+/// version 6) is sent as a version-6 message, plain or coded, and received
+/// with the same bits and hash; re-framed as version 1 it is refused,
+/// naming the hash. The filter's bits come from a counting filter (its
+/// insert derives the sectorized positions, `docs/FORMAT.md` § 6).
+#[test]
+fn xxh3_64_sectorized_messages_are_version_six() {
+    let ks = keys(0..1000);
+    for m in [10_240, 40_960] {
+        let spec = HashSpec::xxh3_64_sectorized(11);
+        let p = FilterParams::new(Layout::Blocked, m, 8, spec).unwrap();
+        let mut c = filterstore::CountingFilter::new(p).unwrap();
+        for key in &ks {
+            c.insert(key);
+        }
+        let f = c.to_bit_filter().unwrap();
+        for choice in [CodecChoice::Auto, CodecChoice::Plain] {
+            let bytes = encode_message(&f, 1000, 5, choice).unwrap();
+            let frame = decode_frame(&bytes).unwrap();
+            assert_eq!((frame.version, frame.min_reader), (6, 6));
+            let msg = decode_message(&bytes).unwrap();
+            let got = msg.filter().unwrap();
+            assert_eq!(got.params(), &p);
+            assert!((0..p.num_words()).all(|i| got.word(i) == f.word(i)));
+            let old = reframe(&bytes, |_| {});
+            match decode_message(&old) {
+                Err(ExchangeError::Codec(CodecError::InvalidField { field, reason })) => {
+                    assert_eq!(field, "hash algorithm");
+                    assert!(reason.contains("new in format version 6"), "{reason}");
+                }
+                other => panic!("a version-1 frame naming hash 4: {other:?}"),
+            }
+        }
+    }
+}

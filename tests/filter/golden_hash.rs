@@ -4,8 +4,8 @@
 //! depends on it). The first row is XXH3-128 of the empty input with seed 0,
 //! whose published reference value is 0x99aa06d3014798d8_6001c324468d497f.
 
-use filterstore::Layout;
 use filterstore::{positions, HashSpec};
+use filterstore::{FilterParams, Layout};
 
 struct Golden {
     seed: u64,
@@ -306,4 +306,75 @@ fn random_bytes(mut state: u64) -> Vec<u8> {
             state as u8
         })
         .collect()
+}
+
+/// XXH3-64 sectorized (hash id 4) of the keys of [`GOLDEN_XXH3_64`]: the
+/// same hashes, and their sectorized positions in a blocked filter of 1,000
+/// blocks (k = 8, one bit per sector), sorted. Computed independently of
+/// the crate from the hashes and `SALT` (`docs/FORMAT.md` § 6). By hand,
+/// for "filterstore" seed 0: `h = 0x7b90c7a186214973`, block
+/// `(h · 1000) >> 64 = 482` (base 246,784), `x = 0x86214973`; sector 0:
+/// `x · 0xd666f075 mod 2^32 = 0xe7e4618f`, `r = 0xe7e4618f >> 26 = 57`,
+/// so bit `57 & 31 = 25` of word `0 + 8·(57 >> 5) = 8`, position
+/// `246,784 + 32·8 + 25 = 247,065`; sector 2: `x · 0x38cc6ff5 mod 2^32 =
+/// 0x7c58280f`, `r = 31`, bit 31 of word 2, position `246,784 + 95 =
+/// 246,879`.
+const GOLDEN_XXH3_64_SECTORIZED: &[(u64, &[u8], [u64; 8])] = &[
+    (
+        0,
+        &[],
+        [89670, 89791, 89825, 89873, 89903, 89959, 89999, 90056],
+    ),
+    (
+        0,
+        &[97],
+        [
+            461371, 461406, 461456, 461595, 461695, 461741, 461779, 461800,
+        ],
+    ),
+    (
+        0,
+        b"filterstore",
+        [
+            246879, 246910, 246924, 246964, 247026, 247065, 247103, 247258,
+        ],
+    ),
+    (
+        0,
+        &[0; 16],
+        [
+            417290, 417437, 417467, 417473, 417523, 417593, 417618, 417649,
+        ],
+    ),
+    (
+        0x5eed,
+        b"filterstore",
+        [99864, 99883, 99918, 99947, 100011, 100079, 100241, 100289],
+    ),
+    (
+        u64::MAX,
+        &[
+            1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0,
+            0, 0, 0,
+        ],
+        [
+            504850, 504960, 505063, 505151, 505176, 505215, 505255, 505285,
+        ],
+    ),
+];
+
+#[test]
+fn xxh3_64_sectorized_positions_never_change() {
+    for (seed, key, pos) in GOLDEN_XXH3_64_SECTORIZED {
+        let spec = HashSpec::xxh3_64_sectorized(*seed);
+        let h = spec.hash(key);
+        assert_eq!(h, HashSpec::xxh3_64(*seed).hash(key), "the hash of {key:?}");
+        let p = FilterParams::new(Layout::Blocked, 512 * 1000, 8, spec).unwrap();
+        let got = p.positions(h);
+        assert_eq!(got.as_slice(), pos, "sectorized positions of {key:?}");
+        // One bit per sector: sector i is 32-bit words i and i + 8.
+        let mut sectors: Vec<u64> = pos.iter().map(|q| (q % 512 / 32) % 8).collect();
+        sectors.sort_unstable();
+        assert_eq!(sectors, (0..8).collect::<Vec<u64>>(), "{key:?}");
+    }
 }

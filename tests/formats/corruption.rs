@@ -1,6 +1,7 @@
 //! Corruption of real files: every single-bit flip, every byte inverted and
-//! every truncation of every committed fixture — the filter files of v1 and
-//! v2 (the split-block layout), and the exchange messages of v1 and v2 — is
+//! every truncation of every committed fixture — the filter files of v1, v2
+//! (the split-block layout), v4 (XXH3-64) and v6 (XXH3-64 sectorized), and
+//! the exchange messages of v1 and v2 — is
 //! refused with a typed [`CodecError`] — never a panic, never `Ok`.
 //!
 //! Why this can hold for *every* single-byte change: the frame's CRC32 covers
@@ -25,8 +26,9 @@ use std::path::PathBuf;
 fn fixtures() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     // Four of format 1; the split-block layout's two of format 2; the
-    // XXH3-64 hash's two of format 4.
-    for (version, count) in [(1, 4), (2, 2), (4, 2)] {
+    // XXH3-64 hash's two of format 4; the XXH3-64 sectorized hash's two of
+    // format 6.
+    for (version, count) in [(1, 4), (2, 2), (4, 2), (6, 2)] {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join(format!("migrations/fixtures/v{version}"));
         let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
@@ -169,11 +171,12 @@ fn descriptor_changes_with_a_valid_crc() {
         let (body, kind) = (frame.body, frame.kind);
         let mut b = body.to_vec();
         for at in 0..48 {
-            // The hash byte of a version-4 blocked file (XXH3-64, id 3)
-            // re-framed as version 1 has one valid value, 1 (XXH3-128): a
-            // different filter of the same bytes, like another valid k.
-            let must_refuse =
-                matches!(at, 2..=3 | 32..=47) || (at == 1 && !name.starts_with("v4/"));
+            // The hash byte of a version-4 or version-6 blocked file
+            // (XXH3-64, id 3; XXH3-64 sectorized, id 4) re-framed as version
+            // 1 has one valid value, 1 (XXH3-128): a different filter of the
+            // same bytes, like another valid k.
+            let newer_hash = name.starts_with("v4/") || name.starts_with("v6/");
+            let must_refuse = matches!(at, 2..=3 | 32..=47) || (at == 1 && !newer_hash);
             for mask in 1..=255u8 {
                 b[at] ^= mask;
                 match decode_filter(&encode_frame(kind, 0, &b)) {

@@ -1,7 +1,8 @@
 //! The committed filter files under `migrations/fixtures/v1/` (format 1),
 //! `migrations/fixtures/v2/` (format 2: the split-block layout) and
 //! `migrations/fixtures/v4/` (format 4: the blocked layout hashed with
-//! XXH3-64).
+//! XXH3-64) and `migrations/fixtures/v6/` (format 6: the blocked layout
+//! hashed with XXH3-64 sectorized).
 //!
 //! These files are never regenerated: they are what filterstore 0.1 (and,
 //! for v2, 0.2) wrote, and every later build must read them with the same
@@ -46,7 +47,7 @@ struct Fixture {
     false_positives: u32,
 }
 
-const FIXTURES: [Fixture; 8] = [
+const FIXTURES: [Fixture; 10] = [
     Fixture {
         version: 1,
         file: "bit_standard.fsf",
@@ -135,6 +136,28 @@ const FIXTURES: [Fixture; 8] = [
         len: 1100,
         false_positives: 950,
     },
+    Fixture {
+        version: 6,
+        file: "bit_blocked_xxh3_64_sectorized.fsf",
+        layout: Layout::Blocked,
+        m: 2048,
+        k: 8,
+        counting: false,
+        digest: 0xcab8_4413_e9e8_3911,
+        len: 332,
+        false_positives: 993,
+    },
+    Fixture {
+        version: 6,
+        file: "counting_blocked_xxh3_64_sectorized.fsf",
+        layout: Layout::Blocked,
+        m: 2048,
+        k: 8,
+        counting: true,
+        digest: 0x622e_7319_01a9_9af6,
+        len: 1100,
+        false_positives: 1011,
+    },
 ];
 
 fn dir(f: &Fixture) -> PathBuf {
@@ -142,11 +165,13 @@ fn dir(f: &Fixture) -> PathBuf {
 }
 
 /// The fixture's hash: XXH3-128 with [`SEED`], XXH64 seed 0 (the
-/// split-block layout), or XXH3-64 with [`SEED`] (the version-4 fixtures).
+/// split-block layout), XXH3-64 with [`SEED`] (the version-4 fixtures), or
+/// XXH3-64 sectorized with [`SEED`] (the version-6 fixtures).
 fn spec(f: &Fixture) -> HashSpec {
     match (f.layout, f.version) {
         (Layout::SplitBlock, _) => HashSpec::xxh64(),
         (_, 4) => HashSpec::xxh3_64(SEED),
+        (_, 6) => HashSpec::xxh3_64_sectorized(SEED),
         _ => HashSpec::xxh3(SEED),
     }
 }
@@ -168,7 +193,10 @@ fn live_keys(counting: bool) -> Vec<Vec<u8>> {
 }
 
 /// Builds a fixture's bytes exactly as they were made:
-/// * bit filters: insert `key-0000` … `key-0199`; n = 200.
+/// * bit filters: insert `key-0000` … `key-0199`; n = 200 (the version-6
+///   one sets the keys' bits from [`FilterParams::positions`], the
+///   format's definition of them, `docs/FORMAT.md` § 6, not through the
+///   bit filter's insert path).
 /// * counting filters: insert `key-0000` … `key-0299`, remove `key-0200` …
 ///   `key-0299`, insert `hot-key` 16 times; n = inserts − removes = 216.
 fn build(f: &Fixture) -> Vec<u8> {
@@ -186,6 +214,8 @@ fn build(f: &Fixture) -> Vec<u8> {
         }
         assert!(c.saturated() > 0);
         encode_counting_filter(&c, 216)
+    } else if f.version == 6 {
+        encode_bit_filter(&bits_from_positions(p, &live_keys(false)), 200)
     } else {
         let b = BitFilter::new(p).unwrap();
         for k in live_keys(false) {
@@ -193,6 +223,17 @@ fn build(f: &Fixture) -> Vec<u8> {
         }
         encode_bit_filter(&b, 200)
     }
+}
+
+/// A bit filter of `p` whose bits are exactly the positions of `keys`.
+fn bits_from_positions(p: FilterParams, keys: &[Vec<u8>]) -> BitFilter {
+    let mut words = vec![0u64; p.num_words()];
+    for key in keys {
+        for &q in p.positions(p.hash().hash(key)).as_slice() {
+            words[(q / 64) as usize] |= 1 << (q % 64);
+        }
+    }
+    BitFilter::from_words(p, &words).unwrap()
 }
 
 fn probe_positives(contains: impl Fn(&[u8]) -> bool) -> u32 {
@@ -276,17 +317,18 @@ fn fixtures_decode_with_the_same_answers() {
 /// messages that carry build statistics and what names the split-block
 /// layout, FORMAT.md § 15: a filter whose bytes version 1 describes is still
 /// framed as version 1, min reader 1), version 2 for the split-block
-/// layout, version 4 for the XXH3-64 hash. When a later format version
+/// layout, version 4 for the XXH3-64 hash, version 6 for the XXH3-64
+/// sectorized hash. When a later format version
 /// changes the encoder, this test is replaced by one that checks the
 /// migration of these files; the files themselves stay.
 #[test]
 fn encoder_still_writes_the_fixture_bytes() {
     // Version 3 changed only the store's page-file superblock; version 4
     // added a hash id and the store's catalog records for sealed filters and
-    // the log reference; version 5 only the superblock again (§ 15): the
-    // bytes of files of the older layouts and hashes are still version 1's
-    // and 2's.
-    assert_eq!(filterstore::FORMAT_VERSION, 5);
+    // the log reference; version 5 only the superblock again; version 6
+    // added a hash id (§ 15): the bytes of files of the older layouts and
+    // hashes are still version 1's and 2's.
+    assert_eq!(filterstore::FORMAT_VERSION, 6);
     for f in &FIXTURES {
         let committed = std::fs::read(dir(f).join(f.file)).unwrap();
         assert!(build(f) == committed, "{}: encoder output changed", f.file);

@@ -1,7 +1,8 @@
-//! Store tables hashed with XXH3-64 (hash id 3, format version 4): the
-//! store creates its own tables with XXH3-128, but a filter file of the
-//! blocked layout hashed with XXH3-64 imports into a table that keeps the
-//! hash through writes, removals and a reopen, and exports as version 4.
+//! Store tables hashed with XXH3-64 (hash id 3, format version 4) or
+//! XXH3-64 sectorized (hash id 4, format version 6): the store creates its
+//! own tables with XXH3-128, but a filter file of the blocked layout hashed
+//! with either imports into a table that keeps the hash through writes,
+//! removals and a reopen, and exports with the hash's version.
 
 use crate::common;
 
@@ -16,10 +17,21 @@ fn key(i: u32) -> Vec<u8> {
 
 #[test]
 fn an_imported_xxh3_64_table_keeps_its_hash_across_a_reopen() {
-    common::with_timeout(common::TEST_LIMIT, || {
+    keeps_its_hash_across_a_reopen(HashSpec::xxh3_64(77), 4);
+}
+
+#[test]
+fn an_imported_xxh3_64_sectorized_table_keeps_its_hash_across_a_reopen() {
+    keeps_its_hash_across_a_reopen(HashSpec::xxh3_64_sectorized(77), 6);
+}
+
+/// A table imported from a counting filter hashed with `spec`, written
+/// and reopened, answers as a counting filter given the same operations,
+/// and exports as frame `version`.
+fn keeps_its_hash_across_a_reopen(spec: HashSpec, version: u16) {
+    common::with_timeout(common::TEST_LIMIT, move || {
         let dir = tempfile::tempdir().unwrap();
-        let p = FilterParams::for_capacity(20_000, 0.01, Layout::Blocked, HashSpec::xxh3_64(77))
-            .unwrap();
+        let p = FilterParams::for_capacity(20_000, 0.01, Layout::Blocked, spec).unwrap();
         // The reference: a counting filter of the same shape, given the
         // same operations as the table.
         let mut model = CountingFilter::new(p).unwrap();
@@ -43,7 +55,7 @@ fn an_imported_xxh3_64_table_keeps_its_hash_across_a_reopen() {
         }
         let store = FilterStore::open(dir.path()).unwrap();
         let t = store.open_table("ids").unwrap();
-        assert_eq!(t.params().hash(), HashSpec::xxh3_64(77));
+        assert_eq!(t.params().hash(), spec);
         let probe: Vec<Vec<u8>> = (0..40_000).map(key).collect();
         let want: Vec<bool> = probe.iter().map(|k| model.contains(k)).collect();
         assert_eq!(t.contains_many(&probe), want);
@@ -54,7 +66,7 @@ fn an_imported_xxh3_64_table_keeps_its_hash_across_a_reopen() {
         for kind in [ExportKind::Bits, ExportKind::Counting] {
             let file = t.export(kind).unwrap();
             let d = decode_filter(&file).unwrap();
-            assert_eq!((d.version, d.min_reader), (4, 4), "{kind:?}");
+            assert_eq!((d.version, d.min_reader), (version, version), "{kind:?}");
             assert_eq!(*d.params(), p);
         }
         let bits = decode_filter(&t.export(ExportKind::Bits).unwrap())

@@ -161,7 +161,7 @@ impl DescriptorV1 {
         let algo = HashAlgo::from_id(hash_id).ok_or(CodecError::UnknownId {
             what: "hash algorithm",
             found: hash_id.into(),
-            supported: "1 (xxh3-128), 2 (xxh64), 3 (xxh3-64)",
+            supported: "1 (xxh3-128), 2 (xxh64), 3 (xxh3-64), 4 (xxh3-64-sectorized)",
         })?;
         let counter_width = CounterWidth::from_id(width_id).ok_or(CodecError::UnknownId {
             what: "counter width",
@@ -196,13 +196,15 @@ impl DescriptorV1 {
 }
 
 /// The lowest format version whose readers interpret a filter of
-/// parameters `p` (`docs/FORMAT.md` § 13): 4 when it hashes with XXH3-64
+/// parameters `p` (`docs/FORMAT.md` § 13): 6 when it hashes with XXH3-64
+/// sectorized (hash id 4, new in version 6), 4 when it hashes with XXH3-64
 /// (hash id 3, new in version 4), 2 when it names the split-block layout
 /// (and with it the XXH64 hash), both new in version 2; 1 otherwise.
 /// Every frame that names a filter's parameters (file, message, catalog
 /// record, superblock) is written with at least this version.
 pub(crate) fn params_version(p: &FilterParams) -> u16 {
     match (p.layout(), p.hash().algo) {
+        (_, HashAlgo::Xxh3_64Sectorized) => frame::VERSION_6,
         (_, HashAlgo::Xxh3_64) => frame::VERSION_4,
         (Layout::SplitBlock, _) => frame::VERSION_2,
         (Layout::Standard | Layout::Blocked, _) => frame::VERSION_1,
@@ -210,15 +212,16 @@ pub(crate) fn params_version(p: &FilterParams) -> u16 {
 }
 
 /// What a frame older than [`params_version`] cannot name: the hash
-/// algorithm (XXH3-64, version 4) or else the layout (split-block,
-/// version 2). A refusal of a frame of `frame_version`, if any.
+/// algorithm (XXH3-64 sectorized, version 6; XXH3-64, version 4) or else
+/// the layout (split-block, version 2). A refusal of a frame of
+/// `frame_version`, if any.
 pub(crate) fn check_params_version(p: &FilterParams, frame_version: u16) -> Result<(), CodecError> {
     let needed = params_version(p);
     if frame_version >= needed {
         return Ok(());
     }
     let (field, what) = match p.hash().algo {
-        HashAlgo::Xxh3_64 => (
+        HashAlgo::Xxh3_64 | HashAlgo::Xxh3_64Sectorized => (
             "hash algorithm",
             format!("the {} hash", p.hash().algo.name()),
         ),
@@ -235,15 +238,15 @@ pub(crate) fn check_params_version(p: &FilterParams, frame_version: u16) -> Resu
 impl DescriptorV1 {
     /// The lowest format version whose readers interpret this descriptor:
     /// 2 for the split-block layout (hashed with XXH64), 4 for the XXH3-64
-    /// hash, else 1 (`docs/FORMAT.md` § 13). Writers frame the filter with
-    /// it.
+    /// hash, 6 for the XXH3-64 sectorized hash, else 1 (`docs/FORMAT.md`
+    /// § 13). Writers frame the filter with it.
     pub fn format_version(&self) -> u16 {
         params_version(&self.params)
     }
 
     /// Refuses a descriptor that names what a newer version than its
     /// frame's added (a version-1 frame cannot hold layout 3, nor one
-    /// before version 4 hash 3).
+    /// before version 4 hash 3, nor one before version 6 hash 4).
     pub(crate) fn check_frame_version(&self, frame_version: u16) -> Result<(), CodecError> {
         check_params_version(&self.params, frame_version)
     }
@@ -254,6 +257,7 @@ fn param_error(e: ParamError) -> CodecError {
     let field = match e {
         ParamError::KOutOfRange { .. } => "k",
         ParamError::SplitBlockShape { k, .. } if k != crate::filter::geometry::SPLIT_K => "k",
+        ParamError::SectorizedK { .. } => "k",
         ParamError::HashNotForLayout { .. } => "hash algorithm",
         _ => "m",
     };

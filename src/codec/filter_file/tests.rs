@@ -154,7 +154,7 @@ fn unknown_ids_name_what_was_found_and_what_is_supported() {
     let (d, payload) = valid_parts(CounterWidth::Bit);
     for (at, value, what) in [
         (0, 4, "layout"),
-        (1, 4, "hash algorithm"),
+        (1, 5, "hash algorithm"),
         (2, 8, "counter width"),
         (3, 1, "codec"),
         (3, 200, "codec"),
@@ -216,6 +216,106 @@ fn xxh3_64_descriptors_need_version_four_and_the_blocked_layout() {
             ..
         })
     ));
+}
+
+/// The descriptor of a blocked bit filter hashed with XXH3-64 sectorized
+/// (hash id 4, k = 8), byte for byte, and its frame's header: version 6,
+/// min reader 6.
+#[test]
+fn golden_xxh3_64_sectorized_descriptor_and_header_bytes() {
+    let spec = HashSpec::xxh3_64_sectorized(0x0102_0304_0506_0708);
+    let p = FilterParams::new(Layout::Blocked, 1024, 8, spec).unwrap();
+    let d = DescriptorV1::raw(p, 300, CounterWidth::Bit);
+    assert_eq!(
+        d.to_bytes(),
+        [
+            2, 4, 0, 0, // layout, hash, counter width, codec
+            8, 0, 0, 0, // k
+            8, 7, 6, 5, 4, 3, 2, 1, // seed
+            0, 4, 0, 0, 0, 0, 0, 0, // m = 1024
+            44, 1, 0, 0, 0, 0, 0, 0, // n = 300
+            128, 0, 0, 0, 0, 0, 0, 0, // payload: 2 blocks · 64 bytes
+            0, 0, 0, 0, 0, 0, 0, 0, // reserved
+        ]
+    );
+    let bytes = d.to_bytes();
+    let mut r = ByteReader::new(&bytes);
+    assert_eq!(DescriptorV1::read(&mut r).unwrap(), d);
+    assert_eq!(d.format_version(), frame::VERSION_6);
+    let file = encode_bit_filter(&BitFilter::new(p).unwrap(), 300);
+    assert_eq!(
+        &file[..24],
+        &[b'F', b'S', b'T', b'R', 6, 0, 6, 0, 1, 0, 0, 0, 176, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    );
+    assert_eq!(&file[24..72], &bytes);
+}
+
+/// A bit filter of `p` holding `keys`, its bits set from
+/// [`FilterParams::positions`] (not through the filter's insert path).
+fn bits_from_positions(p: FilterParams, keys: &[[u8; 8]]) -> BitFilter {
+    let mut words = vec![0u64; p.num_words()];
+    for key in keys {
+        for &q in p.positions(p.hash().hash(key)).as_slice() {
+            words[(q / 64) as usize] |= 1 << (q % 64);
+        }
+    }
+    BitFilter::from_words(p, &words).unwrap()
+}
+
+/// XXH3-64 sectorized (hash id 4) is version 6, the blocked layout's only
+/// and k = 8 only: bit and counting files hashed with it are framed as
+/// version 6 and read back with the same bits and counters; re-framed as
+/// any older version they are refused (field "hash algorithm"), and so is
+/// a descriptor naming it with the standard layout or another `k`.
+#[test]
+fn xxh3_64_sectorized_descriptors_need_version_six() {
+    let p =
+        FilterParams::new(Layout::Blocked, 512 * 5, 8, HashSpec::xxh3_64_sectorized(9)).unwrap();
+    let keys: Vec<[u8; 8]> = (0u64..200).map(u64::to_le_bytes).collect();
+    let f = bits_from_positions(p, &keys);
+    let mut c = CountingFilter::new(p).unwrap();
+    for k in &keys {
+        c.insert(k);
+    }
+    assert!(c.to_bit_filter().unwrap().to_words() == f.to_words());
+    for file in [encode_bit_filter(&f, 200), encode_counting_filter(&c, 200)] {
+        let decoded = decode_filter(&file).unwrap();
+        assert_eq!((decoded.version, decoded.min_reader), (6, 6));
+        assert_eq!(*decoded.params(), p);
+        if let Some(counters) = decoded.counters() {
+            assert!(keys.iter().all(|k| counters.min_count(k) > 0));
+        } else {
+            assert!(decoded.to_bit_filter().unwrap().to_words() == f.to_words());
+        }
+        let body = &file[frame::HEADER_LEN..file.len() - frame::TRAILER_LEN];
+        let kind = frame::decode(&file).unwrap().kind;
+        for v in 1..=5 {
+            let old = frame::encode_versioned(kind, 0, body, v, v);
+            match decode_filter(&old) {
+                Err(CodecError::InvalidField { field, reason }) => {
+                    assert_eq!(field, "hash algorithm", "version {v}");
+                    assert!(reason.contains("new in format version 6"), "{reason}");
+                    assert!(reason.contains("xxh3-64-sectorized"), "{reason}");
+                }
+                other => panic!("version {v}: {other:?}"),
+            }
+        }
+    }
+    let file = encode_bit_filter(&f, 200);
+    let body = &file[frame::HEADER_LEN..file.len() - frame::TRAILER_LEN];
+    let d: [u8; DESCRIPTOR_LEN] = body[..DESCRIPTOR_LEN].try_into().unwrap();
+    let mut standard = d;
+    standard[0] = Layout::Standard.id();
+    let mut k7 = d;
+    k7[4] = 7;
+    for (bad, field) in [(standard, "hash algorithm"), (k7, "k")] {
+        let bad = forged(Kind::BitFilter, bad, &body[DESCRIPTOR_LEN..]);
+        let bad = frame::encode_versioned(Kind::BitFilter, 0, &bad[24..bad.len() - 4], 6, 6);
+        match decode_filter(&bad) {
+            Err(CodecError::InvalidField { field: got, .. }) => assert_eq!(got, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
 }
 
 /// The split-block layout (id 3) and XXH64 (id 2) are version 2: a frame

@@ -468,7 +468,8 @@ impl Head {
     /// § 13), written as both its version and its min reader version: 1,
     /// unless it uses something a later version added (§ 15): build
     /// statistics (2), or parameters that need a later version
-    /// (`params_version`: the split-block layout 2, the XXH3-64 hash 4).
+    /// (`params_version`: the split-block layout 2, the XXH3-64 hash 4,
+    /// the XXH3-64 sectorized hash 6).
     fn format_version(&self) -> u16 {
         let mut v = crate::codec::filter_file::params_version(&self.params);
         if self.stats.is_some() {

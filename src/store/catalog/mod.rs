@@ -216,7 +216,8 @@ impl TableMeta {
     /// (layout id 3 is new in format version 2, so a version-1 reader
     /// refuses the record with "upgrade filterstore" instead of misreading
     /// it; `docs/FORMAT.md` § 9), version 4 for a table hashed with XXH3-64
-    /// (hash id 3, new in version 4).
+    /// (hash id 3, new in version 4), version 6 for one hashed with XXH3-64
+    /// sectorized (hash id 4, new in version 6).
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
         meta::encode_versioned(Kind::TableMeta, self, self.format_version())
             .map_err(|e| StoreError::encode(format!("catalog record of {:?}", self.name), e))
@@ -225,8 +226,10 @@ impl TableMeta {
     /// The lowest format version that describes this record (read from
     /// its ids, which `decode` validates after this check).
     fn format_version(&self) -> u16 {
-        use crate::codec::frame::{VERSION_1, VERSION_2, VERSION_4};
-        if self.hash_algo == HashAlgo::Xxh3_64.id() {
+        use crate::codec::frame::{VERSION_1, VERSION_2, VERSION_4, VERSION_6};
+        if self.hash_algo == HashAlgo::Xxh3_64Sectorized.id() {
+            VERSION_6
+        } else if self.hash_algo == HashAlgo::Xxh3_64.id() {
             VERSION_4
         } else if self.layout == Layout::SplitBlock.id() {
             VERSION_2
@@ -333,5 +336,37 @@ mod tests {
         assert_eq!(m.params().unwrap().k(), 5);
         let bad = TableMeta { layout: 9, ..m };
         assert!(matches!(bad.params(), Err(StoreError::Corrupt { .. })));
+    }
+
+    /// A table record is framed with the version its hash needs
+    /// (`docs/FORMAT.md` § 9): 1 for XXH3-128, 4 for XXH3-64, 6 for XXH3-64
+    /// sectorized; re-framed one version lower it is corrupt.
+    #[test]
+    fn meta_frames_name_the_version_of_their_hash() {
+        use crate::codec::frame;
+        for (spec, k, version) in [
+            (HashSpec::xxh3(9), 5, frame::VERSION_1),
+            (HashSpec::xxh3_64(9), 5, frame::VERSION_4),
+            (HashSpec::xxh3_64_sectorized(9), 8, frame::VERSION_6),
+        ] {
+            let p = FilterParams::new(Layout::Blocked, 1024, k, spec).unwrap();
+            let m = TableMeta::new_table(3, "t", &p, 100, 0.01);
+            let bytes = m.encode().unwrap();
+            let f = frame::decode(&bytes).unwrap();
+            assert_eq!((f.version, f.min_reader), (version, version), "{spec:?}");
+            assert_eq!(TableMeta::decode(&table_key("t"), &bytes).unwrap(), m);
+            assert_eq!(m.params().unwrap(), p);
+            if version > frame::VERSION_1 {
+                let old = meta::encode_versioned(Kind::TableMeta, &m, version - 1).unwrap();
+                assert!(
+                    matches!(
+                        TableMeta::decode(&table_key("t"), &old),
+                        Err(StoreError::Corrupt { .. })
+                    ),
+                    "{spec:?} in a frame of version {}",
+                    version - 1
+                );
+            }
+        }
     }
 }

@@ -79,9 +79,11 @@ impl SealedMeta {
         FilterParams::new(layout, self.m, self.k, hash).map_err(|e| bad(e.to_string()))
     }
 
-    /// The record's frame: kind 11, version 4 (`docs/FORMAT.md` § 9a).
+    /// The record's frame: kind 11, version 4, or version 6 for a filter
+    /// hashed with XXH3-64 sectorized (hash id 4, new in version 6;
+    /// `docs/FORMAT.md` § 9a).
     pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
-        meta::encode_versioned(Kind::SealedMeta, self, frame::VERSION_4).map_err(|e| {
+        meta::encode_versioned(Kind::SealedMeta, self, self.format_version()).map_err(|e| {
             StoreError::encode(
                 format!("catalog record of sealed filter {:?}", self.name),
                 e,
@@ -89,12 +91,30 @@ impl SealedMeta {
         })
     }
 
+    /// The lowest format version that describes this record (read from
+    /// its hash id, which `decode` validates after this check).
+    fn format_version(&self) -> u16 {
+        if self.hash_algo == HashAlgo::Xxh3_64Sectorized.id() {
+            frame::VERSION_6
+        } else {
+            frame::VERSION_4
+        }
+    }
+
     /// Decodes the record under catalog key `key`, checking that it names
-    /// the key, a valid name, a valid filter and a tag within its limit.
+    /// the key, a valid name, a valid filter, a tag within its limit, and
+    /// a frame version that can name its hash.
     pub(crate) fn decode(key: &[u8], bytes: &[u8]) -> Result<SealedMeta, StoreError> {
         let what = || format!("catalog record {:?}", String::from_utf8_lossy(key));
-        let (m, _): (SealedMeta, u16) =
+        let (m, version): (SealedMeta, u16) =
             meta::decode(bytes, Kind::SealedMeta).map_err(|e| StoreError::corrupt(what(), e))?;
+        if version < m.format_version() {
+            return Err(invalid(
+                what(),
+                "hash algorithm",
+                format!("hash id {} in a frame of version {version}", m.hash_algo),
+            ));
+        }
         if key.get(1..) != Some(m.name.as_bytes()) || validate_name(&m.name).is_err() {
             return Err(invalid(
                 what(),
@@ -181,5 +201,39 @@ mod tests {
         let bad = SealedMeta { k: 0, ..meta() };
         let bytes = bad.encode().unwrap();
         assert!(SealedMeta::decode(&sealed_key("t.0.ab"), &bytes).is_err());
+    }
+
+    /// A sealed filter hashed with XXH3-64 sectorized (hash id 4) is framed
+    /// as version 6, min reader 6; re-framed as version 4 (or 5) it is
+    /// refused, naming the hash.
+    #[test]
+    fn sectorized_records_are_version_6() {
+        let m = SealedMeta {
+            k: 8,
+            hash_algo: HashAlgo::Xxh3_64Sectorized.id(),
+            ..meta()
+        };
+        let bytes = m.encode().unwrap();
+        let f = crate::codec::frame::decode(&bytes).unwrap();
+        assert_eq!((f.version, f.min_reader), (6, 6));
+        let key = sealed_key("t.0.ab");
+        assert_eq!(SealedMeta::decode(&key, &bytes).unwrap(), m);
+        assert_eq!(m.params().unwrap().hash().algo, HashAlgo::Xxh3_64Sectorized);
+        for v in [frame::VERSION_4, frame::VERSION_5] {
+            let old = meta::encode_versioned(Kind::SealedMeta, &m, v).unwrap();
+            match SealedMeta::decode(&key, &old) {
+                Err(StoreError::Corrupt { source, .. }) => assert!(
+                    matches!(
+                        source,
+                        CodecError::InvalidField {
+                            field: "hash algorithm",
+                            ..
+                        }
+                    ),
+                    "version {v}: {source:?}"
+                ),
+                other => panic!("version {v}: {other:?}"),
+            }
+        }
     }
 }

@@ -220,3 +220,56 @@ fn a_durable_claim_commits_the_other_copy_and_a_torn_one_leaves_the_one_before()
     let f = PageFile::open(&path, p, OWNER, false).unwrap();
     assert_eq!((f.sb.fold, f.sb.durable_seq, f.sb.folded_seq), (1, 8, 6));
 }
+
+/// A table hashed with XXH3-64 sectorized (hash id 4, `docs/FORMAT.md`
+/// § 11) writes its superblocks as version 6, min reader 6: with
+/// `durable_seq` where the copy has room (version 5's fields), without it
+/// where it has none (version 3's). Re-framed as version 5 or 3 the same
+/// bytes are corrupt; a table hashed with XXH3-64 (hash 3) still writes 5.
+#[test]
+fn a_sectorized_table_writes_version_6_superblocks() {
+    let sectorized = |blocks: u64| {
+        FilterParams::new(
+            Layout::Blocked,
+            512 * blocks,
+            8,
+            HashSpec::xxh3_64_sectorized(7),
+        )
+        .unwrap()
+    };
+    let sb = Superblock {
+        fold: 2,
+        folded_seq: 7,
+        live_keys: 3,
+        log_start: 0x40,
+        durable_seq: 9,
+        slots: vec![Slot::First],
+    };
+    let p = sectorized(5);
+    let bytes = sb.encode(OWNER, &p);
+    assert_eq!(&bytes[4..8], &[6, 0, 6, 0]);
+    let body = &bytes[frame::HEADER_LEN..bytes.len() - frame::TRAILER_LEN];
+    assert_eq!((body.len(), &body[72..80]), (81, &9u64.to_le_bytes()[..]));
+    assert_eq!(Superblock::decode(&bytes, OWNER, &p).unwrap(), sb);
+    for v in [5, 4] {
+        let old = frame::encode_versioned(Kind::TableState, 0, body, v, v);
+        assert!(Superblock::decode(&old, OWNER, &p).is_err(), "version {v}");
+    }
+    let xxh3_64 = FilterParams::new(Layout::Blocked, 512 * 5, 8, HashSpec::xxh3_64(7)).unwrap();
+    assert_eq!(&sb.encode(OWNER, &xxh3_64)[4..8], &[5, 0, 5, 0]);
+    // No room for the claim: version 6 with version 3's fields.
+    let p = sectorized(CHUNK_BLOCKS * 3_990 * 4);
+    assert!(!super::has_durable_seq(&p));
+    let sb = Superblock {
+        durable_seq: 7,
+        slots: vec![Slot::None; chunk_count(&p) as usize],
+        ..sb
+    };
+    let bytes = sb.encode(OWNER, &p);
+    assert_eq!(&bytes[4..8], &[6, 0, 6, 0]);
+    assert_eq!(Superblock::decode(&bytes, OWNER, &p).unwrap(), sb);
+    let body = &bytes[frame::HEADER_LEN..bytes.len() - frame::TRAILER_LEN];
+    assert_eq!(body.len(), 72 + 3_990);
+    let old = frame::encode_versioned(Kind::TableState, 0, body, 3, 3);
+    assert!(Superblock::decode(&old, OWNER, &p).is_err());
+}

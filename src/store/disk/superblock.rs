@@ -83,13 +83,23 @@ pub(super) fn sb_bytes(params: &FilterParams) -> u64 {
 
 /// The lowest frame version a superblock of a table of `p` may have been
 /// written with: that of its parameters (`docs/FORMAT.md` § 13: 2 for the
-/// split-block layout and its XXH64 hash, 4 for the XXH3-64 hash, else 1).
-/// Every superblock is written as version 5 (`log_start` at byte 64 and
-/// `durable_seq` at byte 72, § 11) when that fits in its copy's space,
-/// else as version 3 (no `durable_seq`), or 4 for a table whose
-/// parameters need it.
+/// split-block layout and its XXH64 hash, 4 for the XXH3-64 hash, 6 for the
+/// XXH3-64 sectorized hash, else 1). Every superblock is written as version
+/// 5 (`log_start` at byte 64 and `durable_seq` at byte 72, § 11) when that
+/// fits in its copy's space, else as version 3 (no `durable_seq`), or 4
+/// for a table whose parameters need it; a table hashed with XXH3-64
+/// sectorized writes version 6 in both cases (its fields those of version 5
+/// or 3: [`carries_durable_seq`]).
 fn frame_version(p: &FilterParams) -> u16 {
     crate::codec::filter_file::params_version(p)
+}
+
+/// Whether a superblock copy of frame version `version` for a table of `p`
+/// holds `durable_seq` (`docs/FORMAT.md` § 11): version 5 always; version
+/// 6 (written only for the XXH3-64 sectorized hash) when its copy has
+/// room for it ([`has_durable_seq`]), as a writer of version 5 decides.
+fn carries_durable_seq(version: u16, p: &FilterParams) -> bool {
+    version == frame::VERSION_5 || (version >= frame::VERSION_6 && has_durable_seq(p))
 }
 
 fn corrupt(field: &'static str, reason: String) -> CodecError {
@@ -121,7 +131,7 @@ impl Superblock {
         }
         body.extend_from_slice(&map);
         let version = if with_durable {
-            frame::VERSION_5
+            frame_version(p).max(frame::VERSION_5)
         } else {
             frame_version(p).max(frame::VERSION_3)
         };
@@ -141,9 +151,10 @@ impl Superblock {
             return Err(corrupt(
                 "page file version",
                 format!(
-                    "a superblock of version {} names the {} layout",
+                    "a superblock of version {} names the {} layout, hash {}",
                     f.version,
-                    p.layout()
+                    p.layout(),
+                    p.hash().algo.name()
                 ),
             ));
         }
@@ -158,7 +169,7 @@ impl Superblock {
         } else {
             (0, r.u64()?)
         };
-        let durable_seq = if f.version >= frame::VERSION_5 {
+        let durable_seq = if carries_durable_seq(f.version, p) {
             r.u64()?
         } else {
             folded_seq

@@ -42,7 +42,8 @@
 //! `E[d]` and `Var[d]` are those of `k` independent uniform draws among
 //! the 512 positions of a block (blocked: the layout's salted multiplies
 //! agree with that model to 2·10⁻⁵ of `E[d]`, within the sampling error of
-//! 4M hashed keys per `k`), exactly 8 and 0 (split-block), and between the
+//! 4M hashed keys per `k`), exactly 8 and 0 (split-block, and blocked with
+//! the XXH3-64 sectorized hash: one position per sector), and between the
 //! model and `k` for the standard layout, whose enhanced double hashing
 //! collides less often than independent draws.
 //!
@@ -66,6 +67,7 @@ use super::model::{
 use crate::error::CodecError;
 use crate::filter::counting::COUNTER_MAX;
 use crate::filter::geometry::{BLOCK_BITS, SPLIT_K};
+use crate::filter::hash::HashAlgo;
 use crate::filter::params::{FilterParams, Layout};
 
 /// Standard deviations of every statistical tolerance: a normal tail of
@@ -152,6 +154,10 @@ impl CounterCheck {
     pub(crate) fn new(p: &FilterParams, n: u64) -> Result<CounterCheck, CodecError> {
         let k = f64::from(p.k());
         let (d_lo, d_hi, d_var) = match p.layout() {
+            // One bit in each of the block's eight sectors: 8 distinct.
+            Layout::Blocked if p.hash().algo == HashAlgo::Xxh3_64Sectorized => {
+                (f64::from(p.k()), f64::from(p.k()), 0.0)
+            }
             Layout::Blocked => {
                 let (e, v) = distinct_moments(p.k(), BLOCK_BITS as f64);
                 (e, e, v)
