@@ -318,7 +318,7 @@ pub(crate) fn nonzero_word(bytes32: &[u8]) -> u64 {
 mod tests {
     use super::*;
     use crate::filter::counting::COUNTER_BLOCK_BYTES;
-    use crate::filter::hash::{positions, HashSpec, KeyHash};
+    use crate::filter::hash::{HashSpec, KeyHash};
     use crate::filter::params::Layout;
 
     #[test]

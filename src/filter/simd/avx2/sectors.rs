@@ -2,41 +2,58 @@
 //! XXH3-64 sectorized: `hash::sector_masks`, the reference). A block held
 //! in two registers has 32-bit word `i` in lane `i` of the first and word
 //! `i + 8` in lane `i` of the second, so sector `i` (words `i` and `i + 8`)
-//! is lane `i` of both: a key's eight masks are one `vpmulld` for the eight
-//! offsets `r = (x · lo32(SALT[i])) >> 26` and one `vpsllvd` of 1 per
-//! register, by `r` and by `r − 32`. `vpsllvd` gives 0 for a count of 32 or
-//! more (Intel SDM, VPSLLVD: "If the value specified by the count operand
-//! is greater than 31, the destination is zeroed"; a count is read as
-//! unsigned, so `r − 32` below 0 is above 31), which leaves each lane's bit
-//! in exactly one of the two registers.
+//! is lane `i` of both. One `vpmulld` gives the eight products
+//! `x · lo32(SALT[i])`, whose top 6 bits are the offsets `r`: bit 5 of `r`
+//! (the product's sign) picks the sector's word, `r & 31` the bit in it (two
+//! shifts and one `vpsllvd` of 1). A lookup blends each lane's word out of
+//! the two registers by that sign and tests all eight with one `vptest`; an
+//! insert splits the bits into the two registers' masks by it.
 
 use super::SALT_ROWS;
 use crate::filter::geometry::WORDS_PER_BLOCK;
 use std::arch::x86_64::*;
 
+/// A sectorized key's products and bit masks: lane `i` of the first is
+/// `x · lo32(SALT[i])`, whose top bit (bit 5 of the offset `r`) says which
+/// of the sector's two words holds its bit; lane `i` of the second is
+/// `1 << (r & 31)`, that bit within the word.
+///
+/// # Safety
+/// The CPU must support AVX2 (callers hold an [`super::Avx2`]).
+#[inline(always)]
+unsafe fn sector_parts(x: u32) -> (__m256i, __m256i) {
+    // SAFETY: AVX2 per this function's contract; the salt load reads a
+    // 32-byte aligned row of 32 bytes (`SaltRow` is `align(32)`).
+    unsafe {
+        let salts = _mm256_load_si256(SALT_ROWS[0].0[0].as_ptr().cast::<__m256i>());
+        let top = _mm256_mullo_epi32(_mm256_set1_epi32(x as i32), salts);
+        let bit = _mm256_srli_epi32::<27>(_mm256_slli_epi32::<1>(top));
+        (top, _mm256_sllv_epi32(_mm256_set1_epi32(1), bit))
+    }
+}
+
 /// A sectorized key's masks for the block's two registers (32-bit words
-/// 0–7 and 8–15).
+/// 0–7 and 8–15): each lane's bit goes to the first where the product's
+/// top bit is clear, else to the second.
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`super::Avx2`]).
 #[inline(always)]
 pub(super) unsafe fn sector_mask_registers(x: u32) -> (__m256i, __m256i) {
-    // SAFETY: AVX2 per this function's contract; the salt load reads a
-    // 32-byte aligned row of 32 bytes (`SaltRow` is `align(32)`).
+    // SAFETY: AVX2 per this function's contract.
     unsafe {
-        let salts = _mm256_load_si256(SALT_ROWS[0].0[0].as_ptr().cast::<__m256i>());
-        let r = _mm256_srli_epi32::<26>(_mm256_mullo_epi32(_mm256_set1_epi32(x as i32), salts));
-        let one = _mm256_set1_epi32(1);
-        let lo = _mm256_sllv_epi32(one, r);
-        let hi = _mm256_sllv_epi32(one, _mm256_sub_epi32(r, _mm256_set1_epi32(32)));
-        (lo, hi)
+        let (top, m) = sector_parts(x);
+        let high = _mm256_srai_epi32::<31>(top);
+        (_mm256_andnot_si256(high, m), _mm256_and_si256(high, m))
     }
 }
 
 /// Whether the eight sector bits of `x` are all set in the block held in
-/// `lo` and `hi`: one `vptest` of what the masks have and the block lacks
-/// (two `vptest`, one per register, took 11.5 against 9.1 ns per lookup at
-/// 10M keys in a lab loop).
+/// `lo` and `hi`: each sector's word picked by a blend on the product's top
+/// bit, then one `vptest` (CF: no mask bit is clear in the words), as
+/// sbbf-rs-safe tests its one register. Testing the two registers against
+/// two masks took two more instructions (a shift and an AND that LLVM adds
+/// to zero the lanes of a shift by 32 or more) and was no faster.
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`super::Avx2`]).
@@ -44,9 +61,13 @@ pub(super) unsafe fn sector_mask_registers(x: u32) -> (__m256i, __m256i) {
 pub(super) unsafe fn registers_have_sectors(lo: __m256i, hi: __m256i, x: u32) -> bool {
     // SAFETY: AVX2 per this function's contract.
     unsafe {
-        let (m_lo, m_hi) = sector_mask_registers(x);
-        let missing = _mm256_or_si256(_mm256_andnot_si256(lo, m_lo), _mm256_andnot_si256(hi, m_hi));
-        _mm256_testz_si256(missing, missing) == 1
+        let (top, m) = sector_parts(x);
+        let words = _mm256_castps_si256(_mm256_blendv_ps(
+            _mm256_castsi256_ps(lo),
+            _mm256_castsi256_ps(hi),
+            _mm256_castsi256_ps(top),
+        ));
+        _mm256_testc_si256(words, m) == 1
     }
 }
 
