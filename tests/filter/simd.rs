@@ -364,14 +364,6 @@ fn unions_beside_shared_inserts(p: FilterParams) {
     );
 }
 
-/// The `k` a filter of `layout` takes (the split-block layout's is 8).
-fn layout_k(layout: Layout) -> u32 {
-    match layout {
-        Layout::SplitBlock => 8,
-        _ => 7,
-    }
-}
-
 /// The bulk inserts set exactly the bits of single inserts, both layouts,
 /// small and large filters, duplicates included.
 #[test]
