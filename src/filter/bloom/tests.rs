@@ -544,3 +544,31 @@ fn an_empty_filter_estimates_plus_zero() {
         }
     }
 }
+
+/// A sectorized filter reads `x = lo32(h)` from `h2` in every path, as
+/// `FilterParams::positions` does: a hash made by hand (its `h2` not
+/// `h1 << 32`) sets exactly its `positions`, through the shared insert and
+/// `insert_mut`, and is found.
+#[test]
+fn sectorized_hashes_made_by_hand_set_their_positions() {
+    use crate::filter::hash::KeyHash;
+    use rand::{RngCore, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(41);
+    let spec = HashSpec::xxh3_64_sectorized(5);
+    let p = FilterParams::new(Layout::Blocked, 512 * 32, 8, spec).unwrap();
+    for _ in 0..2_000 {
+        let h = KeyHash {
+            h1: rng.next_u64(),
+            h2: rng.next_u64(),
+        };
+        let want = p.positions(h);
+        let (shared, mut owned) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+        shared.insert_hash(h);
+        owned.insert_hash_mut(h);
+        for f in [&shared, &owned] {
+            let set: Vec<u64> = (0..p.m()).filter(|&q| f.bit(q)).collect();
+            assert_eq!(set, want.as_slice(), "{h:?}");
+            assert!(f.contains_hash(h), "{h:?}");
+        }
+    }
+}

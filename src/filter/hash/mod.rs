@@ -589,10 +589,12 @@ pub(crate) fn split_positions(h: u64, m: u64) -> Positions {
 
 /// The positions of a sectorized key ([`HashAlgo::Xxh3_64Sectorized`]) in a
 /// blocked filter of `m` bits: eight, one per sector, ascending and
-/// distinct by construction.
+/// distinct by construction. `x = lo32(h)` is read from `h2 = h << 32`, as
+/// every probe of the bit and counting filters reads it (the same value as
+/// `lo32(h1)` for every hash the spec makes).
 pub(crate) fn sectorized_positions(m: u64, h: KeyHash) -> Positions {
     let base = map_to_range(h.h1, m / BLOCK_BITS) * BLOCK_BITS;
-    Positions::from_block_masks(base, sector_masks(h.h1 as u32))
+    Positions::from_block_masks(base, sector_masks((h.h2 >> 32) as u32))
 }
 
 /// The distinct positions of a key, for any layout (the split-block
