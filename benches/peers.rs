@@ -3,7 +3,8 @@
 //! 10 bits per key, in one run (issue 2).
 //!
 //! * Filters: `filterstore` standard, blocked and split-block layouts (the
-//!   blocked layout hashed with XXH3-64, its fast hash, and once more with
+//!   blocked layout hashed with XXH3-64 sectorized, its fastest hash, or
+//!   XXH3-64 (`PEERS_BLOCKED_HASH`, below), and once more with
 //!   XXH3-128, `filterstore_blocked_xxh3_128`, lookups only, and its bytes
 //!   read through a `FilterView`, `filterstore_blocked_view`, lookups only;
 //!   the split-block layout is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with

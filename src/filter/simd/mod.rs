@@ -29,13 +29,13 @@
 //! * **Sectorized positions** (the blocked layout hashed with XXH3-64
 //!   sectorized, `hash::sector_masks`; `avx2/sectors.rs`). Sector `i` is
 //!   lane `i` of both registers, so no probe moves a lane: one `vpmulld`
-//!   for the eight offsets, one `vpsllvd` of 1 per register for the masks
-//!   (a count of 32 or more gives 0, which puts each sector's bit in one
-//!   register), and one `vptest` of what the masks have and the block
-//!   lacks answer a lookup; an insert ORs the same two masks in. About a
-//!   dozen vector instructions where positions anywhere in the block take
-//!   two `vpermd` and a blend per eight (lookups) or two loads and two ORs
-//!   per position (inserts).
+//!   for the eight products, two shifts and one `vpsllvd` of 1 for each
+//!   sector's bit in its word, a blend of each sector's word out of the
+//!   two registers by the product's sign, and one `vptest` answer a
+//!   lookup; an insert splits the bits into the two registers' masks by
+//!   that sign (an AND and an ANDN) and ORs them in. Positions anywhere
+//!   in the block take two `vpermd` and a blend per eight (lookups) and
+//!   two loads and two ORs per position (inserts).
 //! * **Masks (inserts).** An insert ORs its key's word masks into the
 //!   block. The AVX2 probe reads them from a table of one-hot windows
 //!   (`avx2/masks.rs`): the 64 bytes of one of eight 128-byte tables

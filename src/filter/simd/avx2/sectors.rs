@@ -52,8 +52,10 @@ pub(super) unsafe fn sector_mask_registers(x: u32) -> (__m256i, __m256i) {
 /// `lo` and `hi`: each sector's word picked by a blend on the product's top
 /// bit, then one `vptest` (CF: no mask bit is clear in the words), as
 /// sbbf-rs-safe tests its one register. Testing the two registers against
-/// two masks took two more instructions (a shift and an AND that LLVM adds
-/// to zero the lanes of a shift by 32 or more) and was no faster.
+/// two masks took four instructions more (among them a shift and an AND
+/// that LLVM adds to zero the lanes of a shift by 32 or more) and was
+/// slower: 5.26–5.32 ns per 1M-key lookup against 4.80–4.87 in a lab loop
+/// (`docs/BENCHMARKS.md`, "Sectorized positions: hash id 4").
 ///
 /// # Safety
 /// The CPU must support AVX2 (callers hold an [`super::Avx2`]).
