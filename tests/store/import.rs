@@ -246,6 +246,43 @@ fn a_zeroed_block_or_a_split_lane_off_by_one_is_refused() {
 }
 
 #[test]
+fn a_sector_off_by_one_is_refused() {
+    // A blocked filter hashed with XXH3-64 sectorized sets one counter in
+    // each of its block's eight sectors: a block's sector sums agree
+    // exactly, as a split block's lanes do. The honest files import, before
+    // and after removals.
+    use filterstore::{encode_counting_filter, CountingFilter, FilterParams, HashSpec, Layout};
+    common::with_timeout(common::TEST_LIMIT, || {
+        let dir = tempfile::tempdir().unwrap();
+        DIR.with(|d| *d.borrow_mut() = Some(dir.path().to_path_buf()));
+        let store = FilterStore::open(dir.path()).unwrap();
+        let spec = HashSpec::xxh3_64_sectorized(3);
+        let p = FilterParams::for_capacity(20_000, 0.01, Layout::Blocked, spec).unwrap();
+        let mut f = CountingFilter::new(p).unwrap();
+        for i in 0..20_000 {
+            f.insert(&key(8, i));
+        }
+        let file = encode_counting_filter(&f, 20_000);
+        // The first non-zero counter of the payload, one less.
+        let at = (72..file.len() - 4).find(|&i| file[i] & 0x0f != 0).unwrap();
+        let mut off = file.clone();
+        off[at] -= 1;
+        refused(&store, &splice(&file, &off), "a sector off by one");
+        store.import("sectors", &file).unwrap();
+        // Removals keep a block's sectors equal; a saturated counter (a
+        // key inserted 20 times) exempts its block.
+        for i in 0..5_000 {
+            f.remove(&key(8, i)).unwrap();
+        }
+        for _ in 0..20 {
+            f.insert(b"hot");
+        }
+        let file = encode_counting_filter(&f, 15_001);
+        store.import("sectors-after-removes", &file).unwrap();
+    })
+}
+
+#[test]
 fn honest_files_import_whatever_their_layout_load_and_removes() {
     // The false-refusal side: seeded tables of every layout, from a tenth
     // of their capacity to ten times it (where counters saturate), some

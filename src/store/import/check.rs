@@ -37,7 +37,9 @@
 //!   zeroed in a payload otherwise right.
 //! * **The split-block lanes.** A key sets one counter in each of the
 //!   eight lanes of its block, so in a block without a saturated counter
-//!   the eight lane sums are equal (exact).
+//!   the eight lane sums are equal (exact). The same holds for the eight
+//!   sectors of a blocked block hashed with XXH3-64 sectorized (sector `i`
+//!   the counters of 32-bit words `i` and `i + 8`).
 //!
 //! `E[d]` and `Var[d]` are those of `k` independent uniform draws among
 //! the 512 positions of a block (blocked: the layout's salted multiplies
@@ -222,6 +224,8 @@ impl CounterCheck {
             }
             if self.p.layout() == Layout::SplitBlock {
                 check_lanes(bytes, start)?;
+            } else if self.p.hash().algo == HashAlgo::Xxh3_64Sectorized {
+                check_sectors(bytes, start)?;
             }
         }
         Ok(())
@@ -317,6 +321,26 @@ fn check_lanes(block: &[u8], start: u64) -> Result<(), CodecError> {
         return Err(refusal(format!(
             "the split block at counter {start} has lane sums {lanes:?}, where every key sets \
              one counter in each of its block's {SPLIT_K} lanes: not the counters of keys"
+        )));
+    }
+    Ok(())
+}
+
+/// The eight sector sums of a sectorized block without a saturated counter
+/// must be equal (module docs): sector `i` is the counters of 32-bit words
+/// `i` and `i + 8`, 16 bytes each, 128 bytes apart.
+fn check_sectors(block: &[u8], start: u64) -> Result<(), CodecError> {
+    let half = block.len() / 2;
+    let sectors: Vec<u64> = (0..SPLIT_K as usize)
+        .map(|i| {
+            let word = |at: usize| block.get(at..at + LANE / 2).unwrap_or_default();
+            unpack(packed(word(i * LANE / 2))).0 + unpack(packed(word(half + i * LANE / 2))).0
+        })
+        .collect();
+    if sectors.iter().any(|&s| s != sectors[0]) {
+        return Err(refusal(format!(
+            "the block at counter {start} has sector sums {sectors:?}, where every key sets \
+             one counter in each of its block's {SPLIT_K} sectors: not the counters of keys"
         )));
     }
     Ok(())
