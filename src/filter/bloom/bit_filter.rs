@@ -92,6 +92,14 @@ impl BloomRead for BitFilter {
         Some(&SharedBlock::split_halves(&self.blocks)[b])
     }
     #[inline(always)]
+    fn contains(&self, key: &[u8]) -> bool {
+        // A 64-bit hash goes to the probe alone (`HashSpec::hash64`).
+        match self.params.hash().hash64(key) {
+            Some(h) => self.lookup.call64(self, h),
+            None => self.contains_hash(self.params.hash().hash(key)),
+        }
+    }
+    #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
         self.lookup.call(self, h)
     }

@@ -265,9 +265,12 @@ fn union_with_halved_refuses_other_shapes() {
 /// row), every layout and hash (the blocked layout with XXH3-128 and
 /// XXH3-64), every `k` of that row and some beyond: the answer of the
 /// reference positions, and the same as `contains_hash` of the filter (its
-/// blocks found without a bounds check) and of a view of its bytes.
+/// blocks found without a bounds check) and of a view of its bytes; for
+/// XXH3-64, the lookups of the one 64-bit hash (`LookupFn::call64`, what
+/// `contains` calls) too.
 #[test]
 fn every_compiled_lookup_matches_the_reference() {
+    use crate::filter::hash::KeyHash;
     use crate::filter::simd::LookupFn;
     use rand::{RngCore, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
@@ -307,14 +310,24 @@ fn every_compiled_lookup_matches_the_reference() {
             let view = FilterView::new(p, &bytes).unwrap();
             let lookups = LookupFn::<BitFilter>::all_for_tests(layout, hash.algo, k);
             for i in 0..3_000u64 {
-                let h = p.hash().hash(&i.to_le_bytes());
+                let key = i.to_le_bytes();
+                let h = p.hash().hash(&key);
                 let want = p.positions(h).as_slice().iter().all(|&q| f.bit(q));
                 let case = format!("{layout} {} k={k} key {i}", hash.algo.name());
                 assert_eq!(f.contains_hash(h), want, "{case}");
                 assert_eq!(view.contains_hash(h), want, "{case} view");
+                // `contains` passes a 64-bit hash alone (`call64`).
+                assert_eq!(f.contains(&key), want, "{case} contains");
+                assert_eq!(view.contains(&key), want, "{case} view contains");
+                let h64 = p.hash().hash64(&key);
+                assert_eq!(h64.map(KeyHash::of_64).unwrap_or(h), h, "{case}");
                 for (j, l) in lookups.iter().enumerate() {
                     let got = l.call_pointer_for_tests(&f, h);
                     assert_eq!(got, want, "{case} lookup {j}");
+                    if let Some(h64) = h64 {
+                        let got = l.call64_pointer_for_tests(&f, h64);
+                        assert_eq!(got, want, "{case} lookup {j} of the 64-bit hash");
+                    }
                 }
             }
         }

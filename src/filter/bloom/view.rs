@@ -111,6 +111,14 @@ impl BloomRead for FilterView<'_> {
         }
     }
     #[inline(always)]
+    fn contains(&self, key: &[u8]) -> bool {
+        // As `BitFilter`'s: a 64-bit hash goes to the probe alone.
+        match self.params.hash().hash64(key) {
+            Some(h) => LookupFn::chosen(self.lookup).call64(self, h),
+            None => self.contains_hash(self.params.hash().hash(key)),
+        }
+    }
+    #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
         // The pointer from the choice `new` made (one load): a stored
         // `fn(&FilterView<'a>)` would make the view invariant in `'a` (a

@@ -237,6 +237,22 @@ impl HashSpec {
             HashAlgo::Xxh3_64 | HashAlgo::Xxh3_64Sectorized => Xxh3_64Hasher(self.seed).hash(key),
         }
     }
+
+    /// The one 64-bit hash `h` of `key` where this spec's hash is that
+    /// (XXH3-64, either position rule): then [`HashSpec::hash`] is
+    /// [`KeyHash::of_64`]`(h)`. A single lookup passes `h` alone to its
+    /// compiled probe ([`crate::BitFilter`]'s `contains`), which derives
+    /// `h2` itself: the caller's shift and the callee's shift back cost
+    /// the lookup more than their two instructions (docs/BENCHMARKS.md).
+    #[inline(always)]
+    pub(crate) fn hash64(&self, key: &[u8]) -> Option<u64> {
+        match self.algo {
+            HashAlgo::Xxh3_64 | HashAlgo::Xxh3_64Sectorized => {
+                Some(xxh3_64_with_seed(key, self.seed))
+            }
+            HashAlgo::Xxh3_128 | HashAlgo::Xxh64 => None,
+        }
+    }
 }
 
 /// One hash algorithm with its seed, as a type: a loop over many keys is
@@ -281,8 +297,7 @@ impl KeyHasher for Xxh3_64Hasher {
 
     #[inline(always)]
     fn hash(self, key: &[u8]) -> KeyHash {
-        let h = xxh3_64_with_seed(key, self.0);
-        KeyHash { h1: h, h2: h << 32 }
+        KeyHash::of_64(xxh3_64_with_seed(key, self.0))
     }
 }
 
@@ -341,6 +356,15 @@ pub struct KeyHash {
     /// High 64 bits: drives the step (standard) or the in-block positions
     /// (blocked); 0 for XXH64.
     pub h2: u64,
+}
+
+impl KeyHash {
+    /// The hash of a key whose one 64-bit hash is `h` (XXH3-64, either
+    /// position rule): `h1 = h`, `h2 = h << 32`.
+    #[inline(always)]
+    pub(crate) const fn of_64(h: u64) -> KeyHash {
+        KeyHash { h1: h, h2: h << 32 }
+    }
 }
 
 /// Multiply-high range reduction: maps `x` uniformly onto `[0, n)`.

@@ -567,4 +567,6 @@ pub(crate) use lookup::{
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use avx2::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
+use avx2::{
+    insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup64_avx2, lookup_avx2, run_avx2,
+};

@@ -33,6 +33,25 @@ pub(in crate::filter::simd) unsafe fn lookup_avx2<T: super::super::HashLookup, c
     t.lookup_with::<_, LAYOUT>(Avx2(()), h)
 }
 
+/// [`lookup_avx2`] of the one 64-bit hash `h` of a key hashed with XXH3-64
+/// (`KeyHash::of_64`), `h2` derived here, in the callee.
+///
+/// # Safety
+/// The CPU must support every feature enabled here (what `Isa::detect`
+/// asks for).
+#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
+pub(in crate::filter::simd) unsafe fn lookup64_avx2<
+    T: super::super::HashLookup,
+    const LAYOUT: u8,
+>(
+    t: &T,
+    h: u64,
+) -> bool {
+    #[cfg(test)]
+    super::super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t.lookup_with::<_, LAYOUT>(Avx2(()), crate::filter::hash::KeyHash::of_64(h))
+}
+
 /// `T`'s `&mut` insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
 ///
 /// # Safety
