@@ -461,10 +461,11 @@ pub(crate) fn add_blocked_hashes(
 /// (`h2 = h << 32`), else the blocked layout's formula (docs/FORMAT.md §6).
 #[inline(always)]
 pub(crate) fn in_block_probe(p: &FilterParams, h2: u64, i: usize) -> usize {
-    if p.hash().algo == HashAlgo::Xxh3_64Sectorized {
-        sector_position((h2 >> 32) as u32, i) as usize
-    } else {
-        in_block_position(h2, i) as usize
+    match p.hash().algo {
+        HashAlgo::Xxh3_64Sectorized => sector_position((h2 >> 32) as u32, i) as usize,
+        // `KeyHash::upper_h2`: the bits a bit filter's probe reads.
+        HashAlgo::Xxh3_64 => in_block_position(h2 >> 32 << 32, i) as usize,
+        HashAlgo::Xxh3_128 | HashAlgo::Xxh64 => in_block_position(h2, i) as usize,
     }
 }
 

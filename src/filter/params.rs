@@ -241,10 +241,13 @@ impl FilterParams {
     }
     /// The distinct positions of a key hashed to `h` (with this filter's
     /// hash), ascending: [`positions`] for this filter's layout, `m`, `k`
-    /// and hash, sectorized ones included.
+    /// and hash, sectorized ones included. XXH3-64's read `h2`'s upper half
+    /// only, as its probes do (`KeyHash::upper_h2`; the lower half of a
+    /// hash XXH3-64 makes is zero).
     pub fn positions(&self, h: KeyHash) -> Positions {
         match self.hash.algo {
             HashAlgo::Xxh3_64Sectorized => sectorized_positions(self.m, h),
+            HashAlgo::Xxh3_64 => positions(self.layout, self.m, self.k, h.upper_h2()),
             _ => positions(self.layout, self.m, self.k, h),
         }
     }

@@ -558,30 +558,46 @@ fn an_empty_filter_estimates_plus_zero() {
     }
 }
 
-/// A sectorized filter reads `x = lo32(h)` from `h2` in every path, as
-/// `FilterParams::positions` does: a hash made by hand (its `h2` not
-/// `h1 << 32`) sets exactly its `positions`, through the shared insert and
-/// `insert_mut`, and is found.
+/// A filter hashed with XXH3-64 reads `x = h2 >> 32` in every path, as
+/// `FilterParams::positions` and the counting filter's probe do
+/// (`KeyHash::upper_h2`), sectorized or not: a hash made by hand (its `h2`
+/// not `h1 << 32`, its lower half not zero) sets exactly its `positions`,
+/// through the shared insert and `insert_mut`, and is found; the counting
+/// filter's in-block positions are the same.
 #[test]
-fn sectorized_hashes_made_by_hand_set_their_positions() {
+fn xxh3_64_hashes_made_by_hand_set_their_positions() {
+    use crate::filter::counting::in_block_probe;
     use crate::filter::hash::KeyHash;
     use rand::{RngCore, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(41);
-    let spec = HashSpec::xxh3_64_sectorized(5);
-    let p = FilterParams::new(Layout::Blocked, 512 * 32, 8, spec).unwrap();
-    for _ in 0..2_000 {
-        let h = KeyHash {
-            h1: rng.next_u64(),
-            h2: rng.next_u64(),
-        };
-        let want = p.positions(h);
-        let (shared, mut owned) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
-        shared.insert_hash(h);
-        owned.insert_hash_mut(h);
-        for f in [&shared, &owned] {
-            let set: Vec<u64> = (0..p.m()).filter(|&q| f.bit(q)).collect();
-            assert_eq!(set, want.as_slice(), "{h:?}");
-            assert!(f.contains_hash(h), "{h:?}");
+    for (spec, k) in [
+        (HashSpec::xxh3_64_sectorized(5), 8),
+        (HashSpec::xxh3_64(5), 7),
+        (HashSpec::xxh3_64(5), 12),
+    ] {
+        let p = FilterParams::new(Layout::Blocked, 512 * 32, k, spec).unwrap();
+        for _ in 0..2_000 {
+            let h = KeyHash {
+                h1: rng.next_u64(),
+                h2: rng.next_u64(),
+            };
+            let case = format!("{} k={k} {h:?}", spec.algo.name());
+            let want = p.positions(h);
+            let base = want.as_slice()[0] / 512 * 512;
+            let mut counting: Vec<u64> = (0..k as usize)
+                .map(|i| base + in_block_probe(&p, h.h2, i) as u64)
+                .collect();
+            counting.sort_unstable();
+            counting.dedup();
+            assert_eq!(counting, want.as_slice(), "{case} counting");
+            let (shared, mut owned) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+            shared.insert_hash(h);
+            owned.insert_hash_mut(h);
+            for f in [&shared, &owned] {
+                let set: Vec<u64> = (0..p.m()).filter(|&q| f.bit(q)).collect();
+                assert_eq!(set, want.as_slice(), "{case}");
+                assert!(f.contains_hash(h), "{case}");
+            }
         }
     }
 }

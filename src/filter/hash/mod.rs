@@ -346,7 +346,9 @@ fn random_seed() -> u64 {
 
 /// The hash of a key, from which all of its positions are derived: 128
 /// bits (XXH3-128), or 64 (XXH64, in `h1`; `h2` is 0; XXH3-64, in `h1`
-/// and, shifted left by 32, in `h2`).
+/// and, shifted left by 32, in `h2`). A filter hashed with XXH3-64 reads
+/// only the upper half of `h2`, in every path, so a hash made by hand for
+/// it has the positions of its `h2` with the lower half cleared.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyHash {
     /// Low 64 bits: drives the first position (standard) or the block
@@ -364,6 +366,20 @@ impl KeyHash {
     #[inline(always)]
     pub(crate) const fn of_64(h: u64) -> KeyHash {
         KeyHash { h1: h, h2: h << 32 }
+    }
+
+    /// This hash as the probes of the blocked layout hashed with XXH3-64
+    /// read it: `h2`'s upper half only (`x = h2 >> 32`, one 32-bit
+    /// product per position). The lower half of every hash XXH3-64 makes
+    /// is zero, so this is the same hash; one made by hand
+    /// ([`crate::BitFilter::insert_hash`]) may have it nonzero, and then
+    /// its positions are still the bits the bit filter sets.
+    #[inline(always)]
+    pub(crate) const fn upper_h2(self) -> KeyHash {
+        KeyHash {
+            h1: self.h1,
+            h2: self.h2 >> 32 << 32,
+        }
     }
 }
 
