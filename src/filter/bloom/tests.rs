@@ -337,7 +337,9 @@ fn every_compiled_lookup_matches_the_reference() {
 /// Every compiled insert, `&mut`, shared and the write bias owner's (the
 /// scalar one, and the AVX2 one on a CPU that has it), every layout and hash, `k` around the
 /// probe's row of eight, keys repeated: the bits of the key's `positions`
-/// set one by one, and the same answer (whether a bit was clear).
+/// set one by one, and the same answer (whether a bit was clear); for
+/// XXH3-64, the inserts of the one 64-bit hash too, and `insert` and
+/// `insert_mut`, which call those.
 #[test]
 fn every_compiled_insert_matches_single_inserts() {
     use crate::filter::simd::InsertFn;
@@ -372,31 +374,64 @@ fn every_compiled_insert_matches_single_inserts() {
                 .into_iter()
                 .enumerate()
             {
-                let mut f = BitFilter::new(p).unwrap();
-                let got: Vec<bool> = keys
-                    .iter()
-                    .map(|key| ins.call_pointer_for_tests(&mut f, p.hash().hash(key)))
-                    .collect();
                 let case = format!("{layout} {} k={k} insert {j}", hash.algo.name());
-                assert_eq!(got, fresh, "{case}: answers");
-                assert!(f.to_words() == want.to_words(), "{case}: bits");
-                let g = BitFilter::new(p).unwrap();
-                let got: Vec<bool> = keys
-                    .iter()
-                    .map(|key| ins.call_shared_pointer_for_tests(&g, p.hash().hash(key)))
-                    .collect();
-                assert_eq!(got, fresh, "{case}: shared answers");
-                assert!(g.to_words() == want.to_words(), "{case}: shared bits");
-                let o = BitFilter::new(p).unwrap();
-                let got: Vec<bool> = keys
-                    .iter()
-                    .map(|key| ins.call_owned_pointer_for_tests(&o, p.hash().hash(key)))
-                    .collect();
-                assert_eq!(got, fresh, "{case}: owned answers");
-                assert!(o.to_words() == want.to_words(), "{case}: owned bits");
+                let by_hash = |key: &[u8]| p.hash().hash(key);
+                inserts_match(ins, p, &keys, by_hash, &fresh, &want, &case);
+                if p.hash().hash64(&keys[0]).is_some() {
+                    // The inserts of the one 64-bit hash (what `insert` and
+                    // `insert_mut` call).
+                    let by_64 = |key: &[u8]| p.hash().hash64(key).unwrap_or_default();
+                    inserts_match(ins, p, &keys, by_64, &fresh, &want, &case);
+                }
             }
+            let (mut f, g) = (BitFilter::new(p).unwrap(), BitFilter::new(p).unwrap());
+            let got: Vec<bool> = keys.iter().map(|key| f.insert_mut(key)).collect();
+            assert_eq!(
+                got,
+                fresh,
+                "{layout} {} k={k}: insert_mut",
+                hash.algo.name()
+            );
+            let got: Vec<bool> = keys.iter().map(|key| g.insert(key)).collect();
+            assert_eq!(got, fresh, "{layout} {} k={k}: insert", hash.algo.name());
+            assert!(f.to_words() == want.to_words() && g.to_words() == want.to_words());
         }
     }
+}
+
+/// `ins`'s `&mut`, shared and owned inserts of `keys`, each hashed by
+/// `hash_of`, into empty filters of `p`: the answers `fresh` and the bits
+/// of `want`.
+fn inserts_match<H: crate::filter::simd::InsertArg>(
+    ins: crate::filter::simd::InsertFn<BitFilter>,
+    p: FilterParams,
+    keys: &[[u8; 8]],
+    hash_of: impl Fn(&[u8]) -> H,
+    fresh: &[bool],
+    want: &BitFilter,
+    case: &str,
+) {
+    let mut f = BitFilter::new(p).unwrap();
+    let got: Vec<bool> = keys
+        .iter()
+        .map(|key| ins.call_pointer_for_tests(&mut f, hash_of(key)))
+        .collect();
+    assert_eq!(got, fresh, "{case}: answers");
+    assert!(f.to_words() == want.to_words(), "{case}: bits");
+    let g = BitFilter::new(p).unwrap();
+    let got: Vec<bool> = keys
+        .iter()
+        .map(|key| ins.call_shared_pointer_for_tests(&g, hash_of(key)))
+        .collect();
+    assert_eq!(got, fresh, "{case}: shared answers");
+    assert!(g.to_words() == want.to_words(), "{case}: shared bits");
+    let o = BitFilter::new(p).unwrap();
+    let got: Vec<bool> = keys
+        .iter()
+        .map(|key| ins.call_owned_pointer_for_tests(&o, hash_of(key)))
+        .collect();
+    assert_eq!(got, fresh, "{case}: owned answers");
+    assert!(o.to_words() == want.to_words(), "{case}: owned bits");
 }
 
 /// A view of long-lived bytes is usable where a shorter-lived one is

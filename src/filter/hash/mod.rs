@@ -383,6 +383,31 @@ impl KeyHash {
     }
 }
 
+/// A hash as a compiled lookup or insert takes it (`filter::simd`): a
+/// key's [`KeyHash`], or the one 64-bit hash of a key hashed with XXH3-64
+/// ([`HashSpec::hash64`]), whose `KeyHash` the callee makes
+/// ([`KeyHash::of_64`]): the caller's shift and the callee's shift back
+/// cost a lookup 8% (docs/BENCHMARKS.md, "A key's one 64-bit hash to the
+/// probe").
+pub(crate) trait HashArg: Copy {
+    /// The hash's [`KeyHash`].
+    fn key_hash(self) -> KeyHash;
+}
+
+impl HashArg for KeyHash {
+    #[inline(always)]
+    fn key_hash(self) -> KeyHash {
+        self
+    }
+}
+
+impl HashArg for u64 {
+    #[inline(always)]
+    fn key_hash(self) -> KeyHash {
+        KeyHash::of_64(self)
+    }
+}
+
 /// Multiply-high range reduction: maps `x` uniformly onto `[0, n)`.
 #[inline(always)]
 #[cfg_attr(not(feature = "test-internals"), allow(unreachable_pub))]

@@ -16,9 +16,7 @@ use asm::{
     store_shared_block, store_shared_split,
 };
 #[cfg(not(all(target_feature = "avx2", target_feature = "bmi2")))]
-pub(super) use entry::{
-    insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup64_avx2, lookup_avx2, run_avx2,
-};
+pub(super) use entry::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};
 use masks::avx2_block_masks;
 use sectors::{registers_have_sectors, sector_mask_registers};
 

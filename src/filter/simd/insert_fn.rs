@@ -16,7 +16,7 @@ use super::Scalar;
 ))]
 use super::{insert_avx2, insert_owned_avx2, insert_shared_avx2, Isa};
 use crate::filter::geometry::Layout;
-use crate::filter::hash::{HashAlgo, KeyHash};
+use crate::filter::hash::{HashAlgo, HashArg, KeyHash};
 
 /// How the AVX2 probe builds a key's word masks ([`Probe::block_masks`];
 /// the scalar probe has one way). Each is faster where the other is not
@@ -54,34 +54,19 @@ pub(crate) trait HashInsert {
     fn insert_owned_with<P: Probe, const KIND: u8>(&self, probe: P, h: KeyHash) -> bool;
 }
 
-/// A filter's `&mut` insert compiled for its kind and the best probe of
-/// this CPU, called through a pointer. Through `simd::dispatch` a
-/// key-by-key insert built its job (the filter's parameters, its bits and
-/// the hash, 64 bytes) in memory and checked the CPU per call: callgrind,
-/// lab loop of `insert_mut`, 200,000 `u64` ids into a blocked filter
-/// hashed with XXH3-64: 194 instructions per key, sbbf-rs-safe's insert
-/// 50.
+/// A filter's inserts (`&mut`, shared and the write bias owner's)
+/// compiled for its kind and the best probe of this CPU, called through
+/// pointers, of a key's [`KeyHash`] and of a key's one 64-bit hash
+/// (XXH3-64; [`HashArg`]). Through `simd::dispatch` a key-by-key insert
+/// built its job (the filter's parameters, its bits and the hash, 64 bytes)
+/// in memory and checked the CPU per call: callgrind, lab loop of
+/// `insert_mut`, 200,000 `u64` ids into a blocked filter hashed with
+/// XXH3-64: 194 instructions per key, sbbf-rs-safe's insert 50.
 pub(crate) struct InsertFn<T> {
-    /// The compiled insert (not called in a crate built for AVX2, where
-    /// [`InsertFn::call`] inlines the insert instead).
-    #[cfg_attr(
-        all(target_feature = "avx2", target_feature = "bmi2"),
-        allow(dead_code)
-    )]
-    f: unsafe fn(&mut T, KeyHash) -> bool,
-    /// The compiled shared insert, as `f` ([`InsertFn::call_shared`]).
-    #[cfg_attr(
-        all(target_feature = "avx2", target_feature = "bmi2"),
-        allow(dead_code)
-    )]
-    shared: unsafe fn(&T, KeyHash) -> bool,
-    /// The compiled insert of the write bias's owner, as `f`
-    /// ([`InsertFn::call_owned`]).
-    #[cfg_attr(
-        all(target_feature = "avx2", target_feature = "bmi2"),
-        allow(dead_code)
-    )]
-    owned: unsafe fn(&T, KeyHash) -> bool,
+    /// The inserts of a [`KeyHash`].
+    by_hash: Inserts<T, KeyHash>,
+    /// The inserts of a key's one 64-bit hash.
+    by_64: Inserts<T, u64>,
     /// The filter's kind ([`STANDARD`] ...), read by [`InsertFn::call`]
     /// in a crate built for AVX2.
     #[cfg_attr(
@@ -91,6 +76,29 @@ pub(crate) struct InsertFn<T> {
     kind: u8,
 }
 
+/// One filter kind's three compiled inserts of a hash passed as `H` (not
+/// called in a crate built for AVX2, where [`InsertFn::call`] inlines the
+/// insert instead).
+#[cfg_attr(
+    all(target_feature = "avx2", target_feature = "bmi2"),
+    allow(dead_code)
+)]
+pub(crate) struct Inserts<T, H> {
+    /// The `&mut` insert ([`InsertFn::call`]).
+    f: unsafe fn(&mut T, H) -> bool,
+    /// The shared insert ([`InsertFn::call_shared`]).
+    shared: unsafe fn(&T, H) -> bool,
+    /// The insert of the write bias's owner ([`InsertFn::call_owned`]).
+    owned: unsafe fn(&T, H) -> bool,
+}
+
+impl<T, H> Clone for Inserts<T, H> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, H> Copy for Inserts<T, H> {}
+
 impl<T> Clone for InsertFn<T> {
     fn clone(&self) -> Self {
         *self
@@ -98,114 +106,146 @@ impl<T> Clone for InsertFn<T> {
 }
 impl<T> Copy for InsertFn<T> {}
 
-impl<T: HashInsert> InsertFn<T> {
-    /// The insert of a filter of this layout and hash for this CPU; `k` is
-    /// the filter's: a blocked filter whose `k` fits the probe's one row
-    /// gets the inserts compiled for its `k` (as `LookupFn::best`).
-    #[inline]
-    pub(crate) fn best(layout: Layout, algo: HashAlgo, k: u32) -> Self {
-        let kind = kind(layout, algo);
+/// A hash an [`InsertFn`] has inserts of: which of its two sets takes it.
+pub(crate) trait InsertArg: HashArg {
+    /// `f`'s inserts of a hash passed as `Self`.
+    fn inserts<T>(f: InsertFn<T>) -> Inserts<T, Self>;
+}
+
+impl InsertArg for KeyHash {
+    #[inline(always)]
+    fn inserts<T>(f: InsertFn<T>) -> Inserts<T, Self> {
+        f.by_hash
+    }
+}
+
+impl InsertArg for u64 {
+    #[inline(always)]
+    fn inserts<T>(f: InsertFn<T>) -> Inserts<T, Self> {
+        f.by_64
+    }
+}
+
+impl<T: HashInsert, H: HashArg> Inserts<T, H> {
+    /// The inserts of a filter of kind `kind` for this CPU; `k` is the
+    /// filter's: a blocked filter whose `k` fits the probe's one row gets
+    /// the inserts compiled for its `k` (as `LookupFn::best`).
+    fn best(kind: u8, k: u32) -> Self {
         #[cfg(all(
             target_arch = "x86_64",
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         if Isa::detect() == Isa::Avx2 {
-            type Mut<T> = unsafe fn(&mut T, KeyHash) -> bool;
-            type Shared<T> = unsafe fn(&T, KeyHash) -> bool;
+            type Mut<T, H> = unsafe fn(&mut T, H) -> bool;
+            type Shared<T, H> = unsafe fn(&T, H) -> bool;
             let row = (k as usize).wrapping_sub(1);
-            let (f, shared, owned): (Mut<T>, Shared<T>, Shared<T>) = match kind {
+            let (f, shared, owned): (Mut<T, H>, Shared<T, H>, Shared<T, H>) = match kind {
                 BLOCKED32 if row < 8 => (
-                    per_k!(insert_avx2::<T>, BLOCKED32)[row],
-                    per_k!(insert_shared_avx2::<T>, BLOCKED32)[row],
-                    per_k!(insert_owned_avx2::<T>, BLOCKED32)[row],
+                    per_k!(insert_avx2::<T, H>, BLOCKED32)[row],
+                    per_k!(insert_shared_avx2::<T, H>, BLOCKED32)[row],
+                    per_k!(insert_owned_avx2::<T, H>, BLOCKED32)[row],
                 ),
                 BLOCKED if row < 8 => (
-                    per_k!(insert_avx2::<T>, BLOCKED)[row],
-                    per_k!(insert_shared_avx2::<T>, BLOCKED)[row],
-                    per_k!(insert_owned_avx2::<T>, BLOCKED)[row],
+                    per_k!(insert_avx2::<T, H>, BLOCKED)[row],
+                    per_k!(insert_shared_avx2::<T, H>, BLOCKED)[row],
+                    per_k!(insert_owned_avx2::<T, H>, BLOCKED)[row],
                 ),
                 _ => (
-                    by_kind::<Mut<T>>(kind, per_kind!(insert_avx2::<T>)),
-                    by_kind::<Shared<T>>(kind, per_kind!(insert_shared_avx2::<T>)),
-                    by_kind::<Shared<T>>(kind, per_kind!(insert_owned_avx2::<T>)),
+                    by_kind::<Mut<T, H>>(kind, per_kind!(insert_avx2::<T, H>)),
+                    by_kind::<Shared<T, H>>(kind, per_kind!(insert_shared_avx2::<T, H>)),
+                    by_kind::<Shared<T, H>>(kind, per_kind!(insert_owned_avx2::<T, H>)),
                 ),
             };
-            return InsertFn {
-                f,
-                shared,
-                owned,
-                kind,
-            };
+            return Inserts { f, shared, owned };
         }
         let _ = k;
-        InsertFn::scalar(kind)
+        Inserts::scalar(kind)
     }
 
-    /// The insert of a filter of this kind with the portable probe.
+    /// The inserts of a filter of this kind with the portable probe.
     fn scalar(kind: u8) -> Self {
-        let f = by_kind::<unsafe fn(&mut T, KeyHash) -> bool>(kind, per_kind!(insert_scalar::<T>));
-        type Shared<T> = unsafe fn(&T, KeyHash) -> bool;
-        let shared = by_kind::<Shared<T>>(kind, per_kind!(insert_shared_scalar::<T>));
-        let owned = by_kind::<Shared<T>>(kind, per_kind!(insert_owned_scalar::<T>));
+        type Shared<T, H> = unsafe fn(&T, H) -> bool;
+        Inserts {
+            f: by_kind::<unsafe fn(&mut T, H) -> bool>(kind, per_kind!(insert_scalar::<T, H>)),
+            shared: by_kind::<Shared<T, H>>(kind, per_kind!(insert_shared_scalar::<T, H>)),
+            owned: by_kind::<Shared<T, H>>(kind, per_kind!(insert_owned_scalar::<T, H>)),
+        }
+    }
+}
+
+impl<T: HashInsert> InsertFn<T> {
+    /// The inserts of a filter of this layout and hash for this CPU
+    /// ([`Inserts::best`]).
+    #[inline]
+    pub(crate) fn best(layout: Layout, algo: HashAlgo, k: u32) -> Self {
+        let kind = kind(layout, algo);
         InsertFn {
-            f,
-            shared,
-            owned,
+            by_hash: Inserts::best(kind, k),
+            by_64: Inserts::best(kind, k),
             kind,
         }
     }
 
     /// Inserts `h` into `t`.
     #[inline(always)]
-    pub(crate) fn call(self, t: &mut T, h: KeyHash) -> bool {
+    pub(crate) fn call<H: InsertArg>(self, t: &mut T, h: H) -> bool {
         #[cfg(all(
             target_arch = "x86_64",
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return with_kind!(self.kind, t.insert_mut_with(super::avx2::Avx2(()), h));
+        return with_kind!(
+            self.kind,
+            t.insert_mut_with(super::avx2::Avx2(()), h.key_hash())
+        );
         // SAFETY: the pointer is `insert_avx2` only if `Isa::detect` found
         // every feature it enables (`best`, the only constructor), else the
         // scalar one, which has no requirement.
         #[allow(unreachable_code)]
         unsafe {
-            (self.f)(t, h)
+            (H::inserts(self).f)(t, h)
         }
     }
 
     /// Inserts `h` into `t`, which other threads may write and read
     /// meanwhile.
     #[inline(always)]
-    pub(crate) fn call_shared(self, t: &T, h: KeyHash) -> bool {
+    pub(crate) fn call_shared<H: InsertArg>(self, t: &T, h: H) -> bool {
         #[cfg(all(
             target_arch = "x86_64",
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return with_kind!(self.kind, t.insert_shared_with(super::avx2::Avx2(()), h));
+        return with_kind!(
+            self.kind,
+            t.insert_shared_with(super::avx2::Avx2(()), h.key_hash())
+        );
         // SAFETY: as in `call`: the pointer is `insert_shared_avx2` only if
         // `Isa::detect` found every feature it enables, else the scalar one.
         #[allow(unreachable_code)]
         unsafe {
-            (self.shared)(t, h)
+            (H::inserts(self).shared)(t, h)
         }
     }
 
     /// Inserts `h` into `t`, which other threads may read meanwhile but
     /// not write: the caller holds `t`'s write bias (`bloom::bias`).
     #[inline(always)]
-    pub(crate) fn call_owned(self, t: &T, h: KeyHash) -> bool {
+    pub(crate) fn call_owned<H: InsertArg>(self, t: &T, h: H) -> bool {
         #[cfg(all(
             target_arch = "x86_64",
             target_feature = "avx2",
             target_feature = "bmi2"
         ))]
-        return with_kind!(self.kind, t.insert_owned_with(super::avx2::Avx2(()), h));
+        return with_kind!(
+            self.kind,
+            t.insert_owned_with(super::avx2::Avx2(()), h.key_hash())
+        );
         // SAFETY: as in `call`: the pointer is `insert_owned_avx2` only if
         // `Isa::detect` found every feature it enables, else the scalar one.
         #[allow(unreachable_code)]
         unsafe {
-            (self.owned)(t, h)
+            (H::inserts(self).owned)(t, h)
         }
     }
 }
@@ -215,51 +255,56 @@ impl<T: HashInsert> InsertFn<T> {
     /// Every insert this build can run on this CPU for a layout and hash
     /// (the scalar one, and the one [`InsertFn::best`] picks), for the tests.
     pub(crate) fn all_for_tests(layout: Layout, algo: HashAlgo, k: u32) -> [Self; 2] {
+        let kind = kind(layout, algo);
         [
-            InsertFn::scalar(kind(layout, algo)),
+            InsertFn {
+                by_hash: Inserts::scalar(kind),
+                by_64: Inserts::scalar(kind),
+                kind,
+            },
             InsertFn::best(layout, algo, k),
         ]
     }
 
     /// Calls the pointer itself (which [`InsertFn::call`] skips in a crate
     /// built for AVX2).
-    pub(crate) fn call_pointer_for_tests(self, t: &mut T, h: KeyHash) -> bool {
+    pub(crate) fn call_pointer_for_tests<H: InsertArg>(self, t: &mut T, h: H) -> bool {
         // SAFETY: as in `call`: the pointer is `insert_avx2` only if this
         // CPU has every feature it enables.
-        unsafe { (self.f)(t, h) }
+        unsafe { (H::inserts(self).f)(t, h) }
     }
 
     /// Calls the shared insert's pointer itself (which
     /// [`InsertFn::call_shared`] skips in a crate built for AVX2).
-    pub(crate) fn call_shared_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
+    pub(crate) fn call_shared_pointer_for_tests<H: InsertArg>(self, t: &T, h: H) -> bool {
         // SAFETY: as in `call_shared`: the pointer is `insert_shared_avx2`
         // only if this CPU has every feature it enables.
-        unsafe { (self.shared)(t, h) }
+        unsafe { (H::inserts(self).shared)(t, h) }
     }
 
     /// Calls the bias owner's insert's pointer itself (which
     /// [`InsertFn::call_owned`] skips in a crate built for AVX2). The
     /// caller is the only thread that writes `t`.
-    pub(crate) fn call_owned_pointer_for_tests(self, t: &T, h: KeyHash) -> bool {
+    pub(crate) fn call_owned_pointer_for_tests<H: InsertArg>(self, t: &T, h: H) -> bool {
         // SAFETY: as in `call_owned`: the pointer is `insert_owned_avx2`
         // only if this CPU has every feature it enables.
-        unsafe { (self.owned)(t, h) }
+        unsafe { (H::inserts(self).owned)(t, h) }
     }
 }
 
 /// `T`'s insert with the scalar probe (`unsafe` only to share
 /// [`InsertFn`]'s pointer type; it has no requirement).
-unsafe fn insert_scalar<T: HashInsert, const KIND: u8>(t: &mut T, h: KeyHash) -> bool {
-    t.insert_mut_with::<_, KIND>(Scalar, h)
+unsafe fn insert_scalar<T: HashInsert, H: HashArg, const KIND: u8>(t: &mut T, h: H) -> bool {
+    t.insert_mut_with::<_, KIND>(Scalar, h.key_hash())
 }
 
 /// `T`'s shared insert with the scalar probe (as [`insert_scalar`]).
-unsafe fn insert_shared_scalar<T: HashInsert, const KIND: u8>(t: &T, h: KeyHash) -> bool {
-    t.insert_shared_with::<_, KIND>(Scalar, h)
+unsafe fn insert_shared_scalar<T: HashInsert, H: HashArg, const KIND: u8>(t: &T, h: H) -> bool {
+    t.insert_shared_with::<_, KIND>(Scalar, h.key_hash())
 }
 
 /// `T`'s insert by the write bias's owner with the scalar probe (`unsafe`
 /// as [`insert_shared_scalar`]).
-unsafe fn insert_owned_scalar<T: HashInsert, const KIND: u8>(t: &T, h: KeyHash) -> bool {
-    t.insert_owned_with::<_, KIND>(Scalar, h)
+unsafe fn insert_owned_scalar<T: HashInsert, H: HashArg, const KIND: u8>(t: &T, h: H) -> bool {
+    t.insert_owned_with::<_, KIND>(Scalar, h.key_hash())
 }

@@ -2,17 +2,18 @@
 //! of the probe's one row, and pick one of those at run time (declared
 //! before the modules that use them: `#[macro_use]` in `simd/mod.rs`).
 
-/// `[f::<T, STANDARD>, f::<T, BLOCKED>, f::<T, SPLIT>, f::<T, BLOCKED32>,
-/// f::<T, SECTORIZED>]`: a function compiled once per filter kind, in the
-/// order `lookup::by_kind` indexes (the kinds are 0 to 4).
+/// `[f::<T, H, STANDARD>, f::<T, H, BLOCKED>, f::<T, H, SPLIT>,
+/// f::<T, H, BLOCKED32>, f::<T, H, SECTORIZED>]`: a function compiled once
+/// per filter kind (after its other type parameters), in the order
+/// `lookup::by_kind` indexes (the kinds are 0 to 4).
 macro_rules! per_kind {
-    ($f:ident::<$t:ty>) => {
+    ($f:ident::<$($t:ty),+>) => {
         [
-            $f::<$t, STANDARD>,
-            $f::<$t, BLOCKED>,
-            $f::<$t, SPLIT>,
-            $f::<$t, BLOCKED32>,
-            $f::<$t, SECTORIZED>,
+            $f::<$($t),+, STANDARD>,
+            $f::<$($t),+, BLOCKED>,
+            $f::<$($t),+, SPLIT>,
+            $f::<$($t),+, BLOCKED32>,
+            $f::<$($t),+, SECTORIZED>,
         ]
     };
 }
@@ -26,16 +27,16 @@ macro_rules! per_kind {
     allow(unused_macros)
 )]
 macro_rules! per_k {
-    ($f:ident::<$t:ty>, $kind:ident) => {
+    ($f:ident::<$($t:ty),+>, $kind:ident) => {
         [
-            $f::<$t, { with_k($kind, 1) }>,
-            $f::<$t, { with_k($kind, 2) }>,
-            $f::<$t, { with_k($kind, 3) }>,
-            $f::<$t, { with_k($kind, 4) }>,
-            $f::<$t, { with_k($kind, 5) }>,
-            $f::<$t, { with_k($kind, 6) }>,
-            $f::<$t, { with_k($kind, 7) }>,
-            $f::<$t, { with_k($kind, 8) }>,
+            $f::<$($t),+, { with_k($kind, 1) }>,
+            $f::<$($t),+, { with_k($kind, 2) }>,
+            $f::<$($t),+, { with_k($kind, 3) }>,
+            $f::<$($t),+, { with_k($kind, 4) }>,
+            $f::<$($t),+, { with_k($kind, 5) }>,
+            $f::<$($t),+, { with_k($kind, 6) }>,
+            $f::<$($t),+, { with_k($kind, 7) }>,
+            $f::<$($t),+, { with_k($kind, 8) }>,
         ]
     };
 }

@@ -8,9 +8,9 @@ use super::Scalar;
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use super::{lookup64_avx2, lookup_avx2, Isa};
+use super::{lookup_avx2, Isa};
 use crate::filter::geometry::Layout;
-use crate::filter::hash::{HashAlgo, KeyHash};
+use crate::filter::hash::{HashAlgo, HashArg, KeyHash};
 
 /// A filter kind as a const generic parameter of
 /// [`HashLookup::lookup_with`]: its layout, and for the blocked layout
@@ -85,16 +85,16 @@ pub(super) fn kind(layout: Layout, algo: HashAlgo) -> u8 {
 /// A constant, in read-only memory (an array of pointers built in the
 /// function was written to the stack at every call).
 macro_rules! lookup_table {
-    ($F:ty, $scalar:ident::<$t:ty>, $avx2:ident::<$t2:ty>) => {{
+    ($F:ty, $scalar:ident, $avx2:ident::<$($t:ty),+>) => {{
         #[cfg(all(
             target_arch = "x86_64",
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         ))]
         let table = const {
-            let s: [$F; KINDS] = per_kind!($scalar::<$t>);
-            let a: [$F; KINDS] = per_kind!($avx2::<$t2>);
-            let b32: [$F; 8] = per_k!($avx2::<$t2>, BLOCKED32);
-            let b: [$F; 8] = per_k!($avx2::<$t2>, BLOCKED);
+            let s: [$F; KINDS] = per_kind!($scalar::<$($t),+>);
+            let a: [$F; KINDS] = per_kind!($avx2::<$($t),+>);
+            let b32: [$F; 8] = per_k!($avx2::<$($t),+>, BLOCKED32);
+            let b: [$F; 8] = per_k!($avx2::<$($t),+>, BLOCKED);
             [
                 s[0], s[1], s[2], s[3], s[4], a[0], a[1], a[2], a[3], a[4], b32[0], b32[1], b32[2],
                 b32[3], b32[4], b32[5], b32[6], b32[7], b[0], b[1], b[2], b[3], b[4], b[5], b[6],
@@ -105,7 +105,7 @@ macro_rules! lookup_table {
             target_arch = "x86_64",
             not(all(target_feature = "avx2", target_feature = "bmi2"))
         )))]
-        let table = const { per_kind!($scalar::<$t>) };
+        let table = const { per_kind!($scalar::<$($t),+>) };
         table
     }};
 }
@@ -247,17 +247,18 @@ impl<T: HashLookup> LookupFn<T> {
         type F<T> = unsafe fn(&T, KeyHash) -> bool;
         type F64<T> = unsafe fn(&T, u64) -> bool;
         let i = usize::from(c.index);
-        let f = lookup_table!(F<T>, lookup_scalar::<T>, lookup_avx2::<T>)
+        let f = lookup_table!(F<T>, lookup_scalar, lookup_avx2::<T, KeyHash>)
             .get(i)
             .copied();
-        let f64 = lookup_table!(F64<T>, lookup64_scalar::<T>, lookup64_avx2::<T>)
+        let f64 = lookup_table!(F64<T>, lookup_scalar, lookup_avx2::<T, u64>)
             .get(i)
             .copied();
         // `None` is unreachable (`LookupChoice::best` makes every index):
         // the scalar lookup of the kind answers alike.
         LookupFn {
-            f: f.unwrap_or_else(|| by_kind::<F<T>>(c.kind, per_kind!(lookup_scalar::<T>))),
-            f64: f64.unwrap_or_else(|| by_kind::<F64<T>>(c.kind, per_kind!(lookup64_scalar::<T>))),
+            f: f.unwrap_or_else(|| by_kind::<F<T>>(c.kind, per_kind!(lookup_scalar::<T, KeyHash>))),
+            f64: f64
+                .unwrap_or_else(|| by_kind::<F64<T>>(c.kind, per_kind!(lookup_scalar::<T, u64>))),
             kind: c.kind,
         }
     }
@@ -290,7 +291,7 @@ impl<T: HashLookup> LookupFn<T> {
             target_feature = "bmi2"
         ))]
         return self.call(t, KeyHash::of_64(h));
-        // SAFETY: as in `call`: `f64` is `lookup64_avx2` only if
+        // SAFETY: as in `call`: `f64` is `lookup_avx2` only if
         // `Isa::detect` found every feature it enables.
         #[allow(unreachable_code)]
         unsafe {
@@ -327,11 +328,6 @@ impl<T: HashLookup> LookupFn<T> {
 
 /// `T`'s lookup with the scalar probe (`unsafe` only to share
 /// [`LookupFn`]'s pointer type; it has no requirement).
-unsafe fn lookup_scalar<T: HashLookup, const LAYOUT: u8>(t: &T, h: KeyHash) -> bool {
-    t.lookup_with::<_, LAYOUT>(Scalar, h)
-}
-
-/// [`lookup_scalar`] of a key's one 64-bit hash ([`LookupFn::call64`]).
-unsafe fn lookup64_scalar<T: HashLookup, const LAYOUT: u8>(t: &T, h: u64) -> bool {
-    t.lookup_with::<_, LAYOUT>(Scalar, KeyHash::of_64(h))
+unsafe fn lookup_scalar<T: HashLookup, H: HashArg, const LAYOUT: u8>(t: &T, h: H) -> bool {
+    t.lookup_with::<_, LAYOUT>(Scalar, h.key_hash())
 }

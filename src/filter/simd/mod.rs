@@ -555,7 +555,7 @@ mod lookup;
 mod tests;
 
 pub(crate) use blocks::{Blocks, ByteBlocks, SharedBlock, SplitShared};
-pub(crate) use insert_fn::{HashInsert, InsertFn, MaskWay};
+pub(crate) use insert_fn::{HashInsert, InsertArg, InsertFn, MaskWay};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
     base_kind, k_of, HashLookup, LookupChoice, LookupFn, BLOCKED, BLOCKED32, SECTORIZED, SPLIT,
@@ -567,6 +567,4 @@ pub(crate) use lookup::{
     target_arch = "x86_64",
     not(all(target_feature = "avx2", target_feature = "bmi2"))
 ))]
-use avx2::{
-    insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup64_avx2, lookup_avx2, run_avx2,
-};
+use avx2::{insert_avx2, insert_owned_avx2, insert_shared_avx2, lookup_avx2, run_avx2};

@@ -2,9 +2,12 @@
 //! BMI1, BMI2 and POPCNT enabled that makes the [`Avx2`] token, called
 //! only after `Isa::detect` said the CPU has them (`dispatch`,
 //! `LookupFn::best`, `InsertFn::best`); absent from a crate built for
-//! AVX2 and BMI2, which needs no such check.
+//! AVX2 and BMI2, which needs no such check. A lookup or insert takes its
+//! key's hash as a [`HashArg`]: a `KeyHash`, or the one 64-bit hash of a
+//! key hashed with XXH3-64, its `KeyHash` made here, in the callee.
 
 use super::Avx2;
+use crate::filter::hash::HashArg;
 
 /// `job` compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
 ///
@@ -24,32 +27,17 @@ pub(in crate::filter::simd) unsafe fn run_avx2<J: super::super::Job>(job: J) -> 
 /// The CPU must support every feature enabled here (what `Isa::detect`
 /// asks for).
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(in crate::filter::simd) unsafe fn lookup_avx2<T: super::super::HashLookup, const LAYOUT: u8>(
-    t: &T,
-    h: crate::filter::hash::KeyHash,
-) -> bool {
-    #[cfg(test)]
-    super::super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.lookup_with::<_, LAYOUT>(Avx2(()), h)
-}
-
-/// [`lookup_avx2`] of the one 64-bit hash `h` of a key hashed with XXH3-64
-/// (`KeyHash::of_64`), `h2` derived here, in the callee.
-///
-/// # Safety
-/// The CPU must support every feature enabled here (what `Isa::detect`
-/// asks for).
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(in crate::filter::simd) unsafe fn lookup64_avx2<
+pub(in crate::filter::simd) unsafe fn lookup_avx2<
     T: super::super::HashLookup,
+    H: HashArg,
     const LAYOUT: u8,
 >(
     t: &T,
-    h: u64,
+    h: H,
 ) -> bool {
     #[cfg(test)]
     super::super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.lookup_with::<_, LAYOUT>(Avx2(()), crate::filter::hash::KeyHash::of_64(h))
+    t.lookup_with::<_, LAYOUT>(Avx2(()), h.key_hash())
 }
 
 /// `T`'s `&mut` insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
@@ -58,13 +46,17 @@ pub(in crate::filter::simd) unsafe fn lookup64_avx2<
 /// The CPU must support every feature enabled here (what `Isa::detect`
 /// asks for).
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
-pub(in crate::filter::simd) unsafe fn insert_avx2<T: super::super::HashInsert, const KIND: u8>(
+pub(in crate::filter::simd) unsafe fn insert_avx2<
+    T: super::super::HashInsert,
+    H: HashArg,
+    const KIND: u8,
+>(
     t: &mut T,
-    h: crate::filter::hash::KeyHash,
+    h: H,
 ) -> bool {
     #[cfg(test)]
     super::super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.insert_mut_with::<_, KIND>(Avx2(()), h)
+    t.insert_mut_with::<_, KIND>(Avx2(()), h.key_hash())
 }
 
 /// `T`'s shared insert compiled with AVX2, BMI1, BMI2 and POPCNT enabled.
@@ -75,14 +67,15 @@ pub(in crate::filter::simd) unsafe fn insert_avx2<T: super::super::HashInsert, c
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 pub(in crate::filter::simd) unsafe fn insert_shared_avx2<
     T: super::super::HashInsert,
+    H: HashArg,
     const KIND: u8,
 >(
     t: &T,
-    h: crate::filter::hash::KeyHash,
+    h: H,
 ) -> bool {
     #[cfg(test)]
     super::super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.insert_shared_with::<_, KIND>(Avx2(()), h)
+    t.insert_shared_with::<_, KIND>(Avx2(()), h.key_hash())
 }
 
 /// `T`'s insert by the owner of its write bias, compiled with AVX2, BMI1,
@@ -94,12 +87,13 @@ pub(in crate::filter::simd) unsafe fn insert_shared_avx2<
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt")]
 pub(in crate::filter::simd) unsafe fn insert_owned_avx2<
     T: super::super::HashInsert,
+    H: HashArg,
     const KIND: u8,
 >(
     t: &T,
-    h: crate::filter::hash::KeyHash,
+    h: H,
 ) -> bool {
     #[cfg(test)]
     super::super::tests::AVX2_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    t.insert_owned_with::<_, KIND>(Avx2(()), h)
+    t.insert_owned_with::<_, KIND>(Avx2(()), h.key_hash())
 }
