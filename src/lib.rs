@@ -33,8 +33,8 @@ mod umbrella;
 
 // Filters, their parameters and hashing.
 pub use filter::bloom::{
-    BatchStrategy, BitFilter, BloomRead, BloomReadDyn, FilterView, PARTITION_MIN_BYTES,
-    PARTITION_MIN_KEYS,
+    BatchStrategy, BitFilter, BloomRead, BloomReadDyn, FilterView, FrozenFilter,
+    PARTITION_MIN_BYTES, PARTITION_MIN_KEYS,
 };
 pub use filter::counting::{counter_bytes, CountingFilter, InsertOutcome, COUNTER_MAX};
 pub use filter::geometry::{

@@ -94,10 +94,7 @@ impl BloomRead for BitFilter {
     #[inline(always)]
     fn contains(&self, key: &[u8]) -> bool {
         // A 64-bit hash goes to the probe alone (`HashSpec::hash64`).
-        match self.params.hash().hash64(key) {
-            Some(h) => self.lookup.call64(self, h),
-            None => self.contains_hash(self.params.hash().hash(key)),
-        }
+        self.lookup.key(self, self.params.hash(), key)
     }
     #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {
@@ -134,14 +131,27 @@ impl BitFilter {
         let huge = pages.huge_for(params.bit_bytes())
             && advise_huge(v.as_ptr().cast(), n * std::mem::size_of::<SharedBlock>());
         v.resize_with(n, SharedBlock::zeroed);
-        Ok(BitFilter {
+        Ok(BitFilter::from_parts(params, Blocks::new(v), huge))
+    }
+
+    /// A filter of `params` over `blocks` (its `num_blocks()`, or one for
+    /// a filter of fewer; `huge`: whether they lie on huge pages), with the
+    /// lookup and insert of this CPU and no writer yet.
+    pub(super) fn from_parts(params: FilterParams, blocks: Blocks, huge: bool) -> BitFilter {
+        BitFilter {
             params,
-            blocks: Blocks::new(v),
+            blocks,
             lookup: LookupFn::best(params.layout(), params.hash().algo, params.k()),
             insert: InsertFn::best(params.layout(), params.hash().algo, params.k()),
             huge,
             bias: WriteBias::default(),
-        })
+        }
+    }
+
+    /// The parameters, blocks and huge-page flag that
+    /// [`BitFilter::from_parts`] takes.
+    pub(super) fn into_parts(self) -> (FilterParams, Blocks, bool) {
+        (self.params, self.blocks, self.huge)
     }
 
     /// Where the bits start (for the page tests).

@@ -85,6 +85,7 @@ mod batch;
 mod bias;
 mod bit_filter;
 mod bulk;
+mod frozen;
 mod jobs;
 mod partition;
 mod probe;
@@ -96,6 +97,7 @@ mod tests;
 mod view;
 
 pub use bit_filter::BitFilter;
+pub use frozen::FrozenFilter;
 pub(crate) use setops::check_compatible;
 pub use view::FilterView;
 

@@ -265,7 +265,8 @@ fn union_with_halved_refuses_other_shapes() {
 /// row), every layout and hash (the blocked layout with XXH3-128 and
 /// XXH3-64), every `k` of that row and some beyond: the answer of the
 /// reference positions, and the same as `contains_hash` of the filter (its
-/// blocks found without a bounds check) and of a view of its bytes; for
+/// blocks found without a bounds check), of a view of its bytes and of a
+/// frozen copy (every compiled lookup of that one too); for
 /// XXH3-64, the lookups of the one 64-bit hash (`LookupFn::call64`, what
 /// `contains` calls) too.
 #[test]
@@ -308,7 +309,9 @@ fn every_compiled_lookup_matches_the_reference() {
             let f = BitFilter::from_words(p, &words).unwrap();
             let bytes = f.to_le_bytes();
             let view = FilterView::new(p, &bytes).unwrap();
+            let frozen = f.try_clone().unwrap().freeze();
             let lookups = LookupFn::<BitFilter>::all_for_tests(layout, hash.algo, k);
+            let frozen_lookups = LookupFn::<FrozenFilter>::all_for_tests(layout, hash.algo, k);
             for i in 0..3_000u64 {
                 let key = i.to_le_bytes();
                 let h = p.hash().hash(&key);
@@ -319,6 +322,8 @@ fn every_compiled_lookup_matches_the_reference() {
                 // `contains` passes a 64-bit hash alone (`call64`).
                 assert_eq!(f.contains(&key), want, "{case} contains");
                 assert_eq!(view.contains(&key), want, "{case} view contains");
+                assert_eq!(frozen.contains_hash(h), want, "{case} frozen");
+                assert_eq!(frozen.contains(&key), want, "{case} frozen contains");
                 let h64 = p.hash().hash64(&key);
                 assert_eq!(h64.map(KeyHash::of_64).unwrap_or(h), h, "{case}");
                 for (j, l) in lookups.iter().enumerate() {
@@ -327,6 +332,14 @@ fn every_compiled_lookup_matches_the_reference() {
                     if let Some(h64) = h64 {
                         let got = l.call64_pointer_for_tests(&f, h64);
                         assert_eq!(got, want, "{case} lookup {j} of the 64-bit hash");
+                    }
+                }
+                for (j, l) in frozen_lookups.iter().enumerate() {
+                    let got = l.call_pointer_for_tests(&frozen, h);
+                    assert_eq!(got, want, "{case} frozen lookup {j}");
+                    if let Some(h64) = h64 {
+                        let got = l.call64_pointer_for_tests(&frozen, h64);
+                        assert_eq!(got, want, "{case} frozen lookup {j} of the 64-bit hash");
                     }
                 }
             }

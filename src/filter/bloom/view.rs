@@ -113,10 +113,7 @@ impl BloomRead for FilterView<'_> {
     #[inline(always)]
     fn contains(&self, key: &[u8]) -> bool {
         // As `BitFilter`'s: a 64-bit hash goes to the probe alone.
-        match self.params.hash().hash64(key) {
-            Some(h) => LookupFn::chosen(self.lookup).call64(self, h),
-            None => self.contains_hash(self.params.hash().hash(key)),
-        }
+        LookupFn::chosen(self.lookup).key(self, self.params.hash(), key)
     }
     #[inline(always)]
     fn contains_hash(&self, h: KeyHash) -> bool {

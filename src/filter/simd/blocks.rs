@@ -164,10 +164,72 @@ impl<'a> ByteBlocks<'a> {
         let n = self.0.len();
         let i = map_to_range(h1, n as u64) as usize;
         debug_assert!(i < n);
-        // SAFETY: `n ≥ 1` (`new`, the only constructor, refuses none, and
+        // SAFETY: `n ≥ 1` (`new` refuses none, and
+        // `FrozenBlocks::byte_blocks` makes them of a `Blocks`, never empty;
         // the slice is a shared borrow that cannot shrink). `i < n` as in
         // `Blocks::of_hash` (`tests::block_of_hash_is_in_bounds_at_the_extremes`).
         unsafe { self.0.get_unchecked(i) }
+    }
+}
+
+/// A filter's [`Blocks`] that no thread writes: those of a
+/// [`crate::FrozenFilter`], which owns them and offers no way to write them
+/// (moving them out, [`FrozenBlocks::into_blocks`], takes `self`). So their
+/// words, atomics in a shared filter, may be read as plain bytes: a lookup
+/// reads a block with two 32-byte loads, where a shared filter's block,
+/// which another thread may be writing, is read with four 16-byte ones,
+/// the widest load documented as atomic (`avx2::asm`).
+pub(crate) struct FrozenBlocks(Blocks);
+
+impl FrozenBlocks {
+    /// `blocks`, frozen.
+    pub(crate) fn new(blocks: Blocks) -> FrozenBlocks {
+        FrozenBlocks(blocks)
+    }
+
+    /// The blocks again, for writing.
+    pub(crate) fn into_blocks(self) -> Blocks {
+        self.0
+    }
+
+    /// The bytes of every word, in order, each word in this target's byte
+    /// order: `64·n` bytes, 64-byte aligned.
+    #[inline(always)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.blocks_as_bytes().as_flattened()
+    }
+
+    /// The blocks as [`ByteBlocks`] (of the little-endian bytes a view
+    /// reads: call only on a little-endian target).
+    #[inline(always)]
+    pub(crate) fn byte_blocks(&self) -> ByteBlocks<'_> {
+        // `n ≥ 1` blocks (`Blocks::new`), as `ByteBlocks::of_hash` needs.
+        ByteBlocks(self.blocks_as_bytes())
+    }
+
+    /// Each block as its 64 bytes.
+    #[inline(always)]
+    fn blocks_as_bytes(&self) -> &[[u8; BLOCK_BYTES]] {
+        let blocks: &[SharedBlock] = &self.0;
+        // SAFETY: a `SharedBlock` is 64 initialised bytes (`repr(C)`,
+        // exactly its eight `AtomicU64`s, asserted above; `AtomicU64` has
+        // `u64`'s size and no padding), so the `n` blocks are `n`
+        // contiguous `[u8; 64]`, whose alignment (1) the blocks' (64)
+        // satisfies; the slice covers the memory they already occupy.
+        // Reading atomics as plain bytes is sound only while nothing writes
+        // them, and nothing does while this borrow lives: `self` owns the
+        // boxed blocks (`Blocks` is the box's only owner, neither `Clone`
+        // nor shared), hands out no `&Blocks` or `&SharedBlock` through
+        // which a thread could store, and gives the blocks back only by
+        // value (`into_blocks`), which the borrow checker refuses while a
+        // borrow of `self` lives. Every write made before the blocks were
+        // frozen happens before these reads: freezing takes the filter by
+        // value, so every borrow another thread had of it ended first, and
+        // what ends one synchronises (a joined thread, an `Arc`'s last
+        // drop, a lock's release).
+        unsafe {
+            std::slice::from_raw_parts(blocks.as_ptr().cast::<[u8; BLOCK_BYTES]>(), blocks.len())
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use super::Scalar;
 ))]
 use super::{lookup_avx2, Isa};
 use crate::filter::geometry::Layout;
-use crate::filter::hash::{HashAlgo, HashArg, KeyHash};
+use crate::filter::hash::{HashAlgo, HashArg, HashSpec, KeyHash};
 
 /// A filter kind as a const generic parameter of
 /// [`HashLookup::lookup_with`]: its layout, and for the blocked layout
@@ -278,6 +278,18 @@ impl<T: HashLookup> LookupFn<T> {
         #[allow(unreachable_code)]
         unsafe {
             (self.f)(t, h)
+        }
+    }
+
+    /// Looks `key`, hashed with `hash`, up in `t`: by its one 64-bit hash
+    /// where `hash` makes one ([`LookupFn::call64`]), else by its
+    /// [`KeyHash`]. What `contains` of a filter, a view and a frozen filter
+    /// is.
+    #[inline(always)]
+    pub(crate) fn key(self, t: &T, hash: HashSpec, key: &[u8]) -> bool {
+        match hash.hash64(key) {
+            Some(h) => self.call64(t, h),
+            None => self.call(t, hash.hash(key)),
         }
     }
 

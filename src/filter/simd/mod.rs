@@ -554,7 +554,7 @@ mod lookup;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use blocks::{Blocks, ByteBlocks, SharedBlock, SplitShared};
+pub(crate) use blocks::{Blocks, ByteBlocks, FrozenBlocks, SharedBlock, SplitShared};
 pub(crate) use insert_fn::{HashInsert, InsertArg, InsertFn, MaskWay};
 pub(crate) use kinds::{row_k, with_row_k};
 pub(crate) use lookup::{
