@@ -6,7 +6,9 @@
 //!   blocked layout hashed with XXH3-64 sectorized, its fastest hash, or
 //!   XXH3-64 (`PEERS_BLOCKED_HASH`, below), and once more with
 //!   XXH3-128, `filterstore_blocked_xxh3_128`, lookups only, and its bytes
-//!   read through a `FilterView`, `filterstore_blocked_view`, lookups only;
+//!   read through a `FilterView`, `filterstore_blocked_view`, lookups only,
+//!   and a copy of it frozen (`FrozenFilter`, read-only: its blocks read
+//!   with 32-byte loads), `filterstore_blocked_frozen`, lookups only;
 //!   the split-block layout is Parquet's SBBF: XXH64 seed 0); `fastbloom` 0.17 with
 //!   its default hasher (SipHash-1-3) and with `foldhash`; `sbbf-rs-safe`
 //!   (Parquet split block filter: 256-bit blocks, k = 8, AVX2); `xorf`
@@ -107,11 +109,12 @@ const BITS_PER_KEY: f64 = 10.0;
 /// Keys per timed segment of counting-filter updates (each is undone after).
 const SEGMENT: usize = 4096;
 
-const BIT_FILTERS: [&str; 19] = [
+const BIT_FILTERS: [&str; 20] = [
     "filterstore_standard",
     "filterstore_blocked",
     "filterstore_blocked_xxh3_128",
     "filterstore_blocked_view",
+    "filterstore_blocked_frozen",
     "filterstore_blocked_mut",
     "filterstore_blocked_bulk",
     "filterstore_blocked_many",
@@ -526,6 +529,12 @@ fn main() -> Result<(), ParamError> {
         }
         _ => None,
     };
+    // A copy of the blocked filter, frozen: what a user holds who is done
+    // writing it (no other thread may write it, as none may write sbbf's).
+    let blocked_frozen = match &subjects.blocked {
+        Some(f) => Some(f.try_clone()?.freeze()),
+        None => None,
+    };
     // Every lookup subject of a round, as (name, filter, batched).
     let batched_ours: Vec<Batched> = ours.iter().map(|&(_, f)| Batched(f)).collect();
     let sbbf_batched = subjects.sbbf.as_ref().map(|f| SbbfPrefetch(f, hash64));
@@ -541,6 +550,10 @@ fn main() -> Result<(), ParamError> {
     if let Some(view) = &blocked_view {
         accuracy(&mut r, "filterstore_blocked_view", &keys, view);
         lookups.push(("filterstore_blocked_view", view, false));
+    }
+    if let Some(frozen) = &blocked_frozen {
+        accuracy(&mut r, "filterstore_blocked_frozen", &keys, frozen);
+        lookups.push(("filterstore_blocked_frozen", frozen, false));
     }
     if let (Some(f), Some(batched)) = (&subjects.sbbf, &sbbf_batched) {
         lookups.push(("sbbf", f, false));

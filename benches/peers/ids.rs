@@ -2,7 +2,8 @@
 //! the main section, but keys that are 8-byte ids (`u64::to_le_bytes` of
 //! seeded random ids; ids inserted have bit 0 clear, absent ids set, so
 //! every hit on an absent id is a false positive). Subjects: our blocked
-//! and split-block layouts against `sbbf-rs-safe` fed `xxh3_64` of the id
+//! and split-block layouts (and a frozen copy of the blocked filter,
+//! `_frozen`, lookups only) against `sbbf-rs-safe` fed `xxh3_64` of the id
 //! (`sbbf`) and XXH64 seed 0 (`sbbf_xxh64`, the split-block filter's own
 //! bits).
 //!
@@ -20,7 +21,7 @@ use super::clock::Tick;
 use super::harness::{Bench, Figure, Results};
 use super::subjects::HASH_SEED;
 use super::BITS_PER_KEY;
-use filterstore::{BitFilter, FilterParams, HashSpec, Layout, ParamError};
+use filterstore::{BitFilter, FilterParams, FrozenFilter, HashSpec, Layout, ParamError};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
@@ -31,16 +32,18 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 type Id = [u8; 8];
 
 /// The subjects of the lookups, in table order.
-const LOOKUPS: [&str; 4] = [
+const LOOKUPS: [&str; 5] = [
     "filterstore_blocked",
+    "filterstore_blocked_frozen",
     "filterstore_split",
     "sbbf",
     "sbbf_xxh64",
 ];
 
 /// Every subject of the table (inserts included), in its order.
-const ROWS: [&str; 11] = [
+const ROWS: [&str; 12] = [
     "filterstore_blocked",
+    "filterstore_blocked_frozen",
     "filterstore_blocked_2threads",
     "filterstore_blocked_mut",
     "filterstore_blocked_many",
@@ -116,6 +119,8 @@ type Sbbf = (&'static str, sbbf_rs_safe::Filter, fn(&Id) -> u64);
 /// The filters looked up: ours and sbbf's, each holding every id.
 struct Built {
     ours: [(&'static str, BitFilter); 2],
+    /// A copy of the blocked filter, frozen.
+    frozen: FrozenFilter,
     sbbf: [Sbbf; 2],
 }
 
@@ -143,7 +148,9 @@ fn build(ids: &Ids, r: &mut Results) -> Result<Built, ParamError> {
     let (Ok(ours), Ok(sbbf)) = (ours.try_into(), sbbf.try_into()) else {
         unreachable!("two of each")
     };
-    let built = Built { ours, sbbf };
+    let ours: [(&'static str, BitFilter); 2] = ours;
+    let frozen = ours[0].1.try_clone()?.freeze();
+    let built = Built { ours, frozen, sbbf };
     for name in LOOKUPS {
         let (found, fp) = (
             built.hits(name, &ids.present),
@@ -158,6 +165,12 @@ fn build(ids: &Ids, r: &mut Results) -> Result<Built, ParamError> {
 impl Built {
     /// How many of `ids` subject `name` reports present, one lookup each.
     fn hits(&self, name: &str, ids: &[Id]) -> u64 {
+        if name == "filterstore_blocked_frozen" {
+            return ids
+                .iter()
+                .map(|id| u64::from(self.frozen.contains(id)))
+                .sum();
+        }
         for (n, f) in &self.ours {
             if *n == name {
                 return ids.iter().map(|id| u64::from(f.contains(id))).sum();

@@ -7,7 +7,7 @@ use super::harness::{load1, Figure, Results};
 type Cell = (Figure, &'static str);
 
 /// The goals of issues 13, 23 and 38, as `(row, numerator, denominator)`.
-pub const RATIOS: [(&str, Cell, Cell); 31] = [
+pub const RATIOS: [(&str, Cell, Cell); 35] = [
     (
         "lookup_absent_split_vs_sbbf",
         (Figure::LookupAbsentNs, "filterstore_split"),
@@ -69,6 +69,16 @@ pub const RATIOS: [(&str, Cell, Cell); 31] = [
         (Figure::LookupPresentNs, "sbbf"),
     ),
     (
+        "lookup_absent_blocked_frozen_vs_sbbf",
+        (Figure::LookupAbsentNs, "filterstore_blocked_frozen"),
+        (Figure::LookupAbsentNs, "sbbf"),
+    ),
+    (
+        "lookup_present_blocked_frozen_vs_sbbf",
+        (Figure::LookupPresentNs, "filterstore_blocked_frozen"),
+        (Figure::LookupPresentNs, "sbbf"),
+    ),
+    (
         "lookup_absent_blocked_xxh3_128_vs_sbbf",
         (Figure::LookupAbsentNs, "filterstore_blocked_xxh3_128"),
         (Figure::LookupAbsentNs, "sbbf"),
@@ -116,6 +126,16 @@ pub const RATIOS: [(&str, Cell, Cell); 31] = [
     (
         "ids_lookup_present_blocked_vs_sbbf",
         (Figure::IdsLookupPresentNs, "filterstore_blocked"),
+        (Figure::IdsLookupPresentNs, "sbbf"),
+    ),
+    (
+        "ids_lookup_absent_blocked_frozen_vs_sbbf",
+        (Figure::IdsLookupAbsentNs, "filterstore_blocked_frozen"),
+        (Figure::IdsLookupAbsentNs, "sbbf"),
+    ),
+    (
+        "ids_lookup_present_blocked_frozen_vs_sbbf",
+        (Figure::IdsLookupPresentNs, "filterstore_blocked_frozen"),
         (Figure::IdsLookupPresentNs, "sbbf"),
     ),
     (

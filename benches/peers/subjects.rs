@@ -10,7 +10,7 @@
 
 use super::harness::Key;
 use fastbloom_rs::{Deletable, Membership};
-use filterstore::{BitFilter, BloomRead, CountingFilter, FilterView};
+use filterstore::{BitFilter, BloomRead, CountingFilter, FilterView, FrozenFilter};
 use std::hash::BuildHasher;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -95,6 +95,21 @@ impl Lookup for FilterView<'_> {
     #[inline(always)]
     fn contains(&self, key: &Key) -> bool {
         FilterView::contains(self, key)
+    }
+    fn bits(&self) -> u64 {
+        self.params().bit_bytes() * 8
+    }
+    fn k(&self) -> String {
+        self.params().k().to_string()
+    }
+}
+
+/// A frozen copy of a blocked filter (read-only, as sbbf-rs-safe's filter
+/// is while it is read): lookups only.
+impl Lookup for FrozenFilter {
+    #[inline(always)]
+    fn contains(&self, key: &Key) -> bool {
+        FrozenFilter::contains(self, key)
     }
     fn bits(&self) -> u64 {
         self.params().bit_bytes() * 8
