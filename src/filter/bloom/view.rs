@@ -10,6 +10,10 @@ use crate::filter::simd::{le_words, ByteBlocks, LookupChoice, LookupFn};
 
 /// A read-only filter over borrowed little-endian bytes (for instance the body
 /// of a decoded message or a memory-mapped file): queried without copying.
+/// Its blocks lie where the bytes do: bytes that do not start on a 64-byte
+/// line make every block of the blocked layout span two lines, which a
+/// lookup pays for (docs/KNOWN_ISSUES.md). For many lookups, copy them into
+/// a [`crate::FrozenFilter`]: `view.to_owned_filter()?.freeze()`.
 ///
 /// # Examples
 /// ```

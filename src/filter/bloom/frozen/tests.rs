@@ -70,6 +70,27 @@ fn frozen_filters_answer_as_their_filters_and_thaw_to_them() {
     }
 }
 
+/// A frozen filter is shared between threads as a filter is: `Send` and
+/// `Sync` (a compile-time check), and read by several threads at once.
+#[test]
+fn frozen_filters_are_read_by_many_threads() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let p = FilterParams::with_bits_per_key(20_000, 10.0, Layout::Blocked, HashSpec::xxh3_64(5));
+    let f = BitFilter::new(p.unwrap()).unwrap();
+    (0..20_000u64).for_each(|i| _ = f.insert(&i.to_le_bytes()));
+    let frozen = f.freeze();
+    shared(&frozen);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let frozen = &frozen;
+            s.spawn(move || {
+                let mut ids = (t..20_000).step_by(4);
+                assert!(ids.all(|i| frozen.contains(&i.to_le_bytes())));
+            });
+        }
+    });
+}
+
 /// Freezing and thawing keep the filter's memory: no copy, and the bits
 /// stay 64-byte aligned, as the frozen lookup's loads assume they are.
 #[test]
